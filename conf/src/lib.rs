@@ -1,1 +1,3 @@
 //! placeholder
+pub mod counters;
+pub mod state;

@@ -1,0 +1,445 @@
+//! The state region: a shared-memory file written only by border-dp and read by
+//! border-mgmt, borderctl and tests.
+//!
+//! Layout (all offsets in bytes from the start of the file, little endian,
+//! every field naturally aligned; the file is mapped page-aligned):
+//!
+//! ```text
+//! 0    magic          [u8; 8]  "BRDSTATE"
+//! 8    layout_version u32
+//! 12   header_len     u32      offset of worker block 0
+//! 16   n_workers      u32
+//! 20   n_counters     u32
+//! 24   worker_stride  u32      bytes between worker blocks (multiple of 64)
+//! 28   dp_pid         u32      atomic; pid of the border-dp that owns the region
+//! 32   run_state      u64      atomic; see [`RunState`]
+//! 40   started_unix_ms u64
+//! ...  (zero up to header_len)
+//! worker block i at header_len + i * worker_stride:
+//! 0    lcore          u64
+//! 8    applied_generation u64  atomic; quiescent state of the worker (QSBR)
+//! 16   heartbeat      u64      atomic; poll-loop iterations, for liveness
+//! 24   counters       [u64; n_counters]  atomic; indexed by [`Counter`]
+//! ```
+//!
+//! Each worker is the only writer of its block, so counters are bumped with a
+//! relaxed load and store instead of a locked read-modify-write.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::{Mmap, MmapMut};
+
+use crate::counters::Counter;
+
+/// Bumped whenever the byte layout or the counter list changes.
+pub const STATE_LAYOUT_VERSION: u32 = 1;
+const MAGIC: [u8; 8] = *b"BRDSTATE";
+const HEADER_LEN: usize = 128;
+const WORKER_FIXED: usize = 24;
+const MAX_WORKERS: u32 = 1024;
+
+/// Where the state region of an instance lives.
+pub fn state_path(instance: &str) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/border-{instance}-state"))
+}
+
+/// Lifecycle of the dataplane process that owns the region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    Starting,
+    Running,
+    Stopped,
+    Unknown(u64),
+}
+
+impl RunState {
+    fn to_raw(self) -> u64 {
+        match self {
+            RunState::Starting => 0,
+            RunState::Running => 1,
+            RunState::Stopped => 2,
+            RunState::Unknown(v) => v,
+        }
+    }
+    fn from_raw(v: u64) -> Self {
+        match v {
+            0 => RunState::Starting,
+            1 => RunState::Running,
+            2 => RunState::Stopped,
+            v => RunState::Unknown(v),
+        }
+    }
+}
+
+/// Why a state region could not be created or opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state region {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("state region {path}: not a border state region (bad magic)")]
+    BadMagic { path: PathBuf },
+    #[error("state region {path}: layout version {found} is not supported (this build speaks {expected})")]
+    Version { path: PathBuf, found: u32, expected: u32 },
+    #[error("state region {path}: {what}")]
+    Corrupt { path: PathBuf, what: String },
+    #[error("state region: {0} workers is more than the supported {MAX_WORKERS}")]
+    TooManyWorkers(u32),
+}
+
+fn worker_stride() -> usize {
+    (WORKER_FIXED + Counter::COUNT * 8).div_ceil(64) * 64
+}
+
+enum Map {
+    Rw(MmapMut),
+    Ro(Mmap),
+}
+
+impl Map {
+    fn as_ptr(&self) -> *const u8 {
+        match self {
+            Map::Rw(m) => m.as_ptr(),
+            Map::Ro(m) => m.as_ptr(),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Map::Rw(m) => m.len(),
+            Map::Ro(m) => m.len(),
+        }
+    }
+}
+
+/// A mapped state region.
+pub struct StateRegion {
+    map: Map,
+    path: PathBuf,
+    n_workers: usize,
+    n_counters: usize,
+    stride: usize,
+}
+
+impl std::fmt::Debug for StateRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateRegion")
+            .field("path", &self.path)
+            .field("n_workers", &self.n_workers)
+            .finish()
+    }
+}
+
+impl StateRegion {
+    /// Creates (or truncates and re-initialises) the region for `lcores.len()`
+    /// workers. Only border-dp calls this.
+    pub fn create(path: &Path, lcores: &[u32]) -> Result<StateRegion, StateError> {
+        let n_workers = lcores.len() as u32;
+        if n_workers > MAX_WORKERS {
+            return Err(StateError::TooManyWorkers(n_workers));
+        }
+        let io_err = |source| StateError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let stride = worker_stride();
+        let len = HEADER_LEN + stride * lcores.len();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(io_err)?;
+        file.set_len(len as u64).map_err(io_err)?;
+        // SAFETY: the file was just truncated to `len` bytes and is private to
+        // this process's border-dp role; other processes only map it read-only,
+        // and every field they read concurrently is accessed atomically.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err)?;
+        map[0..8].copy_from_slice(&MAGIC);
+        map[8..12].copy_from_slice(&STATE_LAYOUT_VERSION.to_le_bytes());
+        map[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
+        map[16..20].copy_from_slice(&n_workers.to_le_bytes());
+        map[20..24].copy_from_slice(&(Counter::COUNT as u32).to_le_bytes());
+        map[24..28].copy_from_slice(&(stride as u32).to_le_bytes());
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        map[40..48].copy_from_slice(&now_ms.to_le_bytes());
+        for (i, lcore) in lcores.iter().enumerate() {
+            let off = HEADER_LEN + i * stride;
+            map[off..off + 8].copy_from_slice(&u64::from(*lcore).to_le_bytes());
+        }
+        let region = StateRegion {
+            map: Map::Rw(map),
+            path: path.to_owned(),
+            n_workers: lcores.len(),
+            n_counters: Counter::COUNT,
+            stride,
+        };
+        region.set_pid(std::process::id());
+        region.set_run_state(RunState::Starting);
+        Ok(region)
+    }
+
+    /// Maps an existing region read-only and validates its header.
+    pub fn open(path: &Path) -> Result<StateRegion, StateError> {
+        let io_err = |source| StateError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = File::open(path).map_err(io_err)?;
+        // SAFETY: mapped read-only; the writer (border-dp) only ever changes
+        // fields this reader accesses through atomics, and the file length is
+        // validated below before any field beyond the header is read.
+        let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
+        Self::validate(Map::Ro(map), path)
+    }
+
+    fn validate(map: Map, path: &Path) -> Result<StateRegion, StateError> {
+        let corrupt = |what: String| StateError::Corrupt {
+            path: path.to_owned(),
+            what,
+        };
+        let len = map.len();
+        if len < HEADER_LEN {
+            return Err(corrupt(format!("{len} bytes is shorter than the header")));
+        }
+        // SAFETY: `len >= HEADER_LEN` was checked, so the first HEADER_LEN bytes
+        // are mapped and readable for the lifetime of `map`.
+        let head = unsafe { std::slice::from_raw_parts(map.as_ptr(), HEADER_LEN) };
+        if head[0..8] != MAGIC {
+            return Err(StateError::BadMagic {
+                path: path.to_owned(),
+            });
+        }
+        let u32_at = |o: usize| u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+        let version = u32_at(8);
+        if version != STATE_LAYOUT_VERSION {
+            return Err(StateError::Version {
+                path: path.to_owned(),
+                found: version,
+                expected: STATE_LAYOUT_VERSION,
+            });
+        }
+        let header_len = u32_at(12) as usize;
+        let n_workers = u32_at(16);
+        let n_counters = u32_at(20) as usize;
+        let stride = u32_at(24) as usize;
+        if header_len != HEADER_LEN || n_counters != Counter::COUNT || stride != worker_stride() {
+            return Err(corrupt(format!(
+                "header_len {header_len}, {n_counters} counters, stride {stride} do not match layout version {version}"
+            )));
+        }
+        if n_workers > MAX_WORKERS {
+            return Err(corrupt(format!("{n_workers} workers")));
+        }
+        let need = HEADER_LEN + stride * n_workers as usize;
+        if len < need {
+            return Err(corrupt(format!(
+                "{len} bytes, but {n_workers} workers need {need}"
+            )));
+        }
+        Ok(StateRegion {
+            map,
+            path: path.to_owned(),
+            n_workers: n_workers as usize,
+            n_counters,
+            stride,
+        })
+    }
+
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset % 8 == 0 && offset + 8 <= self.map.len());
+        // SAFETY: the mapping is page-aligned and `offset` is a multiple of 8
+        // inside it (asserted above), so the pointer is valid and aligned for
+        // AtomicU64, which has the layout of u64. The reference lives no longer
+        // than `self`, which owns the mapping. Concurrent writers in other
+        // processes only use atomic stores on these words.
+        unsafe { &*(self.map.as_ptr().add(offset) as *const AtomicU64) }
+    }
+
+    /// Path of the backing file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of worker blocks.
+    pub fn n_workers(&self) -> usize {
+        self.n_workers
+    }
+
+    pub fn pid(&self) -> u32 {
+        (self.word(24).load(Ordering::Relaxed) >> 32) as u32
+    }
+
+    fn set_pid(&self, pid: u32) {
+        let w = self.word(24);
+        let stride = w.load(Ordering::Relaxed) & 0xffff_ffff;
+        w.store(stride | (u64::from(pid) << 32), Ordering::Relaxed);
+    }
+
+    pub fn run_state(&self) -> RunState {
+        RunState::from_raw(self.word(32).load(Ordering::Acquire))
+    }
+
+    pub fn set_run_state(&self, s: RunState) {
+        self.word(32).store(s.to_raw(), Ordering::Release);
+    }
+
+    /// The block of worker `i`, or None if out of range.
+    pub fn worker(&self, i: usize) -> Option<WorkerState<'_>> {
+        (i < self.n_workers).then(|| WorkerState {
+            region: self,
+            base: HEADER_LEN + i * self.stride,
+        })
+    }
+
+    /// Sum of one counter over all workers.
+    pub fn total(&self, c: Counter) -> u64 {
+        (0..self.n_workers)
+            .filter_map(|i| self.worker(i))
+            .map(|w| w.get(c))
+            .sum()
+    }
+
+    /// Snapshot of every counter summed over workers, in index order.
+    pub fn totals(&self) -> Vec<(Counter, u64)> {
+        Counter::ALL.iter().map(|&c| (c, self.total(c))).collect()
+    }
+}
+
+/// One worker's block in the state region.
+#[derive(Clone, Copy)]
+pub struct WorkerState<'a> {
+    region: &'a StateRegion,
+    base: usize,
+}
+
+impl<'a> WorkerState<'a> {
+    pub fn lcore(&self) -> u64 {
+        self.region.word(self.base).load(Ordering::Relaxed)
+    }
+    pub fn applied_generation(&self) -> u64 {
+        self.region.word(self.base + 8).load(Ordering::Acquire)
+    }
+    pub fn set_applied_generation(&self, g: u64) {
+        self.region.word(self.base + 8).store(g, Ordering::Release)
+    }
+    pub fn heartbeat(&self) -> u64 {
+        self.region.word(self.base + 16).load(Ordering::Relaxed)
+    }
+    pub fn get(&self, c: Counter) -> u64 {
+        self.counter_word(c).load(Ordering::Relaxed)
+    }
+    /// Resolves the counter words once so the hot loop does plain adds.
+    pub fn counters(&self) -> CounterBlock<'a> {
+        let first = self.base + WORKER_FIXED;
+        let n = self.region.n_counters;
+        assert!(first % 8 == 0 && first + n * 8 <= self.region.map.len());
+        // SAFETY: the block's counter words lie inside the mapping (asserted),
+        // start 8-aligned in a page-aligned mapping, and AtomicU64 has the
+        // layout of u64; the slice borrows the region, which owns the mapping.
+        let words = unsafe {
+            std::slice::from_raw_parts(self.region.map.as_ptr().add(first) as *const AtomicU64, n)
+        };
+        CounterBlock {
+            heartbeat: self.region.word(self.base + 16),
+            words,
+        }
+    }
+    fn counter_word(&self, c: Counter) -> &'a AtomicU64 {
+        self.region.word(self.base + WORKER_FIXED + c.index() * 8)
+    }
+}
+
+/// The counters of one worker, resolved to atomics. Only the owning worker
+/// may call the mutating methods (single writer).
+pub struct CounterBlock<'a> {
+    heartbeat: &'a AtomicU64,
+    words: &'a [AtomicU64],
+}
+
+impl CounterBlock<'_> {
+    /// Adds `n` to a counter. Single writer: a relaxed load and store, no lock prefix.
+    #[inline]
+    pub fn add(&self, c: Counter, n: u64) {
+        let w = &self.words[c.index()];
+        w.store(w.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+    #[inline]
+    pub fn inc(&self, c: Counter) {
+        self.add(c, 1)
+    }
+    #[inline]
+    pub fn get(&self, c: Counter) -> u64 {
+        self.words[c.index()].load(Ordering::Relaxed)
+    }
+    #[inline]
+    pub fn beat(&self) {
+        self.add_heartbeat()
+    }
+    fn add_heartbeat(&self) {
+        let w = self.heartbeat;
+        w.store(w.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("border-state-test-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn writer_and_reader_agree() {
+        let p = tmp("agree");
+        let w = StateRegion::create(&p, &[1, 3]).unwrap();
+        let block = w.worker(1).unwrap().counters();
+        block.add(Counter::RxPackets, 5);
+        block.inc(Counter::DropMalformed);
+        block.beat();
+        w.worker(0).unwrap().set_applied_generation(7);
+        w.set_run_state(RunState::Running);
+
+        let r = StateRegion::open(&p).unwrap();
+        assert_eq!(r.n_workers(), 2);
+        assert_eq!(r.pid(), std::process::id());
+        assert_eq!(r.run_state(), RunState::Running);
+        assert_eq!(r.worker(1).unwrap().lcore(), 3);
+        assert_eq!(r.worker(1).unwrap().get(Counter::RxPackets), 5);
+        assert_eq!(r.worker(1).unwrap().heartbeat(), 1);
+        assert_eq!(r.worker(0).unwrap().applied_generation(), 7);
+        assert_eq!(r.total(Counter::DropMalformed), 1);
+        assert!(r.worker(2).is_none());
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn garbage_is_refused_with_a_reason() {
+        let p = tmp("garbage");
+        std::fs::write(&p, b"short").unwrap();
+        assert!(matches!(StateRegion::open(&p), Err(StateError::Corrupt { .. })));
+        std::fs::write(&p, vec![0xAB; 4096]).unwrap();
+        assert!(matches!(StateRegion::open(&p), Err(StateError::BadMagic { .. })));
+
+        let w = StateRegion::create(&p, &[1]).unwrap();
+        drop(w);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[8] = 99;
+        std::fs::write(&p, &bytes).unwrap();
+        let e = StateRegion::open(&p).unwrap_err().to_string();
+        assert!(e.contains("layout version 99") && e.contains("speaks 1"), "{e}");
+
+        bytes[8] = STATE_LAYOUT_VERSION as u8;
+        bytes[16..20].copy_from_slice(&5u32.to_le_bytes()); // claims 5 workers
+        std::fs::write(&p, &bytes).unwrap();
+        let e = StateRegion::open(&p).unwrap_err().to_string();
+        assert!(e.contains("5 workers need"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+    }
+}
