@@ -377,6 +377,11 @@ impl CounterBlock<'_> {
     pub fn get(&self, c: Counter) -> u64 {
         self.words[c.index()].load(Ordering::Relaxed)
     }
+    /// Overwrites a counter with a value the worker kept locally.
+    #[inline]
+    pub fn set(&self, c: Counter, v: u64) {
+        self.words[c.index()].store(v, Ordering::Relaxed);
+    }
     #[inline]
     pub fn beat(&self) {
         self.add_heartbeat()
