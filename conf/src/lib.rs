@@ -1,3 +1,5 @@
 //! placeholder
 pub mod counters;
+pub mod flowhash;
+pub mod maglev;
 pub mod state;

@@ -1,0 +1,644 @@
+//! Maglev consistent-hashing table builder (Eisenbud et al., NSDI'16), with
+//! integer weights.
+//!
+//! A table ("ring") of prime size `M` maps a flow to a backend:
+//! `table[slot(flow_hash, M)]` is the index, in the caller's slice, of the
+//! backend that gets the flow. The build is a pure function of the *set* of
+//! `(id, weight)` pairs and `M`: input order does not matter, and nothing
+//! depends on the host, the build or the process, so every appliance behind
+//! the same ECMP group computes the same ring from the same config. It is
+//! part of the inter-appliance contract just like [`crate::flowhash`], and
+//! pinned by known-answer tests.
+//!
+//! # Algorithm
+//!
+//! 1. Backends with weight 0 are left out. The rest are ranked by
+//!    [`BackendId`] (byte order); two equal ids are an error.
+//! 2. Each backend's preference list is the permutation
+//!    `offset, offset + skip, offset + 2·skip, … (mod M)` with
+//!    `offset = siphash24(K_OFFSET, id) mod M` and
+//!    `skip = siphash24(K_SKIP, id) mod (M − 1) + 1` (two fixed keys, see
+//!    [`BackendId::offset_skip`]). `M` prime makes every skip coprime with `M`,
+//!    so each list visits every slot.
+//! 3. Quotas: backend `i` gets `floor(w_i·M / W)` slots, and the
+//!    `M − Σ floor` slots left over go to the largest remainders
+//!    `w_i·M mod W` (ties: lower rank first). So every backend holds exactly
+//!    the floor or the ceiling of its exact share `w_i·M / W`, and the quotas
+//!    sum to `M`.
+//! 4. Turns: with `R = max quota`, the backend with quota `q` takes its k-th
+//!    turn (k = 0..q) in round `floor(k·R / q)`; within a round, turns go in
+//!    rank order. A backend thus takes turns at a rate proportional to its
+//!    weight, spread evenly (the idea of Katran's weighted Maglev v2, with
+//!    exact quotas). With equal weights this is exactly the round-robin of
+//!    the paper.
+//! 5. On its turn, a backend claims the next slot of its preference list that
+//!    is still free.
+//!
+//! Cost: O(N log N + M log M) with a small constant: occupancy is a bitmap
+//! (M = 65537 → 8 KiB, stays in L1), positions advance by add-and-subtract,
+//! never by a modulo per slot.
+
+use crate::flowhash::siphash24;
+use core::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Default ring size (prime; the paper's value).
+pub const DEFAULT_M: u32 = 65537;
+
+/// SipHash key for a backend's offset. Fixed forever: changing it re-shuffles
+/// every ring of every appliance.
+const K_OFFSET: [u8; 16] = *b"border-maglev-of";
+/// SipHash key for a backend's skip. Fixed forever, and distinct from
+/// [`K_OFFSET`] so offset and skip are independent.
+const K_SKIP: [u8; 16] = *b"border-maglev-sk";
+
+/// The slot a flow hash selects in a ring of size `m`:
+/// `(flow_hash % m) as usize`.
+#[inline(always)]
+pub fn slot(flow_hash: u64, m: u32) -> usize {
+    (flow_hash % u64::from(m)) as usize
+}
+
+/// Stable identity of a backend: its address and port as 18 bytes, the
+/// address in IPv6 form (IPv4 as IPv4-mapped `::ffff:a.b.c.d`) followed by the
+/// port in network byte order. The order of ids (plain byte order) is the
+/// rank order used for tie-breaks.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BackendId([u8; BackendId::LEN]);
+
+impl BackendId {
+    /// Encoded length.
+    pub const LEN: usize = 18;
+
+    /// From the raw encoding.
+    pub const fn from_bytes(bytes: [u8; Self::LEN]) -> Self {
+        BackendId(bytes)
+    }
+
+    /// The raw encoding (what the permutation hashes are computed over).
+    pub const fn as_bytes(&self) -> &[u8; Self::LEN] {
+        &self.0
+    }
+
+    /// An IPv4 backend (stored IPv4-mapped).
+    pub const fn v4(addr: [u8; 4], port: u16) -> Self {
+        let p = port.to_be_bytes();
+        BackendId([
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, addr[0], addr[1], addr[2], addr[3], p[0],
+            p[1],
+        ])
+    }
+
+    /// An IPv6 backend.
+    pub const fn v6(addr: [u8; 16], port: u16) -> Self {
+        let mut b = [0u8; Self::LEN];
+        let mut i = 0;
+        while i < 16 {
+            b[i] = addr[i];
+            i += 1;
+        }
+        let p = port.to_be_bytes();
+        b[16] = p[0];
+        b[17] = p[1];
+        BackendId(b)
+    }
+
+    /// From a socket address. An IPv6 scope id / flow info is not part of
+    /// the identity.
+    pub fn from_socket_addr(sa: SocketAddr) -> Self {
+        match sa.ip() {
+            IpAddr::V4(a) => Self::v4(a.octets(), sa.port()),
+            IpAddr::V6(a) => Self::v6(a.octets(), sa.port()),
+        }
+    }
+
+    /// Back to a socket address (IPv4-mapped ids come back as IPv4).
+    pub fn socket_addr(&self) -> SocketAddr {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&self.0[..16]);
+        let a = Ipv6Addr::from(a);
+        let port = u16::from_be_bytes([self.0[16], self.0[17]]);
+        match a.to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), port),
+            None => SocketAddr::new(IpAddr::V6(a), port),
+        }
+    }
+
+    /// This backend's `(offset, skip)` in a ring of size `m` (m ≥ 2):
+    /// `offset ∈ [0, m)`, `skip ∈ [1, m)`. For `m < 2` returns `(0, 1)`.
+    pub fn offset_skip(&self, m: u32) -> (u32, u32) {
+        if m < 2 {
+            return (0, 1);
+        }
+        let m64 = u64::from(m);
+        let offset = siphash24(&K_OFFSET, &self.0) % m64;
+        let skip = siphash24(&K_SKIP, &self.0) % (m64 - 1) + 1;
+        (offset as u32, skip as u32)
+    }
+}
+
+impl From<SocketAddr> for BackendId {
+    fn from(sa: SocketAddr) -> Self {
+        Self::from_socket_addr(sa)
+    }
+}
+
+impl From<(Ipv4Addr, u16)> for BackendId {
+    fn from((a, p): (Ipv4Addr, u16)) -> Self {
+        Self::v4(a.octets(), p)
+    }
+}
+
+impl fmt::Display for BackendId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.socket_addr(), f)
+    }
+}
+
+impl fmt::Debug for BackendId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BackendId({})", self.socket_addr())
+    }
+}
+
+/// One backend as the builder sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaglevBackend {
+    /// Stable identity (decides the permutation and the rank).
+    pub id: BackendId,
+    /// Relative weight; 0 leaves the backend out of the ring.
+    pub weight: u32,
+}
+
+/// Why a ring could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MaglevError {
+    /// The ring size is not a prime.
+    NotPrime {
+        /// The rejected size.
+        m: u32,
+    },
+    /// No backend with a weight above 0.
+    NoBackends,
+    /// More backends with a weight above 0 than slots (or more than `u32`
+    /// can index).
+    TooManyBackends {
+        /// Number of backends with a weight above 0.
+        backends: usize,
+        /// Ring size.
+        m: u32,
+    },
+    /// Two backends with the same identity (both with weight above 0).
+    DuplicateBackend {
+        /// The repeated identity.
+        id: BackendId,
+    },
+}
+
+impl fmt::Display for MaglevError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MaglevError::NotPrime { m } => write!(f, "maglev table size {m} is not a prime"),
+            MaglevError::NoBackends => f.write_str("no backend with a weight above 0"),
+            MaglevError::TooManyBackends { backends, m } => write!(
+                f,
+                "{backends} backends do not fit a maglev table of size {m}"
+            ),
+            MaglevError::DuplicateBackend { id } => write!(f, "backend {id} is listed twice"),
+        }
+    }
+}
+
+impl std::error::Error for MaglevError {}
+
+/// A backend's walk along its preference list.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cursor {
+    /// Next candidate slot.
+    pos: u32,
+    /// Step.
+    skip: u32,
+    /// `m - skip`: `pos >= back` means `pos + skip` wraps.
+    back: u32,
+}
+
+impl Cursor {
+    #[inline(always)]
+    fn step(&self, p: u32) -> u32 {
+        if p >= self.back {
+            p - self.back
+        } else {
+            p + self.skip
+        }
+    }
+}
+
+/// Working memory of [`build_into`], kept between builds so a rebuild of a
+/// ring of the same shape allocates nothing.
+#[derive(Debug, Default)]
+pub struct MaglevScratch {
+    /// rank -> index in the caller's slice.
+    ranked: Vec<u32>,
+    /// rank -> number of slots.
+    quota: Vec<u32>,
+    /// (remainder, rank), for the largest-remainder step.
+    remainder: Vec<(u64, u32)>,
+    /// rank -> walk state.
+    cursor: Vec<Cursor>,
+    /// Per round: start of its turns in `schedule` (counting sort).
+    round_start: Vec<u32>,
+    /// All M turns in order, as ranks.
+    schedule: Vec<u32>,
+    /// Occupancy bitmap of the table.
+    taken: Vec<u64>,
+}
+
+impl MaglevScratch {
+    /// Empty scratch space.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// Builds a ring of size `m`; entries are indices into `backends`.
+///
+/// See the module documentation for the algorithm. Errors instead of
+/// panicking on a bad `m`, an empty set or duplicate ids.
+pub fn build(backends: &[MaglevBackend], m: u32) -> Result<Vec<u32>, MaglevError> {
+    let mut table = Vec::new();
+    build_into(&mut table, &mut MaglevScratch::new(), backends, m)?;
+    Ok(table)
+}
+
+/// [`build`] into caller-owned memory: `table` is overwritten (length `m`),
+/// `scratch` is reused. On error `table` is left empty.
+pub fn build_into(
+    table: &mut Vec<u32>,
+    scratch: &mut MaglevScratch,
+    backends: &[MaglevBackend],
+    m: u32,
+) -> Result<(), MaglevError> {
+    table.clear();
+    if !is_prime(m) {
+        return Err(MaglevError::NotPrime { m });
+    }
+    let s = scratch;
+
+    // 1. Active backends, ranked by identity.
+    s.ranked.clear();
+    let Ok(len) = u32::try_from(backends.len()) else {
+        return Err(MaglevError::TooManyBackends {
+            backends: backends.iter().filter(|b| b.weight > 0).count(),
+            m,
+        });
+    };
+    s.ranked
+        .extend((0..len).filter(|&i| backends[i as usize].weight > 0));
+    let n = s.ranked.len();
+    if n == 0 {
+        return Err(MaglevError::NoBackends);
+    }
+    if n > m as usize {
+        return Err(MaglevError::TooManyBackends { backends: n, m });
+    }
+    s.ranked
+        .sort_unstable_by(|&a, &b| backends[a as usize].id.cmp(&backends[b as usize].id));
+    if let Some(w) = s
+        .ranked
+        .windows(2)
+        .find(|w| backends[w[0] as usize].id == backends[w[1] as usize].id)
+    {
+        return Err(MaglevError::DuplicateBackend {
+            id: backends[w[0] as usize].id,
+        });
+    }
+
+    // 2. Quotas: floor of the exact share, remainders to the largest ones.
+    let total: u64 = s
+        .ranked
+        .iter()
+        .map(|&i| u64::from(backends[i as usize].weight))
+        .sum();
+    let m64 = u64::from(m);
+    s.quota.clear();
+    s.remainder.clear();
+    let mut assigned: u64 = 0;
+    for (rank, &i) in s.ranked.iter().enumerate() {
+        // weight < 2^32 and m < 2^32: no overflow.
+        let p = u64::from(backends[i as usize].weight) * m64;
+        let q = p / total;
+        assigned += q;
+        s.quota.push(q as u32);
+        s.remainder.push((p % total, rank as u32));
+    }
+    // Fewer than n slots are left over, and at least that many backends have a
+    // non-zero remainder, so every backend ends at floor or ceil.
+    let left = (m64 - assigned) as usize;
+    if left > 0 {
+        s.remainder
+            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for &(_, rank) in &s.remainder[..left] {
+            s.quota[rank as usize] += 1;
+        }
+    }
+
+    // 3. Turn order: quota q takes turns in rounds floor(k * R / q), k < q;
+    //    ranks in order within a round. Counting sort over the rounds.
+    let rounds = s.quota.iter().copied().max().unwrap_or(0);
+    s.round_start.clear();
+    s.round_start.resize(rounds as usize + 1, 0);
+    for &q in &s.quota {
+        for_each_round(q, rounds, |r| s.round_start[r as usize + 1] += 1);
+    }
+    for r in 1..s.round_start.len() {
+        s.round_start[r] += s.round_start[r - 1];
+    }
+    s.schedule.clear();
+    s.schedule.resize(m as usize, 0);
+    for (rank, &q) in s.quota.iter().enumerate() {
+        let (start, schedule) = (&mut s.round_start, &mut s.schedule);
+        for_each_round(q, rounds, |r| {
+            let at = &mut start[r as usize];
+            schedule[*at as usize] = rank as u32;
+            *at += 1;
+        });
+    }
+
+    // 4. Permutations.
+    s.cursor.clear();
+    s.cursor.extend(s.ranked.iter().map(|&i| {
+        let (offset, skip) = backends[i as usize].id.offset_skip(m);
+        Cursor {
+            pos: offset,
+            skip,
+            back: m - skip,
+        }
+    }));
+
+    // 5. Fill: each turn claims the next free slot of that backend's list.
+    //    The quotas sum to m, so a free slot exists on every turn, and the
+    //    list visits every slot, so the walk ends.
+    s.taken.clear();
+    s.taken.resize((m as usize).div_ceil(64), 0);
+    table.resize(m as usize, 0);
+    for &rank in &s.schedule {
+        let c = &mut s.cursor[rank as usize];
+        let mut p = c.pos;
+        loop {
+            let word = &mut s.taken[(p >> 6) as usize];
+            let bit = 1u64 << (p & 63);
+            if *word & bit == 0 {
+                *word |= bit;
+                break;
+            }
+            p = c.step(p);
+        }
+        table[p as usize] = s.ranked[rank as usize];
+        c.pos = c.step(p);
+    }
+    Ok(())
+}
+
+/// Calls `f(floor(k * rounds / q))` for k = 0..q, without a division per step.
+#[inline(always)]
+fn for_each_round(q: u32, rounds: u32, mut f: impl FnMut(u32)) {
+    if q == 0 {
+        return;
+    }
+    let (whole, frac) = (rounds / q, rounds % q);
+    let (mut r, mut acc) = (0u32, 0u32);
+    for _ in 0..q {
+        f(r);
+        r += whole;
+        acc += frac;
+        if acc >= q {
+            acc -= q;
+            r += 1;
+        }
+    }
+}
+
+/// Whether `n` is prime (deterministic Miller–Rabin, exact for every `u32`).
+/// The config validator uses it for ring sizes.
+pub const fn is_prime(n: u32) -> bool {
+    if n < 2 {
+        return false;
+    }
+    const SMALL: [u32; 12] = [2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37];
+    let mut i = 0;
+    while i < SMALL.len() {
+        if n == SMALL[i] {
+            return true;
+        }
+        let rem = n % SMALL[i];
+        if rem == 0 {
+            return false;
+        }
+        i += 1;
+    }
+    if n < 41 * 41 {
+        return true;
+    }
+    // Bases 2, 7, 61 decide every n < 4_759_123_141 > u32::MAX (Jaeschke).
+    let n64 = n as u64;
+    // n - 1 = d * 2^s with d odd.
+    let s = (n64 - 1).trailing_zeros();
+    let d = (n64 - 1) >> s;
+    let bases = [2u64, 7, 61];
+    let mut b = 0;
+    'witness: while b < bases.len() {
+        let a = bases[b] % n64;
+        b += 1;
+        if a == 0 {
+            continue;
+        }
+        let mut x = pow_mod(a, d, n64);
+        if x == 1 || x == n64 - 1 {
+            continue;
+        }
+        let mut r = 1;
+        while r < s {
+            x = x * x % n64;
+            if x == n64 - 1 {
+                continue 'witness;
+            }
+            r += 1;
+        }
+        return false;
+    }
+    true
+}
+
+/// `base^exp mod m` for m < 2^32 (products fit u64).
+const fn pow_mod(mut base: u64, mut exp: u64, m: u64) -> u64 {
+    let mut acc = 1u64;
+    base %= m;
+    while exp > 0 {
+        if exp & 1 == 1 {
+            acc = acc * base % m;
+        }
+        base = base * base % m;
+        exp >>= 1;
+    }
+    acc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sieve(limit: usize) -> Vec<bool> {
+        let mut p = vec![true; limit];
+        p[0] = false;
+        p[1] = false;
+        let mut i = 2;
+        while i * i < limit {
+            if p[i] {
+                let mut j = i * i;
+                while j < limit {
+                    p[j] = false;
+                    j += i;
+                }
+            }
+            i += 1;
+        }
+        p
+    }
+
+    #[test]
+    fn is_prime_matches_sieve() {
+        let p = sieve(200_000);
+        for (n, &want) in p.iter().enumerate() {
+            assert_eq!(is_prime(n as u32), want, "{n}");
+        }
+    }
+
+    #[test]
+    fn is_prime_large_and_pseudoprimes() {
+        for n in [65_537u32, 655_373, 4_294_967_291, 2_147_483_647, 1_000_003] {
+            assert!(is_prime(n), "{n}");
+        }
+        // Carmichael numbers, strong pseudoprimes to several bases, and
+        // composites near u32::MAX.
+        for n in [
+            561u32,
+            1105,
+            2047,
+            3_215_031_751,
+            25_326_001,
+            4_294_967_295,
+            4_294_967_293,
+            65_535,
+            65_539 * 3,
+            46_337 * 46_337,
+        ] {
+            assert!(!is_prime(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn backend_id_round_trip() {
+        for s in [
+            "10.0.0.1:80",
+            "[2001:db8::1]:443",
+            "[::1]:0",
+            "0.0.0.0:65535",
+        ] {
+            let sa: SocketAddr = s.parse().unwrap();
+            let id = BackendId::from(sa);
+            assert_eq!(id.socket_addr(), sa);
+            assert_eq!(id.to_string(), s);
+        }
+        assert_eq!(
+            BackendId::v4([10, 0, 0, 1], 80).as_bytes(),
+            &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1, 0, 80]
+        );
+    }
+
+    #[test]
+    fn rounds_are_floor_k_r_over_q() {
+        for rounds in 1..40u32 {
+            for q in 1..=rounds {
+                let mut got = Vec::new();
+                for_each_round(q, rounds, |r| got.push(r));
+                let want: Vec<u32> = (0..q).map(|k| k * rounds / q).collect();
+                assert_eq!(got, want, "q {q} R {rounds}");
+            }
+        }
+    }
+
+    #[test]
+    fn errors() {
+        let b = |a: u8, w| MaglevBackend {
+            id: BackendId::v4([10, 0, 0, a], 80),
+            weight: w,
+        };
+        assert_eq!(
+            build(&[b(1, 1)], 65_536),
+            Err(MaglevError::NotPrime { m: 65_536 })
+        );
+        assert_eq!(build(&[b(1, 1)], 1), Err(MaglevError::NotPrime { m: 1 }));
+        assert_eq!(build(&[], 7), Err(MaglevError::NoBackends));
+        assert_eq!(build(&[b(1, 0), b(2, 0)], 7), Err(MaglevError::NoBackends));
+        let many: Vec<_> = (1..=8).map(|a| b(a, 1)).collect();
+        assert_eq!(
+            build(&many, 7),
+            Err(MaglevError::TooManyBackends { backends: 8, m: 7 })
+        );
+        assert_eq!(
+            build(&[b(1, 1), b(2, 3), b(1, 2)], 7),
+            Err(MaglevError::DuplicateBackend { id: b(1, 1).id })
+        );
+        // A duplicate with weight 0 is not in the ring, so not a conflict.
+        assert!(build(&[b(1, 1), b(1, 0)], 7).is_ok());
+    }
+
+    #[test]
+    fn tiny_rings() {
+        let one = [MaglevBackend {
+            id: BackendId::v4([10, 0, 0, 1], 80),
+            weight: 5,
+        }];
+        assert_eq!(build(&one, 2).unwrap(), vec![0, 0]);
+        assert_eq!(build(&one, 3).unwrap(), vec![0, 0, 0]);
+        let two = [
+            MaglevBackend {
+                id: BackendId::v4([10, 0, 0, 2], 80),
+                weight: 1,
+            },
+            one[0],
+        ];
+        // Shares 1/3 and 5/3 of two slots: floor/ceil gives 0 and 2.
+        assert_eq!(build(&two, 2).unwrap(), vec![1, 1]);
+        let even = [
+            MaglevBackend {
+                weight: 5,
+                ..two[0]
+            },
+            one[0],
+        ];
+        let mut t = build(&even, 2).unwrap();
+        t.sort();
+        assert_eq!(t, vec![0, 1]);
+    }
+
+    #[test]
+    fn build_into_reuses_memory() {
+        let backends: Vec<_> = (0..50u16)
+            .map(|i| MaglevBackend {
+                id: BackendId::v4([10, 1, (i >> 8) as u8, i as u8], 443),
+                weight: 1 + u32::from(i % 3),
+            })
+            .collect();
+        let mut table = Vec::new();
+        let mut scratch = MaglevScratch::new();
+        build_into(&mut table, &mut scratch, &backends, 4099).unwrap();
+        let first = table.clone();
+        let ptr = table.as_ptr();
+        build_into(&mut table, &mut scratch, &backends, 4099).unwrap();
+        assert_eq!(table, first);
+        assert_eq!(table.as_ptr(), ptr);
+        assert_eq!(first, build(&backends, 4099).unwrap());
+    }
+}
