@@ -1,5 +1,11 @@
 //! placeholder
+pub mod config;
 pub mod counters;
 pub mod flowhash;
 pub mod maglev;
 pub mod state;
+
+pub use config::{
+    check_config_file, Backend, Config, ConfigError, Dataplane, Health, HealthKind, IpNet, Listen,
+    Mgmt, MgmtTls, Mode, PollMode, Port, PpTlv, Protocol, ProxyProtocol, Timeouts, Vip,
+};

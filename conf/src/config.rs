@@ -1,0 +1,448 @@
+//! The configuration model: one TOML file configures both processes.
+//!
+//! [`Config::from_file`] / [`Config::from_toml_str`] parse, check every rule
+//! and return a fully defaulted, validated [`Config`], or the first error in
+//! file order as a [`ConfigError`] naming file, line, column and key path.
+//! The format is documented key by key in `docs/config.md`.
+//!
+//! This module does no I/O other than reading the config file.
+
+mod error;
+mod net;
+mod raw;
+mod validate;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use error::ConfigError;
+pub use net::{format_mac, is_prime, next_prime, IpNet};
+
+/// Default `dataplane.conntrack_per_worker`.
+pub const DEFAULT_CONNTRACK_PER_WORKER: u32 = 1 << 20;
+/// Bounds of `dataplane.conntrack_per_worker`.
+pub const CONNTRACK_PER_WORKER_RANGE: std::ops::RangeInclusive<u32> = 1024..=(1 << 27);
+/// lcore ids must be below this (RTE_MAX_LCORE of Debian's DPDK 22.11 build).
+pub const MAX_LCORE: u32 = 128;
+/// Upper bound of every `dataplane.timeouts` value, in seconds (7 days).
+pub const MAX_TIMEOUT_SECS: u32 = 7 * 24 * 3600;
+/// Default `port.local_port_range` when `local_addresses` is set: below the
+/// Linux default ephemeral range (32768..=60999) so the kernel twin keeps its own.
+pub const DEFAULT_LOCAL_PORT_RANGE: (u16, u16) = (1024, 32767);
+/// Default `vip.maglev_table_size` (prime).
+pub const DEFAULT_MAGLEV_TABLE_SIZE: u32 = 65537;
+/// Upper bound of `vip.maglev_table_size`.
+pub const MAX_MAGLEV_TABLE_SIZE: u32 = 1 << 24;
+/// Default `vip.proxy_protocol_max_len`: nginx 1.22 reads at most 107 bytes.
+pub const DEFAULT_PROXY_PROTOCOL_MAX_LEN: u16 = 107;
+/// PPv2 fixed header: 12-byte signature, ver/cmd, family, 2-byte length.
+pub const PPV2_FIXED_LEN: u16 = 16;
+/// Upper bound of `vip.proxy_protocol_max_len` (the length field is 16 bits).
+pub const MAX_PROXY_PROTOCOL_MAX_LEN: u16 = u16::MAX - PPV2_FIXED_LEN;
+/// Largest backend weight.
+pub const MAX_WEIGHT: u32 = 65535;
+/// Largest Linux interface name, in bytes (IFNAMSIZ - 1).
+pub const MAX_IFNAME_LEN: usize = 15;
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Names the shared-memory regions and the default mgmt socket.
+    pub instance: String,
+    /// Availability zone of this appliance.
+    pub zone: Option<String>,
+    /// `[dataplane]`.
+    pub dataplane: Dataplane,
+    /// `[[port]]`, in file order (at least one).
+    pub ports: Vec<Port>,
+    /// `[mgmt]`.
+    pub mgmt: Mgmt,
+    /// `[[vip]]`, in file order (may be empty).
+    pub vips: Vec<Vip>,
+}
+
+/// `[dataplane]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dataplane {
+    /// EAL main lcore (default 0).
+    pub main_lcore: u32,
+    /// One poll-mode worker per lcore, in file order; distinct, not main_lcore.
+    pub worker_lcores: Vec<u32>,
+    /// Default [`PollMode::Adaptive`].
+    pub poll: PollMode,
+    /// Extra EAL arguments (default empty); never lcore options.
+    pub eal_args: Vec<String>,
+    /// Connection-table entries per worker, preallocated.
+    pub conntrack_per_worker: u32,
+    /// Key of the stable flow hash (same on every appliance of a cluster).
+    pub flow_hash_key: [u8; 16],
+    /// `[dataplane.timeouts]`.
+    pub timeouts: Timeouts,
+}
+
+/// How workers poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PollMode {
+    /// Spin forever: for dedicated cores.
+    Busy,
+    /// Back off when idle.
+    Adaptive,
+}
+
+/// Connection-tracking idle timeouts, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Timeouts {
+    /// Half-open TCP (default 30).
+    pub tcp_syn: u32,
+    /// Established TCP (default 900).
+    pub tcp_established: u32,
+    /// TCP after FIN or RST (default 10).
+    pub tcp_closing: u32,
+    /// UDP flows (default 300).
+    pub udp: u32,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            tcp_syn: 30,
+            tcp_established: 900,
+            tcp_closing: 10,
+            udp: 300,
+        }
+    }
+}
+
+/// `[[port]]`: one DPDK port and its kernel twin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Port {
+    /// Unique safe identifier.
+    pub name: String,
+    /// DPDK devargs, e.g. `net_tap0,iface=border-ext` or a PCI address.
+    pub devargs: String,
+    /// Interface addresses with prefix (may be empty).
+    pub addresses: Vec<IpNet>,
+    /// Next hop for non-local destinations; inside one of `addresses`.
+    pub gateway: Option<IpAddr>,
+    /// Kernel twin interface name (default `kni-<name>`).
+    pub host_interface: String,
+    /// Full-NAT source pool, each inside one of `addresses`.
+    pub local_addresses: Vec<IpAddr>,
+    /// Full-NAT source ports, inclusive. `Some` exactly when
+    /// `local_addresses` is non-empty (default [`DEFAULT_LOCAL_PORT_RANGE`]).
+    pub local_port_range: Option<(u16, u16)>,
+    /// Fixed unicast MAC address; `None` keeps the device's own.
+    pub mac: Option<[u8; 6]>,
+}
+
+impl Port {
+    /// The devargs device name: the part before the first comma.
+    pub fn device_name(&self) -> &str {
+        device_name(&self.devargs)
+    }
+
+    /// True if `ip` is inside one of this port's subnets.
+    pub fn on_link(&self, ip: IpAddr) -> bool {
+        self.addresses.iter().any(|n| n.contains(ip))
+    }
+
+    /// True if `ip` is one of this port's own interface addresses.
+    pub fn has_address(&self, ip: IpAddr) -> bool {
+        self.addresses.iter().any(|n| n.addr == ip)
+    }
+}
+
+pub(crate) fn device_name(devargs: &str) -> &str {
+    devargs.split(',').next().unwrap_or("")
+}
+
+/// `[mgmt]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mgmt {
+    /// `unix:///path` or `tcp://ip:port` (default `unix:///run/border/<instance>.sock`).
+    pub listen: String,
+    /// Prometheus endpoint (default none).
+    pub metrics_listen: Option<SocketAddr>,
+    /// `[mgmt.tls]`; required when `listen` is TCP.
+    pub tls: Option<MgmtTls>,
+}
+
+/// A parsed `mgmt.listen`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Listen {
+    /// `unix:///absolute/path`.
+    Unix(PathBuf),
+    /// `tcp://ip:port`.
+    Tcp(SocketAddr),
+}
+
+impl Mgmt {
+    /// The parsed `listen`; always `Some` in a validated [`Config`].
+    pub fn listen_addr(&self) -> Option<Listen> {
+        validate::parse_listen(&self.listen).ok()
+    }
+}
+
+/// `[mgmt.tls]`: mutual TLS for the gRPC API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MgmtTls {
+    /// Server certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Server private key (PEM).
+    pub key: PathBuf,
+    /// CA that signs client certificates (PEM).
+    pub client_ca: PathBuf,
+    /// Pinned client certificates, `sha256:<64 lowercase hex>` (at least one).
+    pub client_fingerprints: Vec<String>,
+}
+
+/// `[[vip]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vip {
+    /// Unique safe identifier.
+    pub name: String,
+    /// Inside the subnet of some port's `addresses`.
+    pub address: IpAddr,
+    /// 1..=65535.
+    pub port: u16,
+    /// Default [`Protocol::Tcp`].
+    pub protocol: Protocol,
+    /// Default [`Mode::FullNat`].
+    pub mode: Mode,
+    /// Default [`ProxyProtocol::None`].
+    pub proxy_protocol: ProxyProtocol,
+    /// Send the PPv2 header as its own segment right after the handshake.
+    pub proxy_protocol_send_on_connect: bool,
+    /// Default `[UniqueId]` (with proxy_protocol = v2; empty with none).
+    pub proxy_protocol_tlvs: Vec<PpTlv>,
+    /// Upper bound of the whole PPv2 header in bytes (default 107).
+    pub proxy_protocol_max_len: u16,
+    /// Maglev ring size M: prime, >= 100 x backends (default 65537).
+    pub maglev_table_size: u32,
+    /// Prefer backends of this appliance's zone while any is healthy.
+    pub zone_affinity: bool,
+    /// `[vip.health]`; `None` means backends are never probed.
+    pub health: Option<Health>,
+    /// `[[vip.backend]]`, in file order; same address family as `address`.
+    pub backends: Vec<Backend>,
+}
+
+/// Transport protocol of a VIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+/// Forwarding mode of a VIP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Source becomes a local address:port from a port's pool.
+    FullNat,
+    /// Destination rewrite only; backends route replies through the appliance.
+    Dnat,
+}
+
+/// PROXY protocol towards backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProxyProtocol {
+    /// No header.
+    None,
+    /// PROXY protocol v2 header in the first client data segment.
+    V2,
+}
+
+/// PPv2 TLVs to include.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PpTlv {
+    /// PP2_TYPE_UNIQUE_ID: the connection id.
+    UniqueId,
+    /// PP2_TYPE_CRC32C over the header.
+    Crc32c,
+    /// PP2_TYPE_AUTHORITY: SNI of a TLS ClientHello in the first segment.
+    Authority,
+}
+
+/// `[vip.health]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    /// Probe kind.
+    pub kind: HealthKind,
+    /// Request path, `Some` exactly for http/https.
+    pub path: Option<String>,
+    /// Accepted statuses for http/https (default `[200]`); empty otherwise.
+    pub expect_status: Vec<u16>,
+    /// Probe interval (default 1000).
+    pub interval_ms: u32,
+    /// Probe timeout, < interval_ms (default 500).
+    pub timeout_ms: u32,
+    /// Consecutive successes to become healthy (default 2).
+    pub rise: u32,
+    /// Consecutive failures to become unhealthy (default 3).
+    pub fall: u32,
+    /// Start each probe with a PPv2 LOCAL header.
+    pub send_proxy_v2: bool,
+    /// Honour `X-Load-Balancing-Endpoint-Weight` (http/https only).
+    pub weight_header: bool,
+}
+
+/// Health probe kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HealthKind {
+    /// TCP connect.
+    Tcp,
+    /// Full TLS handshake.
+    Tls,
+    /// HTTP request.
+    Http,
+    /// HTTP over TLS.
+    Https,
+}
+
+impl HealthKind {
+    /// True for http and https.
+    pub fn is_http(self) -> bool {
+        matches!(self, HealthKind::Http | HealthKind::Https)
+    }
+}
+
+/// `[[vip.backend]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backend {
+    /// Backend address.
+    pub address: IpAddr,
+    /// 1..=65535.
+    pub port: u16,
+    /// 0..=65535 (default 1); 0 drains.
+    pub weight: u32,
+    /// Availability zone of the backend.
+    pub zone: Option<String>,
+}
+
+macro_rules! names {
+    ($ty:ident { $($variant:ident => $name:literal),* $(,)? }) => {
+        impl $ty {
+            /// The spelling used in the config file.
+            pub fn as_str(self) -> &'static str {
+                match self { $($ty::$variant => $name),* }
+            }
+        }
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+names!(PollMode { Busy => "busy", Adaptive => "adaptive" });
+names!(Protocol { Tcp => "tcp", Udp => "udp" });
+names!(Mode { FullNat => "fullnat", Dnat => "dnat" });
+names!(ProxyProtocol { None => "none", V2 => "v2" });
+names!(PpTlv { UniqueId => "unique_id", Crc32c => "crc32c", Authority => "authority" });
+names!(HealthKind { Tcp => "tcp", Tls => "tls", Http => "http", Https => "https" });
+
+impl Config {
+    /// Reads and validates a config file. Relative `[mgmt.tls]` paths are
+    /// resolved against the directory of the file. Errors name the path as given.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let bytes = std::fs::read(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let origin = path.display().to_string();
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let valid = bytes.get(..e.valid_up_to()).unwrap_or(&[]);
+                let valid = std::str::from_utf8(valid).unwrap_or("");
+                return Err(error::Diag {
+                    at: valid.len(),
+                    key: String::new(),
+                    message: "invalid UTF-8 (a config file must be UTF-8)".to_owned(),
+                }
+                .into_error(valid, &origin));
+            }
+        };
+        let mut config = Config::from_toml_str(text, &origin)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Some(tls) = &mut config.mgmt.tls {
+                for p in [&mut tls.cert, &mut tls.key, &mut tls.client_ca] {
+                    if p.is_relative() {
+                        *p = dir.join(&*p);
+                    }
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// Parses and validates config text. `origin` names the text in errors
+    /// (a file name, or e.g. `<api>`). Paths are kept as written.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let (table, mut syntax) = toml::de::DeTable::parse_recoverable(text);
+        let index = error::SpanIndex::build(&table);
+        syntax.sort_by_key(|e| e.span().map_or(0, |s| s.start));
+        if let Some(e) = syntax.first() {
+            return Err(index.error(text, origin, e));
+        }
+        let raw = raw::RawConfig::deserialize(toml::de::Deserializer::from(table))
+            .map_err(|e| index.error(text, origin, &e))?;
+        validate::validate(raw).map_err(|d| d.into_error(text, origin))
+    }
+
+    /// The port called `name`.
+    pub fn port(&self, name: &str) -> Option<&Port> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+
+    /// Index into [`Config::ports`] of the port called `name`.
+    pub fn port_index(&self, name: &str) -> Option<usize> {
+        self.ports.iter().position(|p| p.name == name)
+    }
+
+    /// The VIP called `name`.
+    pub fn vip(&self, name: &str) -> Option<&Vip> {
+        self.vips.iter().find(|v| v.name == name)
+    }
+
+    /// Index of the first port whose subnets contain `ip` (where ARP/NDP for
+    /// `ip` is answered).
+    pub fn port_for_address(&self, ip: IpAddr) -> Option<usize> {
+        self.ports.iter().position(|p| p.on_link(ip))
+    }
+
+    /// Every address the appliance answers ARP/NDP/ICMP echo for, as
+    /// `(port index, address)`: each port's own addresses, plus every VIP
+    /// address on the first port whose subnet contains it. Sorted, no duplicates.
+    pub fn owned_addresses(&self) -> Vec<(usize, IpAddr)> {
+        let mut out: Vec<(usize, IpAddr)> = self
+            .ports
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| p.addresses.iter().map(move |n| (i, n.addr)))
+            .collect();
+        out.extend(
+            self.vips
+                .iter()
+                .filter_map(|v| self.port_for_address(v.address).map(|i| (i, v.address))),
+        );
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The default `mgmt.listen` of an instance: `unix:///run/border/<instance>.sock`.
+    pub fn default_mgmt_listen(instance: &str) -> String {
+        format!("unix:///run/border/{instance}.sock")
+    }
+}
+
+/// Reads and validates `path` for `border-dp --check-config FILE` (and
+/// `border-mgmt`): same as [`Config::from_file`]; print the error with `{}`.
+pub fn check_config_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+    Config::from_file(path.as_ref())
+}

@@ -1,0 +1,113 @@
+//! The file as written: serde targets with spans, no semantics yet.
+//!
+//! Every field is wrapped in [`Spanned`] so semantic validation can point at
+//! the offending value. Enumerations and addresses stay strings here and are
+//! parsed in `validate`, so every error has the same shape.
+
+use serde::Deserialize;
+use toml::Spanned as S;
+
+type List<T> = S<Vec<S<T>>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawConfig {
+    pub instance: S<String>,
+    pub zone: Option<S<String>>,
+    pub dataplane: S<RawDataplane>,
+    pub port: Option<List<RawPort>>,
+    pub mgmt: Option<S<RawMgmt>>,
+    pub vip: Option<List<RawVip>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawDataplane {
+    pub main_lcore: Option<S<u32>>,
+    pub worker_lcores: List<u32>,
+    pub poll: Option<S<String>>,
+    pub eal_args: Option<List<String>>,
+    pub conntrack_per_worker: Option<S<u32>>,
+    pub flow_hash_key: S<String>,
+    pub timeouts: Option<S<RawTimeouts>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawTimeouts {
+    pub tcp_syn: Option<S<u32>>,
+    pub tcp_established: Option<S<u32>>,
+    pub tcp_closing: Option<S<u32>>,
+    pub udp: Option<S<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawPort {
+    pub name: S<String>,
+    pub devargs: S<String>,
+    pub addresses: Option<List<String>>,
+    pub gateway: Option<S<String>>,
+    pub host_interface: Option<S<String>>,
+    pub local_addresses: Option<List<String>>,
+    pub local_port_range: Option<List<u16>>,
+    pub mac: Option<S<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawMgmt {
+    pub listen: Option<S<String>>,
+    pub metrics_listen: Option<S<String>>,
+    pub tls: Option<S<RawTls>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawTls {
+    pub cert: S<String>,
+    pub key: S<String>,
+    pub client_ca: S<String>,
+    pub client_fingerprints: List<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawVip {
+    pub name: S<String>,
+    pub address: S<String>,
+    pub port: S<u16>,
+    pub protocol: Option<S<String>>,
+    pub mode: Option<S<String>>,
+    pub proxy_protocol: Option<S<String>>,
+    pub proxy_protocol_send_on_connect: Option<S<bool>>,
+    pub proxy_protocol_tlvs: Option<List<String>>,
+    pub proxy_protocol_max_len: Option<S<u32>>,
+    pub maglev_table_size: Option<S<u64>>,
+    pub zone_affinity: Option<S<bool>>,
+    pub health: Option<S<RawHealth>>,
+    pub backend: Option<List<RawBackend>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawHealth {
+    pub kind: S<String>,
+    pub path: Option<S<String>>,
+    pub expect_status: Option<List<u16>>,
+    pub interval_ms: Option<S<u32>>,
+    pub timeout_ms: Option<S<u32>>,
+    pub rise: Option<S<u32>>,
+    pub fall: Option<S<u32>>,
+    pub send_proxy_v2: Option<S<bool>>,
+    pub weight_header: Option<S<bool>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawBackend {
+    pub address: S<String>,
+    pub port: S<u16>,
+    pub weight: Option<S<u32>>,
+    pub zone: Option<S<String>>,
+}
