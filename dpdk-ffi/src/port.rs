@@ -1,6 +1,7 @@
 //! Ethernet ports and their rx/tx queue handles.
 
 use std::ffi::{c_char, CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::eal::Eal;
@@ -121,6 +122,9 @@ impl Queues {
 
 struct PortShared {
     id: u16,
+    /// Whether our last start succeeded without a stop since; Drop stops
+    /// only then (stopping twice makes DPDK log an error).
+    started: AtomicBool,
     name: String,
     queues: Mutex<Queues>,
     /// Every pool the port's queues were ever set up with: rx rings hold
@@ -138,14 +142,16 @@ impl PortShared {
 
 impl Drop for PortShared {
     fn drop(&mut self) {
-        // SAFETY: no queue handle is left (each holds an Arc of us), so no
-        // thread is in rx/tx on this port; we own the port id (claimed).
-        let ret = unsafe { sys::rte_eth_dev_stop(self.id) };
-        if ret != 0 && ret != -libc::ENODEV {
-            eprintln!(
-                "border dpdk-ffi: {}",
-                DpdkError::from_ret(format!("port {} stop", self.name), ret)
-            );
+        if self.started.load(Ordering::Acquire) {
+            // SAFETY: no queue handle is left (each holds an Arc of us), so
+            // no thread is in rx/tx on this port; we own the port id.
+            let ret = unsafe { sys::rte_eth_dev_stop(self.id) };
+            if ret != 0 {
+                eprintln!(
+                    "border dpdk-ffi: {}",
+                    DpdkError::from_ret(format!("port {} stop", self.name), ret)
+                );
+            }
         }
         // SAFETY: as above; after close the id is invalid and never used again
         // by us (the claim is released below only after close).
@@ -223,6 +229,7 @@ impl Port {
         Ok(Port {
             shared: Arc::new(PortShared {
                 id,
+                started: AtomicBool::new(false),
                 name,
                 queues: Mutex::new(Queues {
                     nb_rx: 0,
@@ -372,6 +379,7 @@ impl Port {
         if ret != 0 {
             return Err(self.err("start", ret));
         }
+        self.shared.started.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -386,6 +394,7 @@ impl Port {
         if ret != 0 {
             return Err(self.err("stop", ret));
         }
+        self.shared.started.store(false, Ordering::Release);
         Ok(())
     }
 
