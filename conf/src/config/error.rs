@@ -145,6 +145,9 @@ impl SpanIndex {
         let span = err.span().unwrap_or(0..0);
         let mut key = self.path_of(&span);
         let (field, message) = translate(err.message());
+        if key.is_empty() && span != self.root {
+            key = self.key_from_text(text, &span);
+        }
         if let Some(field) = field {
             key = join(&key, &field);
         }
@@ -171,6 +174,58 @@ impl SpanIndex {
             message,
         }
         .into_error(text, origin)
+    }
+}
+
+impl SpanIndex {
+    /// Best-effort key path for a span the parsed tree does not cover (a
+    /// duplicate key, or a syntax error): the enclosing `[table]` header's
+    /// path plus the key text at the span.
+    fn key_from_text(&self, text: &str, span: &Range<usize>) -> String {
+        let start = span.start.min(text.len());
+        let Some(before) = text.get(..start) else {
+            return String::new();
+        };
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let line = text.get(line_start..).unwrap_or("");
+        let line = line.split('\n').next().unwrap_or("").trim();
+        if line.starts_with('[') {
+            // The span is inside a table header: name the header.
+            return line
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+        }
+        let word = text
+            .get(span.clone())
+            .filter(|w| !w.is_empty() && !w.contains(['\n', '=', '[', '{']))
+            .unwrap_or("")
+            .trim();
+        // The last header line before the span names the enclosing table.
+        let mut table = String::new();
+        let mut offset = 0;
+        for l in text.get(..line_start).unwrap_or("").split_inclusive('\n') {
+            let trimmed = l.trim_start();
+            if trimmed.starts_with('[') {
+                let at = offset + (l.len() - trimmed.len());
+                table = self
+                    .entries
+                    .iter()
+                    .filter(|e| e.value.start == at)
+                    .max_by_key(|e| e.depth)
+                    .map(|e| e.path.clone())
+                    .unwrap_or_default();
+            }
+            offset += l.len();
+        }
+        match (table.is_empty(), word.is_empty()) {
+            (_, true) => table,
+            (true, false) => join("", word),
+            (false, false) => join(&table, word),
+        }
     }
 }
 
@@ -228,6 +283,12 @@ pub(super) fn join(prefix: &str, key: &str) -> String {
 /// Returns the missing field name for "missing field" errors.
 fn translate(msg: &str) -> (Option<String>, String) {
     let msg = msg.trim().replace('\n', "; ");
+    if msg == "duplicate key" {
+        return (
+            None,
+            "is defined twice (each key and table may appear only once)".to_owned(),
+        );
+    }
     if let Some(rest) = msg.strip_prefix("missing field `") {
         let field = rest.split('`').next().unwrap_or("").to_owned();
         return (Some(field), "missing required key".to_owned());

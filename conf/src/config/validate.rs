@@ -120,6 +120,7 @@ pub(super) fn parse_listen(s: &str) -> Result<Listen, String> {
 /// Everything about one port that cross-port and VIP checks need.
 struct PortInfo {
     range_at: usize,
+    range_default: bool,
 }
 
 impl V {
@@ -420,6 +421,7 @@ impl V {
         for (i, sp) in items.iter().enumerate() {
             let key = format!("port[{i}]");
             let (port, info) = self.port(sp, &key);
+            let dup_name = names.contains_key(&port.name);
             if let Some(j) = names.get(&port.name) {
                 self.err(
                     at(&sp.get_ref().name),
@@ -443,7 +445,9 @@ impl V {
             } else if !dev.is_empty() {
                 devices.insert(dev, i);
             }
-            if let Some(j) = ifnames.get(&port.host_interface) {
+            if dup_name {
+                // Same name, same default host_interface: one error is enough.
+            } else if let Some(j) = ifnames.get(&port.host_interface) {
                 self.err(
                     pos(&sp.get_ref().host_interface, at(sp)),
                     format!("{key}.host_interface"),
@@ -485,7 +489,8 @@ impl V {
                                 info.range_at,
                                 format!("{key}.local_port_range"),
                                 format!(
-                                    "[{lo}, {hi}] overlaps [{olo}, {ohi}] of port {:?} (port[{j}]), which shares local address {shared} (expected disjoint ranges)",
+                                    "[{lo}, {hi}]{} overlaps [{olo}, {ohi}] of port {:?} (port[{j}]), which shares local address {shared} (expected disjoint ranges)",
+                                    if info.range_default { " (the default)" } else { "" },
                                     other.name
                                 ),
                             );
@@ -665,8 +670,9 @@ impl V {
                             at(r),
                             rkey,
                             format!(
-                                "has {} elements (expected two ports [low, high], e.g. [1024, 32767])",
-                                other.len()
+                                "has {} element{} (expected two ports [low, high], e.g. [1024, 32767])",
+                                other.len(),
+                                if other.len() == 1 { "" } else { "s" }
                             ),
                         );
                         None
@@ -715,7 +721,10 @@ impl V {
                 local_port_range,
                 mac,
             },
-            PortInfo { range_at },
+            PortInfo {
+                range_at,
+                range_default: p.local_port_range.is_none(),
+            },
         )
     }
 
@@ -965,7 +974,8 @@ impl V {
                     pos(&v.mode, table_at),
                     format!("{key}.mode"),
                     format!(
-                        "fullnat needs a full-NAT source pool of {fam}, but no port has {fam} local_addresses (expected local_addresses on some port, or mode = \"dnat\")",
+                        "fullnat{} needs a full-NAT source pool of {fam}, but no port has {fam} local_addresses (expected local_addresses on some port, or mode = \"dnat\")",
+                        if v.mode.is_none() { " (the default)" } else { "" },
                         fam = family(ip)
                     ),
                 );
