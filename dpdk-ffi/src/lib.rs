@@ -11,6 +11,8 @@
 //! EAL can be initialised once per process; tests that start it live in
 //! their own files under `tests/`.
 
+#![warn(missing_docs)]
+
 /// Raw bindgen output plus the `border_shim_*` functions. Prefer the safe
 /// wrappers; this is here for what they do not cover (e.g. rte_flow).
 #[allow(
