@@ -1,0 +1,730 @@
+//! In-place responders for traffic addressed to the appliance itself: ARP,
+//! ICMPv4 echo, ICMPv6 echo and NDP neighbor solicitation.
+//!
+//! Each responder takes one Ethernet frame in a `&mut [u8]` and, when it
+//! answers, overwrites that buffer with the reply and returns the reply's
+//! length (`Outcome::Replied { len, .. }`, never more than the input; shorter
+//! frames are zero-padded to the Ethernet minimum when the input had room).
+//! The reply goes back out of the port the request came in on; the VLAN tag,
+//! if any, is left as it was. Output is a pure function of the input bytes.
+//!
+//! The caller decides which addresses are owned (port addresses and VIPs
+//! alike) through a closure or an [`OwnedAddrs`] implementation. Besides the
+//! verdict, every outcome can carry a [`Neighbor`] binding (sender IP/MAC
+//! from ARP, source IP + source link-layer option from NS, target +
+//! target link-layer option from NA) for a future neighbour table; the
+//! responders only report it, they remember nothing.
+//!
+//! Policy in one place:
+//! - ARP request for an owned address: reply. For another address:
+//!   `arp_not_ours`. Gratuitous ARP (sender IP == target IP) and every ARP
+//!   reply: to the host (kernel twin), which needs them for its own
+//!   neighbour cache.
+//! - ICMPv4/ICMPv6 echo request to an owned unicast address: reply (TTL/hop
+//!   limit 64). Other ICMP to an owned address (echo replies for the
+//!   kernel's pings, errors, RA/RS/MLD to multicast): to the host. Fragmented
+//!   ICMP: to the host, which reassembles. ICMP errors about VIP flows must be
+//!   matched by the pipeline *before* calling here.
+//! - NS for an owned target: NA (hop limit 255, O set, S set unless the NS
+//!   came from `::`, target link-layer option = port MAC). DAD probes (source
+//!   `::`) are answered to all-nodes as RFC 4861 §7.2.4 requires; if the
+//!   probe frame is too short to hold the NA with its mandatory option, it
+//!   goes to the host instead.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::wire::arp::{ArpPacket, OP_REPLY, OP_REQUEST, PACKET_LEN as ARP_LEN};
+use crate::wire::checksum;
+use crate::wire::ethernet::{MIN_FRAME_LEN, VLAN_TAG_LEN};
+use crate::wire::icmpv4::{self, Icmpv4Packet};
+use crate::wire::icmpv6::{self, na_flags, Icmpv6Packet, NdOption};
+use crate::wire::ipv4::{self, Ipv4Packet};
+use crate::wire::ipv6::{self, Ipv6Packet};
+use crate::wire::{
+    ip_proto, mac_is_unicast, parse_frame, rd_mac, wr16, Fragment, L3Kind, MacAddr, Malformed,
+    Parsed,
+};
+
+/// TTL / hop limit of echo replies.
+pub const REPLY_TTL: u8 = 64;
+/// Hop limit of every NDP message (RFC 4861).
+pub const ND_HOP_LIMIT: u8 = 255;
+/// ff02::1, all nodes.
+pub const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+
+/// Which addresses belong to the appliance (port addresses and VIPs).
+pub trait OwnedAddrs {
+    /// True when the appliance answers for this IPv4 address.
+    fn owns_v4(&self, ip: Ipv4Addr) -> bool;
+    /// True when the appliance answers for this IPv6 address.
+    fn owns_v6(&self, ip: &Ipv6Addr) -> bool;
+}
+
+impl<T: OwnedAddrs + ?Sized> OwnedAddrs for &T {
+    fn owns_v4(&self, ip: Ipv4Addr) -> bool {
+        (**self).owns_v4(ip)
+    }
+    fn owns_v6(&self, ip: &Ipv6Addr) -> bool {
+        (**self).owns_v6(ip)
+    }
+}
+
+/// A plain list of addresses (linear scan; fine for tests and a few ports).
+impl OwnedAddrs for [IpAddr] {
+    fn owns_v4(&self, ip: Ipv4Addr) -> bool {
+        self.contains(&IpAddr::V4(ip))
+    }
+    fn owns_v6(&self, ip: &Ipv6Addr) -> bool {
+        self.contains(&IpAddr::V6(*ip))
+    }
+}
+
+/// Two closures as an [`OwnedAddrs`].
+#[derive(Debug, Clone, Copy)]
+pub struct OwnedFn<F4, F6> {
+    /// IPv4 predicate.
+    pub v4: F4,
+    /// IPv6 predicate.
+    pub v6: F6,
+}
+
+impl<F4, F6> OwnedAddrs for OwnedFn<F4, F6>
+where
+    F4: Fn(Ipv4Addr) -> bool,
+    F6: Fn(&Ipv6Addr) -> bool,
+{
+    fn owns_v4(&self, ip: Ipv4Addr) -> bool {
+        (self.v4)(ip)
+    }
+    fn owns_v6(&self, ip: &Ipv6Addr) -> bool {
+        (self.v6)(ip)
+    }
+}
+
+/// An IP-to-MAC binding seen in a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Neighbor<A> {
+    /// The neighbour's address.
+    pub ip: A,
+    /// Its link-layer address (always unicast).
+    pub mac: MacAddr,
+}
+
+/// What to do with a frame handed to the slow path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome<A> {
+    /// The buffer now holds a reply of `len` bytes; send it back out of the
+    /// ingress port.
+    Replied {
+        /// Reply length (<= input length).
+        len: usize,
+        /// Binding learned from the request.
+        learn: Option<Neighbor<A>>,
+    },
+    /// Not answered here; pass the (unmodified) frame to the kernel twin.
+    ToHost {
+        /// Binding learned from the frame.
+        learn: Option<Neighbor<A>>,
+    },
+    /// Drop and count under `reason.counter_name()`. The buffer is unmodified.
+    Drop {
+        /// Why.
+        reason: SlowDrop,
+        /// Binding learned from the frame (e.g. the sender of an ARP request
+        /// for someone else); the caller decides whether to use it.
+        learn: Option<Neighbor<A>>,
+    },
+}
+
+/// Outcome of [`arp`].
+pub type ArpOutcome = Outcome<Ipv4Addr>;
+/// Outcome of [`icmpv4`] (never carries a binding).
+pub type Icmpv4Outcome = Outcome<Ipv4Addr>;
+/// Outcome of [`icmpv6`].
+pub type Icmpv6Outcome = Outcome<Ipv6Addr>;
+/// Outcome of [`respond`].
+pub type SlowOutcome = Outcome<IpAddr>;
+
+impl<A> Outcome<A> {
+    fn drop(reason: SlowDrop) -> Self {
+        Outcome::Drop {
+            reason,
+            learn: None,
+        }
+    }
+
+    /// The binding carried by any variant.
+    pub fn learn(&self) -> Option<&Neighbor<A>> {
+        match self {
+            Outcome::Replied { learn, .. }
+            | Outcome::ToHost { learn }
+            | Outcome::Drop { learn, .. } => learn.as_ref(),
+        }
+    }
+
+    /// Convert the address type of the binding.
+    pub fn map_addr<B>(self, f: impl FnOnce(A) -> B) -> Outcome<B> {
+        let m = |l: Option<Neighbor<A>>| {
+            l.map(|n| Neighbor {
+                ip: f(n.ip),
+                mac: n.mac,
+            })
+        };
+        match self {
+            Outcome::Replied { len, learn } => Outcome::Replied {
+                len,
+                learn: m(learn),
+            },
+            Outcome::ToHost { learn } => Outcome::ToHost { learn: m(learn) },
+            Outcome::Drop { reason, learn } => Outcome::Drop {
+                reason,
+                learn: m(learn),
+            },
+        }
+    }
+}
+
+/// Why the slow path dropped a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SlowDrop {
+    /// The frame did not parse.
+    Malformed(Malformed),
+    /// Not the kind of frame this responder handles (or the `Parsed` passed
+    /// in does not describe the buffer).
+    Unhandled,
+    /// IP traffic (not ICMP) to an address the appliance does not own.
+    NotOurs,
+    /// ARP request for an address the appliance does not own.
+    ArpNotOurs,
+    /// ARP operation other than request/reply.
+    ArpBadOp,
+    /// ARP sender MAC not unicast, or sender IP broadcast/multicast.
+    ArpBadSender,
+    /// ICMP/ICMPv6 to a unicast address the appliance does not own.
+    IcmpNotOurs,
+    /// ICMP/ICMPv6 checksum does not verify.
+    IcmpBadChecksum,
+    /// Echo request from a source that must not be answered (unspecified,
+    /// broadcast, multicast, loopback, reserved; multicast source MAC).
+    IcmpBadSource,
+    /// NDP message with hop limit other than 255.
+    NdBadHopLimit,
+    /// NDP message violating RFC 4861 §7.1 validity rules.
+    NdInvalid,
+    /// Malformed NDP option.
+    NdBadOption,
+    /// Neighbor solicitation for a target the appliance does not own.
+    NdNotOurs,
+}
+
+impl SlowDrop {
+    /// Stable name for drop counters.
+    pub fn counter_name(&self) -> &'static str {
+        match self {
+            SlowDrop::Malformed(m) => m.counter_name(),
+            SlowDrop::Unhandled => "slowpath_unhandled",
+            SlowDrop::NotOurs => "not_ours",
+            SlowDrop::ArpNotOurs => "arp_not_ours",
+            SlowDrop::ArpBadOp => "arp_bad_op",
+            SlowDrop::ArpBadSender => "arp_bad_sender",
+            SlowDrop::IcmpNotOurs => "icmp_not_ours",
+            SlowDrop::IcmpBadChecksum => "icmp_bad_checksum",
+            SlowDrop::IcmpBadSource => "icmp_bad_source",
+            SlowDrop::NdBadHopLimit => "nd_bad_hop_limit",
+            SlowDrop::NdInvalid => "nd_invalid",
+            SlowDrop::NdBadOption => "nd_bad_option",
+            SlowDrop::NdNotOurs => "nd_not_ours",
+        }
+    }
+}
+
+/// Handle any frame addressed to the appliance: ARP, ICMPv4, ICMPv6/NDP
+/// are answered or classified as by [`arp`], [`icmpv4`], [`icmpv6`]; other IP
+/// traffic to an owned address goes to the host (`not_ours` otherwise);
+/// non-IP, non-ARP EtherTypes (LLDP, ...) go to the host.
+pub fn respond(
+    buf: &mut [u8],
+    port_mac: MacAddr,
+    owned: &(impl OwnedAddrs + ?Sized),
+) -> SlowOutcome {
+    match parse_frame(buf) {
+        Ok(p) => respond_parsed(buf, &p, port_mac, owned),
+        Err(m) => Outcome::drop(SlowDrop::Malformed(m)),
+    }
+}
+
+/// [`respond`] for a frame the caller already parsed; `p` must come from
+/// `parse_frame(buf)` (if it does not, the result is a drop, never a panic).
+pub fn respond_parsed(
+    buf: &mut [u8],
+    p: &Parsed,
+    port_mac: MacAddr,
+    owned: &(impl OwnedAddrs + ?Sized),
+) -> SlowOutcome {
+    if !consistent(buf, p) {
+        return Outcome::drop(SlowDrop::Unhandled);
+    }
+    match p.l3 {
+        L3Kind::Arp => arp_parsed(buf, p, port_mac, |ip| owned.owns_v4(ip)).map_addr(IpAddr::V4),
+        L3Kind::Ipv4 if p.l4_proto == ip_proto::ICMP => {
+            icmpv4_parsed(buf, p, port_mac, |ip| owned.owns_v4(ip)).map_addr(IpAddr::V4)
+        }
+        L3Kind::Ipv6 if p.l4_proto == ip_proto::ICMPV6 => {
+            icmpv6_parsed(buf, p, port_mac, |ip| owned.owns_v6(ip)).map_addr(IpAddr::V6)
+        }
+        L3Kind::Ipv4 => match Ipv4Packet::new_checked(&buf[p.l3_offset..p.l3_end]) {
+            Ok(ip) if owned.owns_v4(ip.dst_addr()) => Outcome::ToHost { learn: None },
+            Ok(_) => Outcome::drop(SlowDrop::NotOurs),
+            Err(_) => Outcome::drop(SlowDrop::Unhandled),
+        },
+        L3Kind::Ipv6 => match Ipv6Packet::new_checked(&buf[p.l3_offset..p.l3_end]) {
+            Ok(ip) if owned.owns_v6(&ip.dst_addr()) => Outcome::ToHost { learn: None },
+            Ok(_) => Outcome::drop(SlowDrop::NotOurs),
+            Err(_) => Outcome::drop(SlowDrop::Unhandled),
+        },
+        L3Kind::Other(_) => Outcome::ToHost { learn: None },
+    }
+}
+
+/// Answer an ARP request for an owned address in place: op 2, sender =
+/// (`port_mac`, requested IP), target = the requester; Ethernet destination
+/// = requester's hardware address, source = `port_mac`.
+pub fn arp(buf: &mut [u8], port_mac: MacAddr, is_owned: impl Fn(Ipv4Addr) -> bool) -> ArpOutcome {
+    match parse_frame(buf) {
+        Ok(p) => arp_parsed(buf, &p, port_mac, is_owned),
+        Err(m) => Outcome::drop(SlowDrop::Malformed(m)),
+    }
+}
+
+/// [`arp`] for an already parsed frame.
+pub fn arp_parsed(
+    buf: &mut [u8],
+    p: &Parsed,
+    port_mac: MacAddr,
+    is_owned: impl Fn(Ipv4Addr) -> bool,
+) -> ArpOutcome {
+    if p.l3 != L3Kind::Arp || !consistent(buf, p) {
+        return Outcome::drop(SlowDrop::Unhandled);
+    }
+    let l3 = p.l3_offset;
+    let Ok(a) = ArpPacket::new_checked(&buf[l3..p.l3_end]) else {
+        return Outcome::drop(SlowDrop::Unhandled);
+    };
+    let (op, sha, spa, tpa) = (a.operation(), a.sender_hw(), a.sender_ip(), a.target_ip());
+    if !mac_is_unicast(&sha) || spa.is_broadcast() || spa.is_multicast() {
+        return Outcome::drop(SlowDrop::ArpBadSender);
+    }
+    // An ARP probe (RFC 5227) has sender IP 0.0.0.0: nothing to learn.
+    let learn = (!spa.is_unspecified()).then_some(Neighbor { ip: spa, mac: sha });
+    match op {
+        OP_REQUEST => {}
+        OP_REPLY => return Outcome::ToHost { learn },
+        _ => {
+            return Outcome::Drop {
+                reason: SlowDrop::ArpBadOp,
+                learn,
+            }
+        }
+    }
+    if spa == tpa {
+        // Gratuitous ARP announcement: for the host's cache, no reply.
+        return Outcome::ToHost { learn };
+    }
+    if !is_owned(tpa) {
+        return Outcome::Drop {
+            reason: SlowDrop::ArpNotOurs,
+            learn,
+        };
+    }
+    let Ok(mut r) = ArpPacket::new_checked(&mut buf[l3..p.l3_end]) else {
+        return Outcome::drop(SlowDrop::Unhandled);
+    };
+    r.set_operation(OP_REPLY);
+    r.set_sender_hw(port_mac);
+    r.set_sender_ip(tpa);
+    r.set_target_hw(sha);
+    r.set_target_ip(spa);
+    set_macs(buf, sha, port_mac);
+    let len = finish(buf, l3 + ARP_LEN, p);
+    Outcome::Replied { len, learn }
+}
+
+/// Answer an ICMPv4 echo request to an owned address in place: MACs
+/// swapped (source = `port_mac`), addresses swapped, TTL 64, type 0, IP
+/// options dropped (IHL 5), identification, TOS and DF kept, both checksums
+/// valid. Other ICMP to an owned address goes to the host.
+pub fn icmpv4(
+    buf: &mut [u8],
+    port_mac: MacAddr,
+    is_owned: impl Fn(Ipv4Addr) -> bool,
+) -> Icmpv4Outcome {
+    match parse_frame(buf) {
+        Ok(p) => icmpv4_parsed(buf, &p, port_mac, is_owned),
+        Err(m) => Outcome::drop(SlowDrop::Malformed(m)),
+    }
+}
+
+fn v4_source_ok(a: Ipv4Addr) -> bool {
+    !(a.is_unspecified()
+        || a.is_broadcast()
+        || a.is_multicast()
+        || a.is_loopback()
+        || a.octets()[0] >= 240)
+}
+
+/// [`icmpv4`] for an already parsed frame.
+pub fn icmpv4_parsed(
+    buf: &mut [u8],
+    p: &Parsed,
+    port_mac: MacAddr,
+    is_owned: impl Fn(Ipv4Addr) -> bool,
+) -> Icmpv4Outcome {
+    if p.l3 != L3Kind::Ipv4 || p.l4_proto != ip_proto::ICMP || !consistent(buf, p) {
+        return Outcome::drop(SlowDrop::Unhandled);
+    }
+    let l3 = p.l3_offset;
+    let Ok(ip) = Ipv4Packet::new_checked(&buf[l3..p.l3_end]) else {
+        return Outcome::drop(SlowDrop::Unhandled);
+    };
+    let (src, dst, tos, ident, df) = (
+        ip.src_addr(),
+        ip.dst_addr(),
+        ip.tos(),
+        ip.ident(),
+        ip.dont_frag(),
+    );
+    if !is_owned(dst) {
+        return Outcome::drop(SlowDrop::IcmpNotOurs);
+    }
+    if p.fragment != Fragment::None {
+        return Outcome::ToHost { learn: None };
+    }
+    let Ok(icmp) = Icmpv4Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
+        return Outcome::drop(SlowDrop::Unhandled);
+    };
+    if icmp.msg_type() != icmpv4::msg_type::ECHO_REQUEST || icmp.code() != 0 {
+        return Outcome::ToHost { learn: None };
+    }
+    let eth_src = rd_mac(buf, 6);
+    if !v4_source_ok(src) || !mac_is_unicast(&eth_src) {
+        return Outcome::drop(SlowDrop::IcmpBadSource);
+    }
+    if !icmp.verify_checksum() {
+        return Outcome::drop(SlowDrop::IcmpBadChecksum);
+    }
+    let old_csum = icmp.checksum();
+
+    let icmp_len = p.l3_end - p.l4_offset;
+    let new_l4 = l3 + ipv4::MIN_HEADER_LEN;
+    if p.l4_offset != new_l4 {
+        buf.copy_within(p.l4_offset..p.l3_end, new_l4);
+    }
+    let total = ipv4::MIN_HEADER_LEN + icmp_len; // <= the old total length
+    {
+        let h = &mut buf[l3..new_l4];
+        h[0] = 0x45;
+        h[1] = tos;
+        wr16(h, 2, u16::try_from(total).unwrap_or(u16::MAX));
+        wr16(h, 4, ident);
+        h[6] = if df { 0x40 } else { 0 };
+        h[7] = 0;
+        h[8] = REPLY_TTL;
+        h[9] = ip_proto::ICMP;
+        h[10] = 0;
+        h[11] = 0;
+        h[12..16].copy_from_slice(&dst.octets());
+        h[16..20].copy_from_slice(&src.octets());
+        let c = checksum::checksum(h);
+        wr16(h, 10, c);
+    }
+    // Type 8 -> 0 with code 0: the first word goes 0x0800 -> 0x0000.
+    buf[new_l4] = icmpv4::msg_type::ECHO_REPLY;
+    wr16(
+        buf,
+        new_l4 + 2,
+        checksum::update16(old_csum, 0x0800, 0x0000),
+    );
+    set_macs(buf, eth_src, port_mac);
+    let len = finish(buf, new_l4 + icmp_len, p);
+    Outcome::Replied { len, learn: None }
+}
+
+/// Answer an ICMPv6 echo request to an owned address, or an NDP neighbor
+/// solicitation for an owned target, in place. Extension headers are not
+/// copied into replies. See the module docs for the full policy.
+pub fn icmpv6(
+    buf: &mut [u8],
+    port_mac: MacAddr,
+    is_owned: impl Fn(&Ipv6Addr) -> bool,
+) -> Icmpv6Outcome {
+    match parse_frame(buf) {
+        Ok(p) => icmpv6_parsed(buf, &p, port_mac, is_owned),
+        Err(m) => Outcome::drop(SlowDrop::Malformed(m)),
+    }
+}
+
+/// [`icmpv6`] for an already parsed frame.
+pub fn icmpv6_parsed(
+    buf: &mut [u8],
+    p: &Parsed,
+    port_mac: MacAddr,
+    is_owned: impl Fn(&Ipv6Addr) -> bool,
+) -> Icmpv6Outcome {
+    if p.l3 != L3Kind::Ipv6 || p.l4_proto != ip_proto::ICMPV6 || !consistent(buf, p) {
+        return Outcome::drop(SlowDrop::Unhandled);
+    }
+    let Ok(ip) = Ipv6Packet::new_checked(&buf[p.l3_offset..p.l3_end]) else {
+        return Outcome::drop(SlowDrop::Unhandled);
+    };
+    let h = V6Hdr {
+        src: ip.src_addr(),
+        dst: ip.dst_addr(),
+        hop: ip.hop_limit(),
+    };
+    let dst_owned = is_owned(&h.dst);
+    let for_host = dst_owned || h.dst.is_multicast();
+    if p.fragment != Fragment::None {
+        return if for_host {
+            Outcome::ToHost { learn: None }
+        } else {
+            Outcome::drop(SlowDrop::IcmpNotOurs)
+        };
+    }
+    let Ok(icmp) = Icmpv6Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
+        return Outcome::drop(SlowDrop::Unhandled);
+    };
+    match icmp.msg_type() {
+        icmpv6::msg_type::ECHO_REQUEST if dst_owned => echo_v6(buf, p, port_mac, &h),
+        icmpv6::msg_type::NEIGHBOR_SOLICIT => neighbor_solicit(buf, p, port_mac, &h, is_owned),
+        icmpv6::msg_type::NEIGHBOR_ADVERT => neighbor_advert(buf, p, &h, for_host),
+        _ if for_host => Outcome::ToHost { learn: None },
+        _ => Outcome::drop(SlowDrop::IcmpNotOurs),
+    }
+}
+
+struct V6Hdr {
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    hop: u8,
+}
+
+fn echo_v6(buf: &mut [u8], p: &Parsed, port_mac: MacAddr, h: &V6Hdr) -> Icmpv6Outcome {
+    let Ok(icmp) = Icmpv6Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
+        return Outcome::drop(SlowDrop::Unhandled);
+    };
+    if icmp.code() != 0 {
+        return Outcome::ToHost { learn: None };
+    }
+    let eth_src = rd_mac(buf, 6);
+    if h.src.is_unspecified()
+        || h.src.is_multicast()
+        || h.src.is_loopback()
+        || !mac_is_unicast(&eth_src)
+    {
+        return Outcome::drop(SlowDrop::IcmpBadSource);
+    }
+    if !icmp.verify_checksum(&h.src, &h.dst) {
+        return Outcome::drop(SlowDrop::IcmpBadChecksum);
+    }
+    let old_csum = icmp.checksum();
+    let l3 = p.l3_offset;
+    let icmp_len = p.l3_end - p.l4_offset;
+    let new_l4 = l3 + ipv6::HEADER_LEN;
+    if p.l4_offset != new_l4 {
+        buf.copy_within(p.l4_offset..p.l3_end, new_l4);
+    }
+    {
+        // Version, traffic class and flow label are kept.
+        let hdr = &mut buf[l3..new_l4];
+        wr16(hdr, 4, u16::try_from(icmp_len).unwrap_or(u16::MAX));
+        hdr[6] = ip_proto::ICMPV6;
+        hdr[7] = REPLY_TTL;
+        hdr[8..24].copy_from_slice(&h.dst.octets());
+        hdr[24..40].copy_from_slice(&h.src.octets());
+    }
+    // Swapping the addresses leaves the pseudo-header sum unchanged; only
+    // the first word changes, 0x8000 -> 0x8100.
+    buf[new_l4] = icmpv6::msg_type::ECHO_REPLY;
+    wr16(
+        buf,
+        new_l4 + 2,
+        checksum::update16(old_csum, 0x8000, 0x8100),
+    );
+    set_macs(buf, eth_src, port_mac);
+    let len = finish(buf, new_l4 + icmp_len, p);
+    Outcome::Replied { len, learn: None }
+}
+
+fn neighbor_solicit(
+    buf: &mut [u8],
+    p: &Parsed,
+    port_mac: MacAddr,
+    h: &V6Hdr,
+    is_owned: impl Fn(&Ipv6Addr) -> bool,
+) -> Icmpv6Outcome {
+    if h.hop != ND_HOP_LIMIT {
+        return Outcome::drop(SlowDrop::NdBadHopLimit);
+    }
+    let Ok(icmp) = Icmpv6Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
+        return Outcome::drop(SlowDrop::Unhandled);
+    };
+    let Some(target) = icmp.nd_target() else {
+        return Outcome::drop(SlowDrop::NdInvalid);
+    };
+    if icmp.code() != 0 {
+        return Outcome::drop(SlowDrop::NdInvalid);
+    }
+    if !icmp.verify_checksum(&h.src, &h.dst) {
+        return Outcome::drop(SlowDrop::IcmpBadChecksum);
+    }
+    let mut slla = None;
+    for o in icmp.nd_options() {
+        match o {
+            Ok(NdOption::SourceLinkAddr(m)) => slla = Some(m),
+            Ok(_) => {}
+            Err(_) => return Outcome::drop(SlowDrop::NdBadOption),
+        }
+    }
+    let dad = h.src.is_unspecified();
+    let bad_dst = h.dst.is_multicast() && h.dst != icmpv6::solicited_node(&target);
+    if target.is_multicast()
+        || h.src.is_multicast()
+        || bad_dst
+        || (dad && (!h.dst.is_multicast() || slla.is_some()))
+    {
+        return Outcome::drop(SlowDrop::NdInvalid);
+    }
+    let learn = if dad {
+        None
+    } else {
+        slla.filter(mac_is_unicast)
+            .map(|mac| Neighbor { ip: h.src, mac })
+    };
+    if !is_owned(&target) {
+        return Outcome::Drop {
+            reason: SlowDrop::NdNotOurs,
+            learn,
+        };
+    }
+    let eth_src = rd_mac(buf, 6);
+    if !mac_is_unicast(&eth_src) {
+        return Outcome::Drop {
+            reason: SlowDrop::NdInvalid,
+            learn,
+        };
+    }
+    let l3 = p.l3_offset;
+    let na_l4 = l3 + ipv6::HEADER_LEN;
+    let with_tlla = buf.len() >= na_l4 + icmpv6::ND_NEIGHBOR_LEN + 8;
+    if !with_tlla && h.dst.is_multicast() {
+        // A multicast solicitation must be answered with the target
+        // link-layer option (RFC 4861 §4.4) and there is no room for it.
+        return Outcome::ToHost { learn };
+    }
+    let icmp_len = icmpv6::ND_NEIGHBOR_LEN + if with_tlla { 8 } else { 0 };
+    let (reply_ip, reply_mac) = if dad {
+        (ALL_NODES, icmpv6::multicast_mac(&ALL_NODES))
+    } else {
+        (h.src, eth_src)
+    };
+    let flags = na_flags::OVERRIDE | if dad { 0 } else { na_flags::SOLICITED };
+    {
+        let hdr = &mut buf[l3..na_l4];
+        hdr[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+        wr16(hdr, 4, icmp_len as u16);
+        hdr[6] = ip_proto::ICMPV6;
+        hdr[7] = ND_HOP_LIMIT;
+        hdr[8..24].copy_from_slice(&target.octets());
+        hdr[24..40].copy_from_slice(&reply_ip.octets());
+    }
+    {
+        let m = &mut buf[na_l4..na_l4 + icmp_len];
+        m[0] = icmpv6::msg_type::NEIGHBOR_ADVERT;
+        m[1] = 0;
+        m[2..4].fill(0);
+        m[4] = flags;
+        m[5..8].fill(0);
+        m[8..24].copy_from_slice(&target.octets());
+        if with_tlla {
+            m[24] = icmpv6::nd_option::TARGET_LL_ADDR;
+            m[25] = 1;
+            m[26..32].copy_from_slice(&port_mac);
+        }
+        let c = checksum::l4_checksum_v6(&target, &reply_ip, ip_proto::ICMPV6, m);
+        wr16(m, 2, c);
+    }
+    set_macs(buf, reply_mac, port_mac);
+    let len = finish(buf, na_l4 + icmp_len, p);
+    Outcome::Replied { len, learn }
+}
+
+fn neighbor_advert(buf: &[u8], p: &Parsed, h: &V6Hdr, for_host: bool) -> Icmpv6Outcome {
+    if h.hop != ND_HOP_LIMIT {
+        return Outcome::drop(SlowDrop::NdBadHopLimit);
+    }
+    let Ok(icmp) = Icmpv6Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
+        return Outcome::drop(SlowDrop::Unhandled);
+    };
+    let Some(target) = icmp.nd_target() else {
+        return Outcome::drop(SlowDrop::NdInvalid);
+    };
+    if icmp.code() != 0
+        || target.is_multicast()
+        || (h.dst.is_multicast() && icmp.na_flags() & na_flags::SOLICITED != 0)
+    {
+        return Outcome::drop(SlowDrop::NdInvalid);
+    }
+    if !icmp.verify_checksum(&h.src, &h.dst) {
+        return Outcome::drop(SlowDrop::IcmpBadChecksum);
+    }
+    let mut tlla = None;
+    for o in icmp.nd_options() {
+        match o {
+            Ok(NdOption::TargetLinkAddr(m)) => tlla = Some(m),
+            Ok(_) => {}
+            Err(_) => return Outcome::drop(SlowDrop::NdBadOption),
+        }
+    }
+    let learn = tlla
+        .filter(mac_is_unicast)
+        .map(|mac| Neighbor { ip: target, mac });
+    if for_host {
+        Outcome::ToHost { learn }
+    } else {
+        Outcome::Drop {
+            reason: SlowDrop::IcmpNotOurs,
+            learn,
+        }
+    }
+}
+
+/// True when `p` can describe `buf` (guards the `*_parsed` entry points
+/// against a mismatched pair; parse_frame output always passes).
+fn consistent(buf: &[u8], p: &Parsed) -> bool {
+    p.l3_offset >= 14
+        && p.l3_offset <= p.l4_offset
+        && p.l4_offset <= p.l3_end
+        && p.l4_offset + p.l4_len == p.l3_end
+        && p.l3_end <= buf.len()
+}
+
+fn set_macs(buf: &mut [u8], dst: MacAddr, src: MacAddr) {
+    buf[0..6].copy_from_slice(&dst);
+    buf[6..12].copy_from_slice(&src);
+}
+
+/// Zero-pad a reply ending at `end` up to the Ethernet minimum (60 bytes,
+/// 64 when tagged) as far as the input frame allows, and return its length.
+fn finish(buf: &mut [u8], end: usize, p: &Parsed) -> usize {
+    let min = MIN_FRAME_LEN
+        + if p.vlan_tci.is_some() {
+            VLAN_TAG_LEN
+        } else {
+            0
+        };
+    let len = end.max(min.min(buf.len()));
+    if let Some(pad) = buf.get_mut(end..len) {
+        pad.fill(0);
+    }
+    len
+}
