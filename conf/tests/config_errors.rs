@@ -116,6 +116,8 @@ fn CASES() -> Vec<(&'static str, String, &'static str)> {
         ("missing dataplane key", edit("worker_lcores = [1]\n", ""), "border.toml:3:1: dataplane.worker_lcores: missing required key"),
         ("missing vip name", edit("name = \"web\"\n", ""), "border.toml:17:1: vip[0].name: missing required key"),
         ("missing health kind", edit("kind = \"http\"\n", ""), "border.toml:21:1: vip[0].health.kind: missing required key"),
+        ("wrong type date-time", edit("zone = \"a\"", "zone = 1979-05-27"), "border.toml:2:8: zone: expected a string, found a date-time"),
+        ("wrong type float", edit("port = 80\n", "port = 80.0\n"), "border.toml:20:8: vip[0].port: expected an integer 0..=65535, found floating point `80.0`"),
         ("unknown enum value", edit("worker_lcores = [1]", "worker_lcores = [1]\npoll = \"spin\""), r#"border.toml:5:8: dataplane.poll: unknown value "spin" (expected "busy" or "adaptive")"#),
         ("duplicate table", edit("[mgmt]\n", "[dataplane]\n[mgmt]\n"), "border.toml:15:2: dataplane: is defined twice (each key and table may appear only once)"),
         ("duplicate key in array table", edit("port = 8080\n[[vip.backend]]", "port = 8080\nport = 8081\n[[vip.backend]]"), "border.toml:27:1: vip[0].backend[0].port: is defined twice (each key and table may appear only once)"),

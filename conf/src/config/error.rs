@@ -110,6 +110,8 @@ pub(super) struct SpanIndex {
 struct Entry {
     key: Option<Range<usize>>,
     value: Range<usize>,
+    /// TOML type of the value ("string", "datetime", ...).
+    kind: &'static str,
     depth: usize,
     path: String,
 }
@@ -144,7 +146,16 @@ impl SpanIndex {
     pub(super) fn error(&self, text: &str, origin: &str, err: &toml::de::Error) -> ConfigError {
         let span = err.span().unwrap_or(0..0);
         let mut key = self.path_of(&span);
-        let (field, message) = translate(err.message());
+        let (field, mut message) = translate(err.message());
+        // serde sees a TOML date-time as a map; say what the user wrote.
+        if message.ends_with("found a table")
+            && self
+                .entries
+                .iter()
+                .any(|e| e.value == span && e.kind == "datetime")
+        {
+            message = message.replace("found a table", "found a date-time");
+        }
         if key.is_empty() && span != self.root {
             key = self.key_from_text(text, &span);
         }
@@ -235,6 +246,7 @@ fn walk_table(table: &DeTable<'_>, prefix: &str, depth: usize, out: &mut Vec<Ent
         out.push(Entry {
             key: Some(k.span()),
             value: v.span(),
+            kind: v.get_ref().type_str(),
             depth: depth + 1,
             path: path.clone(),
         });
@@ -251,6 +263,7 @@ fn walk_value(v: &Spanned<DeValue<'_>>, path: &str, depth: usize, out: &mut Vec<
                 out.push(Entry {
                     key: None,
                     value: item.span(),
+                    kind: item.get_ref().type_str(),
                     depth: depth + 1,
                     path: p.clone(),
                 });
