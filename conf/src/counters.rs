@@ -60,14 +60,41 @@ counters! {
     FromHost => "from_host_packets", "frames sent by a kernel twin and forwarded out of its port";
     DropTxFull => "drop_tx_full", "frames a port's TX queue did not accept";
     DropHostTxFull => "drop_host_tx_full", "frames a kernel twin's queue did not accept";
-    DropMalformed => "drop_malformed", "frames that failed parsing (all reasons)";
+    DropMalformed => "drop_malformed", "frames that failed parsing (sum of the drop_<reason> below)";
     DropTruncatedEthernet => "drop_truncated_ethernet", "frame shorter than an Ethernet header";
-    DropBadVlan => "drop_bad_vlan", "stacked VLAN tags or truncated VLAN header";
-    DropTruncatedArp => "drop_truncated_arp", "ARP shorter than its header or not Ethernet/IPv4";
-    DropBadIpv4Header => "drop_bad_ipv4_header", "IPv4 header with bad version, IHL, length or checksum";
-    DropBadIpv6Header => "drop_bad_ipv6_header", "IPv6 header with bad version or payload length";
-    DropBadIpv6ExtHeaders => "drop_bad_ipv6_ext_headers", "IPv6 extension headers truncated or too many";
-    DropBadL4Header => "drop_bad_l4_header", "TCP/UDP/ICMP header truncated or inconsistent";
+    DropTruncatedVlan => "drop_truncated_vlan", "frame ends inside its 802.1Q tag";
+    DropVlanQinq => "drop_vlan_qinq", "stacked VLAN tags (QinQ) are not supported";
+    DropTruncatedArp => "drop_truncated_arp", "ARP shorter than 28 bytes";
+    DropArpUnsupported => "drop_arp_unsupported", "ARP for something other than Ethernet/IPv4";
+    DropTruncatedIpv4 => "drop_truncated_ipv4", "IPv4 header shorter than 20 bytes or its IHL";
+    DropIpv4BadVersion => "drop_ipv4_bad_version", "IPv4 ethertype with another IP version";
+    DropIpv4BadIhl => "drop_ipv4_bad_ihl", "IPv4 IHL below 5";
+    DropIpv4BadTotalLength => "drop_ipv4_bad_total_length", "IPv4 total length below the header or beyond the frame";
+    DropIpv4BadChecksum => "drop_ipv4_bad_checksum", "IPv4 header checksum does not verify";
+    DropIpv4BadFragment => "drop_ipv4_bad_fragment", "IPv4 fragment extends past 65535 bytes";
+    DropTruncatedIpv6 => "drop_truncated_ipv6", "shorter than the IPv6 header";
+    DropIpv6BadVersion => "drop_ipv6_bad_version", "IPv6 ethertype with another IP version";
+    DropIpv6BadPayloadLength => "drop_ipv6_bad_payload_length", "IPv6 payload length beyond the frame";
+    DropIpv6TruncatedExtHeader => "drop_ipv6_truncated_ext_header", "IPv6 extension header runs past the payload";
+    DropIpv6BadExtHeader => "drop_ipv6_bad_ext_header", "IPv6 hop-by-hop not first or a second fragment header";
+    DropIpv6TooManyExtHeaders => "drop_ipv6_too_many_ext_headers", "more IPv6 extension headers than the parser walks";
+    DropIpv6BadFragment => "drop_ipv6_bad_fragment", "IPv6 fragment past 65535 bytes or misaligned";
+    DropTruncatedTcp => "drop_truncated_tcp", "TCP header shorter than 20 bytes";
+    DropTcpBadDataOffset => "drop_tcp_bad_data_offset", "TCP data offset below 5 or beyond the segment";
+    DropTruncatedUdp => "drop_truncated_udp", "UDP header shorter than 8 bytes";
+    DropUdpBadLength => "drop_udp_bad_length", "UDP length below 8 or beyond the IP payload";
+    DropTruncatedIcmpv4 => "drop_truncated_icmpv4", "ICMP message shorter than 8 bytes";
+    DropTruncatedIcmpv6 => "drop_truncated_icmpv6", "ICMPv6 message shorter than 8 bytes";
+    DropArpBadOp => "drop_arp_bad_op", "ARP operation other than request or reply";
+    DropArpBadSender => "drop_arp_bad_sender", "ARP sender MAC not unicast or sender IP not unicast";
+    DropIcmpNotOurs => "drop_icmp_not_ours", "ICMP to a unicast address this appliance does not own";
+    DropIcmpBadChecksum => "drop_icmp_bad_checksum", "ICMP/ICMPv6 checksum does not verify";
+    DropIcmpBadSource => "drop_icmp_bad_source", "echo request from a source that must not be answered";
+    DropNdBadHopLimit => "drop_nd_bad_hop_limit", "NDP message with hop limit other than 255";
+    DropNdInvalid => "drop_nd_invalid", "NDP message violating RFC 4861 validity rules";
+    DropNdBadOption => "drop_nd_bad_option", "malformed NDP option";
+    DropNdNotOurs => "drop_nd_not_ours", "neighbor solicitation for an address this appliance does not own";
+    DropSlowpathUnhandled => "drop_slowpath_unhandled", "frame the slow path could not classify";
     DropNotOurMac => "drop_not_our_mac", "unicast frame addressed to another MAC";
     DropUnknownEthertype => "drop_unknown_ethertype", "ethertype neither ARP, IPv4 nor IPv6";
     DropArpNotOurs => "drop_arp_not_ours", "ARP for an address this appliance does not own";
@@ -87,9 +114,9 @@ mod tests {
     #[test]
     fn names_are_unique_and_snake_case() {
         let mut names: Vec<_> = Counter::ALL.iter().map(|c| c.name()).collect();
-        assert!(names
-            .iter()
-            .all(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')));
+        assert!(names.iter().all(|n| n
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')));
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), Counter::COUNT);

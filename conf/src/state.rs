@@ -82,7 +82,11 @@ pub enum StateError {
     #[error("state region {path}: not a border state region (bad magic)")]
     BadMagic { path: PathBuf },
     #[error("state region {path}: layout version {found} is not supported (this build speaks {expected})")]
-    Version { path: PathBuf, found: u32, expected: u32 },
+    Version {
+        path: PathBuf,
+        found: u32,
+        expected: u32,
+    },
     #[error("state region {path}: {what}")]
     Corrupt { path: PathBuf, what: String },
     #[error("state region: {0} workers is more than the supported {MAX_WORKERS}")]
@@ -215,7 +219,8 @@ impl StateRegion {
                 path: path.to_owned(),
             });
         }
-        let u32_at = |o: usize| u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+        let u32_at =
+            |o: usize| u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
         let version = u32_at(8);
         if version != STATE_LAYOUT_VERSION {
             return Err(StateError::Version {
@@ -428,9 +433,15 @@ mod tests {
     fn garbage_is_refused_with_a_reason() {
         let p = tmp("garbage");
         std::fs::write(&p, b"short").unwrap();
-        assert!(matches!(StateRegion::open(&p), Err(StateError::Corrupt { .. })));
+        assert!(matches!(
+            StateRegion::open(&p),
+            Err(StateError::Corrupt { .. })
+        ));
         std::fs::write(&p, vec![0xAB; 4096]).unwrap();
-        assert!(matches!(StateRegion::open(&p), Err(StateError::BadMagic { .. })));
+        assert!(matches!(
+            StateRegion::open(&p),
+            Err(StateError::BadMagic { .. })
+        ));
 
         let w = StateRegion::create(&p, &[1]).unwrap();
         drop(w);
@@ -438,7 +449,10 @@ mod tests {
         bytes[8] = 99;
         std::fs::write(&p, &bytes).unwrap();
         let e = StateRegion::open(&p).unwrap_err().to_string();
-        assert!(e.contains("layout version 99") && e.contains("speaks 1"), "{e}");
+        assert!(
+            e.contains("layout version 99") && e.contains("speaks 1"),
+            "{e}"
+        );
 
         bytes[8] = STATE_LAYOUT_VERSION as u8;
         bytes[16..20].copy_from_slice(&5u32.to_le_bytes()); // claims 5 workers

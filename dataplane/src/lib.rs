@@ -1,1 +1,16 @@
-//! placeholder
+//! The border dataplane: a sans-IO packet pipeline and the poll-mode worker
+//! loop that drives it over DPDK ports.
+//!
+//! Packet logic ([`wire`], [`slowpath`], [`pipeline`]) is pure Rust over
+//! bytes and tables; DPDK is reached only through [`io_dpdk`] and [`run`].
+
+pub mod counters;
+pub mod host;
+pub mod io;
+pub mod io_dpdk;
+pub mod pipeline;
+pub mod plan;
+pub mod run;
+pub mod slowpath;
+pub mod wire;
+pub mod worker;

@@ -1,1 +1,39 @@
-fn main() {}
+//! border-dp: the DPDK dataplane process of border.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// The border dataplane: poll-mode workers on DPDK ports that answer for the
+/// appliance's addresses, pass the host's traffic to kernel twin interfaces
+/// and (with border-mgmt) load-balance VIP traffic.
+#[derive(Parser, Debug)]
+#[command(name = "border-dp", version, about)]
+struct Args {
+    /// Run with this configuration file (TOML; see docs/config.md).
+    #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
+    config: Option<PathBuf>,
+    /// Validate FILE, print OK or the first error, and exit.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    check_config: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(path) = args.check_config {
+        return border::check_config(&path);
+    }
+    border::init_logging();
+    let Some(path) = args.config else {
+        return ExitCode::FAILURE;
+    };
+    let cfg = match conf::Config::from_file(&path) {
+        Ok(c) => c,
+        Err(e) => return border::fail("border-dp", &e),
+    };
+    match dataplane::run::run(&cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => border::fail("border-dp", &e),
+    }
+}

@@ -1,0 +1,115 @@
+//! Port I/O as the worker loop sees it: a trait, an in-memory implementation
+//! for tests and benchmarks, and (in [`crate::io_dpdk`]) the DPDK one.
+//!
+//! A worker owns one RX and one TX queue on every port, so implementations
+//! need no synchronisation: `&mut self` is the whole contract.
+
+use arrayvec::ArrayVec;
+use std::collections::VecDeque;
+
+/// Frames per RX/TX burst.
+pub const BURST: usize = 32;
+
+/// A burst of owned frames.
+pub type Burst<F> = ArrayVec<F, BURST>;
+
+/// One received frame, owned by the worker until it is sent or dropped.
+pub trait Frame {
+    /// The frame's bytes. Chained (multi-segment) frames expose their first segment only.
+    fn data(&self) -> &[u8];
+    fn data_mut(&mut self) -> &mut [u8];
+    /// Shortens the frame to `len` bytes (no-op if it is not longer).
+    fn truncate(&mut self, len: usize);
+    /// False for frames spread over several buffers, which the pipeline refuses.
+    fn is_contiguous(&self) -> bool;
+}
+
+/// The ports of one worker, addressed by index (data ports first, then kernel twins).
+pub trait PortIo {
+    type Frame: Frame;
+    /// Number of ports this worker polls and may send on.
+    fn port_count(&self) -> usize;
+    /// Receives up to `out.remaining_capacity()` frames from `port` into `out`.
+    fn rx_burst(&mut self, port: usize, out: &mut Burst<Self::Frame>);
+    /// Sends every frame of `frames` (leaving it empty). Returns how many the
+    /// port accepted; the rest were released.
+    fn tx_burst(&mut self, port: usize, frames: &mut Burst<Self::Frame>) -> usize;
+}
+
+/// A frame held in a plain vector, for tests and in-process benchmarks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VecFrame(pub Vec<u8>);
+
+impl Frame for VecFrame {
+    fn data(&self) -> &[u8] {
+        &self.0
+    }
+    fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+    fn truncate(&mut self, len: usize) {
+        self.0.truncate(len)
+    }
+    fn is_contiguous(&self) -> bool {
+        true
+    }
+}
+
+/// In-memory ports: tests push frames into `rx[port]` and read what the worker
+/// sent from `tx[port]`. `tx_capacity` simulates a full TX ring.
+#[derive(Debug, Default)]
+pub struct MemPorts {
+    pub rx: Vec<VecDeque<VecFrame>>,
+    pub tx: Vec<Vec<VecFrame>>,
+    pub tx_capacity: Option<usize>,
+}
+
+impl MemPorts {
+    pub fn new(ports: usize) -> Self {
+        MemPorts {
+            rx: (0..ports).map(|_| VecDeque::new()).collect(),
+            tx: (0..ports).map(|_| Vec::new()).collect(),
+            tx_capacity: None,
+        }
+    }
+
+    /// Queues one frame for reception on `port`.
+    pub fn inject(&mut self, port: usize, bytes: &[u8]) {
+        self.rx[port].push_back(VecFrame(bytes.to_vec()));
+    }
+
+    /// Takes everything sent on `port` so far.
+    pub fn take_tx(&mut self, port: usize) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.tx[port])
+            .into_iter()
+            .map(|f| f.0)
+            .collect()
+    }
+}
+
+impl PortIo for MemPorts {
+    type Frame = VecFrame;
+
+    fn port_count(&self) -> usize {
+        self.rx.len()
+    }
+
+    fn rx_burst(&mut self, port: usize, out: &mut Burst<VecFrame>) {
+        while !out.is_full() {
+            match self.rx[port].pop_front() {
+                Some(f) => out.push(f),
+                None => break,
+            }
+        }
+    }
+
+    fn tx_burst(&mut self, port: usize, frames: &mut Burst<VecFrame>) -> usize {
+        let room = self
+            .tx_capacity
+            .map_or(usize::MAX, |cap| cap.saturating_sub(self.tx[port].len()));
+        let sent = frames.len().min(room);
+        self.tx[port].extend(frames.drain(..sent));
+        frames.clear();
+        sent
+    }
+}

@@ -1,0 +1,78 @@
+//! [`PortIo`] over DPDK queues: the only place the worker loop touches DPDK.
+
+use dpdk_ffi::{Mbuf, MbufBurst, RxQueue, TxQueue};
+
+use crate::io::{Burst, Frame, PortIo, BURST};
+
+impl Frame for Mbuf {
+    #[inline]
+    fn data(&self) -> &[u8] {
+        Mbuf::data(self)
+    }
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        Mbuf::data_mut(self)
+    }
+    #[inline]
+    fn truncate(&mut self, len: usize) {
+        let cur = self.data_len() as usize;
+        if len < cur {
+            // Cannot fail: we trim less than the single segment holds.
+            let _ = self.trim(cur - len);
+        }
+    }
+    #[inline]
+    fn is_contiguous(&self) -> bool {
+        Mbuf::is_contiguous(self)
+    }
+}
+
+/// One worker's queues: `rx[i]`/`tx[i]` are this worker's queue on port i.
+pub struct DpdkPorts {
+    rx: Vec<RxQueue>,
+    tx: Vec<TxQueue>,
+    staging: MbufBurst<BURST>,
+}
+
+impl DpdkPorts {
+    pub fn new(rx: Vec<RxQueue>, tx: Vec<TxQueue>) -> Self {
+        assert_eq!(rx.len(), tx.len(), "one rx and one tx queue per port");
+        DpdkPorts {
+            rx,
+            tx,
+            staging: MbufBurst::new(),
+        }
+    }
+}
+
+impl PortIo for DpdkPorts {
+    type Frame = Mbuf;
+
+    fn port_count(&self) -> usize {
+        self.rx.len()
+    }
+
+    #[inline]
+    fn rx_burst(&mut self, port: usize, out: &mut Burst<Mbuf>) {
+        self.staging.clear();
+        self.rx[port].rx_burst(&mut self.staging);
+        for m in self.staging.drain() {
+            if let Err(m) = out.try_push(m) {
+                drop(m);
+            }
+        }
+    }
+
+    #[inline]
+    fn tx_burst(&mut self, port: usize, frames: &mut Burst<Mbuf>) -> usize {
+        self.staging.clear();
+        for m in frames.drain(..) {
+            // Both bursts hold at most BURST frames, so this never refuses.
+            let _ = self.staging.push(m);
+        }
+        let sent = self.tx[port].tx_burst(&mut self.staging);
+        // What the queue did not take is released here (counted by the caller).
+        self.staging.clear();
+        sent
+    }
+}

@@ -1,0 +1,335 @@
+//! The per-frame decision: what a worker does with one received frame.
+//!
+//! Sans-IO: `process` takes the frame's bytes (rewritten in place when the
+//! appliance answers) and returns a [`Verdict`]; the worker loop does the I/O.
+//! Every drop names the counter it was counted under.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use conf::counters::Counter;
+use conf::Config;
+
+use crate::counters::Counters;
+use crate::slowpath::{self, Outcome, OwnedAddrs, SlowDrop};
+use crate::wire::{self, ip_proto, L3Kind, Malformed};
+
+/// What to do with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Transmit the first `len` bytes of the (possibly rewritten) frame on `port`.
+    Send { port: usize, len: usize },
+    /// Release the frame; it was counted under this counter.
+    Drop(Counter),
+}
+
+/// What a port is to the pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortRole {
+    /// A data port (NIC, TAP, pcap); `twin` is the index of its kernel twin.
+    Data { twin: Option<usize> },
+    /// The kernel twin of data port `data`: what the kernel sends leaves there.
+    Twin { data: usize },
+}
+
+/// The addresses a data port answers for.
+#[derive(Clone, Debug)]
+pub struct PortInfo {
+    pub name: String,
+    pub mac: [u8; 6],
+    pub role: PortRole,
+    /// The port's own addresses: answered for ARP/NDP/echo, other traffic goes to the kernel twin.
+    pub addrs_v4: Vec<Ipv4Addr>,
+    pub addrs_v6: Vec<Ipv6Addr>,
+    /// VIP addresses in this port's subnets: answered for ARP/NDP/echo, consumed by the dataplane.
+    pub vips_v4: Vec<Ipv4Addr>,
+    pub vips_v6: Vec<Ipv6Addr>,
+}
+
+/// The IPv6 link-local address a kernel derives from `mac` (modified EUI-64),
+/// which the twin, carrying the port's MAC, will have.
+pub fn link_local_of(mac: [u8; 6]) -> Ipv6Addr {
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ])
+}
+
+impl OwnedAddrs for PortInfo {
+    fn owns_v4(&self, ip: Ipv4Addr) -> bool {
+        self.addrs_v4.contains(&ip) || self.vips_v4.contains(&ip)
+    }
+    fn owns_v6(&self, ip: &Ipv6Addr) -> bool {
+        self.addrs_v6.contains(ip) || self.vips_v6.contains(ip)
+    }
+}
+
+/// Builds the port table a worker uses: data ports in config order
+/// (`macs[i]` is the MAC of port i), then one twin per data port when
+/// `with_twins` is set.
+pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Vec<PortInfo> {
+    let n = cfg.ports.len();
+    let mut ports = Vec::with_capacity(n * 2);
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let in_port = |ip: std::net::IpAddr| p.addresses.iter().any(|net| net.contains(ip));
+        let mut info = PortInfo {
+            name: p.name.clone(),
+            mac: macs[i],
+            role: PortRole::Data {
+                twin: with_twins.then_some(n + i),
+            },
+            addrs_v4: Vec::new(),
+            addrs_v6: Vec::new(),
+            vips_v4: Vec::new(),
+            vips_v6: Vec::new(),
+        };
+        for net in &p.addresses {
+            match net.addr {
+                std::net::IpAddr::V4(a) => info.addrs_v4.push(a),
+                std::net::IpAddr::V6(a) => info.addrs_v6.push(a),
+            }
+        }
+        if with_twins {
+            // The twin's link-local address: NDP for it is answered here like
+            // for any owned address, and traffic to it goes up to the kernel.
+            info.addrs_v6.push(link_local_of(macs[i]));
+        }
+        for vip in cfg.vips.iter().filter(|v| in_port(v.address)) {
+            match vip.address {
+                std::net::IpAddr::V4(a) if !info.vips_v4.contains(&a) => info.vips_v4.push(a),
+                std::net::IpAddr::V6(a) if !info.vips_v6.contains(&a) => info.vips_v6.push(a),
+                _ => {}
+            }
+        }
+        ports.push(info);
+    }
+    if with_twins {
+        for (i, p) in cfg.ports.iter().enumerate() {
+            ports.push(PortInfo {
+                name: p.host_interface.clone(),
+                mac: macs[i],
+                role: PortRole::Twin { data: i },
+                addrs_v4: Vec::new(),
+                addrs_v6: Vec::new(),
+                vips_v4: Vec::new(),
+                vips_v6: Vec::new(),
+            });
+        }
+    }
+    ports
+}
+
+pub struct Pipeline {
+    ports: Vec<PortInfo>,
+    pub counters: Counters,
+    malformed: [Counter; Malformed::COUNT],
+}
+
+impl Pipeline {
+    pub fn new(ports: Vec<PortInfo>) -> Self {
+        Pipeline {
+            ports,
+            counters: Counters::default(),
+            malformed: malformed_counters(),
+        }
+    }
+
+    pub fn ports(&self) -> &[PortInfo] {
+        &self.ports
+    }
+
+    /// Counts a frame refused before parsing (e.g. a chained mbuf).
+    pub fn refuse(&mut self, _port: usize, reason: Counter) -> Verdict {
+        self.drop(reason)
+    }
+
+    /// Accounts for one TX burst: `sent` frames of `bytes` accepted, `dropped` refused.
+    pub fn count_tx(&mut self, port: usize, sent: usize, dropped: usize, bytes: usize) {
+        match self.ports.get(port).map(|p| p.role) {
+            Some(PortRole::Twin { .. }) => {
+                self.counters.add(Counter::DropHostTxFull, dropped as u64);
+            }
+            _ => {
+                self.counters.add(Counter::TxPackets, sent as u64);
+                self.counters.add(Counter::TxBytes, bytes as u64);
+                self.counters.add(Counter::DropTxFull, dropped as u64);
+            }
+        }
+    }
+
+    #[inline]
+    fn drop(&mut self, reason: Counter) -> Verdict {
+        self.counters.inc(reason);
+        Verdict::Drop(reason)
+    }
+
+    /// Decides the fate of one frame received on `in_port`.
+    pub fn process(&mut self, in_port: usize, frame: &mut [u8]) -> Verdict {
+        let Some(port) = self.ports.get(in_port) else {
+            return self.drop(Counter::DropNotLocal);
+        };
+        match port.role {
+            PortRole::Twin { data } => {
+                self.counters.inc(Counter::FromHost);
+                Verdict::Send {
+                    port: data,
+                    len: frame.len(),
+                }
+            }
+            PortRole::Data { twin } => {
+                self.counters.inc(Counter::RxPackets);
+                self.counters.add(Counter::RxBytes, frame.len() as u64);
+                self.from_data_port(in_port, twin, frame)
+            }
+        }
+    }
+
+    fn to_host(&mut self, twin: Option<usize>, len: usize) -> Verdict {
+        match twin {
+            Some(port) => {
+                self.counters.inc(Counter::ToHost);
+                Verdict::Send { port, len }
+            }
+            None => self.drop(Counter::DropNoHostTwin),
+        }
+    }
+
+    fn slow_drop(&mut self, reason: SlowDrop) -> Verdict {
+        let c = match reason {
+            SlowDrop::Malformed(m) => {
+                self.counters.inc(Counter::DropMalformed);
+                self.malformed[m.index()]
+            }
+            SlowDrop::Unhandled => Counter::DropSlowpathUnhandled,
+            SlowDrop::NotOurs => Counter::DropNotLocal,
+            SlowDrop::ArpNotOurs => Counter::DropArpNotOurs,
+            SlowDrop::ArpBadOp => Counter::DropArpBadOp,
+            SlowDrop::ArpBadSender => Counter::DropArpBadSender,
+            SlowDrop::IcmpNotOurs => Counter::DropIcmpNotOurs,
+            SlowDrop::IcmpBadChecksum => Counter::DropIcmpBadChecksum,
+            SlowDrop::IcmpBadSource => Counter::DropIcmpBadSource,
+            SlowDrop::NdBadHopLimit => Counter::DropNdBadHopLimit,
+            SlowDrop::NdInvalid => Counter::DropNdInvalid,
+            SlowDrop::NdBadOption => Counter::DropNdBadOption,
+            SlowDrop::NdNotOurs => Counter::DropNdNotOurs,
+        };
+        self.drop(c)
+    }
+
+    /// Acts on a slow-path outcome for a frame addressed to port `in_port`.
+    /// `vip` says the destination is a VIP: what the slow path would pass
+    /// to the kernel is not the kernel's business then.
+    fn slow<A>(
+        &mut self,
+        in_port: usize,
+        twin: Option<usize>,
+        len: usize,
+        vip: bool,
+        o: Outcome<A>,
+        replied: Counter,
+    ) -> Verdict {
+        match o {
+            Outcome::Replied { len, .. } => {
+                self.counters.inc(replied);
+                Verdict::Send { port: in_port, len }
+            }
+            Outcome::ToHost { .. } if vip => self.drop(Counter::DropVipUnhandled),
+            Outcome::ToHost { .. } => self.to_host(twin, len),
+            Outcome::Drop { reason, .. } => self.slow_drop(reason),
+        }
+    }
+
+    fn from_data_port(&mut self, in_port: usize, twin: Option<usize>, frame: &mut [u8]) -> Verdict {
+        let port = &self.ports[in_port];
+        let mac = port.mac;
+        let len = frame.len();
+        if len < wire::ethernet::HEADER_LEN {
+            return self.slow_drop(SlowDrop::Malformed(Malformed::TruncatedEthernet));
+        }
+        let group = frame[0] & 1 == 1;
+        if !group && frame[..6] != mac {
+            return self.drop(Counter::DropNotOurMac);
+        }
+        let parsed = match wire::parse_frame(frame) {
+            Ok(p) => p,
+            Err(m) => return self.slow_drop(SlowDrop::Malformed(m)),
+        };
+        match parsed.l3 {
+            L3Kind::Arp => {
+                let o = slowpath::arp_parsed(frame, &parsed, mac, |ip| port.owns_v4(ip));
+                self.slow(in_port, twin, len, false, o, Counter::ArpReplies)
+            }
+            L3Kind::Ipv4 => {
+                let l3 = parsed.l3_offset;
+                let dst = Ipv4Addr::new(
+                    frame[l3 + 16],
+                    frame[l3 + 17],
+                    frame[l3 + 18],
+                    frame[l3 + 19],
+                );
+                if port.owns_v4(dst) {
+                    let vip = !port.addrs_v4.contains(&dst);
+                    if parsed.l4_proto == ip_proto::ICMP {
+                        let o = slowpath::icmpv4_parsed(frame, &parsed, mac, |ip| port.owns_v4(ip));
+                        return self.slow(in_port, twin, len, vip, o, Counter::IcmpEchoReplies);
+                    }
+                    if vip {
+                        return self.drop(Counter::DropVipUnhandled);
+                    }
+                    return self.to_host(twin, len);
+                }
+                if dst.is_multicast() || dst.is_broadcast() || group {
+                    return self.to_host(twin, len);
+                }
+                self.drop(Counter::DropNotLocal)
+            }
+            L3Kind::Ipv6 => {
+                let l3 = parsed.l3_offset;
+                let mut octets = [0u8; 16];
+                octets.copy_from_slice(&frame[l3 + 24..l3 + 40]);
+                let dst = Ipv6Addr::from(octets);
+                let vip = port.vips_v6.contains(&dst);
+                if parsed.l4_proto == ip_proto::ICMPV6 && (dst.is_multicast() || port.owns_v6(&dst))
+                {
+                    let replied = match parsed.icmp {
+                        Some((135, _)) => Counter::NdpAdvertisements,
+                        _ => Counter::Icmpv6EchoReplies,
+                    };
+                    let o = slowpath::icmpv6_parsed(frame, &parsed, mac, |ip| port.owns_v6(ip));
+                    return self.slow(in_port, twin, len, vip, o, replied);
+                }
+                if vip {
+                    return self.drop(Counter::DropVipUnhandled);
+                }
+                if port.owns_v6(&dst) || dst.is_multicast() || group {
+                    return self.to_host(twin, len);
+                }
+                self.drop(Counter::DropNotLocal)
+            }
+            L3Kind::Other(_) => self.drop(Counter::DropUnknownEthertype),
+        }
+    }
+}
+
+/// Maps each parse failure to its `drop_<reason>` counter.
+fn malformed_counters() -> [Counter; Malformed::COUNT] {
+    let mut table = [Counter::DropMalformed; Malformed::COUNT];
+    for m in Malformed::ALL {
+        let name = format!("drop_{}", m.counter_name());
+        table[m.index()] = Counter::from_name(&name).unwrap_or(Counter::DropMalformed);
+    }
+    table
+}

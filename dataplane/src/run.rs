@@ -1,0 +1,277 @@
+//! The border-dp process: EAL, ports and kernel twins from the config, one
+//! pinned worker per `worker_lcores` entry, and a clean shutdown on
+//! SIGINT/SIGTERM.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use conf::state::{state_path, RunState, StateRegion};
+use conf::{Config, PollMode};
+use dpdk_ffi::{Eal, Mempool, Port, DEFAULT_DATA_ROOM, LCORE_PANICKED, SOCKET_ID_ANY};
+use tracing::{error, info, warn};
+
+use crate::host;
+use crate::io::BURST;
+use crate::io_dpdk::DpdkPorts;
+use crate::pipeline::{ports_from_config, Pipeline};
+use crate::plan::eal_plan;
+use crate::worker::{Poll, Worker};
+
+const RX_DESC: u16 = 1024;
+const TX_DESC: u16 = 1024;
+const MEMPOOL_CACHE: u32 = 256;
+
+/// Why border-dp could not start or stopped abnormally. Each is one line.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("another border-dp of instance `{instance}` is running (lock {path} is held)")]
+    AlreadyRunning { instance: String, path: PathBuf },
+    #[error("cannot take instance lock {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Dpdk(#[from] dpdk_ffi::DpdkError),
+    #[error("port `{port}` ({device}): {source}")]
+    Port {
+        port: String,
+        device: String,
+        source: dpdk_ffi::DpdkError,
+    },
+    #[error("{0}")]
+    Twin(#[from] host::TwinError),
+    #[error("{0}")]
+    State(#[from] conf::state::StateError),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+    #[error("worker on lcore {lcore} {how}")]
+    WorkerDied { lcore: u32, how: String },
+}
+
+/// An exclusive lock on the instance name, held for the life of the process.
+struct InstanceLock {
+    _file: File,
+}
+
+impl InstanceLock {
+    fn acquire(instance: &str) -> Result<InstanceLock, RunError> {
+        let dir = PathBuf::from("/run/border");
+        let path = dir.join(format!("{instance}.dp.lock"));
+        let err = |source| RunError::Lock {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(err)?;
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(err)?;
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                RunError::AlreadyRunning {
+                    instance: instance.to_string(),
+                    path,
+                }
+            } else {
+                err(e)
+            });
+        }
+        Ok(InstanceLock { _file: file })
+    }
+}
+
+/// Counts workers that returned, including by panic, so the main lcore
+/// notices a dead worker while the others run.
+struct ExitGuard(Arc<AtomicUsize>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn port_err(port: &str, device: &str) -> impl FnOnce(dpdk_ffi::DpdkError) -> RunError {
+    let (port, device) = (port.to_string(), device.to_string());
+    move |source| RunError::Port {
+        port,
+        device,
+        source,
+    }
+}
+
+/// Runs border-dp until SIGINT/SIGTERM. Returns after ports are stopped and
+/// EAL is cleaned up.
+pub fn run(cfg: &Config) -> Result<(), RunError> {
+    let terminate = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal while shutting down ends the process at once.
+        signal_hook::flag::register_conditional_shutdown(sig, 1, terminate.clone())
+            .map_err(RunError::Signals)?;
+        signal_hook::flag::register(sig, terminate.clone()).map_err(RunError::Signals)?;
+    }
+    let _lock = InstanceLock::acquire(&cfg.instance)?;
+
+    let plan = eal_plan(cfg, true);
+    info!(args = ?plan.args, "starting EAL");
+    let eal = Eal::init(&plan.args)?;
+
+    let lcores = &cfg.dataplane.worker_lcores;
+    let queues = lcores.len() as u16;
+    let all_ports = plan.ports.len() * 2;
+    let mbufs = all_ports as u32 * u32::from(queues) * u32::from(RX_DESC + TX_DESC)
+        + (lcores.len() as u32 + 1) * (MEMPOOL_CACHE + (BURST * (all_ports + 2)) as u32)
+        + 4096;
+    let pool = Mempool::pktmbuf(
+        "border_rx",
+        mbufs,
+        MEMPOOL_CACHE,
+        DEFAULT_DATA_ROOM,
+        SOCKET_ID_ANY,
+    )?;
+
+    let mut ports: Vec<Port> = Vec::with_capacity(all_ports);
+    let mut macs = Vec::with_capacity(plan.ports.len());
+    for (planned, pc) in plan.ports.iter().zip(&cfg.ports) {
+        let err = || port_err(&planned.name, &planned.device);
+        let mut port = Port::by_name(&planned.device).map_err(err())?;
+        port.configure(queues, queues, RX_DESC, TX_DESC, &pool)
+            .map_err(err())?;
+        let mut mac = port.mac_addr().map_err(err())?;
+        if let Some(wanted) = pc.mac {
+            match port.set_mac_addr(wanted) {
+                Ok(()) => mac = wanted,
+                Err(e) if e.errno() == libc::ENOTSUP => {
+                    // The PMD (e.g. net_pcap) cannot change its address: use the
+                    // configured one in software and accept every frame, the
+                    // pipeline filters by destination MAC itself.
+                    warn!(port = %planned.name, "device cannot set its MAC; using the configured MAC in software (promiscuous)");
+                    if let Err(e) = port.set_promiscuous(true) {
+                        warn!(port = %planned.name, error = %e, "cannot enable promiscuous mode");
+                    }
+                    mac = wanted;
+                }
+                Err(e) => return Err(err()(e)),
+            }
+        }
+        port.start().map_err(err())?;
+        info!(port = %planned.name, device = %planned.device, mac = %host::format_mac(mac), "port up");
+        macs.push(mac);
+        ports.push(port);
+    }
+    for (i, (planned, pc)) in plan.ports.iter().zip(&cfg.ports).enumerate() {
+        let err = || port_err(&planned.twin_iface, &planned.twin_device);
+        let mut twin = Port::by_name(&planned.twin_device).map_err(err())?;
+        twin.configure(queues, queues, RX_DESC, TX_DESC, &pool)
+            .map_err(err())?;
+        twin.start().map_err(err())?;
+        host::configure_twin(&planned.twin_iface, macs[i], &pc.addresses)?;
+        info!(port = %planned.name, iface = %planned.twin_iface, "kernel twin up");
+        ports.push(twin);
+    }
+
+    let state = Arc::new(StateRegion::create(&state_path(&cfg.instance), lcores)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let exited = Arc::new(AtomicUsize::new(0));
+    let poll = match cfg.dataplane.poll {
+        PollMode::Busy => Poll::Busy,
+        PollMode::Adaptive => Poll::Adaptive,
+    };
+    let mut launched = Vec::new();
+    let mut launch_error = None;
+    for (w, &lcore) in lcores.iter().enumerate() {
+        let queues = ports
+            .iter()
+            .map(|p| Ok((p.rx_queue(w as u16)?, p.tx_queue(w as u16)?)))
+            .collect::<Result<Vec<_>, dpdk_ffi::DpdkError>>();
+        let queues = match queues {
+            Ok(q) => q,
+            Err(e) => {
+                launch_error = Some(e.into());
+                break;
+            }
+        };
+        let (rx, tx) = queues.into_iter().unzip();
+        let io = DpdkPorts::new(rx, tx);
+        let pipeline = Pipeline::new(ports_from_config(cfg, &macs, true));
+        let (state, stop, guard) = (state.clone(), stop.clone(), ExitGuard(exited.clone()));
+        let res = dpdk_ffi::launch_on(lcore, move || {
+            let _guard = guard;
+            let Some(block) = state.worker(w) else {
+                return -1;
+            };
+            let counters = block.counters();
+            let mut worker = Worker::new(io, pipeline, poll);
+            worker.run(&counters, &stop);
+            0
+        });
+        match res {
+            Ok(()) => launched.push(lcore),
+            Err(e) => {
+                launch_error = Some(e.into());
+                break;
+            }
+        }
+    }
+
+    let mut outcome = match launch_error {
+        Some(e) => Err(e),
+        None => {
+            state.set_run_state(RunState::Running);
+            info!(
+                instance = %cfg.instance,
+                workers = launched.len(),
+                state = %state.path().display(),
+                "border-dp running"
+            );
+            Ok(())
+        }
+    };
+    while outcome.is_ok() && !terminate.load(Ordering::Relaxed) {
+        if exited.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if outcome.is_ok() && terminate.load(Ordering::Relaxed) {
+        info!("signal received, stopping workers");
+    }
+    stop.store(true, Ordering::Relaxed);
+    for lcore in launched {
+        let rc = dpdk_ffi::wait_lcore(lcore);
+        if rc != 0 && outcome.is_ok() {
+            let how = if rc == LCORE_PANICKED {
+                "panicked".to_string()
+            } else {
+                format!("exited with {rc}")
+            };
+            error!(lcore, %how, "worker failed");
+            outcome = Err(RunError::WorkerDied { lcore, how });
+        }
+    }
+    if outcome.is_ok() && exited.load(Ordering::SeqCst) > 0 && !terminate.load(Ordering::Relaxed) {
+        warn!("a worker stopped without being asked to");
+    }
+    state.set_run_state(RunState::Stopped);
+    let totals: Vec<String> = state
+        .totals()
+        .into_iter()
+        .filter(|(_, v)| *v != 0)
+        .map(|(c, v)| format!("{}={v}", c.name()))
+        .collect();
+    info!(counters = %totals.join(" "), "workers stopped");
+    // Ports stop and close before the pool they draw from and before EAL.
+    drop(ports);
+    drop(pool);
+    drop(eal);
+    outcome
+}

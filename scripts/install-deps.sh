@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs everything border needs to build, test and run its demo on Debian 12.
+# Idempotent: packages already present are not fetched again. Run as root.
+set -euo pipefail
+
+packages=(
+  # DPDK 22.11 and what bindgen needs to read its headers
+  dpdk dpdk-dev libdpdk-dev libclang-dev clang pkg-config libpcap-dev
+  # the end-to-end tests' peers and tools
+  iproute2 iputils-ping socat curl nftables procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install a Rust toolchain (rustup) first" >&2
+  exit 1
+fi
+if command -v rustup >/dev/null; then
+  rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+  rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+fi
+pkg-config --exact-version=22.11.11 libdpdk 2>/dev/null || pkg-config --atleast-version=22.11 libdpdk

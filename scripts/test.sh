@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit tests, DPDK tests and the
+# end-to-end tests in network namespaces. Run as root on Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" -eq 0 ] || { echo "scripts/test.sh must run as root (network namespaces, TAP devices)" >&2; exit 1; }
+
+bash scripts/install-deps.sh
+
+# Leftovers of an interrupted earlier run would make TAP creation fail.
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^(pg|tw|pc|er)-' || true); do
+  ip netns del "$ns" || true
+done
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo test --workspace --all-targets

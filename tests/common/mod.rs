@@ -1,0 +1,285 @@
+//! Shared harness of the end-to-end tests: network namespaces, a border-dp
+//! process started inside one, and helpers to run real tools in the others.
+//!
+//! Every test builds its own namespaces (`<tag>-lb` runs border-dp and holds
+//! the kernel twins, `<tag>-cli` and `<tag>-bk` receive the data ports'
+//! TAP interfaces), so tests never touch the host's network and never see
+//! each other's interfaces. Everything is torn down on drop.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use conf::counters::Counter;
+use conf::state::{state_path, RunState, StateRegion};
+
+/// Runs a command, returning its output; panics with everything it printed on failure.
+pub fn run(args: &[&str]) -> Output {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "{args:?} failed with {}\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
+}
+
+/// Runs a command and returns its output whatever the exit status.
+pub fn try_run(args: &[&str]) -> Output {
+    Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"))
+}
+
+/// A network namespace, deleted on drop.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new(name: &str) -> Netns {
+        let _ = try_run(&["ip", "netns", "del", name]);
+        run(&["ip", "netns", "add", name]);
+        run(&["ip", "-n", name, "link", "set", "lo", "up"]);
+        Netns {
+            name: name.to_string(),
+        }
+    }
+
+    /// Runs `args` inside the namespace; panics on failure.
+    pub fn run(&self, args: &[&str]) -> Output {
+        let mut full = vec!["ip", "netns", "exec", &self.name];
+        full.extend_from_slice(args);
+        run(&full)
+    }
+
+    pub fn try_run(&self, args: &[&str]) -> Output {
+        let mut full = vec!["ip", "netns", "exec", &self.name];
+        full.extend_from_slice(args);
+        try_run(&full)
+    }
+
+    /// Starts `args` inside the namespace in the background.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .args(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {args:?} in {}: {e}", self.name))
+    }
+
+    /// Moves interface `iface` from namespace `from` into this one and gives it addresses.
+    pub fn adopt(&self, from: &Netns, iface: &str, addrs: &[&str]) {
+        run(&[
+            "ip", "-n", &from.name, "link", "set", iface, "netns", &self.name,
+        ]);
+        for a in addrs {
+            let mut args = vec!["ip", "-n", &self.name, "addr", "add", a, "dev", iface];
+            if a.contains(':') {
+                args.push("nodad");
+            }
+            run(&args);
+        }
+        run(&["ip", "-n", &self.name, "link", "set", iface, "up"]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = try_run(&["ip", "netns", "del", &self.name]);
+    }
+}
+
+pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn border_dp_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_border-dp")
+}
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("border-e2e-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A border-dp process running in a namespace.
+pub struct BorderDp {
+    child: Option<Child>,
+    pub instance: String,
+    pub log: PathBuf,
+}
+
+impl BorderDp {
+    /// Writes `config` to `dir`, starts border-dp in `ns` and waits until its
+    /// workers run.
+    pub fn start(ns: &Netns, dir: &TempDir, instance: &str, config: &str) -> BorderDp {
+        let cfg = dir.path("border.toml");
+        std::fs::write(&cfg, config).unwrap();
+        let log = dir.path("border-dp.log");
+        let logf = std::fs::File::create(&log).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.name, border_dp_bin(), "--config"])
+            .arg(&cfg)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone().unwrap())
+            .stderr(logf)
+            .spawn()
+            .expect("start border-dp");
+        let mut dp = BorderDp {
+            child: Some(child),
+            instance: instance.to_string(),
+            log,
+        };
+        dp.wait_running();
+        dp
+    }
+
+    fn wait_running(&mut self) {
+        let path = state_path(&self.instance);
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("border-dp exited early with {status}:\n{}", self.log_text());
+            }
+            if let Ok(r) = StateRegion::open(&path) {
+                if r.run_state() == RunState::Running && r.pid() == self.pid() {
+                    return;
+                }
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                panic!("border-dp did not come up in 30 s:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn state(&self) -> StateRegion {
+        StateRegion::open(&state_path(&self.instance)).expect("open state region")
+    }
+
+    pub fn counter(&self, c: Counter) -> u64 {
+        self.state().total(c)
+    }
+
+    /// Sends SIGTERM and waits for the exit status (at most 20 s).
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("border-dp already stopped");
+        // `ip netns exec` execs border-dp, so the child's pid is border-dp's.
+        // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "border-dp did not exit within 20 s of SIGTERM:\n{}",
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for BorderDp {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Polls `ip link show` in `ns` until `iface` exists.
+pub fn wait_iface(ns: &Netns, iface: &str) {
+    wait_until(
+        &format!("{iface} in {}", ns.name),
+        Duration::from_secs(20),
+        || ns.try_run(&["ip", "link", "show", iface]).status.success(),
+    );
+}
+
+/// Reads a classic pcap file (microsecond or nanosecond, little endian) into frames.
+pub fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    assert!(b.len() >= 24, "pcap {} too short", path.display());
+    let magic = u32::from_le_bytes(b[0..4].try_into().unwrap());
+    assert!(
+        magic == 0xa1b2_c3d4 || magic == 0xa1b2_3c4d,
+        "not a little-endian pcap: {magic:#x}"
+    );
+    let mut frames = Vec::new();
+    let mut off = 24;
+    while off + 16 <= b.len() {
+        let incl = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+        off += 16;
+        frames.push(b[off..off + incl].to_vec());
+        off += incl;
+    }
+    frames
+}
+
+/// Writes frames as a classic microsecond pcap (Ethernet link type).
+pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&0i32.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        b.extend_from_slice(&(i as u32).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).unwrap();
+}
