@@ -26,17 +26,22 @@
 //!    the floor or the ceiling of its exact share `w_i·M / W`, and the quotas
 //!    sum to `M`.
 //! 4. Turns: with `R = max quota`, the backend with quota `q` takes its k-th
-//!    turn (k = 0..q) in round `floor(k·R / q)`; within a round, turns go in
-//!    rank order. A backend thus takes turns at a rate proportional to its
-//!    weight, spread evenly (the idea of Katran's weighted Maglev v2, with
-//!    exact quotas). With equal weights this is exactly the round-robin of
-//!    the paper.
+//!    turn (k = 0..q) in round `floor(k·R / q)`; within a round, turns go by
+//!    quota (larger first), then rank. A backend thus takes turns at a rate
+//!    proportional to its weight, spread evenly over the build (the idea of
+//!    Katran's weighted Maglev v2, with exact quotas). With equal weights
+//!    this is exactly the round-robin of the paper (the ceil quotas are the
+//!    lowest ranks, so the order is rank order).
 //! 5. On its turn, a backend claims the next slot of its preference list that
 //!    is still free.
 //!
-//! Cost: O(N log N + M log M) with a small constant: occupancy is a bitmap
-//! (M = 65537 → 8 KiB, stays in L1), positions advance by add-and-subtract,
-//! never by a modulo per slot.
+//! Cost: O(N log N + M + R·G) for G distinct quotas, in practice ~M times
+//! the mean walk length (~ln M). Occupancy is a bitmap (M = 65537 → 8 KiB,
+//! stays in L1); positions advance by add-and-select, never by a modulo or a
+//! branch per probe; nothing is allocated when the scratch space is reused.
+//! R·G stays small for real weight sets (equal weights: G ≤ 2); an absurd
+//! one (one backend holding half the ring plus ~200 tiny distinct weights)
+//! bounds it by ~10^7 cheap compares.
 
 use crate::flowhash::siphash24;
 use core::fmt;
@@ -219,19 +224,61 @@ struct Cursor {
     pos: u32,
     /// Step.
     skip: u32,
-    /// `m - skip`: `pos >= back` means `pos + skip` wraps.
-    back: u32,
 }
 
 impl Cursor {
+    /// Claims the first free slot from `pos` on, marks it taken and returns
+    /// it. There must be a free slot (the list visits every slot, so the
+    /// walk then ends).
     #[inline(always)]
-    fn step(&self, p: u32) -> u32 {
-        if p >= self.back {
-            p - self.back
-        } else {
-            p + self.skip
+    fn claim(&mut self, taken: &mut [u64], m: u32) -> u32 {
+        // In u64, p + skip < 2m cannot overflow. Whether a step wraps is a
+        // coin flip (skip / m), so a branch would mispredict on every other
+        // probe; LLVM turns a plain select back into that branch here, hence
+        // the arithmetic: t - m is negative (as i64; t < 2^33) iff no wrap.
+        // Two candidates per iteration halve the p -> p' dependency chain.
+        #[inline(always)]
+        fn wrap(t: u64, m: u64) -> u64 {
+            let d = t.wrapping_sub(m);
+            d.wrapping_add(m & (((d as i64) >> 63) as u64))
+        }
+        let (m, skip) = (u64::from(m), u64::from(self.skip));
+        let skip2 = wrap(2 * skip, m);
+        let mut p = u64::from(self.pos);
+        loop {
+            let p1 = wrap(p + skip, m);
+            let p2 = wrap(p + skip2, m);
+            let (w, bit) = ((p >> 6) as usize, 1u64 << (p & 63));
+            if taken[w] & bit == 0 {
+                taken[w] |= bit;
+                self.pos = p1 as u32;
+                return p as u32;
+            }
+            let (w, bit) = ((p1 >> 6) as usize, 1u64 << (p1 & 63));
+            if taken[w] & bit == 0 {
+                taken[w] |= bit;
+                self.pos = p2 as u32;
+                return p1 as u32;
+            }
+            p = p2;
         }
     }
+}
+
+/// Backends with the same quota: they take their turns in the same rounds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Group {
+    /// Members: `by_quota[start..end]`.
+    start: u32,
+    end: u32,
+    /// Their quota (> 0).
+    quota: u32,
+    /// Round of the next turn: floor(k * R / quota) for the k-th turn.
+    next: u32,
+    /// Bresenham state: next += whole (+1 when acc reaches quota).
+    whole: u32,
+    frac: u32,
+    acc: u32,
 }
 
 /// Working memory of [`build_into`], kept between builds so a rebuild of a
@@ -246,10 +293,10 @@ pub struct MaglevScratch {
     remainder: Vec<(u64, u32)>,
     /// rank -> walk state.
     cursor: Vec<Cursor>,
-    /// Per round: start of its turns in `schedule` (counting sort).
-    round_start: Vec<u32>,
-    /// All M turns in order, as ranks.
-    schedule: Vec<u32>,
+    /// Ranks by (quota descending, rank): the turn order within a round.
+    by_quota: Vec<u32>,
+    /// Runs of equal quota in `by_quota`.
+    groups: Vec<Group>,
     /// Occupancy bitmap of the table.
     taken: Vec<u64>,
 }
@@ -343,80 +390,69 @@ pub fn build_into(
         }
     }
 
-    // 3. Turn order: quota q takes turns in rounds floor(k * R / q), k < q;
-    //    ranks in order within a round. Counting sort over the rounds.
-    let rounds = s.quota.iter().copied().max().unwrap_or(0);
-    s.round_start.clear();
-    s.round_start.resize(rounds as usize + 1, 0);
-    for &q in &s.quota {
-        for_each_round(q, rounds, |r| s.round_start[r as usize + 1] += 1);
+    // 3. Turn order: ranks by (quota desc, rank), in runs of equal quota.
+    s.by_quota.clear();
+    s.by_quota.extend(0..n as u32);
+    let quota = &s.quota;
+    s.by_quota
+        .sort_unstable_by(|&a, &b| quota[b as usize].cmp(&quota[a as usize]).then(a.cmp(&b)));
+    s.groups.clear();
+    let mut i = 0;
+    while i < n {
+        let q = s.quota[s.by_quota[i] as usize];
+        let start = i;
+        while i < n && s.quota[s.by_quota[i] as usize] == q {
+            i += 1;
+        }
+        if q > 0 {
+            s.groups.push(Group {
+                start: start as u32,
+                end: i as u32,
+                quota: q,
+                ..Group::default()
+            });
+        }
     }
-    for r in 1..s.round_start.len() {
-        s.round_start[r] += s.round_start[r - 1];
-    }
-    s.schedule.clear();
-    s.schedule.resize(m as usize, 0);
-    for (rank, &q) in s.quota.iter().enumerate() {
-        let (start, schedule) = (&mut s.round_start, &mut s.schedule);
-        for_each_round(q, rounds, |r| {
-            let at = &mut start[r as usize];
-            schedule[*at as usize] = rank as u32;
-            *at += 1;
-        });
+    // R = the largest quota: that group takes a turn every round.
+    let rounds = s.groups.first().map_or(0, |g| g.quota);
+    for g in &mut s.groups {
+        g.whole = rounds / g.quota;
+        g.frac = rounds % g.quota;
     }
 
     // 4. Permutations.
     s.cursor.clear();
     s.cursor.extend(s.ranked.iter().map(|&i| {
-        let (offset, skip) = backends[i as usize].id.offset_skip(m);
-        Cursor {
-            pos: offset,
-            skip,
-            back: m - skip,
-        }
+        let (pos, skip) = backends[i as usize].id.offset_skip(m);
+        Cursor { pos, skip }
     }));
 
-    // 5. Fill: each turn claims the next free slot of that backend's list.
-    //    The quotas sum to m, so a free slot exists on every turn, and the
-    //    list visits every slot, so the walk ends.
+    // 5. Fill, round by round: a group with quota q takes its k-th turn in
+    //    round floor(k * R / q) (its last in round < R, so every group gets
+    //    exactly q turns, M in all); on its turn each member claims its next
+    //    free slot. A free slot exists on every turn since the turns number M.
     s.taken.clear();
     s.taken.resize((m as usize).div_ceil(64), 0);
     table.resize(m as usize, 0);
-    for &rank in &s.schedule {
-        let c = &mut s.cursor[rank as usize];
-        let mut p = c.pos;
-        loop {
-            let word = &mut s.taken[(p >> 6) as usize];
-            let bit = 1u64 << (p & 63);
-            if *word & bit == 0 {
-                *word |= bit;
-                break;
+    let (by_quota, cursor, taken, ranked) = (&s.by_quota, &mut s.cursor, &mut s.taken, &s.ranked);
+    for round in 0..rounds {
+        for g in s.groups.iter_mut() {
+            if g.next != round {
+                continue;
             }
-            p = c.step(p);
+            for &rank in &by_quota[g.start as usize..g.end as usize] {
+                let slot = cursor[rank as usize].claim(taken, m);
+                table[slot as usize] = ranked[rank as usize];
+            }
+            g.next += g.whole;
+            g.acc += g.frac;
+            if g.acc >= g.quota {
+                g.acc -= g.quota;
+                g.next += 1;
+            }
         }
-        table[p as usize] = s.ranked[rank as usize];
-        c.pos = c.step(p);
     }
     Ok(())
-}
-
-/// Calls `f(floor(k * rounds / q))` for k = 0..q, without a division per step.
-#[inline(always)]
-fn for_each_round(q: u32, rounds: u32, mut f: impl FnMut(u32)) {
-    if q == 0 {
-        return;
-    }
-    let (whole, frac) = (rounds / q, rounds % q);
-    let (mut r, mut acc) = (0u32, 0u32);
-    for _ in 0..q {
-        f(r);
-        r += whole;
-        acc += frac;
-        if acc >= q {
-            acc -= q;
-            r += 1;
-        }
-    }
 }
 
 /// Whether `n` is prime (deterministic Miller–Rabin, exact for every `u32`).
@@ -554,18 +590,6 @@ mod tests {
             BackendId::v4([10, 0, 0, 1], 80).as_bytes(),
             &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1, 0, 80]
         );
-    }
-
-    #[test]
-    fn rounds_are_floor_k_r_over_q() {
-        for rounds in 1..40u32 {
-            for q in 1..=rounds {
-                let mut got = Vec::new();
-                for_each_round(q, rounds, |r| got.push(r));
-                let want: Vec<u32> = (0..q).map(|k| k * rounds / q).collect();
-                assert_eq!(got, want, "q {q} R {rounds}");
-            }
-        }
     }
 
     #[test]
