@@ -1,1 +1,13 @@
-//! placeholder
+//! border benchmark harness.
+//!
+//! The `border-perf` binary has one subcommand per benchmark; each benchmark
+//! is a module here with a `clap::Args` struct and a `run` function that
+//! returns a [`report::Table`]. To add one: write the module, add a variant
+//! to `Command` in `main.rs`, done. Benchmarks run on stable Rust (no
+//! `#[bench]`); build them with `--release`.
+
+pub mod clock;
+pub mod flowhash;
+pub mod maglev;
+pub mod report;
+pub mod stats;

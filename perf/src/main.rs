@@ -1,0 +1,65 @@
+//! `border-perf`: border's benchmarks, one subcommand each.
+//!
+//! ```text
+//! cargo run -p perf --release --bin border-perf -- maglev
+//! cargo run -p perf --release --bin border-perf -- flowhash
+//! cargo run -p perf --release --bin border-perf -- all
+//! ```
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(name = "border-perf", version, about = "border benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Maglev ring build time (M = 65537, 1000 backends by default).
+    Maglev(perf::maglev::Args),
+    /// Stable flow hash cost per hash (ns and TSC ticks).
+    Flowhash(perf::flowhash::Args),
+    /// Every benchmark with its default options.
+    All,
+}
+
+fn defaults(sub: &str) -> Command {
+    Cli::parse_from(["border-perf", sub]).cmd
+}
+
+fn run(cmd: &Command) -> anyhow::Result<()> {
+    let table = match cmd {
+        Command::Maglev(a) => perf::maglev::run(a)?,
+        Command::Flowhash(a) => perf::flowhash::run(a)?,
+        Command::All => {
+            for sub in ["maglev", "flowhash"] {
+                run(&defaults(sub))?;
+            }
+            return Ok(());
+        }
+    };
+    println!("{table}");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cfg!(debug_assertions) {
+        eprintln!("warning: debug build; numbers are not meaningful (use --release)");
+    }
+    match perf::clock::tsc_hz(Duration::from_millis(100)) {
+        Some(hz) => println!("TSC rate: {:.3} GHz\n", hz / 1e9),
+        None => println!("no TSC on this architecture; tick columns are 0\n"),
+    }
+    match run(&cli.cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("border-perf: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
