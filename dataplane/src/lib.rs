@@ -8,6 +8,7 @@ pub mod counters;
 pub mod host;
 pub mod io;
 pub mod io_dpdk;
+pub mod neigh;
 pub mod pipeline;
 pub mod plan;
 pub mod run;
