@@ -20,6 +20,9 @@
 //! 8    applied_generation u64  atomic; quiescent state of the worker (QSBR)
 //! 16   heartbeat      u64      atomic; poll-loop iterations, for liveness
 //! 24   counters       [u64; n_counters]  atomic; indexed by [`Counter`]
+//! (padded to 64)
+//!      vip stats      [[u64; 4]; MAX_VIPS]      atomic; by VIP id, see [`FlowStat`]
+//!      backend stats  [[u64; 4]; MAX_BACKENDS]  atomic; by backend id
 //! ```
 //!
 //! Each worker is the only writer of its block, so counters are bumped with a
@@ -35,7 +38,44 @@ use memmap2::{Mmap, MmapMut};
 use crate::counters::Counter;
 
 /// Bumped whenever the byte layout or the counter list changes.
-pub const STATE_LAYOUT_VERSION: u32 = 1;
+pub const STATE_LAYOUT_VERSION: u32 = 2;
+/// VIP ids (positions in the config) that have statistics slots.
+pub const MAX_VIPS: usize = 4096;
+/// Backend ids that have statistics slots.
+pub const MAX_BACKENDS: usize = 65536;
+
+/// Per-VIP and per-backend statistics, four words per VIP or backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum FlowStat {
+    /// Packets forwarded (both directions).
+    Packets = 0,
+    /// Bytes forwarded (both directions).
+    Bytes = 1,
+    /// Connections created.
+    NewConnections = 2,
+    /// Connections in the worker's table now (a gauge).
+    ActiveConnections = 3,
+}
+
+impl FlowStat {
+    pub const ALL: [FlowStat; 4] = [
+        FlowStat::Packets,
+        FlowStat::Bytes,
+        FlowStat::NewConnections,
+        FlowStat::ActiveConnections,
+    ];
+    pub const fn name(self) -> &'static str {
+        match self {
+            FlowStat::Packets => "packets",
+            FlowStat::Bytes => "bytes",
+            FlowStat::NewConnections => "new_connections",
+            FlowStat::ActiveConnections => "active_connections",
+        }
+    }
+}
+
+const FLOW_STATS: usize = FlowStat::ALL.len();
 const MAGIC: [u8; 8] = *b"BRDSTATE";
 const HEADER_LEN: usize = 128;
 const WORKER_FIXED: usize = 24;
@@ -93,8 +133,12 @@ pub enum StateError {
     TooManyWorkers(u32),
 }
 
-fn worker_stride() -> usize {
+fn counters_len() -> usize {
     (WORKER_FIXED + Counter::COUNT * 8).div_ceil(64) * 64
+}
+
+fn worker_stride() -> usize {
+    counters_len() + (MAX_VIPS + MAX_BACKENDS) * FLOW_STATS * 8
 }
 
 enum Map {
@@ -257,7 +301,7 @@ impl StateRegion {
     }
 
     fn word(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset % 8 == 0 && offset + 8 <= self.map.len());
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.map.len());
         // SAFETY: the mapping is page-aligned and `offset` is a multiple of 8
         // inside it (asserted above), so the pointer is valid and aligned for
         // AtomicU64, which has the layout of u64. The reference lives no longer
@@ -310,6 +354,22 @@ impl StateRegion {
             .sum()
     }
 
+    /// One VIP statistic summed over workers.
+    pub fn vip_total(&self, vip_id: u32, stat: FlowStat) -> u64 {
+        (0..self.n_workers)
+            .filter_map(|i| self.worker(i))
+            .map(|w| w.vip_stats().get(vip_id, stat))
+            .sum()
+    }
+
+    /// One backend statistic summed over workers.
+    pub fn backend_total(&self, backend_id: u32, stat: FlowStat) -> u64 {
+        (0..self.n_workers)
+            .filter_map(|i| self.worker(i))
+            .map(|w| w.backend_stats().get(backend_id, stat))
+            .sum()
+    }
+
     /// Snapshot of every counter summed over workers, in index order.
     pub fn totals(&self) -> Vec<(Counter, u64)> {
         Counter::ALL.iter().map(|&c| (c, self.total(c))).collect()
@@ -343,7 +403,7 @@ impl<'a> WorkerState<'a> {
     pub fn counters(&self) -> CounterBlock<'a> {
         let first = self.base + WORKER_FIXED;
         let n = self.region.n_counters;
-        assert!(first % 8 == 0 && first + n * 8 <= self.region.map.len());
+        assert!(first.is_multiple_of(8) && first + n * 8 <= self.region.map.len());
         // SAFETY: the block's counter words lie inside the mapping (asserted),
         // start 8-aligned in a page-aligned mapping, and AtomicU64 has the
         // layout of u64; the slice borrows the region, which owns the mapping.
@@ -355,8 +415,65 @@ impl<'a> WorkerState<'a> {
             words,
         }
     }
+    fn words(&self, first: usize, n: usize) -> &'a [AtomicU64] {
+        assert!(first.is_multiple_of(8) && first + n * 8 <= self.region.map.len());
+        // SAFETY: the words lie inside the mapping (asserted), start 8-aligned
+        // in a page-aligned mapping, and AtomicU64 has the layout of u64; the
+        // slice borrows the region, which owns the mapping.
+        unsafe {
+            std::slice::from_raw_parts(self.region.map.as_ptr().add(first) as *const AtomicU64, n)
+        }
+    }
+
+    /// The worker's per-VIP statistics: `[vip_id * 4 + FlowStat]`.
+    pub fn vip_stats(&self) -> FlowStats<'a> {
+        FlowStats(self.words(self.base + counters_len(), MAX_VIPS * FLOW_STATS))
+    }
+
+    /// The worker's per-backend statistics: `[backend_id * 4 + FlowStat]`.
+    pub fn backend_stats(&self) -> FlowStats<'a> {
+        FlowStats(self.words(
+            self.base + counters_len() + MAX_VIPS * FLOW_STATS * 8,
+            MAX_BACKENDS * FLOW_STATS,
+        ))
+    }
+
     fn counter_word(&self, c: Counter) -> &'a AtomicU64 {
         self.region.word(self.base + WORKER_FIXED + c.index() * 8)
+    }
+}
+
+/// Statistics of one worker indexed by VIP or backend id. Only the owning
+/// worker writes; ids beyond the table are ignored.
+#[derive(Clone, Copy)]
+pub struct FlowStats<'a>(&'a [AtomicU64]);
+
+impl<'a> FlowStats<'a> {
+    /// Statistics backed by leaked process memory, for tests and benchmarks.
+    pub fn detached(ids: usize) -> FlowStats<'static> {
+        let v: Vec<AtomicU64> = (0..ids * FLOW_STATS).map(|_| AtomicU64::new(0)).collect();
+        FlowStats(Box::leak(v.into_boxed_slice()))
+    }
+
+    #[inline]
+    pub fn add(&self, id: u32, stat: FlowStat, n: u64) {
+        if let Some(w) = self.0.get(id as usize * FLOW_STATS + stat as usize) {
+            w.store(w.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub fn sub(&self, id: u32, stat: FlowStat, n: u64) {
+        if let Some(w) = self.0.get(id as usize * FLOW_STATS + stat as usize) {
+            w.store(w.load(Ordering::Relaxed).wrapping_sub(n), Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, id: u32, stat: FlowStat) -> u64 {
+        self.0
+            .get(id as usize * FLOW_STATS + stat as usize)
+            .map_or(0, |w| w.load(Ordering::Relaxed))
     }
 }
 
@@ -415,6 +532,22 @@ mod tests {
         block.beat();
         w.worker(0).unwrap().set_applied_generation(7);
         w.set_run_state(RunState::Running);
+        w.worker(1)
+            .unwrap()
+            .vip_stats()
+            .add(7, FlowStat::Packets, 3);
+        w.worker(0)
+            .unwrap()
+            .vip_stats()
+            .add(7, FlowStat::Packets, 2);
+        w.worker(0)
+            .unwrap()
+            .backend_stats()
+            .add(65535, FlowStat::Bytes, 9);
+        w.worker(0)
+            .unwrap()
+            .backend_stats()
+            .add(65536, FlowStat::Bytes, 9);
 
         let r = StateRegion::open(&p).unwrap();
         assert_eq!(r.n_workers(), 2);
@@ -425,6 +558,13 @@ mod tests {
         assert_eq!(r.worker(1).unwrap().heartbeat(), 1);
         assert_eq!(r.worker(0).unwrap().applied_generation(), 7);
         assert_eq!(r.total(Counter::DropMalformed), 1);
+        assert_eq!(r.vip_total(7, FlowStat::Packets), 5);
+        assert_eq!(r.backend_total(65535, FlowStat::Bytes), 9);
+        assert_eq!(
+            r.backend_total(65536, FlowStat::Bytes),
+            0,
+            "out of range ids are ignored"
+        );
         assert!(r.worker(2).is_none());
         std::fs::remove_file(&p).unwrap();
     }
@@ -450,7 +590,7 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         let e = StateRegion::open(&p).unwrap_err().to_string();
         assert!(
-            e.contains("layout version 99") && e.contains("speaks 1"),
+            e.contains("layout version 99") && e.contains("speaks 2"),
             "{e}"
         );
 
