@@ -74,3 +74,28 @@ fn small_known_ring() {
     assert_eq!(t, [2, 2, 2, 0, 0, 1, 1, 0, 2, 0, 0, 0, 0]);
     assert_eq!(fingerprint(&t), 0x6135542858b26701);
 }
+
+/// Many distinct quotas next to one dominant backend: the build takes its
+/// min-heap turn order here (the other known rings take the round scan).
+#[test]
+fn many_distinct_weights_known_ring() {
+    let list: Vec<(String, u32)> = (1..=30)
+        .map(|w| (format!("10.3.0.{w}:80"), w))
+        .chain([("10.3.1.1:80".to_string(), 2000)])
+        .collect();
+    let list: Vec<(&str, u32)> = list.iter().map(|(s, w)| (s.as_str(), *w)).collect();
+    let b = backends(&list);
+    let t = build(&b, 4099).unwrap();
+    assert_eq!(
+        &t[..16],
+        &[30, 30, 15, 30, 30, 30, 30, 6, 30, 30, 30, 30, 17, 30, 26, 30]
+    );
+    assert_eq!(
+        counts(&t, b.len()),
+        [
+            2, 3, 5, 7, 8, 10, 12, 13, 15, 17, 18, 20, 22, 23, 25, 27, 28, 30, 32, 33, 35, 37, 38,
+            40, 41, 43, 45, 46, 48, 50, 3326
+        ]
+    );
+    assert_eq!(fingerprint(&t), 0xb34771793c823f7b);
+}
