@@ -50,6 +50,16 @@ fn scenarios(n: u32) -> Vec<(&'static str, Vec<MaglevBackend>)> {
                 .collect(),
         ),
         (
+            // Many distinct quotas next to a dominant backend (the heap path).
+            "distinct 1..N-1 + one 2/3",
+            (0..n)
+                .map(|i| {
+                    let w = if i + 1 == n { n * (n - 1) } else { i + 1 };
+                    backend(i, w)
+                })
+                .collect(),
+        ),
+        (
             "skewed: one x1000",
             (0..n)
                 .map(|i| backend(i, if i == 0 { 1000 } else { 1 }))
@@ -150,7 +160,7 @@ mod tests {
             warmup: 1,
         };
         let t = run(&args).unwrap();
-        assert_eq!(t.rows.len(), 4);
+        assert_eq!(t.rows.len(), 5);
         assert!(run(&Args {
             m: 250,
             ..args.clone()
