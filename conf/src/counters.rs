@@ -58,6 +58,14 @@ counters! {
     NdpAdvertisements => "ndp_advertisements", "neighbor solicitations for an owned address answered";
     ToHost => "to_host_packets", "frames passed up to a port's kernel twin";
     FromHost => "from_host_packets", "frames sent by a kernel twin and forwarded out of its port";
+    NewFlows => "new_flows", "connections created (entries inserted or stateless picks)";
+    ConntrackExpired => "conntrack_expired", "connection-table entries removed by timeout";
+    ConntrackFullStateless => "conntrack_full_stateless", "new DNAT flows forwarded by Maglev alone because the table was full";
+    DnatStatelessReplies => "dnat_stateless_replies", "DNAT replies translated without an entry on this worker";
+    IcmpErrorsTranslated => "icmp_errors_translated", "ICMP errors about a tracked flow sent on to its other end";
+    HandoffSent => "handoff_sent", "full-NAT replies passed to the worker that owns their local port";
+    HandoffReceived => "handoff_received", "full-NAT replies received from another worker";
+    NeighborRequests => "neighbor_requests", "ARP requests and neighbor solicitations sent";
     DropTxFull => "drop_tx_full", "frames a port's TX queue did not accept";
     DropHostTxFull => "drop_host_tx_full", "frames a kernel twin's queue did not accept";
     DropMalformed => "drop_malformed", "frames that failed parsing (sum of the drop_<reason> below)";
@@ -103,6 +111,15 @@ counters! {
     DropBadTcpFlags => "drop_bad_tcp_flags", "impossible TCP flag set (SYN+FIN, SYN+RST, none)";
     DropTtlExceeded => "drop_ttl_exceeded", "TTL or hop limit would reach zero";
     DropFragment => "drop_fragment", "IP fragment to a VIP (not reassembled)";
+    DropNoBackend => "drop_no_backend", "VIP has no backend in its ring";
+    DropNoRoute => "drop_no_route", "no port reaches the destination or next hop";
+    DropNoConntrack => "drop_no_conntrack", "mid-stream or reply packet of a connection not in the table";
+    DropConntrackFull => "drop_conntrack_full", "new full-NAT flow while the connection table is full";
+    DropNoLocalPort => "drop_no_local_port", "no free full-NAT source port for the backend";
+    DropReplyKeyInUse => "drop_reply_key_in_use", "DNAT flow whose reply tuple another entry holds";
+    DropNeighborUnresolved => "drop_neighbor_unresolved", "next hop MAC unknown yet (a request was sent)";
+    DropHandoffFull => "drop_handoff_full", "the owning worker's handoff queue was full";
+    DropNoAllocation => "drop_no_allocation", "no mbuf for a generated frame";
     DropMultiSegment => "drop_multi_segment", "chained mbuf (jumbo frames are not supported)";
     DropNoHostTwin => "drop_no_host_twin", "host-bound frame on a port without a kernel twin";
 }

@@ -34,6 +34,9 @@ pub trait PortIo {
     /// Sends every frame of `frames` (leaving it empty). Returns how many the
     /// port accepted; the rest were released.
     fn tx_burst(&mut self, port: usize, frames: &mut Burst<Self::Frame>) -> usize;
+    /// A new frame of `len` zeroed-or-garbage bytes, for frames the worker
+    /// generates itself (neighbour requests). None when buffers run out.
+    fn alloc(&mut self, len: usize) -> Option<Self::Frame>;
 }
 
 /// A frame held in a plain vector, for tests and in-process benchmarks.
@@ -101,6 +104,10 @@ impl PortIo for MemPorts {
                 None => break,
             }
         }
+    }
+
+    fn alloc(&mut self, len: usize) -> Option<VecFrame> {
+        Some(VecFrame(vec![0; len]))
     }
 
     fn tx_burst(&mut self, port: usize, frames: &mut Burst<VecFrame>) -> usize {

@@ -1,6 +1,6 @@
 //! [`PortIo`] over DPDK queues: the only place the worker loop touches DPDK.
 
-use dpdk_ffi::{Mbuf, MbufBurst, RxQueue, TxQueue};
+use dpdk_ffi::{Mbuf, MbufBurst, Mempool, RxQueue, TxQueue};
 
 use crate::io::{Burst, Frame, PortIo, BURST};
 
@@ -32,15 +32,17 @@ pub struct DpdkPorts {
     rx: Vec<RxQueue>,
     tx: Vec<TxQueue>,
     staging: MbufBurst<BURST>,
+    pool: Mempool,
 }
 
 impl DpdkPorts {
-    pub fn new(rx: Vec<RxQueue>, tx: Vec<TxQueue>) -> Self {
+    pub fn new(rx: Vec<RxQueue>, tx: Vec<TxQueue>, pool: Mempool) -> Self {
         assert_eq!(rx.len(), tx.len(), "one rx and one tx queue per port");
         DpdkPorts {
             rx,
             tx,
             staging: MbufBurst::new(),
+            pool,
         }
     }
 }
@@ -61,6 +63,12 @@ impl PortIo for DpdkPorts {
                 drop(m);
             }
         }
+    }
+
+    fn alloc(&mut self, len: usize) -> Option<Mbuf> {
+        let mut m = self.pool.alloc()?;
+        m.append(len).ok()?;
+        Some(m)
     }
 
     #[inline]

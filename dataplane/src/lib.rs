@@ -4,14 +4,18 @@
 //! Packet logic ([`wire`], [`slowpath`], [`pipeline`]) is pure Rust over
 //! bytes and tables; DPDK is reached only through [`io_dpdk`] and [`run`].
 
+pub mod conntrack;
 pub mod counters;
 pub mod host;
 pub mod io;
 pub mod io_dpdk;
+pub mod lb;
+pub mod nat;
 pub mod neigh;
 pub mod pipeline;
 pub mod plan;
 pub mod run;
 pub mod slowpath;
+pub mod standalone;
 pub mod wire;
 pub mod worker;

@@ -10,6 +10,7 @@ use conf::counters::Counter;
 use conf::Config;
 
 use crate::counters::Counters;
+use crate::lb::Lb;
 use crate::slowpath::{self, Outcome, OwnedAddrs, SlowDrop};
 use crate::wire::{self, ip_proto, L3Kind, Malformed};
 
@@ -20,6 +21,8 @@ pub enum Verdict {
     Send { port: usize, len: usize },
     /// Release the frame; it was counted under this counter.
     Drop(Counter),
+    /// A full-NAT reply owned by another worker: queue it there.
+    Handoff { worker: usize },
 }
 
 /// What a port is to the pipeline.
@@ -66,6 +69,16 @@ pub fn link_local_of(mac: [u8; 6]) -> Ipv6Addr {
         mac[4],
         mac[5],
     ])
+}
+
+impl PortInfo {
+    /// True for the port's own addresses and its VIPs.
+    pub fn owns_any(&self, ip: std::net::IpAddr) -> bool {
+        match ip {
+            std::net::IpAddr::V4(a) => OwnedAddrs::owns_v4(self, a),
+            std::net::IpAddr::V6(a) => OwnedAddrs::owns_v6(self, &a),
+        }
+    }
 }
 
 impl OwnedAddrs for PortInfo {
@@ -136,15 +149,24 @@ pub struct Pipeline {
     ports: Vec<PortInfo>,
     pub counters: Counters,
     malformed: [Counter; Malformed::COUNT],
+    pub lb: Lb,
+    last_in_port: usize,
 }
 
 impl Pipeline {
-    pub fn new(ports: Vec<PortInfo>) -> Self {
+    pub fn new(ports: Vec<PortInfo>, lb: Lb) -> Self {
         Pipeline {
             ports,
             counters: Counters::default(),
             malformed: malformed_counters(),
+            lb,
+            last_in_port: 0,
         }
+    }
+
+    /// The port of the frame handled last (for frames handed to another worker).
+    pub fn last_in_port(&self) -> usize {
+        self.last_in_port
     }
 
     pub fn ports(&self) -> &[PortInfo] {
@@ -178,6 +200,7 @@ impl Pipeline {
 
     /// Decides the fate of one frame received on `in_port`.
     pub fn process(&mut self, in_port: usize, frame: &mut [u8]) -> Verdict {
+        self.last_in_port = in_port;
         let Some(port) = self.ports.get(in_port) else {
             return self.drop(Counter::DropNotLocal);
         };
@@ -232,7 +255,7 @@ impl Pipeline {
     /// Acts on a slow-path outcome for a frame addressed to port `in_port`.
     /// `vip` says the destination is a VIP: what the slow path would pass
     /// to the kernel is not the kernel's business then.
-    fn slow<A>(
+    fn slow<A: Into<std::net::IpAddr> + Copy>(
         &mut self,
         in_port: usize,
         twin: Option<usize>,
@@ -241,6 +264,9 @@ impl Pipeline {
         o: Outcome<A>,
         replied: Counter,
     ) -> Verdict {
+        if let Some(n) = o.learn() {
+            self.lb.learn(n.ip.into(), n.mac);
+        }
         match o {
             Outcome::Replied { len, .. } => {
                 self.counters.inc(replied);
@@ -272,6 +298,37 @@ impl Pipeline {
                 let o = slowpath::arp_parsed(frame, &parsed, mac, |ip| port.owns_v4(ip));
                 self.slow(in_port, twin, len, false, o, Counter::ArpReplies)
             }
+            L3Kind::Ipv4 | L3Kind::Ipv6 if self.lb.tables.is_some() => {
+                let Pipeline {
+                    lb,
+                    ports,
+                    counters,
+                    ..
+                } = self;
+                if let Some(v) = lb.handle(frame, &parsed, in_port, ports, counters) {
+                    return v;
+                }
+                self.local_ip(in_port, twin, frame, &parsed, group)
+            }
+            L3Kind::Ipv4 | L3Kind::Ipv6 => self.local_ip(in_port, twin, frame, &parsed, group),
+            L3Kind::Other(_) => self.drop(Counter::DropUnknownEthertype),
+        }
+    }
+
+    /// IP traffic that is not load-balancer traffic: answered here, passed
+    /// to the kernel twin, or dropped.
+    fn local_ip(
+        &mut self,
+        in_port: usize,
+        twin: Option<usize>,
+        frame: &mut [u8],
+        parsed: &wire::Parsed,
+        group: bool,
+    ) -> Verdict {
+        let port = &self.ports[in_port];
+        let mac = port.mac;
+        let len = frame.len();
+        match parsed.l3 {
             L3Kind::Ipv4 => {
                 let l3 = parsed.l3_offset;
                 let dst = Ipv4Addr::new(
@@ -283,7 +340,7 @@ impl Pipeline {
                 if port.owns_v4(dst) {
                     let vip = !port.addrs_v4.contains(&dst);
                     if parsed.l4_proto == ip_proto::ICMP {
-                        let o = slowpath::icmpv4_parsed(frame, &parsed, mac, |ip| port.owns_v4(ip));
+                        let o = slowpath::icmpv4_parsed(frame, parsed, mac, |ip| port.owns_v4(ip));
                         return self.slow(in_port, twin, len, vip, o, Counter::IcmpEchoReplies);
                     }
                     if vip {
@@ -308,7 +365,7 @@ impl Pipeline {
                         Some((135, _)) => Counter::NdpAdvertisements,
                         _ => Counter::Icmpv6EchoReplies,
                     };
-                    let o = slowpath::icmpv6_parsed(frame, &parsed, mac, |ip| port.owns_v6(ip));
+                    let o = slowpath::icmpv6_parsed(frame, parsed, mac, |ip| port.owns_v6(ip));
                     return self.slow(in_port, twin, len, vip, o, replied);
                 }
                 if vip {
@@ -319,7 +376,7 @@ impl Pipeline {
                 }
                 self.drop(Counter::DropNotLocal)
             }
-            L3Kind::Other(_) => self.drop(Counter::DropUnknownEthertype),
+            _ => self.drop(Counter::DropUnknownEthertype),
         }
     }
 }

@@ -17,9 +17,23 @@ use tracing::{error, info, warn};
 use crate::host;
 use crate::io::BURST;
 use crate::io_dpdk::DpdkPorts;
+use crate::lb::Lb;
+use crate::neigh::NeighborSync;
 use crate::pipeline::{ports_from_config, Pipeline};
 use crate::plan::eal_plan;
-use crate::worker::{Poll, Worker};
+use crate::standalone::{adopted_from_config, OneShot};
+use crate::worker::{Clock, Handoff, Poll, Worker};
+
+/// Milliseconds from the TSC: no system call on the worker's path.
+struct TscClock {
+    per_ms: u64,
+}
+
+impl Clock for TscClock {
+    fn now_ms(&self) -> u64 {
+        dpdk_ffi::tsc_cycles() / self.per_ms
+    }
+}
 
 const RX_DESC: u16 = 1024;
 const TX_DESC: u16 = 1024;
@@ -49,6 +63,8 @@ pub enum RunError {
     State(#[from] conf::state::StateError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    #[error("cannot build the tables: {0}")]
+    Tables(String),
     #[error("worker on lcore {lcore} {how}")]
     WorkerDied { lcore: u32, how: String },
 }
@@ -97,6 +113,18 @@ struct ExitGuard(Arc<AtomicUsize>);
 impl Drop for ExitGuard {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The worker's statistics slices with a 'static lifetime: the state region
+/// is kept alive (leaked Arc) until the process exits.
+fn leak_stats(state: &Arc<StateRegion>, w: usize, vips: bool) -> conf::state::FlowStats<'static> {
+    let region: &'static StateRegion = Box::leak(Box::new(state.clone()));
+    let block = region.worker(w).expect("worker index checked by caller");
+    if vips {
+        block.vip_stats()
+    } else {
+        block.backend_stats()
     }
 }
 
@@ -186,6 +214,11 @@ pub fn run(cfg: &Config) -> Result<(), RunError> {
         PollMode::Busy => Poll::Busy,
         PollMode::Adaptive => Poll::Adaptive,
     };
+    let first_tables =
+        adopted_from_config(cfg, 1).map_err(|e| RunError::Tables(format!("{e:?}")))?;
+    let sync = NeighborSync::new(lcores.len());
+    let handoff = Handoff::new(lcores.len());
+    let per_ms = (dpdk_ffi::tsc_hz() / 1000).max(1);
     let mut launched = Vec::new();
     let mut launch_error = None;
     for (w, &lcore) in lcores.iter().enumerate() {
@@ -201,16 +234,36 @@ pub fn run(cfg: &Config) -> Result<(), RunError> {
             }
         };
         let (rx, tx) = queues.into_iter().unzip();
-        let io = DpdkPorts::new(rx, tx);
-        let pipeline = Pipeline::new(ports_from_config(cfg, &macs, true));
+        let io = DpdkPorts::new(rx, tx, pool.clone());
+        let tables = first_tables.clone();
         let (state, stop, guard) = (state.clone(), stop.clone(), ExitGuard(exited.clone()));
+        let (sync, handoff) = (sync.clone(), handoff.clone());
+        let (capacity, timeouts) = (
+            cfg.dataplane.conntrack_per_worker as usize,
+            cfg.dataplane.timeouts,
+        );
+        let ports_info = ports_from_config(cfg, &macs, true);
+        let workers = lcores.len();
         let res = dpdk_ffi::launch_on(lcore, move || {
             let _guard = guard;
             let Some(block) = state.worker(w) else {
                 return -1;
             };
+            // The worker's tables are built on its own lcore (first touch
+            // puts them in its NUMA node's memory).
+            let lb = Lb::new(
+                w,
+                workers,
+                capacity,
+                timeouts,
+                sync,
+                leak_stats(&state, w, true),
+                leak_stats(&state, w, false),
+            );
+            let pipeline = Pipeline::new(ports_info, lb);
             let counters = block.counters();
-            let mut worker = Worker::new(io, pipeline, poll);
+            let clock = TscClock { per_ms };
+            let mut worker = Worker::new(io, pipeline, poll, clock, OneShot(Some(tables)), handoff);
             worker.run(&counters, &stop);
             0
         });

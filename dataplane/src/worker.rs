@@ -1,17 +1,25 @@
 //! The run-to-completion poll loop of one worker.
 //!
-//! Every iteration polls each port's RX queue of this worker, runs each frame
-//! through the pipeline, batches the results per output port and flushes the
-//! batches with one TX burst each. Nothing here allocates: the bursts are
-//! fixed-size arrays created with the worker.
+//! Every iteration: look for a new table generation (one check), take the
+//! full-NAT replies other workers handed over, poll each port's RX queue of
+//! this worker, run each frame through the pipeline, batch the results per
+//! output port, send the neighbour requests the pipeline asked for, flush the
+//! batches with one TX burst each, and expire a bounded slice of the
+//! connection table. Nothing here allocates: bursts are fixed-size arrays
+//! created with the worker, and the handoff queues are bounded.
 
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use conf::counters::Counter;
 use conf::state::CounterBlock;
+use crossbeam_queue::ArrayQueue;
 
 use crate::io::{Burst, Frame, PortIo};
+use crate::lb::Adopted;
+use crate::neigh;
 use crate::pipeline::{Pipeline, Verdict};
 
 /// How a worker waits when there is nothing to do.
@@ -28,10 +36,67 @@ pub enum Poll {
 const SPIN_BEFORE_SLEEP: u32 = 512;
 const MIN_IDLE_SLEEP: Duration = Duration::from_micros(10);
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
+/// Frames in each worker's handoff queue.
+pub const HANDOFF_DEPTH: usize = 1024;
+/// Room for a generated ARP request or neighbour solicitation.
+const REQUEST_FRAME_LEN: usize = 86;
 
-pub struct Worker<P: PortIo> {
+/// Milliseconds on a monotonic clock, read once per poll iteration.
+pub trait Clock: Send {
+    fn now_ms(&self) -> u64;
+}
+
+/// Where a worker finds table generations.
+pub trait TableSource: Send {
+    /// A newer generation than `current`, ready to adopt, if there is one.
+    /// Called once per poll iteration: must be cheap when nothing changed.
+    fn poll(&mut self, current: Option<u64>) -> Option<Adopted<'static>>;
+    /// Called after a generation was adopted (the worker's quiescent state).
+    fn adopted(&mut self, _generation: u64) {}
+}
+
+/// A table source that never has anything (tests, or tables set directly).
+pub struct NoTables;
+
+impl TableSource for NoTables {
+    fn poll(&mut self, _current: Option<u64>) -> Option<Adopted<'static>> {
+        None
+    }
+}
+
+/// The queues through which workers pass full-NAT replies to the owner of
+/// their local port. Queue `i` is drained only by worker `i`.
+pub struct Handoff<F> {
+    queues: Arc<Vec<ArrayQueue<(usize, F)>>>,
+}
+
+impl<F> Clone for Handoff<F> {
+    fn clone(&self) -> Self {
+        Handoff {
+            queues: self.queues.clone(),
+        }
+    }
+}
+
+impl<F> Handoff<F> {
+    pub fn new(workers: usize) -> Self {
+        Handoff {
+            queues: Arc::new(
+                (0..workers)
+                    .map(|_| ArrayQueue::new(HANDOFF_DEPTH))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+pub struct Worker<P: PortIo, C: Clock, T: TableSource> {
     pub io: P,
     pub pipeline: Pipeline,
+    clock: C,
+    tables: T,
+    handoff: Handoff<P::Frame>,
+    me: usize,
     rx: Burst<P::Frame>,
     tx: Vec<Burst<P::Frame>>,
     poll: Poll,
@@ -39,12 +104,24 @@ pub struct Worker<P: PortIo> {
     idle_sleep: Duration,
 }
 
-impl<P: PortIo> Worker<P> {
-    pub fn new(io: P, pipeline: Pipeline, poll: Poll) -> Self {
+impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
+    pub fn new(
+        io: P,
+        pipeline: Pipeline,
+        poll: Poll,
+        clock: C,
+        tables: T,
+        handoff: Handoff<P::Frame>,
+    ) -> Self {
         let ports = io.port_count();
+        let me = pipeline.lb.worker;
         Worker {
             io,
             pipeline,
+            clock,
+            tables,
+            handoff,
+            me,
             rx: Burst::new(),
             tx: (0..ports).map(|_| Burst::new()).collect(),
             poll,
@@ -53,17 +130,34 @@ impl<P: PortIo> Worker<P> {
         }
     }
 
-    /// Polls every port once, handles what arrived and flushes all output.
-    /// Returns the number of frames received.
+    /// One poll iteration. Returns the number of frames that arrived
+    /// (received or handed over).
     pub fn poll_once(&mut self) -> usize {
+        let now = self.clock.now_ms();
+        if let Some(t) = self.tables.poll(self.pipeline.lb.generation()) {
+            let g = t.generation;
+            self.pipeline.lb.adopt(t);
+            self.tables.adopted(g);
+        }
         let Worker {
             io,
             pipeline,
+            handoff,
+            me,
             rx,
             tx,
             ..
         } = self;
+        pipeline.lb.tick(now, &mut pipeline.counters);
         let mut received = 0;
+        if let Some(q) = handoff.queues.get(*me) {
+            while let Some((port, mut frame)) = q.pop() {
+                received += 1;
+                pipeline.counters.inc(Counter::HandoffReceived);
+                let verdict = pipeline.process(port, frame.data_mut());
+                dispatch(io, pipeline, tx, handoff, frame, verdict);
+            }
+        }
         for port in 0..tx.len() {
             io.rx_burst(port, rx);
             received += rx.len();
@@ -73,18 +167,10 @@ impl<P: PortIo> Worker<P> {
                 } else {
                     pipeline.refuse(port, Counter::DropMultiSegment)
                 };
-                match verdict {
-                    Verdict::Send { port: out, len } => {
-                        frame.truncate(len);
-                        if tx[out].is_full() {
-                            flush(io, pipeline, &mut tx[out], out);
-                        }
-                        tx[out].push(frame);
-                    }
-                    Verdict::Drop(_) => drop(frame),
-                }
+                dispatch(io, pipeline, tx, handoff, frame, verdict);
             }
         }
+        send_requests(io, pipeline, tx);
         for (port, burst) in tx.iter_mut().enumerate() {
             flush(io, pipeline, burst, port);
         }
@@ -103,12 +189,87 @@ impl<P: PortIo> Worker<P> {
             } else if self.poll == Poll::Adaptive {
                 self.empty_polls = self.empty_polls.saturating_add(1);
                 if self.empty_polls > SPIN_BEFORE_SLEEP {
+                    self.pipeline.counters.publish(shared);
                     std::thread::sleep(self.idle_sleep);
                     self.idle_sleep = (self.idle_sleep * 2).min(MAX_IDLE_SLEEP);
                 }
             }
         }
         self.pipeline.counters.publish(shared);
+    }
+}
+
+fn dispatch<P: PortIo>(
+    io: &mut P,
+    pipeline: &mut Pipeline,
+    tx: &mut [Burst<P::Frame>],
+    handoff: &Handoff<P::Frame>,
+    mut frame: P::Frame,
+    verdict: Verdict,
+) {
+    match verdict {
+        Verdict::Send { port: out, len } => {
+            let Some(burst) = tx.get_mut(out) else {
+                pipeline.counters.inc(Counter::DropNoRoute);
+                return;
+            };
+            frame.truncate(len);
+            if burst.is_full() {
+                flush(io, pipeline, burst, out);
+            }
+            burst.push(frame);
+        }
+        Verdict::Drop(_) => drop(frame),
+        Verdict::Handoff { worker } => {
+            let port = frame_port_hint(pipeline);
+            match handoff.queues.get(worker).map(|q| q.push((port, frame))) {
+                Some(Ok(())) => pipeline.counters.inc(Counter::HandoffSent),
+                _ => pipeline.counters.inc(Counter::DropHandoffFull),
+            }
+        }
+    }
+}
+
+/// The port a handed-over frame is processed as arriving on: the pipeline
+/// records it while handling the frame.
+fn frame_port_hint(pipeline: &Pipeline) -> usize {
+    pipeline.last_in_port()
+}
+
+/// Writes and queues the ARP requests / neighbour solicitations the pipeline asked for.
+fn send_requests<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [Burst<P::Frame>]) {
+    while let Some(req) = pipeline.lb.requests.pop() {
+        let Some(info) = pipeline.ports().get(req.port) else {
+            continue;
+        };
+        let mac = info.mac;
+        let Some(mut frame) = io.alloc(REQUEST_FRAME_LEN) else {
+            pipeline.counters.inc(Counter::DropNoAllocation);
+            continue;
+        };
+        let len = match req.target {
+            IpAddr::V4(t) => info
+                .addrs_v4
+                .first()
+                .and_then(|s| neigh::write_arp_request(frame.data_mut(), mac, *s, t)),
+            IpAddr::V6(t) => info
+                .addrs_v6
+                .iter()
+                .find(|a| !a.is_unicast_link_local())
+                .or(info.addrs_v6.first())
+                .and_then(|s| neigh::write_neighbor_solicitation(frame.data_mut(), mac, *s, t)),
+        };
+        let Some(len) = len else {
+            continue;
+        };
+        frame.truncate(len);
+        pipeline.counters.inc(Counter::NeighborRequests);
+        if let Some(burst) = tx.get_mut(req.port) {
+            if burst.is_full() {
+                flush(io, pipeline, burst, req.port);
+            }
+            burst.push(frame);
+        }
     }
 }
 
