@@ -283,3 +283,176 @@ pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
     }
     std::fs::write(path, b).unwrap();
 }
+
+/// Runs `f` on a new thread that has entered network namespace `ns`;
+/// sockets it creates live in that namespace.
+pub fn in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
+        // SAFETY: setns(2) on a namespace fd we hold open; it only changes
+        // this thread's network namespace.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+        f()
+    })
+}
+
+/// TCP servers in a namespace: each answers a connection with its name, the
+/// peer address it sees and a newline, then echoes every byte back until the
+/// client closes.
+pub struct TcpBackends {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl TcpBackends {
+    pub fn start(ns: &str, addrs: &[(&str, std::net::SocketAddr)]) -> TcpBackends {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        for (name, addr) in addrs {
+            let (name, addr, stop) = (name.to_string(), *addr, stop.clone());
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            threads.push(in_netns(ns, move || {
+                let l = std::net::TcpListener::bind(addr)
+                    .unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+                l.set_nonblocking(true).unwrap();
+                ready_tx.send(()).unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    match l.accept() {
+                        Ok((mut s, peer)) => {
+                            let name = name.clone();
+                            std::thread::spawn(move || {
+                                use std::io::{Read, Write};
+                                s.set_nonblocking(false).unwrap();
+                                let _ = s.write_all(format!("{name} {}\n", peer.ip()).as_bytes());
+                                let mut buf = [0u8; 65536];
+                                loop {
+                                    match s.read(&mut buf) {
+                                        Ok(0) | Err(_) => break,
+                                        Ok(n) => {
+                                            if s.write_all(&buf[..n]).is_err() {
+                                                break;
+                                            }
+                                        }
+                                    }
+                                }
+                            });
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                    }
+                }
+            }));
+            ready_rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("backend listening");
+        }
+        TcpBackends { stop, threads }
+    }
+}
+
+impl Drop for TcpBackends {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// UDP servers in a namespace: each answers a datagram with `name:` + payload.
+pub struct UdpBackends {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl UdpBackends {
+    pub fn start(ns: &str, addrs: &[(&str, std::net::SocketAddr)]) -> UdpBackends {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        for (name, addr) in addrs {
+            let (name, addr, stop) = (name.to_string(), *addr, stop.clone());
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            threads.push(in_netns(ns, move || {
+                let s =
+                    std::net::UdpSocket::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+                s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                ready_tx.send(()).unwrap();
+                let mut buf = [0u8; 2048];
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok((n, from)) = s.recv_from(&mut buf) {
+                        let mut reply = format!("{name}:").into_bytes();
+                        reply.extend_from_slice(&buf[..n]);
+                        let _ = s.send_to(&reply, from);
+                    }
+                }
+            }));
+            ready_rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("backend bound");
+        }
+        UdpBackends { stop, threads }
+    }
+}
+
+impl Drop for UdpBackends {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Opens `n` TCP connections to `vip` from namespace `ns` (each from a new
+/// source port) and returns the name each was answered with.
+pub fn tcp_names(ns: &str, vip: std::net::SocketAddr, n: usize) -> Vec<String> {
+    in_netns(ns, move || {
+        use std::io::{BufRead, BufReader};
+        (0..n)
+            .map(|i| {
+                let s = connect_retry(vip, Duration::from_secs(10))
+                    .unwrap_or_else(|e| panic!("connection {i} to {vip}: {e}"));
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut line = String::new();
+                BufReader::new(s)
+                    .read_line(&mut line)
+                    .unwrap_or_else(|e| panic!("connection {i} to {vip}: read: {e}"));
+                line.trim().to_string()
+            })
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+/// connect() that retries refused/unreachable attempts until `within` passes
+/// (the first SYN may be dropped while the appliance resolves a next hop).
+pub fn connect_retry(
+    addr: std::net::SocketAddr,
+    within: Duration,
+) -> std::io::Result<std::net::TcpStream> {
+    let start = Instant::now();
+    loop {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+            Ok(s) => return Ok(s),
+            Err(e) if start.elapsed() > within => return Err(e),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Counts how often each name occurs.
+pub fn tally(names: &[String]) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for n in names {
+        *m.entry(n.clone()).or_insert(0) += 1;
+    }
+    m
+}
