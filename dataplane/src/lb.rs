@@ -136,6 +136,7 @@ pub struct Adopted<'t> {
     pub generation: u64,
     pub vips: Vec<VipRt<'t>>,
     by_key: HashMap<VipKey, u32, ahash::RandomState>,
+    vip_addrs: hashbrown::HashSet<IpAddr, ahash::RandomState>,
     /// DNAT backend (addr, port, proto) -> VIP index; None when ambiguous.
     dnat_reverse: HashMap<VipKey, Option<u32>, ahash::RandomState>,
     hasher: FlowHasher,
@@ -153,6 +154,7 @@ impl<'t> Adopted<'t> {
     ) -> Self {
         let mut vips = Vec::with_capacity(inputs.len());
         let mut by_key = HashMap::with_hasher(ahash::RandomState::new());
+        let mut vip_addrs = hashbrown::HashSet::with_hasher(ahash::RandomState::new());
         let mut dnat_reverse: HashMap<VipKey, Option<u32>, ahash::RandomState> =
             HashMap::with_hasher(ahash::RandomState::new());
         let mut refused = 0;
@@ -184,6 +186,7 @@ impl<'t> Adopted<'t> {
             };
             let index = vips.len() as u32;
             by_key.insert((v.addr, v.port, v.proto), index);
+            vip_addrs.insert(v.addr);
             if v.mode == Mode::Dnat {
                 for b in &backends {
                     dnat_reverse
@@ -210,6 +213,7 @@ impl<'t> Adopted<'t> {
             generation,
             vips,
             by_key,
+            vip_addrs,
             dnat_reverse,
             hasher: FlowHasher::new(flow_hash_key),
             routes,
@@ -499,7 +503,7 @@ impl Lb {
         if proto != ip_proto::TCP && proto != ip_proto::UDP {
             return None;
         }
-        let is_vip_addr = tables.vips.iter().any(|v| v.addr == dst);
+        let is_vip_addr = tables.vip_addrs.contains(&dst);
         let to_pool = tables.routes.pool_of(dst).copied();
         if p.fragment != Fragment::None {
             if is_vip_addr || to_pool.is_some() {
