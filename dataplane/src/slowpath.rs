@@ -386,6 +386,9 @@ pub fn icmpv4_parsed(
     let Ok(ip) = Ipv4Packet::new_checked(&buf[l3..p.l3_end]) else {
         return Outcome::drop(SlowDrop::Unhandled);
     };
+    if p.l4_offset != l3 + ip.header_len() {
+        return Outcome::drop(SlowDrop::Unhandled);
+    }
     let (src, dst, tos, ident, df) = (
         ip.src_addr(),
         ip.dst_addr(),
@@ -470,7 +473,11 @@ pub fn icmpv6_parsed(
     port_mac: MacAddr,
     is_owned: impl Fn(&Ipv6Addr) -> bool,
 ) -> Icmpv6Outcome {
-    if p.l3 != L3Kind::Ipv6 || p.l4_proto != ip_proto::ICMPV6 || !consistent(buf, p) {
+    if p.l3 != L3Kind::Ipv6
+        || p.l4_proto != ip_proto::ICMPV6
+        || !consistent(buf, p)
+        || p.l4_offset < p.l3_offset + ipv6::HEADER_LEN
+    {
         return Outcome::drop(SlowDrop::Unhandled);
     }
     let Ok(ip) = Ipv6Packet::new_checked(&buf[p.l3_offset..p.l3_end]) else {

@@ -1108,7 +1108,18 @@ fn check_reply(buf: &[u8], len: usize, input_len: usize) -> Result<(), TestCaseE
 type Run<'a> = &'a dyn Fn(&mut [u8]) -> Outcome<IpAddr>;
 
 fn run_all(frame: &[u8]) -> Result<(), TestCaseError> {
-    let _ = parse_frame(frame);
+    if let Ok(p) = parse_frame(frame) {
+        // Whatever parse_frame returns lies within the frame, in order.
+        prop_assert!(p.l3_offset == 14 || p.l3_offset == 18);
+        prop_assert!(p.l3_offset <= p.l4_offset);
+        prop_assert!(p.l4_offset <= p.payload_offset);
+        prop_assert!(p.payload_offset <= p.l3_end);
+        prop_assert_eq!(p.l4_offset + p.l4_len, p.l3_end);
+        prop_assert!(p.l3_end <= frame.len());
+        if p.fragment == dataplane::wire::Fragment::NonFirst {
+            prop_assert!(p.ports.is_none() && p.tcp_flags.is_none());
+        }
+    }
     let everything = OwnedFn {
         v4: |_: Ipv4Addr| true,
         v6: |_: &Ipv6Addr| true,
@@ -1232,4 +1243,51 @@ proptest! {
         }
         run_all(&f)?;
     }
+
+    /// The `*_parsed` entry points with a `Parsed` that does not describe
+    /// the buffer (another frame's, or made up) refuse instead of panicking.
+    #[test]
+    fn mismatched_parsed_never_panics(
+        a in any::<prop::sample::Index>(),
+        b in any::<prop::sample::Index>(),
+        offs in proptest::collection::vec(0usize..140, 4),
+        l4_proto in prop::sample::select(vec![1u8, 6, 17, 58]),
+        kind in 0u8..4,
+    ) {
+        let frames = valid_frames();
+        let fa = &frames[a.index(frames.len())];
+        let fb = &frames[b.index(frames.len())];
+        let mut p = parse_frame(fb).unwrap();
+        check_mismatch(fa, &p)?;
+        p.l3 = [L3Kind::Arp, L3Kind::Ipv4, L3Kind::Ipv6, L3Kind::Other(0)][usize::from(kind)];
+        p.l4_proto = l4_proto;
+        p.l3_offset = offs[0];
+        p.l4_offset = offs[1];
+        p.l3_end = offs[2];
+        p.l4_len = offs[3];
+        check_mismatch(fa, &p)?;
+        p.l4_len = p.l3_end.saturating_sub(p.l4_offset);
+        check_mismatch(fa, &p)?;
+    }
+}
+
+fn check_mismatch(frame: &[u8], p: &dataplane::wire::Parsed) -> Result<(), TestCaseError> {
+    let everything = OwnedFn {
+        v4: |_: Ipv4Addr| true,
+        v6: |_: &Ipv6Addr| true,
+    };
+    let mut buf = frame.to_vec();
+    if let Outcome::Replied { len, .. } =
+        slowpath::respond_parsed(&mut buf, p, PORT_MAC, &everything)
+    {
+        prop_assert!(len <= frame.len());
+    }
+    let mut buf = frame.to_vec();
+    let _ = slowpath::arp_parsed(&mut buf, p, PORT_MAC, |_| true);
+    let mut buf = frame.to_vec();
+    let _ = slowpath::icmpv4_parsed(&mut buf, p, PORT_MAC, |_| true);
+    let mut buf = frame.to_vec();
+    let _ = slowpath::icmpv6_parsed(&mut buf, p, PORT_MAC, |_| true);
+    let _ = (p.l3_bytes(frame), p.l4_bytes(frame));
+    Ok(())
 }
