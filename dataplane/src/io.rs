@@ -18,8 +18,12 @@ pub trait Frame {
     /// The frame's bytes. Chained (multi-segment) frames expose their first segment only.
     fn data(&self) -> &[u8];
     fn data_mut(&mut self) -> &mut [u8];
-    /// Shortens the frame to `len` bytes (no-op if it is not longer).
-    fn truncate(&mut self, len: usize);
+    /// The frame's bytes followed by the room it may grow into in place.
+    fn buf_mut(&mut self) -> &mut [u8];
+    /// Makes the frame `len` bytes long: shorter, or longer up to the room
+    /// [`Frame::buf_mut`] showed (bytes written there become part of it).
+    /// Returns false, changing nothing, when there is not enough room.
+    fn set_len(&mut self, len: usize) -> bool;
     /// False for frames spread over several buffers, which the pipeline refuses.
     fn is_contiguous(&self) -> bool;
 }
@@ -39,6 +43,9 @@ pub trait PortIo {
     fn alloc(&mut self, len: usize) -> Option<Self::Frame>;
 }
 
+/// Room a [`VecFrame`] offers to grow into, like an mbuf's tailroom.
+pub const VEC_FRAME_ROOM: usize = 2048;
+
 /// A frame held in a plain vector, for tests and in-process benchmarks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VecFrame(pub Vec<u8>);
@@ -50,8 +57,17 @@ impl Frame for VecFrame {
     fn data_mut(&mut self) -> &mut [u8] {
         &mut self.0
     }
-    fn truncate(&mut self, len: usize) {
-        self.0.truncate(len)
+    fn buf_mut(&mut self) -> &mut [u8] {
+        let room = self.0.len().max(VEC_FRAME_ROOM);
+        self.0.resize(room, 0);
+        &mut self.0
+    }
+    fn set_len(&mut self, len: usize) -> bool {
+        if len > self.0.len().max(VEC_FRAME_ROOM) {
+            return false;
+        }
+        self.0.resize(len, 0);
+        true
     }
     fn is_contiguous(&self) -> bool {
         true

@@ -14,11 +14,16 @@ impl Frame for Mbuf {
         Mbuf::data_mut(self)
     }
     #[inline]
-    fn truncate(&mut self, len: usize) {
+    fn buf_mut(&mut self) -> &mut [u8] {
+        self.data_and_tailroom_mut()
+    }
+    #[inline]
+    fn set_len(&mut self, len: usize) -> bool {
         let cur = self.data_len() as usize;
-        if len < cur {
-            // Cannot fail: we trim less than the single segment holds.
-            let _ = self.trim(cur - len);
+        match len.cmp(&cur) {
+            std::cmp::Ordering::Less => self.trim(cur - len).is_ok(),
+            std::cmp::Ordering::Greater => self.append(len - cur).is_ok(),
+            std::cmp::Ordering::Equal => true,
         }
     }
     #[inline]

@@ -198,9 +198,20 @@ impl Pipeline {
         Verdict::Drop(reason)
     }
 
-    /// Decides the fate of one frame received on `in_port`.
+    /// Decides the fate of one frame received on `in_port`; the frame is
+    /// the whole of `frame` and cannot grow.
     pub fn process(&mut self, in_port: usize, frame: &mut [u8]) -> Verdict {
+        let len = frame.len();
+        self.process_buf(in_port, frame, len)
+    }
+
+    /// Decides the fate of the frame in `buf[..len]`; the rest of `buf` is
+    /// room the frame may grow into (a returned `Send` length may exceed `len`).
+    pub fn process_buf(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
         self.last_in_port = in_port;
+        let Some(frame) = buf.get_mut(..len) else {
+            return self.drop(Counter::DropSlowpathUnhandled);
+        };
         let Some(port) = self.ports.get(in_port) else {
             return self.drop(Counter::DropNotLocal);
         };

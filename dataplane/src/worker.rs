@@ -154,20 +154,22 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             while let Some((port, mut frame)) = q.pop() {
                 received += 1;
                 pipeline.counters.inc(Counter::HandoffReceived);
-                let verdict = pipeline.process(port, frame.data_mut());
-                dispatch(io, pipeline, tx, handoff, frame, verdict);
+                let len = frame.data().len();
+                let verdict = pipeline.process_buf(port, frame.buf_mut(), len);
+                dispatch(io, pipeline, tx, handoff, frame, len, verdict);
             }
         }
         for port in 0..tx.len() {
             io.rx_burst(port, rx);
             received += rx.len();
             for mut frame in rx.drain(..) {
+                let len = frame.data().len();
                 let verdict = if frame.is_contiguous() {
-                    pipeline.process(port, frame.data_mut())
+                    pipeline.process_buf(port, frame.buf_mut(), len)
                 } else {
                     pipeline.refuse(port, Counter::DropMultiSegment)
                 };
-                dispatch(io, pipeline, tx, handoff, frame, verdict);
+                dispatch(io, pipeline, tx, handoff, frame, len, verdict);
             }
         }
         send_requests(io, pipeline, tx);
@@ -205,6 +207,7 @@ fn dispatch<P: PortIo>(
     tx: &mut [Burst<P::Frame>],
     handoff: &Handoff<P::Frame>,
     mut frame: P::Frame,
+    received_len: usize,
     verdict: Verdict,
 ) {
     match verdict {
@@ -213,7 +216,10 @@ fn dispatch<P: PortIo>(
                 pipeline.counters.inc(Counter::DropNoRoute);
                 return;
             };
-            frame.truncate(len);
+            if !frame.set_len(len) {
+                pipeline.counters.inc(Counter::DropNoAllocation);
+                return;
+            }
             if burst.is_full() {
                 flush(io, pipeline, burst, out);
             }
@@ -221,6 +227,8 @@ fn dispatch<P: PortIo>(
         }
         Verdict::Drop(_) => drop(frame),
         Verdict::Handoff { worker } => {
+            // The frame goes over unchanged, as it was received.
+            frame.set_len(received_len);
             let port = frame_port_hint(pipeline);
             match handoff.queues.get(worker).map(|q| q.push((port, frame))) {
                 Some(Ok(())) => pipeline.counters.inc(Counter::HandoffSent),
@@ -262,7 +270,7 @@ fn send_requests<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [Burst
         let Some(len) = len else {
             continue;
         };
-        frame.truncate(len);
+        frame.set_len(len);
         pipeline.counters.inc(Counter::NeighborRequests);
         if let Some(burst) = tx.get_mut(req.port) {
             if burst.is_full() {

@@ -199,6 +199,19 @@ impl Mbuf {
         unsafe { std::slice::from_raw_parts_mut(self.data_ptr(), usize::from(self.data_len())) }
     }
 
+    /// The first segment's bytes followed by its tailroom, writable: room to
+    /// grow a single-segment packet in place before [`Mbuf::append`] makes
+    /// the extra bytes part of it.
+    #[inline]
+    pub fn data_and_tailroom_mut(&mut self) -> &mut [u8] {
+        let len = usize::from(self.data_len()) + usize::from(self.tailroom());
+        // SAFETY: data_ptr + data_len + tailroom is the end of the buffer
+        // (tailroom = buf_len - data_off - data_len of the first segment for
+        // single-segment mbufs, which callers check with is_contiguous), all
+        // inside the buffer we own exclusively for the borrow.
+        unsafe { std::slice::from_raw_parts_mut(self.data_ptr(), len) }
+    }
+
     /// Grows the packet by `n` bytes at the front (into the headroom) and
     /// returns the new bytes (uninitialised contents: whatever was there).
     #[inline]
