@@ -520,7 +520,7 @@ impl Lb {
             proto,
         };
         if let Some(vi) = tables.vip_index(dst, t.dport, proto) {
-            return Some(self.from_client(frame, p, in_port, vi, t, ports, counters));
+            return Some(self.client_packet(frame, p, in_port, vi, t, ports, counters));
         }
         if is_vip_addr {
             return Some(drop(counters, Counter::DropVipUnhandled));
@@ -529,16 +529,19 @@ impl Lb {
             if t.dport < pool.range.0 || t.dport > pool.range.1 {
                 return None; // the kernel twin's own connection
             }
-            return Some(self.from_backend(frame, p, t, ports, counters, true));
+            return Some(self.backend_packet(frame, p, t, ports, counters, true));
         }
         // DNAT replies are addressed to the client, not to us.
         if ports[in_port].owns_any(dst) {
             return None;
         }
-        Some(self.from_backend(frame, p, t, ports, counters, false))
+        Some(self.backend_packet(frame, p, t, ports, counters, false))
     }
 
-    fn from_client(
+    // The packet, its parse, where it came from and what it matched travel
+    // together; bundling them would only rename the list.
+    #[allow(clippy::too_many_arguments)]
+    fn client_packet(
         &mut self,
         frame: &mut [u8],
         p: &Parsed,
@@ -740,7 +743,7 @@ impl Lb {
 
     /// A packet from a backend: to a full-NAT local address (`to_local`) or,
     /// for DNAT, to the client.
-    fn from_backend(
+    fn backend_packet(
         &mut self,
         frame: &mut [u8],
         p: &Parsed,

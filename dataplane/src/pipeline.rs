@@ -226,12 +226,12 @@ impl Pipeline {
             PortRole::Data { twin } => {
                 self.counters.inc(Counter::RxPackets);
                 self.counters.add(Counter::RxBytes, frame.len() as u64);
-                self.from_data_port(in_port, twin, frame)
+                self.data_port_frame(in_port, twin, frame)
             }
         }
     }
 
-    fn to_host(&mut self, twin: Option<usize>, len: usize) -> Verdict {
+    fn host_bound(&mut self, twin: Option<usize>, len: usize) -> Verdict {
         match twin {
             Some(port) => {
                 self.counters.inc(Counter::ToHost);
@@ -284,12 +284,12 @@ impl Pipeline {
                 Verdict::Send { port: in_port, len }
             }
             Outcome::ToHost { .. } if vip => self.drop(Counter::DropVipUnhandled),
-            Outcome::ToHost { .. } => self.to_host(twin, len),
+            Outcome::ToHost { .. } => self.host_bound(twin, len),
             Outcome::Drop { reason, .. } => self.slow_drop(reason),
         }
     }
 
-    fn from_data_port(&mut self, in_port: usize, twin: Option<usize>, frame: &mut [u8]) -> Verdict {
+    fn data_port_frame(&mut self, in_port: usize, twin: Option<usize>, frame: &mut [u8]) -> Verdict {
         let port = &self.ports[in_port];
         let mac = port.mac;
         let len = frame.len();
@@ -357,10 +357,10 @@ impl Pipeline {
                     if vip {
                         return self.drop(Counter::DropVipUnhandled);
                     }
-                    return self.to_host(twin, len);
+                    return self.host_bound(twin, len);
                 }
                 if dst.is_multicast() || dst.is_broadcast() || group {
-                    return self.to_host(twin, len);
+                    return self.host_bound(twin, len);
                 }
                 self.drop(Counter::DropNotLocal)
             }
@@ -383,7 +383,7 @@ impl Pipeline {
                     return self.drop(Counter::DropVipUnhandled);
                 }
                 if port.owns_v6(&dst) || dst.is_multicast() || group {
-                    return self.to_host(twin, len);
+                    return self.host_bound(twin, len);
                 }
                 self.drop(Counter::DropNotLocal)
             }

@@ -50,12 +50,12 @@ pub enum RunError {
         source: std::io::Error,
     },
     #[error("{0}")]
-    Dpdk(#[from] dpdk_ffi::DpdkError),
+    Dpdk(Box<dpdk_ffi::DpdkError>),
     #[error("port `{port}` ({device}): {source}")]
     Port {
         port: String,
         device: String,
-        source: dpdk_ffi::DpdkError,
+        source: Box<dpdk_ffi::DpdkError>,
     },
     #[error("{0}")]
     Twin(#[from] host::TwinError),
@@ -128,12 +128,18 @@ fn leak_stats(state: &Arc<StateRegion>, w: usize, vips: bool) -> conf::state::Fl
     }
 }
 
+impl From<dpdk_ffi::DpdkError> for RunError {
+    fn from(e: dpdk_ffi::DpdkError) -> Self {
+        RunError::Dpdk(Box::new(e))
+    }
+}
+
 fn port_err(port: &str, device: &str) -> impl FnOnce(dpdk_ffi::DpdkError) -> RunError {
     let (port, device) = (port.to_string(), device.to_string());
     move |source| RunError::Port {
         port,
         device,
-        source,
+        source: Box::new(source),
     }
 }
 
