@@ -178,7 +178,12 @@ impl NeighborSync {
 
 /// Writes an ARP request for `target` from (`mac`, `sender`) into `buf`
 /// (at least 60 bytes, padded to the Ethernet minimum). Returns the length.
-pub fn write_arp_request(buf: &mut [u8], mac: [u8; 6], sender: Ipv4Addr, target: Ipv4Addr) -> Option<usize> {
+pub fn write_arp_request(
+    buf: &mut [u8],
+    mac: [u8; 6],
+    sender: Ipv4Addr,
+    target: Ipv4Addr,
+) -> Option<usize> {
     const LEN: usize = 60;
     let b = buf.get_mut(..LEN)?;
     b.fill(0);
@@ -204,7 +209,9 @@ pub fn write_neighbor_solicitation(
     let b = buf.get_mut(..LEN)?;
     b.fill(0);
     let t = target.octets();
-    let group = Ipv6Addr::from([0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15]]);
+    let group = Ipv6Addr::from([
+        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15],
+    ]);
     b[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
     b[6..12].copy_from_slice(&mac);
     b[12..14].copy_from_slice(&[0x86, 0xdd]);
@@ -241,7 +248,10 @@ mod tests {
         assert_eq!(n.resolve(ip, RETRY_MS), Resolution::Request);
         n.learn(ip, MAC, 1_500);
         assert_eq!(n.resolve(ip, 1_600), Resolution::Known(MAC));
-        assert_eq!(n.resolve(ip, 1_500 + REFRESH_MS), Resolution::KnownRefresh(MAC));
+        assert_eq!(
+            n.resolve(ip, 1_500 + REFRESH_MS),
+            Resolution::KnownRefresh(MAC)
+        );
         assert_eq!(n.resolve(ip, 1_501 + REFRESH_MS), Resolution::Known(MAC));
     }
 
@@ -273,7 +283,13 @@ mod tests {
     #[test]
     fn requests_parse_as_what_they_claim() {
         let mut buf = [0u8; 128];
-        let len = write_arp_request(&mut buf, MAC, "10.0.0.1".parse().unwrap(), "10.0.0.9".parse().unwrap()).unwrap();
+        let len = write_arp_request(
+            &mut buf,
+            MAC,
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.9".parse().unwrap(),
+        )
+        .unwrap();
         let p = crate::wire::parse_frame(&buf[..len]).unwrap();
         assert_eq!(p.l3, crate::wire::L3Kind::Arp);
 
@@ -288,7 +304,10 @@ mod tests {
         let parsed = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
         match parsed.net {
             Some(etherparse::NetSlice::Ipv6(ref ip)) => {
-                assert_eq!(ip.header().destination_addr(), "ff02::1:ff02:3".parse::<Ipv6Addr>().unwrap());
+                assert_eq!(
+                    ip.header().destination_addr(),
+                    "ff02::1:ff02:3".parse::<Ipv6Addr>().unwrap()
+                );
                 assert_eq!(ip.header().hop_limit(), 255);
             }
             ref other => panic!("not IPv6: {other:?}"),
@@ -299,7 +318,9 @@ mod tests {
                 let ip = etherparse::Ipv6HeaderSlice::from_slice(&frame[14..]).unwrap();
                 assert_eq!(
                     icmp.checksum(),
-                    icmp.icmp_type().calc_checksum(ip.source(), ip.destination(), icmp.payload()).unwrap()
+                    icmp.icmp_type()
+                        .calc_checksum(ip.source(), ip.destination(), icmp.payload())
+                        .unwrap()
                 );
             }
             other => panic!("not ICMPv6: {other:?}"),
