@@ -1,9 +1,9 @@
 //! net_tap as the dataplane uses it: the port shows up as a kernel interface,
 //! frames sent by DPDK arrive in the kernel, frames the kernel sends on the
 //! interface arrive in DPDK. Nothing leaves the machine: the kernel side is
-//! an AF_PACKET socket on the same interface. Needs root and /dev/net/tun;
-//! skips (passes with a note) without them. Own file: EAL starts once per
-//! process.
+//! an AF_PACKET socket on the same interface. Needs root and /dev/net/tun
+//! and fails with a clear message without them (never skips: CI has both).
+//! Own file: EAL starts once per process.
 
 use std::time::{Duration, Instant};
 
@@ -73,15 +73,18 @@ fn test_frame(marker: u8) -> Vec<u8> {
 
 #[test]
 fn tap_port_talks_to_the_kernel() {
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        eprintln!("SKIP: no /dev/net/tun");
-        return;
-    }
+    assert!(
+        std::path::Path::new("/dev/net/tun").exists(),
+        "this test needs /dev/net/tun (net_tap creates TAP devices); \
+         run it on a machine with the tun module, as CI does"
+    );
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: net_tap needs root");
-        return;
-    }
+    let euid = unsafe { libc::geteuid() };
+    assert!(
+        euid == 0,
+        "this test needs root (net_tap creates TAP devices), running as uid {euid}; \
+         run it as root, as CI does (sudo -E cargo test -p dpdk-ffi --test eal_tap)"
+    );
     let iface = format!("bffi{}", std::process::id() % 10_000_000);
     let args: Vec<String> = [
         "-l",
