@@ -1,0 +1,537 @@
+//! Bad input ends a border process with ONE line on stderr that names the
+//! cause and a non-zero exit: never a panic, never a hang. Covers an invalid
+//! or missing config, an EAL that refuses the devargs, a port whose device
+//! does not probe, and a second process of a running instance (which must
+//! leave the first one working). Also the tools that read a running
+//! dataplane: `borderctl counters|status` and `border-mgmt --config`.
+//!
+//! Namespaces, instances and interfaces are prefixed `er-` so this file runs
+//! in parallel with the other end-to-end tests.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use conf::counters::Counter;
+use conf::state::RunState;
+
+/// How long a failing start may take before we call it a hang.
+const DEADLINE: Duration = Duration::from_secs(15);
+
+fn mgmt_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_border-mgmt")
+}
+
+fn ctl_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_borderctl")
+}
+
+fn example_config() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/tests/data/border.example.toml")
+}
+
+/// Runs `cmd` to completion with output captured in `dir`; panics if it
+/// takes longer than `DEADLINE`. RUST_BACKTRACE is on so that a panic could
+/// not hide.
+fn run_bounded(mut cmd: Command, dir: &TempDir, tag: &str) -> Output {
+    let out_path = dir.path(&format!("{tag}.stdout"));
+    let err_path = dir.path(&format!("{tag}.stderr"));
+    let start = Instant::now();
+    let mut child = cmd
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{cmd:?} still running after {DEADLINE:?} (a hang):\n{}",
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: std::fs::read(&out_path).unwrap(),
+        stderr: std::fs::read(&err_path).unwrap(),
+    }
+}
+
+fn bin(path: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(path);
+    c.args(args);
+    c
+}
+
+fn in_netns(ns: &Netns, path: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &ns.name, path]).args(args);
+    c
+}
+
+/// Asserts a failed run whose stderr carries exactly one `<program>: error:`
+/// line, as its last line, and no panic. Returns that line.
+fn one_line_error(program: &str, out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "{program} succeeded, expected failure:\n{stderr}"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{program} should exit 1, not die by a signal or abort:\n{stderr}"
+    );
+    for bad in ["panicked", "stack backtrace", "RUST_BACKTRACE"] {
+        assert!(
+            !stderr.contains(bad),
+            "{program} printed {bad:?}:\n{stderr}"
+        );
+    }
+    let prefix = format!("{program}: error: ");
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with(&prefix)).collect();
+    assert_eq!(ours.len(), 1, "expected one `{prefix}` line:\n{stderr}");
+    assert_eq!(
+        stderr.trim_end().lines().last(),
+        Some(ours[0]),
+        "the error line must be the last line (nothing continues it):\n{stderr}"
+    );
+    ours[0].to_string()
+}
+
+/// A one-port config for a border-dp in a namespace.
+fn dp_config(instance: &str, devargs: &str, twin: &str, subnet: u8) -> String {
+    format!(
+        r#"
+instance = "{instance}"
+
+[dataplane]
+main_lcore = 0
+worker_lcores = [1]
+poll = "adaptive"
+eal_args = ["--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--log-level=lib.eal:error"]
+conntrack_per_worker = 4096
+flow_hash_key = "00112233445566778899aabbccddeeff"
+
+[[port]]
+name = "ext"
+devargs = "{devargs}"
+addresses = ["10.{subnet}.0.1/24"]
+host_interface = "{twin}"
+
+[mgmt]
+listen = "unix:///run/border/{instance}.sock"
+"#
+    )
+}
+
+#[test]
+fn check_config_accepts_the_example_in_both_processes() {
+    let dir = TempDir::new("er-ok");
+    let example = example_config();
+    let example = example.to_str().unwrap();
+    for (program, path) in [("border-dp", border_dp_bin()), ("border-mgmt", mgmt_bin())] {
+        let out = run_bounded(bin(path, &["--check-config", example]), &dir, program);
+        assert!(
+            out.status.success(),
+            "{program}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "OK\n", "{program}");
+    }
+}
+
+#[test]
+fn an_invalid_config_is_one_line_with_file_line_column_and_key() {
+    let dir = TempDir::new("er-bad");
+    let example = std::fs::read_to_string(example_config()).unwrap();
+    let bad_text = example.replacen("worker_lcores = [1]", "worker_lcores = [0]", 1);
+    assert_ne!(bad_text, example, "the example config changed shape");
+    let bad = dir.path("bad.toml");
+    std::fs::write(&bad, &bad_text).unwrap();
+    let line = bad_text
+        .lines()
+        .position(|l| l.starts_with("worker_lcores"))
+        .unwrap()
+        + 1;
+    let want = format!(
+        "{}:{line}:18: dataplane.worker_lcores[0]: lcore 0 is the main_lcore",
+        bad.display()
+    );
+    let bad = bad.to_str().unwrap();
+
+    for (program, path) in [("border-dp", border_dp_bin()), ("border-mgmt", mgmt_bin())] {
+        let out = run_bounded(bin(path, &["--check-config", bad]), &dir, program);
+        assert!(!out.status.success(), "{program} accepted a bad config");
+        assert!(out.stdout.is_empty(), "{program} printed to stdout");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{program}: {stderr}");
+        assert!(
+            stderr.starts_with(&want),
+            "{program}: {stderr}\nwant {want}"
+        );
+
+        // Running with it fails the same way, before touching anything.
+        let out = run_bounded(bin(path, &["--config", bad]), &dir, program);
+        let e = one_line_error(program, &out);
+        assert!(e.contains(&want), "{program}: {e}");
+    }
+
+    // A key the format does not know is refused with its position too.
+    let unknown = dir.path("unknown.toml");
+    std::fs::write(
+        &unknown,
+        example.replacen("zone = \"a\"", "zone = \"a\"\nzonee = \"b\"", 1),
+    )
+    .unwrap();
+    for (program, path) in [("border-dp", border_dp_bin()), ("border-mgmt", mgmt_bin())] {
+        let out = run_bounded(
+            bin(path, &["--check-config", unknown.to_str().unwrap()]),
+            &dir,
+            program,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert_eq!(stderr.lines().count(), 1, "{program}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("{}:8:1: zonee", unknown.display())),
+            "{program}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_config_file_is_one_line() {
+    let dir = TempDir::new("er-missing");
+    for (program, path) in [
+        ("border-dp", border_dp_bin()),
+        ("border-mgmt", mgmt_bin()),
+        ("borderctl", ctl_bin()),
+    ] {
+        let args: &[&str] = if program == "borderctl" {
+            &["counters", "--config", "/nonexistent"]
+        } else {
+            &["--config", "/nonexistent"]
+        };
+        let out = run_bounded(bin(path, args), &dir, program);
+        let e = one_line_error(program, &out);
+        assert!(
+            e.contains("/nonexistent") && e.contains("No such file"),
+            "{program}: {e}"
+        );
+    }
+    for (program, path) in [("border-dp", border_dp_bin()), ("border-mgmt", mgmt_bin())] {
+        let out = run_bounded(
+            bin(path, &["--check-config", "/nonexistent"]),
+            &dir,
+            program,
+        );
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{program}: {stderr}");
+        assert!(stderr.contains("/nonexistent"), "{program}: {stderr}");
+    }
+}
+
+#[test]
+fn devargs_with_an_unknown_driver_fail_in_eal() {
+    let ns = Netns::new("er-unk");
+    let dir = TempDir::new("er-unk");
+    let cfg = dir.path("border.toml");
+    std::fs::write(
+        &cfg,
+        dp_config("er-unk", "net_doesnotexist0", "ker-unk", 81),
+    )
+    .unwrap();
+    let out = run_bounded(
+        in_netns(&ns, border_dp_bin(), &["--config", cfg.to_str().unwrap()]),
+        &dir,
+        "dp",
+    );
+    let e = one_line_error("border-dp", &out);
+    assert!(e.contains("EAL") && e.contains("devargs"), "{e}");
+}
+
+#[test]
+fn a_port_that_fails_to_probe_is_named() {
+    let ns = Netns::new("er-pcap");
+    let dir = TempDir::new("er-pcap");
+    let cfg = dir.path("border.toml");
+    let devargs = format!(
+        "net_pcap0,rx_pcap=/nonexistent.pcap,tx_pcap={}",
+        dir.path("out.pcap").display()
+    );
+    std::fs::write(&cfg, dp_config("er-pcap", &devargs, "ker-pcap", 82)).unwrap();
+    let out = run_bounded(
+        in_netns(&ns, border_dp_bin(), &["--config", cfg.to_str().unwrap()]),
+        &dir,
+        "dp",
+    );
+    let e = one_line_error("border-dp", &out);
+    assert!(e.contains("port `ext`") && e.contains("net_pcap0"), "{e}");
+}
+
+fn ping_ok(ns: &Netns, target: &str) -> bool {
+    ns.try_run(&["ping", "-c", "2", "-i", "0.2", "-W", "2", target])
+        .status
+        .success()
+}
+
+#[test]
+fn a_second_border_dp_of_a_running_instance_is_refused_and_the_first_keeps_working() {
+    let lb = Netns::new("er-lb");
+    let cli = Netns::new("er-cli");
+    let dir = TempDir::new("er-dup");
+    let config = dp_config("er-dup", "net_tap0,iface=er-ext", "ker-ext", 83);
+    let mut dp = BorderDp::start(&lb, &dir, "er-dup", &config);
+    wait_iface(&lb, "er-ext");
+    cli.adopt(&lb, "er-ext", &["10.83.0.2/24"]);
+    assert!(ping_ok(&cli, "10.83.0.1"), "{}", dp.log_text());
+    let replies = dp.counter(Counter::IcmpEchoReplies);
+
+    // Same instance, same config, same namespace: refused before EAL starts.
+    let second_cfg = dir.path("second.toml");
+    std::fs::write(&second_cfg, &config).unwrap();
+    let out = run_bounded(
+        in_netns(
+            &lb,
+            border_dp_bin(),
+            &["--config", second_cfg.to_str().unwrap()],
+        ),
+        &dir,
+        "second",
+    );
+    let e = one_line_error("border-dp", &out);
+    assert!(
+        e.contains("another border-dp of instance `er-dup` is running"),
+        "{e}"
+    );
+
+    // The first still owns its state region and still answers.
+    let state = dp.state();
+    assert_eq!(
+        state.pid(),
+        dp.pid(),
+        "the second border-dp took the region"
+    );
+    assert_eq!(state.run_state(), RunState::Running);
+    assert!(ping_ok(&cli, "10.83.0.1"), "{}", dp.log_text());
+    wait_until("echo replies counted", Duration::from_secs(5), || {
+        dp.counter(Counter::IcmpEchoReplies) >= replies + 2
+    });
+
+    let status = dp.stop();
+    assert!(status.success(), "exit {status}:\n{}", dp.log_text());
+}
+
+/// A background process with its stderr in a file, stopped on drop.
+struct Bg {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl Bg {
+    fn spawn(path: &str, args: &[&str], log: PathBuf) -> Bg {
+        let child = Command::new(path)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Bg { child, log }
+    }
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn wait_log(&self, what: &str) {
+        wait_until(
+            &format!("{what:?} in {}", self.log.display()),
+            Duration::from_secs(10),
+            || self.text().contains(what),
+        );
+    }
+    /// SIGTERM, then the exit status (at most 10 s).
+    fn stop(&mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on a child we spawned and have not reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no exit within 10 s of SIGTERM:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn borderctl_and_border_mgmt_follow_the_dataplane() {
+    let lb = Netns::new("er-tl-lb");
+    let cli = Netns::new("er-tl-cli");
+    let dir = TempDir::new("er-tools");
+    let instance = "er-tools";
+    let config = dp_config(instance, "net_tap0,iface=er-tl-ext", "ker-tl-ext", 84);
+    let cfg = dir.path("mgmt.toml");
+    std::fs::write(&cfg, &config).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    // A region left by an earlier run of this test would read as "stopped".
+    let _ = std::fs::remove_file(conf::state::state_path(instance));
+
+    // Nothing runs yet: borderctl says so in one line.
+    for sub in ["counters", "status"] {
+        let out = run_bounded(bin(ctl_bin(), &[sub, "--config", cfg]), &dir, sub);
+        let e = one_line_error("borderctl", &out);
+        assert!(
+            e.contains("border-dp of instance `er-tools` is not running (no /dev/shm/border-er-tools-state)"),
+            "{e}"
+        );
+    }
+
+    // border-mgmt starts without a dataplane and waits for it.
+    let mut mgmt = Bg::spawn(
+        mgmt_bin(),
+        &["--config", cfg, "--watch-interval-ms", "100"],
+        dir.path("mgmt.log"),
+    );
+    mgmt.wait_log("is not running");
+    // A second border-mgmt of the instance is refused.
+    let out = run_bounded(bin(mgmt_bin(), &["--config", cfg]), &dir, "mgmt2");
+    let e = one_line_error("border-mgmt", &out);
+    assert!(
+        e.contains("another border-mgmt of instance `er-tools` is running"),
+        "{e}"
+    );
+
+    let mut dp = BorderDp::start(&lb, &dir, instance, &config);
+    mgmt.wait_log("dataplane running");
+    mgmt.wait_log("worker alive: heartbeat moving");
+    wait_iface(&lb, "er-tl-ext");
+    cli.adopt(&lb, "er-tl-ext", &["10.84.0.2/24"]);
+    assert!(ping_ok(&cli, "10.84.0.1"), "{}", dp.log_text());
+    wait_until("echo replies counted", Duration::from_secs(5), || {
+        dp.counter(Counter::IcmpEchoReplies) >= 2
+    });
+
+    // status: pid, running, the worker's lcore and a moving heartbeat.
+    let out = run_bounded(bin(ctl_bin(), &["status", "--config", cfg]), &dir, "st");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("pid {} (alive), running", dp.pid())),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("0 "))
+        .unwrap_or_else(|| panic!("no worker row:\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1], "1", "lcore: {row}");
+    assert_eq!(cells[3], "yes", "heartbeat moving: {row}");
+
+    let out = run_bounded(
+        bin(ctl_bin(), &["status", "--instance", instance, "--json"]),
+        &dir,
+        "stj",
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["pid"], dp.pid());
+    assert_eq!(v["run_state"], "running");
+    assert_eq!(v["healthy"], true);
+    assert_eq!(v["workers"][0]["lcore"], 1);
+    assert_eq!(v["workers"][0]["heartbeat_moving"], true);
+    assert_eq!(v["workers"][0]["applied_generation"], 0);
+
+    // counters: the table lists non-zero counters with per-worker values and
+    // a total; --json lists all of them and agrees with the region.
+    let out = run_bounded(bin(ctl_bin(), &["counters", "--config", cfg]), &dir, "c");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["COUNTER", "LCORE", "1", "TOTAL"], "{text}");
+    let echo: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("icmp_echo_replies "))
+        .unwrap_or_else(|| panic!("no icmp_echo_replies row:\n{text}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(echo.len(), 3);
+    assert_eq!(echo[1], echo[2], "one worker: its value is the total");
+    assert!(echo[2].parse::<u64>().unwrap() >= 2, "{text}");
+    assert!(
+        !text.contains("drop_fragment "),
+        "zero counters are hidden:\n{text}"
+    );
+    let out = run_bounded(
+        bin(ctl_bin(), &["counters", "--config", cfg, "--all"]),
+        &dir,
+        "ca",
+    );
+    let all = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(all.lines().count(), 1 + Counter::COUNT, "{all}");
+
+    let out = run_bounded(
+        bin(ctl_bin(), &["counters", "--instance", instance, "--json"]),
+        &dir,
+        "cj",
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["instance"], instance);
+    assert_eq!(v["running"], true);
+    let counters = v["counters"].as_object().unwrap();
+    assert_eq!(counters.len(), Counter::COUNT);
+    assert!(
+        v["counters"]["icmp_echo_replies"]["total"]
+            .as_u64()
+            .unwrap()
+            >= 2
+    );
+    assert_eq!(
+        v["counters"]["drop_fragment"]["per_worker"],
+        serde_json::json!([0])
+    );
+
+    // The dataplane stops: border-mgmt notices, status says so and fails,
+    // counters still show the last run with a note.
+    let status = dp.stop();
+    assert!(status.success(), "exit {status}:\n{}", dp.log_text());
+    mgmt.wait_log("dataplane stopped");
+    let out = run_bounded(bin(ctl_bin(), &["status", "--config", cfg]), &dir, "st2");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("stopped"), "{text}");
+    let out = run_bounded(bin(ctl_bin(), &["counters", "--config", cfg]), &dir, "c2");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not running (stopped)"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("icmp_echo_replies"));
+
+    let st = mgmt.stop();
+    assert!(st.success(), "border-mgmt exit {st}:\n{}", mgmt.text());
+    let log = mgmt.text();
+    assert!(!log.contains("panicked"), "{log}");
+}
