@@ -554,6 +554,11 @@ impl Lb {
         if !p.tcp_flags_valid {
             return drop(counters, Counter::DropBadTcpFlags);
         }
+        // Before any state: a packet that cannot be forwarded creates no
+        // entry, takes no local port and counts no connection.
+        if p.ttl <= 1 {
+            return drop(counters, Counter::DropTtlExceeded);
+        }
         let flags = p.tcp_flags.map_or(0, |f| f.0);
         let syn_only = t.proto == ip_proto::TCP && flags & 0x12 == 0x02;
         let now = self.now_ms;
@@ -752,6 +757,9 @@ impl Lb {
         counters: &mut Counters,
         to_local: bool,
     ) -> Verdict {
+        if p.ttl <= 1 {
+            return drop(counters, Counter::DropTtlExceeded);
+        }
         let now = self.now_ms;
         let key = t.key();
         let found = self
