@@ -1,0 +1,350 @@
+//! What one connection needs for its PROXY header, and the per-segment
+//! rules (DESIGN §4).
+//!
+//! Sequence spaces: the client's first data byte is `isn + 1`; the backend
+//! sees the `L`-byte header at `isn + 1 .. isn + 1 + L` and every client
+//! byte `L` further on. So, once the header length `L` is fixed
+//! ("committed"):
+//! - client -> backend: `seq += L` for every segment after the SYN, except a
+//!   data-less segment at `isn + 1` while no header has been sent yet (the
+//!   backend still expects `isn + 1` there);
+//! - backend -> client: `ack -= L` and every SACK edge `-= L`; values inside
+//!   the header map to `isn + 1`;
+//! - the backend's SYN-ACK MSS is lowered by the longest header the VIP can
+//!   produce, so first segment plus header still fit.
+//!
+//! The header goes into the segment at `isn + 1` (the first data segment, or
+//! with `send_on_connect` the ACK that completes the handshake), and again
+//! into every segment at `isn + 1` until the backend acknowledges past the
+//! header: a retransmitted first segment carries it again, at the same
+//! length, so the backend gets it exactly once. A header never splits;
+//! when header plus payload exceed the backend's MSS (or the frame's
+//! room), the payload is split and its rest queued as a segment of its own
+//! (or, with no room for that, left for the client to retransmit).
+//!
+//! `L` is fixed at the SYN when it does not depend on the first segment
+//! (no `AUTHORITY` TLV, or `send_on_connect`); with `AUTHORITY` it is fixed
+//! by the first data segment, and client data beyond it that arrives first
+//! is dropped (the client retransmits it) since its sequence numbers cannot
+//! be translated yet.
+
+use std::net::IpAddr;
+
+use conf::counters::Counter;
+
+use super::header::{Header, MAX_HEADER_LEN};
+use super::queue::Pending;
+use super::{seg, tls, PpConfig, PpWorker};
+use crate::conntrack::EntryId;
+use crate::counters::Counters;
+use crate::wire::Parsed;
+
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+const ACK: u8 = 0x10;
+
+/// `PpFlow::bits`.
+mod bit {
+    /// The client's SYN was seen: `client_isn` is valid.
+    pub const ISN: u8 = 0x01;
+    /// `hdr_len` is fixed and sequence numbers are translated.
+    pub const COMMITTED: u8 = 0x02;
+    /// A header went out at least once.
+    pub const SENT: u8 = 0x04;
+    /// The backend acknowledged past the header.
+    pub const ACKED: u8 = 0x08;
+    /// A retransmission timer runs for the header.
+    pub const TIMER: u8 = 0x10;
+    /// The backend's SYN-ACK was seen.
+    pub const SYNACK: u8 = 0x20;
+}
+
+/// `a` is after `b` in sequence space.
+fn after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+fn after_eq(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+/// The addresses and id a connection's header carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ends {
+    pub client: (IpAddr, u16),
+    pub vip: (IpAddr, u16),
+    pub conn_id: u64,
+}
+
+/// Per-connection PROXY state, kept in the connection table's record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PpFlow {
+    /// The VIP's settings when the connection started; `enabled == false`
+    /// means no header for this connection.
+    pub cfg: PpConfig,
+    pub client_isn: u32,
+    pub backend_isn: u32,
+    /// The MSS the backend announced (before clamping).
+    pub backend_mss: u16,
+    /// Header length `L` once committed.
+    pub hdr_len: u16,
+    bits: u8,
+}
+
+impl PpFlow {
+    /// State for a new connection to a VIP with `cfg` (IPv6 when `v6`).
+    pub fn new(cfg: PpConfig, v6: bool) -> PpFlow {
+        let mut f = PpFlow {
+            cfg,
+            ..PpFlow::default()
+        };
+        if let Some(l) = cfg.fixed_len(v6).filter(|_| cfg.enabled) {
+            f.hdr_len = l;
+            f.bits |= bit::COMMITTED;
+        }
+        f
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.cfg.enabled
+    }
+
+    fn has(&self, b: u8) -> bool {
+        self.bits & b != 0
+    }
+
+    /// The backend acknowledged the header.
+    pub fn acked(&self) -> bool {
+        self.has(bit::ACKED)
+    }
+
+    /// A header went out at least once.
+    pub fn sent(&self) -> bool {
+        self.has(bit::SENT)
+    }
+
+    /// The header length is fixed (and sequence numbers translated).
+    pub fn committed(&self) -> bool {
+        self.has(bit::COMMITTED)
+    }
+
+    /// What a retransmission timer of this flow should do.
+    pub fn pending(&self) -> Pending {
+        if self.acked() {
+            Pending::Done
+        } else {
+            Pending::Resend
+        }
+    }
+
+    fn header<'a>(&self, e: &Ends, authority: Option<&'a [u8]>) -> Header<'a> {
+        Header {
+            src: e.client,
+            dst: e.vip,
+            unique_id: self.cfg.unique_id.then_some(e.conn_id),
+            authority: authority.filter(|_| self.cfg.authority && !self.cfg.send_on_connect),
+            crc32c: self.cfg.crc32c,
+            max_len: self.cfg.max_len,
+        }
+    }
+
+    fn mss_or_default(&self, v6: bool) -> usize {
+        match (self.has(bit::SYNACK), self.backend_mss) {
+            (true, m) if m > 0 => usize::from(m),
+            _ if v6 => 1220,
+            _ => 536,
+        }
+    }
+
+    /// A client -> backend segment of this flow, already translated (NAT,
+    /// MACs) in `buf[..len]`; the rest of `buf` is room to grow. Returns the
+    /// new frame length, or the counter to drop it under.
+    #[allow(clippy::too_many_arguments)]
+    pub fn client_segment(
+        &mut self,
+        e: &Ends,
+        buf: &mut [u8],
+        len: usize,
+        p: &Parsed,
+        out_port: usize,
+        entry: EntryId,
+        now: u64,
+        wk: &mut PpWorker,
+        counters: &mut Counters,
+    ) -> Result<usize, Counter> {
+        let Some(s) = buf.get(..len).and_then(|f| seg::locate(f, p)) else {
+            return Err(Counter::DropPpBadSegment);
+        };
+        let flags = s.flags(buf);
+        let seq = s.seq(buf);
+        let plen = s.payload_len();
+        if flags & SYN != 0 {
+            if flags & ACK == 0 && !self.has(bit::SENT) {
+                self.client_isn = seq;
+                self.bits |= bit::ISN;
+            }
+            if plen > 0 {
+                // TCP Fast Open data would precede the header: the backend
+                // acknowledges the SYN only and the client sends it again.
+                counters.inc(Counter::PpSynDataStripped);
+                return Ok(seg::truncate(buf, &s, 0).end);
+            }
+            return Ok(len);
+        }
+        if !self.has(bit::ISN) {
+            return Ok(len);
+        }
+        let c1 = self.client_isn.wrapping_add(1);
+        let first = seq == c1;
+        let fin = flags & FIN != 0;
+        let rst = flags & RST != 0;
+        if !self.has(bit::COMMITTED) {
+            if first && plen > 0 && !rst {
+                let sni = tls::client_hello_sni(&buf[s.payload..s.end]);
+                let l = self
+                    .header(e, sni)
+                    .encoded_len()
+                    .ok_or(Counter::DropPpBadSegment)?;
+                self.hdr_len = l as u16;
+                self.bits |= bit::COMMITTED;
+                return self.carry(e, buf, s, out_port, entry, now, wk, counters);
+            }
+            if plen > 0 || (fin && !first) {
+                return Err(Counter::DropPpAheadOfHeader);
+            }
+            return Ok(len);
+        }
+        let wants_header = first
+            && !rst
+            && !self.has(bit::ACKED)
+            && (plen > 0 || fin || self.cfg.send_on_connect);
+        if wants_header {
+            return self.carry(e, buf, s, out_port, entry, now, wk, counters);
+        }
+        let untouched = first && plen == 0 && !fin && !self.has(bit::SENT);
+        if after_eq(seq, c1) && !untouched {
+            seg::set_seq(buf, &s, seq.wrapping_add(u32::from(self.hdr_len)));
+        }
+        Ok(len)
+    }
+
+    /// Writes the header into the segment at `isn + 1` (splitting its
+    /// payload if needed) and shifts its sequence number.
+    #[allow(clippy::too_many_arguments)]
+    fn carry(
+        &mut self,
+        e: &Ends,
+        buf: &mut [u8],
+        mut s: seg::Seg,
+        out_port: usize,
+        entry: EntryId,
+        now: u64,
+        wk: &mut PpWorker,
+        counters: &mut Counters,
+    ) -> Result<usize, Counter> {
+        let l = usize::from(self.hdr_len);
+        let sni = if self.cfg.authority {
+            tls::client_hello_sni(&buf[s.payload..s.end])
+        } else {
+            None
+        };
+        let mut hdr = [0u8; MAX_HEADER_LEN];
+        let w = self
+            .header(e, sni)
+            .write_exact(&mut hdr, l)
+            .ok_or(Counter::DropPpBadSegment)?;
+        let seq = s.seq(buf);
+        let flags = s.flags(buf);
+        let plen = s.payload_len();
+        let room = buf.len() - s.end;
+        let keep = plen
+            .min(self.mss_or_default(s.v6).saturating_sub(l))
+            .min((plen + room).saturating_sub(l));
+        seg::set_seq(buf, &s, seq.wrapping_add(l as u32));
+        if keep < plen {
+            counters.inc(Counter::PpSegmentsSplit);
+            let frame = &buf[..s.end];
+            if !wk
+                .emits
+                .push_with(out_port, |out| seg::tail(frame, &s, keep, out))
+            {
+                counters.inc(Counter::PpSplitTailDeferred);
+            }
+            s = seg::truncate(buf, &s, keep);
+            if flags & FIN != 0 {
+                // The FIN comes after the rest of the payload.
+                seg::set_flags(buf, &s, flags & !FIN);
+            }
+        }
+        let s = seg::insert(buf, &s, &hdr[..l]).ok_or(Counter::DropPpBadSegment)?;
+        if self.has(bit::SENT) {
+            counters.inc(Counter::PpHeadersRetransmitted);
+        } else {
+            counters.inc(Counter::PpHeadersInserted);
+            counters.add(Counter::PpTlvsDroppedForSize, u64::from(w.dropped));
+            if plen == 0 {
+                counters.inc(Counter::PpHeadersStandalone);
+            }
+            self.bits |= bit::SENT;
+        }
+        if self.cfg.send_on_connect && !self.has(bit::TIMER) {
+            if wk.timers.arm(entry, e.conn_id, now, out_port, &buf[..s.end]) {
+                self.bits |= bit::TIMER;
+            } else {
+                counters.inc(Counter::PpRetransmitTimerFull);
+            }
+        }
+        Ok(s.end)
+    }
+
+    /// A backend -> client segment of this flow, already translated in
+    /// `frame`: acknowledgement and SACK edges moved back over the header,
+    /// the SYN-ACK's MSS lowered.
+    pub fn backend_segment(
+        &mut self,
+        frame: &mut [u8],
+        p: &Parsed,
+        counters: &mut Counters,
+    ) -> Result<(), Counter> {
+        let Some(s) = seg::locate(frame, p) else {
+            return Err(Counter::DropPpBadSegment);
+        };
+        let flags = s.flags(frame);
+        if flags & (SYN | ACK) == SYN | ACK {
+            self.backend_isn = s.seq(frame);
+            self.backend_mss = seg::mss(frame, &s).unwrap_or(0);
+            self.bits |= bit::SYNACK;
+            let mss = self.mss_or_default(s.v6) as u16;
+            let clamp = self.cfg.clamp_len(s.v6);
+            if seg::clamp_mss(frame, &s, mss.saturating_sub(clamp).max(64)) {
+                counters.inc(Counter::PpMssClamped);
+            }
+        }
+        if !self.has(bit::COMMITTED) || flags & ACK == 0 {
+            return Ok(());
+        }
+        let l = u32::from(self.hdr_len);
+        let c1 = self.client_isn.wrapping_add(1);
+        let edge = c1.wrapping_add(l);
+        let map = |a: u32| {
+            if after_eq(a, edge) {
+                a.wrapping_sub(l)
+            } else if after(a, c1) {
+                c1
+            } else {
+                a
+            }
+        };
+        let ack = s.ack(frame);
+        if self.has(bit::SENT) && after_eq(ack, edge) {
+            self.bits |= bit::ACKED;
+        }
+        let new = map(ack);
+        if new != ack {
+            seg::set_ack(frame, &s, new);
+        }
+        seg::map_sack_edges(frame, &s, map);
+        Ok(())
+    }
+}
