@@ -5,9 +5,11 @@
 //! sees the `L`-byte header at `isn + 1 .. isn + 1 + L` and every client
 //! byte `L` further on. So, once the header length `L` is fixed
 //! ("committed"):
-//! - client -> backend: `seq += L` for every segment after the SYN, except a
-//!   data-less segment at `isn + 1` while no header has been sent yet (the
-//!   backend still expects `isn + 1` there);
+//! - client -> backend: `seq += L` for every segment after the SYN, except
+//!   the one that carries the header (it keeps `isn + 1`: the header takes
+//!   those sequence numbers and its payload follows) and a data-less segment
+//!   at `isn + 1` while no header has been sent yet (the backend still
+//!   expects `isn + 1` there);
 //! - backend -> client: `ack -= L` and every SACK edge `-= L`; values inside
 //!   the header map to `isn + 1`;
 //! - the backend's SYN-ACK MSS is lowered by the longest header the VIP can
@@ -254,20 +256,20 @@ impl PpFlow {
             .header(e, sni)
             .write_exact(&mut hdr, l)
             .ok_or(Counter::DropPpBadSegment)?;
-        let seq = s.seq(buf);
         let flags = s.flags(buf);
         let plen = s.payload_len();
         let room = buf.len() - s.end;
         let keep = plen
             .min(self.mss_or_default(s.v6).saturating_sub(l))
             .min((plen + room).saturating_sub(l));
-        seg::set_seq(buf, &s, seq.wrapping_add(l as u32));
+        // The segment keeps its sequence number: the header takes the
+        // client's first sequence numbers, the payload follows it.
         if keep < plen {
             counters.inc(Counter::PpSegmentsSplit);
             let frame = &buf[..s.end];
             if !wk
                 .emits
-                .push_with(out_port, |out| seg::tail(frame, &s, keep, out))
+                .push_with(out_port, |out| seg::tail(frame, &s, keep, l as u32, out))
             {
                 counters.inc(Counter::PpSplitTailDeferred);
             }

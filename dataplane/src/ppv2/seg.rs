@@ -214,9 +214,9 @@ pub fn truncate(f: &mut [u8], s: &Seg, keep: usize) -> Seg {
 
 /// Writes into `out` the segment that carries the payload of `s` from byte
 /// `from` on: the same headers (flags included), sequence number advanced by
-/// `from` (0: a copy of the whole segment). Returns the frame length, or
-/// `None` when it does not fit `out` or `from` is not inside the payload.
-pub fn tail(f: &[u8], s: &Seg, from: usize, out: &mut [u8]) -> Option<usize> {
+/// `from + shift`. Returns the frame length, or `None` when it does not fit
+/// `out` or `from` is not inside the payload.
+pub fn tail(f: &[u8], s: &Seg, from: usize, shift: u32, out: &mut [u8]) -> Option<usize> {
     let p = s.payload_len();
     if from >= p {
         return None;
@@ -227,7 +227,9 @@ pub fn tail(f: &[u8], s: &Seg, from: usize, out: &mut [u8]) -> Option<usize> {
     dst[..s.payload].copy_from_slice(&f[..s.payload]);
     dst[s.payload..].copy_from_slice(rest);
     let t = Seg { end: len, ..*s };
+    let seq = s.seq(f).wrapping_add(from as u32).wrapping_add(shift);
     if from == 0 {
+        set_seq(dst, &t, seq);
         return Some(len);
     }
     let kept = &f[s.payload..s.payload + from];
@@ -241,7 +243,7 @@ pub fn tail(f: &[u8], s: &Seg, from: usize, out: &mut [u8]) -> Option<usize> {
     c = adjust(c, sum_at(rest, from % 2 == 1), checksum::sum(rest));
     t.set_csum(dst, c);
     let _ = add_ip_len(dst, &t, -(from as isize));
-    set_seq(dst, &t, s.seq(f).wrapping_add(from as u32));
+    set_seq(dst, &t, seq);
     Some(len)
 }
 
