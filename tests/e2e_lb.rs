@@ -196,14 +196,24 @@ fn tcp_spread(plan: Plan) {
         assert_eq!(seen, expected_peer, "backend saw the wrong source address");
     }
     let state = topo.dp.state();
+    let vip_key = conf::state::vip_stat_key("v");
     wait_until("counters published", Duration::from_secs(5), || {
-        state.vip_total(0, FlowStat::NewConnections) >= 300
+        state.vip_total(vip_key, FlowStat::NewConnections) >= 300
     });
     assert!(state.total(Counter::NewFlows) >= 300);
-    let per_backend: u64 = (0..plan.backends as u32)
-        .map(|b| state.backend_total(b, FlowStat::NewConnections))
-        .sum();
-    assert_eq!(per_backend, state.vip_total(0, FlowStat::NewConnections));
+    let members: Vec<(IpAddr, u16)> = (0..plan.backends)
+        .map(|i| (plan.backend(i).ip(), 8080))
+        .collect();
+    let ids = conf::tables::backend_ids("v", &members);
+    let per_backend: Vec<u64> = ids
+        .iter()
+        .map(|id| state.backend_total(*id, FlowStat::NewConnections))
+        .collect();
+    assert!(per_backend.iter().all(|n| *n > 0), "{per_backend:?}");
+    assert_eq!(
+        per_backend.iter().sum::<u64>(),
+        state.vip_total(vip_key, FlowStat::NewConnections)
+    );
     assert_eq!(state.total(Counter::DropNoBackend), 0);
 }
 
@@ -305,5 +315,115 @@ fn udp_vip_answers_requests_from_every_backend() {
         names.push(name.to_string());
     }
     check_spread(&names, 3, 150);
-    assert!(topo.dp.counter(Counter::NewFlows) >= 150);
+    wait_until("new flows counted", Duration::from_secs(5), || {
+        topo.dp.counter(Counter::NewFlows) >= 150
+    });
+}
+
+#[test]
+fn long_lived_connection_survives_adding_a_fourth_backend() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let plan = Plan {
+        tag: "lr4",
+        n: 91,
+        v6: false,
+        mode: "fullnat",
+        proto: "tcp",
+        backends: 3,
+    };
+    let topo = plan.start();
+    // The fourth backend already listens; only the config does not know it.
+    topo.bk.run(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{}/24", plan.backend(3).ip()),
+        "dev",
+        "lr4-int",
+    ]);
+    let _servers = TcpBackends::start(
+        &topo.bk.name,
+        &[
+            ("b0", plan.backend(0)),
+            ("b1", plan.backend(1)),
+            ("b2", plan.backend(2)),
+            ("b3", plan.backend(3)),
+        ],
+    );
+    let vip = plan.vip();
+    let (to_client, from_test) = std::sync::mpsc::channel::<&'static str>();
+    let (to_test, from_client) = std::sync::mpsc::channel::<String>();
+    let client = in_netns(&topo.cli.name, move || {
+        let s = connect_retry(vip, Duration::from_secs(10)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut reader = BufReader::new(s.try_clone().unwrap());
+        let mut hello = String::new();
+        reader.read_line(&mut hello).unwrap();
+        to_test.send(hello.trim().to_string()).unwrap();
+        let mut s = s;
+        let mut round = 0u32;
+        // Echo 256 KiB per round, byte-exact, until told to stop.
+        loop {
+            let chunk: Vec<u8> = (0..262_144u32)
+                .map(|i| (i.wrapping_mul(31).wrapping_add(round)) as u8)
+                .collect();
+            s.write_all(&chunk).unwrap();
+            let mut back = vec![0u8; chunk.len()];
+            reader.read_exact(&mut back).unwrap();
+            assert!(back == chunk, "echo differs in round {round}");
+            round += 1;
+            to_test.send(format!("round {round}")).unwrap();
+            if let Ok("stop") = from_test.recv() {
+                break;
+            }
+        }
+        round
+    });
+    let first = from_client
+        .recv_timeout(Duration::from_secs(20))
+        .expect("connection established");
+    let _ = from_client
+        .recv_timeout(Duration::from_secs(20))
+        .expect("first round");
+    to_client.send("go").unwrap();
+
+    // Add the fourth backend and reload.
+    let mut cfg = plan.config();
+    cfg += &format!(
+        "[[vip.backend]]\naddress = \"{}\"\nport = 8080\n",
+        plan.backend(3).ip()
+    );
+    let mut with_four = topo;
+    with_four.dp.reload(&cfg);
+    let state = with_four.dp.state();
+    wait_until("workers on generation 2", Duration::from_secs(10), || {
+        (0..state.n_workers()).all(|w| state.worker(w).unwrap().applied_generation() >= 2)
+    });
+    for _ in 0..4 {
+        let _ = from_client
+            .recv_timeout(Duration::from_secs(20))
+            .expect("round after reload");
+        to_client.send("go").unwrap();
+    }
+    let _ = from_client
+        .recv_timeout(Duration::from_secs(20))
+        .expect("last round");
+    to_client.send("stop").unwrap();
+    let rounds = client.join().expect("client thread");
+    assert!(rounds >= 5, "only {rounds} rounds");
+    assert!(first.starts_with('b'), "greeting {first:?}");
+
+    // New connections now use all four backends.
+    let lines = tcp_names(&with_four.cli.name, vip, 200);
+    let who: Vec<String> = lines
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect();
+    let t = tally(&who);
+    assert_eq!(
+        t.len(),
+        4,
+        "all four backends must get new connections: {t:?}"
+    );
+    assert_eq!(with_four.dp.counter(Counter::DropNoConntrack), 0);
 }

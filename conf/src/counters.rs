@@ -65,7 +65,19 @@ counters! {
     IcmpErrorsTranslated => "icmp_errors_translated", "ICMP errors about a tracked flow sent on to its other end";
     HandoffSent => "handoff_sent", "full-NAT replies passed to the worker that owns their local port";
     HandoffReceived => "handoff_received", "full-NAT replies received from another worker";
+    TablesAdopted => "tables_adopted", "table generations validated and adopted";
+    TablesRefused => "tables_refused", "published table generations refused by validation (old tables kept)";
     NeighborRequests => "neighbor_requests", "ARP requests and neighbor solicitations sent";
+    PpHeadersInserted => "pp_headers_inserted", "PROXY v2 headers sent to a backend for the first time (in a client segment or on their own)";
+    PpHeadersRetransmitted => "pp_headers_retransmitted", "PROXY v2 headers sent again: in a retransmitted first segment, or by the header retransmission timer";
+    PpHeadersStandalone => "pp_headers_standalone", "PROXY v2 headers sent without client data (proxy_protocol_send_on_connect)";
+    PpTlvsDroppedForSize => "pp_tlvs_dropped_for_size", "PROXY v2 TLVs left out because the header would exceed proxy_protocol_max_len";
+    PpSegmentsSplit => "pp_segments_split", "first segments whose payload was split so that header plus payload fit the backend's MSS";
+    PpSplitTailDeferred => "pp_split_tail_deferred", "rest of a split first segment not sent (no room): left for the client to retransmit";
+    PpSynDataStripped => "pp_syn_data_stripped", "data on a SYN (TCP Fast Open) to a PROXY VIP removed; the client sends it again";
+    PpMssClamped => "pp_mss_clamped", "backend SYN-ACK MSS options lowered by the PROXY header length";
+    PpRetransmitTimerFull => "pp_retransmit_timer_full", "standalone PROXY headers sent without a retransmission timer (timer list full)";
+    PpRetransmitGaveUp => "pp_retransmit_gave_up", "standalone PROXY headers still unacknowledged after every retransmission";
     DropTxFull => "drop_tx_full", "frames a port's TX queue did not accept";
     DropHostTxFull => "drop_host_tx_full", "frames a kernel twin's queue did not accept";
     DropMalformed => "drop_malformed", "frames that failed parsing (sum of the drop_<reason> below)";
@@ -122,6 +134,8 @@ counters! {
     DropNoAllocation => "drop_no_allocation", "no mbuf for a generated frame";
     DropMultiSegment => "drop_multi_segment", "chained mbuf (jumbo frames are not supported)";
     DropNoHostTwin => "drop_no_host_twin", "host-bound frame on a port without a kernel twin";
+    DropPpAheadOfHeader => "drop_pp_ahead_of_header", "client data beyond the first segment of a PROXY flow before the header could be written (first segment lost; the client retransmits)";
+    DropPpBadSegment => "drop_pp_bad_segment", "segment of a PROXY flow that could not be rewritten (layout, no room)";
 }
 
 #[cfg(test)]

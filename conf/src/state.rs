@@ -21,8 +21,8 @@
 //! 16   heartbeat      u64      atomic; poll-loop iterations, for liveness
 //! 24   counters       [u64; n_counters]  atomic; indexed by [`Counter`]
 //! (padded to 64)
-//!      vip stats      [[u64; 4]; MAX_VIPS]      atomic; by VIP id, see [`FlowStat`]
-//!      backend stats  [[u64; 4]; MAX_BACKENDS]  atomic; by backend id
+//!      vip stats      [[u64; 5]; MAX_VIPS]      atomic; keyed slots, see [`FlowStats`]
+//!      backend stats  [[u64; 5]; MAX_BACKENDS]  atomic; keyed slots
 //! ```
 //!
 //! Each worker is the only writer of its block, so counters are bumped with a
@@ -38,11 +38,25 @@ use memmap2::{Mmap, MmapMut};
 use crate::counters::Counter;
 
 /// Bumped whenever the byte layout or the counter list changes.
-pub const STATE_LAYOUT_VERSION: u32 = 2;
-/// VIP ids (positions in the config) that have statistics slots.
+pub const STATE_LAYOUT_VERSION: u32 = 3;
+/// Statistics slots for VIPs, per worker.
 pub const MAX_VIPS: usize = 4096;
-/// Backend ids that have statistics slots.
+/// Statistics slots for backends, per worker.
 pub const MAX_BACKENDS: usize = 65536;
+
+/// The statistics key of a VIP: a stable hash of its name, never 0.
+pub fn vip_stat_key(name: &str) -> u32 {
+    stat_key(crate::flowhash::siphash24(b"border-vip-stats", name.as_bytes()) as u32)
+}
+
+/// A statistics key from a stable 32-bit id (0 is reserved for "free").
+pub const fn stat_key(id: u32) -> u32 {
+    if id == 0 {
+        1
+    } else {
+        id
+    }
+}
 
 /// Per-VIP and per-backend statistics, four words per VIP or backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +89,8 @@ impl FlowStat {
     }
 }
 
-const FLOW_STATS: usize = FlowStat::ALL.len();
+/// Words per statistics slot: the key, then one per [`FlowStat`].
+const FLOW_WORDS: usize = 1 + FlowStat::ALL.len();
 const MAGIC: [u8; 8] = *b"BRDSTATE";
 const HEADER_LEN: usize = 128;
 const WORKER_FIXED: usize = 24;
@@ -138,7 +153,7 @@ fn counters_len() -> usize {
 }
 
 fn worker_stride() -> usize {
-    counters_len() + (MAX_VIPS + MAX_BACKENDS) * FLOW_STATS * 8
+    counters_len() + (MAX_VIPS + MAX_BACKENDS) * FLOW_WORDS * 8
 }
 
 enum Map {
@@ -354,19 +369,19 @@ impl StateRegion {
             .sum()
     }
 
-    /// One VIP statistic summed over workers.
-    pub fn vip_total(&self, vip_id: u32, stat: FlowStat) -> u64 {
+    /// One VIP statistic (by [`vip_stat_key`]) summed over workers.
+    pub fn vip_total(&self, key: u32, stat: FlowStat) -> u64 {
         (0..self.n_workers)
             .filter_map(|i| self.worker(i))
-            .map(|w| w.vip_stats().get(vip_id, stat))
+            .map(|w| w.vip_stats().total(key, stat))
             .sum()
     }
 
-    /// One backend statistic summed over workers.
-    pub fn backend_total(&self, backend_id: u32, stat: FlowStat) -> u64 {
+    /// One backend statistic (by backend id) summed over workers.
+    pub fn backend_total(&self, key: u32, stat: FlowStat) -> u64 {
         (0..self.n_workers)
             .filter_map(|i| self.worker(i))
-            .map(|w| w.backend_stats().get(backend_id, stat))
+            .map(|w| w.backend_stats().total(key, stat))
             .sum()
     }
 
@@ -425,16 +440,16 @@ impl<'a> WorkerState<'a> {
         }
     }
 
-    /// The worker's per-VIP statistics: `[vip_id * 4 + FlowStat]`.
+    /// The worker's per-VIP statistics.
     pub fn vip_stats(&self) -> FlowStats<'a> {
-        FlowStats(self.words(self.base + counters_len(), MAX_VIPS * FLOW_STATS))
+        FlowStats(self.words(self.base + counters_len(), MAX_VIPS * FLOW_WORDS))
     }
 
-    /// The worker's per-backend statistics: `[backend_id * 4 + FlowStat]`.
+    /// The worker's per-backend statistics.
     pub fn backend_stats(&self) -> FlowStats<'a> {
         FlowStats(self.words(
-            self.base + counters_len() + MAX_VIPS * FLOW_STATS * 8,
-            MAX_BACKENDS * FLOW_STATS,
+            self.base + counters_len() + MAX_VIPS * FLOW_WORDS * 8,
+            MAX_BACKENDS * FLOW_WORDS,
         ))
     }
 
@@ -443,37 +458,95 @@ impl<'a> WorkerState<'a> {
     }
 }
 
-/// Statistics of one worker indexed by VIP or backend id. Only the owning
-/// worker writes; ids beyond the table are ignored.
+/// Statistics of one worker: an open-addressing table of slots keyed by a
+/// stable 32-bit key (a VIP's [`vip_stat_key`], a backend's id), so counters
+/// follow a VIP or backend across table generations and config reorderings.
+/// Only the owning worker writes; it resolves keys to slots when it adopts a
+/// table ([`FlowStats::slot_for`]) and bumps slots by index on the fast path.
+/// Slots are never freed: a backend that comes back finds its counters.
 #[derive(Clone, Copy)]
 pub struct FlowStats<'a>(&'a [AtomicU64]);
 
 impl<'a> FlowStats<'a> {
     /// Statistics backed by leaked process memory, for tests and benchmarks.
-    pub fn detached(ids: usize) -> FlowStats<'static> {
-        let v: Vec<AtomicU64> = (0..ids * FLOW_STATS).map(|_| AtomicU64::new(0)).collect();
+    pub fn detached(slots: usize) -> FlowStats<'static> {
+        let v: Vec<AtomicU64> = (0..slots * FLOW_WORDS).map(|_| AtomicU64::new(0)).collect();
         FlowStats(Box::leak(v.into_boxed_slice()))
     }
 
+    fn slots(&self) -> usize {
+        self.0.len() / FLOW_WORDS
+    }
+
+    fn probe(&self, key: u32) -> impl Iterator<Item = usize> {
+        let n = self.slots();
+        let start = (u64::from(key).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize % n.max(1);
+        (0..n).map(move |i| (start + i) % n)
+    }
+
+    /// The slot of `key`, claiming a free one (counters zeroed) if it has
+    /// none. None when every slot is taken. Writer (owning worker) only.
+    pub fn slot_for(&self, key: u32) -> Option<u32> {
+        let key = u64::from(stat_key(key));
+        for slot in self.probe(key as u32) {
+            let w = &self.0[slot * FLOW_WORDS];
+            match w.load(Ordering::Acquire) {
+                k if k == key => return Some(slot as u32),
+                0 => {
+                    for word in &self.0[slot * FLOW_WORDS + 1..(slot + 1) * FLOW_WORDS] {
+                        word.store(0, Ordering::Relaxed);
+                    }
+                    w.store(key, Ordering::Release);
+                    return Some(slot as u32);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The slot of `key`, if it has one.
+    pub fn find(&self, key: u32) -> Option<u32> {
+        let key = u64::from(stat_key(key));
+        for slot in self.probe(key as u32) {
+            match self.0[slot * FLOW_WORDS].load(Ordering::Acquire) {
+                k if k == key => return Some(slot as u32),
+                0 => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
     #[inline]
-    pub fn add(&self, id: u32, stat: FlowStat, n: u64) {
-        if let Some(w) = self.0.get(id as usize * FLOW_STATS + stat as usize) {
+    fn word(&self, slot: u32, stat: FlowStat) -> Option<&AtomicU64> {
+        self.0.get(slot as usize * FLOW_WORDS + 1 + stat as usize)
+    }
+
+    #[inline]
+    pub fn add(&self, slot: u32, stat: FlowStat, n: u64) {
+        if let Some(w) = self.word(slot, stat) {
             w.store(w.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
         }
     }
 
     #[inline]
-    pub fn sub(&self, id: u32, stat: FlowStat, n: u64) {
-        if let Some(w) = self.0.get(id as usize * FLOW_STATS + stat as usize) {
+    pub fn sub(&self, slot: u32, stat: FlowStat, n: u64) {
+        if let Some(w) = self.word(slot, stat) {
             w.store(w.load(Ordering::Relaxed).wrapping_sub(n), Ordering::Relaxed);
         }
     }
 
+    /// A statistic by slot.
     #[inline]
-    pub fn get(&self, id: u32, stat: FlowStat) -> u64 {
-        self.0
-            .get(id as usize * FLOW_STATS + stat as usize)
+    pub fn get(&self, slot: u32, stat: FlowStat) -> u64 {
+        self.word(slot, stat)
             .map_or(0, |w| w.load(Ordering::Relaxed))
+    }
+
+    /// A statistic by key (0 when the key has no slot).
+    pub fn total(&self, key: u32, stat: FlowStat) -> u64 {
+        self.find(key).map_or(0, |s| self.get(s, stat))
     }
 }
 
@@ -532,22 +605,30 @@ mod tests {
         block.beat();
         w.worker(0).unwrap().set_applied_generation(7);
         w.set_run_state(RunState::Running);
+        let s1 = w.worker(1).unwrap().vip_stats().slot_for(7).unwrap();
         w.worker(1)
             .unwrap()
             .vip_stats()
-            .add(7, FlowStat::Packets, 3);
+            .add(s1, FlowStat::Packets, 3);
+        let s0 = w.worker(0).unwrap().vip_stats().slot_for(7).unwrap();
         w.worker(0)
             .unwrap()
             .vip_stats()
-            .add(7, FlowStat::Packets, 2);
+            .add(s0, FlowStat::Packets, 2);
+        let b = w
+            .worker(0)
+            .unwrap()
+            .backend_stats()
+            .slot_for(65535)
+            .unwrap();
         w.worker(0)
             .unwrap()
             .backend_stats()
-            .add(65535, FlowStat::Bytes, 9);
+            .add(b, FlowStat::Bytes, 9);
         w.worker(0)
             .unwrap()
             .backend_stats()
-            .add(65536, FlowStat::Bytes, 9);
+            .add(u32::MAX, FlowStat::Bytes, 9);
 
         let r = StateRegion::open(&p).unwrap();
         assert_eq!(r.n_workers(), 2);
@@ -563,10 +644,31 @@ mod tests {
         assert_eq!(
             r.backend_total(65536, FlowStat::Bytes),
             0,
-            "out of range ids are ignored"
+            "unknown keys read 0"
         );
+        assert_eq!(r.worker(0).unwrap().vip_stats().find(8), None);
         assert!(r.worker(2).is_none());
         std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn stat_slots_are_stable_and_bounded() {
+        let s = FlowStats::detached(8);
+        let a = s.slot_for(42).unwrap();
+        assert_eq!(s.slot_for(42), Some(a));
+        s.add(a, FlowStat::NewConnections, 2);
+        let keys: Vec<u32> = (100..107).collect();
+        let slots: Vec<u32> = keys.iter().map(|k| s.slot_for(*k).unwrap()).collect();
+        let mut all = slots.clone();
+        all.push(a);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 8, "distinct keys get distinct slots");
+        assert_eq!(s.slot_for(999), None, "full");
+        assert_eq!(s.total(42, FlowStat::NewConnections), 2);
+        assert_eq!(s.find(0), s.find(1), "key 0 is stored as 1");
+        assert_eq!(vip_stat_key("web"), vip_stat_key("web"));
+        assert_ne!(vip_stat_key("web"), vip_stat_key("web6"));
     }
 
     #[test]
@@ -590,7 +692,7 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         let e = StateRegion::open(&p).unwrap_err().to_string();
         assert!(
-            e.contains("layout version 99") && e.contains("speaks 2"),
+            e.contains("layout version 99") && e.contains("speaks 3"),
             "{e}"
         );
 

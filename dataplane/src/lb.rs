@@ -15,11 +15,12 @@ use conf::state::{FlowStat, FlowStats};
 use conf::Mode;
 use hashbrown::HashMap;
 
-use crate::conntrack::{Conntrack, Dir, FlowKey, InsertError, State, Timeouts};
+use crate::conntrack::{Conntrack, Dir, EntryId, FlowKey, InsertError, State, Timeouts};
 use crate::counters::Counters;
 use crate::nat;
 use crate::neigh::{Binding, NeighborSync, Neighbors, Resolution};
 use crate::pipeline::{PortInfo, Verdict};
+use crate::ppv2::{self, PpConfig, PpFlow, PpWorker};
 use crate::wire::{ip_proto, Fragment, Parsed};
 
 /// Local ports tried for one new full-NAT flow before giving up.
@@ -30,7 +31,10 @@ pub const EXPIRE_BUDGET: usize = 64;
 /// A backend as a worker needs it to forward.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BackendRt {
+    /// Stable backend id; also its statistics key.
     pub id: u32,
+    /// This worker's statistics slot for the backend (set on adoption).
+    pub stat_slot: u32,
     pub addr: IpAddr,
     pub port: u16,
     /// Data port that reaches the backend, and the next hop on it.
@@ -44,6 +48,10 @@ pub struct BackendRt {
 #[derive(Clone, Debug)]
 pub struct VipRt<'t> {
     pub id: u32,
+    /// Statistics key ([`conf::state::vip_stat_key`] of the name).
+    pub stat_key: u32,
+    /// This worker's statistics slot for the VIP (set on adoption).
+    pub stat_slot: u32,
     pub addr: IpAddr,
     pub port: u16,
     pub proto: u8,
@@ -51,6 +59,8 @@ pub struct VipRt<'t> {
     /// Maglev ring: indices into `backends`.
     pub ring: &'t [u32],
     pub backends: Vec<BackendRt>,
+    /// PROXY protocol v2 settings (off by default).
+    pub pp: PpConfig,
 }
 
 /// A full-NAT source pool entry: address, the data port it lives on, port range.
@@ -118,6 +128,8 @@ impl Routes {
 #[derive(Clone, Debug)]
 pub struct VipInput<'t> {
     pub id: u32,
+    /// Statistics key ([`conf::state::vip_stat_key`] of the name).
+    pub stat_key: u32,
     pub addr: IpAddr,
     pub port: u16,
     pub proto: u8,
@@ -125,6 +137,8 @@ pub struct VipInput<'t> {
     pub ring: &'t [u32],
     /// (backend id, address, port)
     pub backends: Vec<(u32, IpAddr, u16)>,
+    /// PROXY protocol v2 settings; `PpConfig::default()` is off.
+    pub pp: PpConfig,
 }
 
 type VipKey = (IpAddr, u16, u8);
@@ -170,6 +184,7 @@ impl<'t> Adopted<'t> {
                     };
                     BackendRt {
                         id,
+                        stat_slot: u32::MAX,
                         addr,
                         port,
                         out_port,
@@ -201,12 +216,15 @@ impl<'t> Adopted<'t> {
             }
             vips.push(VipRt {
                 id: v.id,
+                stat_key: v.stat_key,
+                stat_slot: u32::MAX,
                 addr: v.addr,
                 port: v.port,
                 proto: v.proto,
                 mode: v.mode,
                 ring,
                 backends,
+                pp: v.pp,
             });
         }
         Adopted {
@@ -274,8 +292,9 @@ pub enum Flow4or6 {
 /// What a worker remembers about one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowRec {
-    pub vip_id: u32,
-    pub backend_id: u32,
+    /// Statistics slots of the VIP and the backend (see `FlowStats`).
+    pub vip_slot: u32,
+    pub backend_slot: u32,
     pub mode: Mode,
     pub vip: (IpAddr, u16),
     pub client: (IpAddr, u16),
@@ -288,14 +307,19 @@ pub struct FlowRec {
     /// Where the backend is: out of this port via this next hop.
     pub backend_port: u16,
     pub backend_next_hop: IpAddr,
+    /// This connection's id: worker number in the top 16 bits, the
+    /// worker's connection counter below (the PPv2 `UNIQUE_ID`).
+    pub conn_id: u64,
+    /// PROXY protocol v2 state (off unless the VIP has it).
+    pub pp: PpFlow,
 }
 
 impl Default for FlowRec {
     fn default() -> Self {
         let any = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
         FlowRec {
-            vip_id: 0,
-            backend_id: 0,
+            vip_slot: u32::MAX,
+            backend_slot: u32::MAX,
             mode: Mode::FullNat,
             vip: (any, 0),
             client: (any, 0),
@@ -305,6 +329,8 @@ impl Default for FlowRec {
             client_mac: [0; 6],
             backend_port: 0,
             backend_next_hop: any,
+            conn_id: 0,
+            pp: PpFlow::default(),
         }
     }
 }
@@ -330,6 +356,10 @@ pub struct Lb {
     port_cursor: u32,
     pub requests: ArrayVec<NeighRequest, 32>,
     pub now_ms: u64,
+    /// Connections created by this worker (the low bits of `FlowRec::conn_id`).
+    conn_counter: u64,
+    /// Extra frames to send and PROXY header retransmission timers.
+    pub pp: PpWorker,
 }
 
 /// Which worker owns full-NAT local port `port` among `workers`.
@@ -419,11 +449,19 @@ impl Lb {
             port_cursor: worker as u32,
             requests: ArrayVec::new(),
             now_ms: 0,
+            conn_counter: 0,
+            pp: PpWorker::default(),
         }
     }
 
     /// Switches to a new table generation. Flows keep the backend they have.
-    pub fn adopt(&mut self, t: Adopted<'static>) {
+    pub fn adopt(&mut self, mut t: Adopted<'static>) {
+        for v in &mut t.vips {
+            v.stat_slot = self.vip_stats.slot_for(v.stat_key).unwrap_or(u32::MAX);
+            for b in &mut v.backends {
+                b.stat_slot = self.backend_stats.slot_for(b.id).unwrap_or(u32::MAX);
+            }
+        }
         // Make sure the next hops of every backend get resolved before the
         // first packet needs them.
         for v in &t.vips {
@@ -463,10 +501,23 @@ impl Lb {
             .drain_into(self.worker, &mut self.neighbors, now_ms);
         let (vs, bs) = (self.vip_stats, self.backend_stats);
         let freed = self.conntrack.expire(now_ms, EXPIRE_BUDGET, |e| {
-            vs.sub(e.value.vip_id, FlowStat::ActiveConnections, 1);
-            bs.sub(e.value.backend_id, FlowStat::ActiveConnections, 1);
+            vs.sub(e.value.vip_slot, FlowStat::ActiveConnections, 1);
+            bs.sub(e.value.backend_slot, FlowStat::ActiveConnections, 1);
         });
         counters.add(Counter::ConntrackExpired, freed as u64);
+        let (ct, pp) = (&self.conntrack, &mut self.pp);
+        pp.timers.tick(
+            now_ms,
+            |id, conn_id| {
+                let live = ct.is_live(id) && !ct.get(id).is_expired(now_ms) && !ct.is_closing(id);
+                match ct.get(id).value {
+                    v if live && v.conn_id == conn_id => v.pp.pending(),
+                    _ => ppv2::queue::Pending::Done,
+                }
+            },
+            &mut pp.emits,
+            counters,
+        );
     }
 
     fn owner(&self, local_port: u16) -> usize {
@@ -474,14 +525,19 @@ impl Lb {
     }
 
     /// Handles load-balancer traffic. `None`: not ours, let the slow path decide.
+    ///
+    /// The frame is `buf[..len]`; the rest of `buf` is room it may grow into
+    /// (a PROXY header), so a `Send` may carry a larger length.
     pub fn handle(
         &mut self,
-        frame: &mut [u8],
+        buf: &mut [u8],
+        len: usize,
         p: &Parsed,
         in_port: usize,
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Option<Verdict> {
+        let frame = buf.get_mut(..len)?;
         let tables = self.tables.as_ref()?;
         let v6 = p.l3 == crate::wire::L3Kind::Ipv6;
         let l3 = p.l3_offset;
@@ -520,7 +576,7 @@ impl Lb {
             proto,
         };
         if let Some(vi) = tables.vip_index(dst, t.dport, proto) {
-            return Some(self.client_packet(frame, p, in_port, vi, t, ports, counters));
+            return Some(self.client_packet(buf, len, p, in_port, vi, t, ports, counters));
         }
         if is_vip_addr {
             return Some(drop(counters, Counter::DropVipUnhandled));
@@ -543,7 +599,8 @@ impl Lb {
     #[allow(clippy::too_many_arguments)]
     fn client_packet(
         &mut self,
-        frame: &mut [u8],
+        buf: &mut [u8],
+        len: usize,
         p: &Parsed,
         in_port: usize,
         vi: u32,
@@ -551,6 +608,9 @@ impl Lb {
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Verdict {
+        let Some(frame) = buf.get_mut(..len) else {
+            return drop(counters, Counter::DropSlowpathUnhandled);
+        };
         if !p.tcp_flags_valid {
             return drop(counters, Counter::DropBadTcpFlags);
         }
@@ -573,14 +633,14 @@ impl Lb {
                 found = None;
             }
         }
-        let rec = match found {
+        let (rec, id) = match found {
             Some((id, _)) => {
                 if t.proto == ip_proto::TCP {
                     self.conntrack.update_tcp(id, Dir::Original, flags, now);
                 } else {
                     self.conntrack.touch(id, now);
                 }
-                self.conntrack.get(id).value
+                (self.conntrack.get(id).value, Some(id))
             }
             None => {
                 if t.proto == ip_proto::TCP && !syn_only {
@@ -593,12 +653,12 @@ impl Lb {
                         return drop(counters, Counter::DropNoConntrack);
                     }
                     match self.new_flow(vi, t, in_port, frame, counters) {
-                        Ok(rec) => rec,
+                        Ok(r) => r,
                         Err(v) => return v,
                     }
                 } else {
                     match self.new_flow(vi, t, in_port, frame, counters) {
-                        Ok(rec) => rec,
+                        Ok(r) => r,
                         Err(v) => return v,
                     }
                 }
@@ -612,18 +672,63 @@ impl Lb {
         if nat::rewrite_addrs(frame, p, new_src, Some(rec.backend)).is_err() {
             return drop(counters, Counter::DropSlowpathUnhandled);
         }
-        self.vip_stats.add(rec.vip_id, FlowStat::Packets, 1);
-        self.vip_stats.add(rec.vip_id, FlowStat::Bytes, len as u64);
-        self.backend_stats.add(rec.backend_id, FlowStat::Packets, 1);
+        self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
+        self.vip_stats
+            .add(rec.vip_slot, FlowStat::Bytes, len as u64);
         self.backend_stats
-            .add(rec.backend_id, FlowStat::Bytes, len as u64);
-        self.send_via(
+            .add(rec.backend_slot, FlowStat::Packets, 1);
+        self.backend_stats
+            .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        let v = self.send_via(
             frame,
             rec.backend_port as usize,
             rec.backend_next_hop,
             ports,
             counters,
-        )
+        );
+        match (v, id) {
+            (Verdict::Send { port, len }, Some(id)) if rec.pp.is_on() => {
+                self.pp_client(id, &rec, buf, len, p, port, counters)
+            }
+            _ => v,
+        }
+    }
+
+    /// PROXY protocol v2 on a client segment about to go to the backend
+    /// (see [`ppv2::flow`]); the flow's state is written back.
+    #[allow(clippy::too_many_arguments)]
+    fn pp_client(
+        &mut self,
+        id: EntryId,
+        rec: &FlowRec,
+        buf: &mut [u8],
+        len: usize,
+        p: &Parsed,
+        port: usize,
+        counters: &mut Counters,
+    ) -> Verdict {
+        let mut pp = rec.pp;
+        let ends = ppv2::Ends {
+            client: rec.client,
+            vip: rec.vip,
+            conn_id: rec.conn_id,
+        };
+        let r = pp.client_segment(
+            &ends,
+            buf,
+            len,
+            p,
+            port,
+            id,
+            self.now_ms,
+            &mut self.pp,
+            counters,
+        );
+        self.conntrack.get_mut(id).value.pp = pp;
+        match r {
+            Ok(len) => Verdict::Send { port, len },
+            Err(c) => drop(counters, c),
+        }
     }
 
     fn new_flow(
@@ -633,7 +738,7 @@ impl Lb {
         in_port: usize,
         frame: &[u8],
         counters: &mut Counters,
-    ) -> Result<FlowRec, Verdict> {
+    ) -> Result<(FlowRec, Option<EntryId>), Verdict> {
         let tables = self.tables.as_ref().expect("handle checked tables");
         let vip = &tables.vips[vi as usize];
         let Some(bi) = tables.pick(vip, &t.hash_input()) else {
@@ -646,8 +751,8 @@ impl Lb {
         let mut client_mac = [0u8; 6];
         client_mac.copy_from_slice(&frame[6..12]);
         let mut rec = FlowRec {
-            vip_id: vip.id,
-            backend_id: b.id,
+            vip_slot: vip.stat_slot,
+            backend_slot: b.stat_slot,
             mode: vip.mode,
             vip: (vip.addr, vip.port),
             client: (t.src, t.sport),
@@ -657,7 +762,14 @@ impl Lb {
             client_mac,
             backend_port: b.out_port as u16,
             backend_next_hop: b.next_hop,
+            conn_id: (self.worker as u64) << 48 | (self.conn_counter & 0xFFFF_FFFF_FFFF),
+            pp: if t.proto == ip_proto::TCP {
+                PpFlow::new(vip.pp, t.src.is_ipv6())
+            } else {
+                PpFlow::default()
+            },
         };
+        self.conn_counter += 1;
         let orig = t.key();
         let now = self.now_ms;
         let state = if t.proto == ip_proto::TCP {
@@ -667,8 +779,8 @@ impl Lb {
         };
         let (vs, bs) = (self.vip_stats, self.backend_stats);
         let on_free = |e: &crate::conntrack::Entry<FlowRec>| {
-            vs.sub(e.value.vip_id, FlowStat::ActiveConnections, 1);
-            bs.sub(e.value.backend_id, FlowStat::ActiveConnections, 1);
+            vs.sub(e.value.vip_slot, FlowStat::ActiveConnections, 1);
+            bs.sub(e.value.backend_slot, FlowStat::ActiveConnections, 1);
         };
         let id = match vip.mode {
             Mode::Dnat => {
@@ -727,22 +839,24 @@ impl Lb {
         };
         if id.is_some() {
             self.vip_stats
-                .add(rec.vip_id, FlowStat::ActiveConnections, 1);
+                .add(rec.vip_slot, FlowStat::ActiveConnections, 1);
             self.backend_stats
-                .add(rec.backend_id, FlowStat::ActiveConnections, 1);
+                .add(rec.backend_slot, FlowStat::ActiveConnections, 1);
         }
         counters.inc(Counter::NewFlows);
-        self.vip_stats.add(rec.vip_id, FlowStat::NewConnections, 1);
+        self.vip_stats
+            .add(rec.vip_slot, FlowStat::NewConnections, 1);
         self.backend_stats
-            .add(rec.backend_id, FlowStat::NewConnections, 1);
-        Ok(rec)
+            .add(rec.backend_slot, FlowStat::NewConnections, 1);
+        Ok((rec, id))
     }
 
     fn forget(&mut self, id: crate::conntrack::EntryId) {
         let v = self.conntrack.get(id).value;
-        self.vip_stats.sub(v.vip_id, FlowStat::ActiveConnections, 1);
+        self.vip_stats
+            .sub(v.vip_slot, FlowStat::ActiveConnections, 1);
         self.backend_stats
-            .sub(v.backend_id, FlowStat::ActiveConnections, 1);
+            .sub(v.backend_slot, FlowStat::ActiveConnections, 1);
         self.conntrack.remove(id);
     }
 
@@ -766,7 +880,7 @@ impl Lb {
             .conntrack
             .lookup(&key, now)
             .filter(|(_, d)| *d == Dir::Reply);
-        let rec = match found {
+        let (rec, id) = match found {
             Some((id, _)) => {
                 if t.proto == ip_proto::TCP {
                     let flags = p.tcp_flags.map_or(0, |f| f.0);
@@ -774,7 +888,7 @@ impl Lb {
                 } else {
                     self.conntrack.touch(id, now);
                 }
-                self.conntrack.get(id).value
+                (self.conntrack.get(id).value, id)
             }
             None if to_local => {
                 let owner = self.owner(t.dport);
@@ -793,11 +907,21 @@ impl Lb {
         if nat::rewrite_addrs(frame, p, Some(rec.vip), new_dst).is_err() {
             return drop(counters, Counter::DropSlowpathUnhandled);
         }
-        self.vip_stats.add(rec.vip_id, FlowStat::Packets, 1);
-        self.vip_stats.add(rec.vip_id, FlowStat::Bytes, len as u64);
-        self.backend_stats.add(rec.backend_id, FlowStat::Packets, 1);
+        self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
+        self.vip_stats
+            .add(rec.vip_slot, FlowStat::Bytes, len as u64);
         self.backend_stats
-            .add(rec.backend_id, FlowStat::Bytes, len as u64);
+            .add(rec.backend_slot, FlowStat::Packets, 1);
+        self.backend_stats
+            .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        if rec.pp.is_on() {
+            let mut pp = rec.pp;
+            let r = pp.backend_segment(frame, p, counters);
+            self.conntrack.get_mut(id).value.pp = pp;
+            if let Err(c) = r {
+                return drop(counters, c);
+            }
+        }
         let out = rec.client_port as usize;
         let Some(port) = ports.get(out) else {
             return drop(counters, Counter::DropNoRoute);

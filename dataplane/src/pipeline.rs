@@ -225,8 +225,8 @@ impl Pipeline {
             }
             PortRole::Data { twin } => {
                 self.counters.inc(Counter::RxPackets);
-                self.counters.add(Counter::RxBytes, frame.len() as u64);
-                self.data_port_frame(in_port, twin, frame)
+                self.counters.add(Counter::RxBytes, len as u64);
+                self.data_port_frame(in_port, twin, buf, len)
             }
         }
     }
@@ -289,10 +289,17 @@ impl Pipeline {
         }
     }
 
-    fn data_port_frame(&mut self, in_port: usize, twin: Option<usize>, frame: &mut [u8]) -> Verdict {
+    /// The frame is `buf[..len]`; the rest of `buf` is room to grow into.
+    fn data_port_frame(
+        &mut self,
+        in_port: usize,
+        twin: Option<usize>,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Verdict {
         let port = &self.ports[in_port];
         let mac = port.mac;
-        let len = frame.len();
+        let frame = &mut buf[..len];
         if len < wire::ethernet::HEADER_LEN {
             return self.slow_drop(SlowDrop::Malformed(Malformed::TruncatedEthernet));
         }
@@ -316,10 +323,10 @@ impl Pipeline {
                     counters,
                     ..
                 } = self;
-                if let Some(v) = lb.handle(frame, &parsed, in_port, ports, counters) {
+                if let Some(v) = lb.handle(buf, len, &parsed, in_port, ports, counters) {
                     return v;
                 }
-                self.local_ip(in_port, twin, frame, &parsed, group)
+                self.local_ip(in_port, twin, &mut buf[..len], &parsed, group)
             }
             L3Kind::Ipv4 | L3Kind::Ipv6 => self.local_ip(in_port, twin, frame, &parsed, group),
             L3Kind::Other(_) => self.drop(Counter::DropUnknownEthertype),

@@ -18,11 +18,13 @@ use crate::host;
 use crate::io::BURST;
 use crate::io_dpdk::DpdkPorts;
 use crate::lb::Lb;
+use crate::lb::Routes;
 use crate::neigh::NeighborSync;
 use crate::pipeline::{ports_from_config, Pipeline};
 use crate::plan::eal_plan;
-use crate::standalone::{adopted_from_config, OneShot};
+use crate::tables_source::{reader_inbox, ReaderInbox, ShmTables};
 use crate::worker::{Clock, Handoff, Poll, Worker};
+use conf::tables::{tables_path, GenerationBuilder, TablesReader, TablesWriter};
 
 /// Milliseconds from the TSC: no system call on the worker's path.
 struct TscClock {
@@ -134,6 +136,40 @@ impl From<dpdk_ffi::DpdkError> for RunError {
     }
 }
 
+/// SIGHUP: re-read the config file and, in standalone mode, publish it.
+fn reload_config(
+    opts: &RunOptions,
+    live: &mut Config,
+    publisher: Option<&mut Publisher>,
+    state: &StateRegion,
+) {
+    let Some(publisher) = publisher else {
+        warn!("SIGHUP ignored: tables come from border-mgmt (reload it there, or run with --standalone)");
+        return;
+    };
+    let Some(path) = &opts.config_path else {
+        return;
+    };
+    let new = match Config::from_file(path) {
+        Ok(c) => c,
+        Err(e) => {
+            error!(error = %e, "reload refused: invalid config; the running tables stay");
+            return;
+        }
+    };
+    if let Err(what) = reloadable(live, &new) {
+        error!(section = %what, "reload refused: only [[vip]] changes apply without a restart");
+        return;
+    }
+    match publisher.publish(&new, state) {
+        Ok(g) => {
+            info!(generation = g, "config reloaded");
+            *live = new;
+        }
+        Err(e) => error!(error = %e, "reload failed; the running tables stay"),
+    }
+}
+
 fn port_err(port: &str, device: &str) -> impl FnOnce(dpdk_ffi::DpdkError) -> RunError {
     let (port, device) = (port.to_string(), device.to_string());
     move |source| RunError::Port {
@@ -143,9 +179,104 @@ fn port_err(port: &str, device: &str) -> impl FnOnce(dpdk_ffi::DpdkError) -> Run
     }
 }
 
+/// How border-dp gets its tables.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Publish tables from the config file ourselves (and reload it on
+    /// SIGHUP) instead of following border-mgmt's tables region.
+    pub standalone: bool,
+    /// The config file, re-read on SIGHUP in standalone mode.
+    pub config_path: Option<PathBuf>,
+}
+
+/// Arena bytes for a standalone tables region: room for every VIP block
+/// several times over, so reloads never wait for reclamation.
+fn arena_bytes(cfg: &Config) -> u64 {
+    let per_generation: u64 = cfg
+        .vips
+        .iter()
+        .map(|v| {
+            512 + u64::from(v.maglev_table_size) * 4
+                + v.backends.len() as u64 * 32
+                + v.name.len() as u64
+        })
+        .sum::<u64>()
+        + 64
+        + 32 * cfg.vips.len() as u64;
+    (per_generation * 8).max(16 << 20)
+}
+
+/// The standalone publisher: builds generations from the config file.
+struct Publisher {
+    writer: TablesWriter,
+    builder: GenerationBuilder,
+}
+
+impl Publisher {
+    fn create(cfg: &Config) -> Result<Publisher, RunError> {
+        let path = tables_path(&cfg.instance);
+        let writer = TablesWriter::create(&path, arena_bytes(cfg))
+            .map_err(|e| RunError::Tables(e.to_string()))?;
+        Ok(Publisher {
+            writer,
+            builder: GenerationBuilder::new(),
+        })
+    }
+
+    fn publish(&mut self, cfg: &Config, state: &StateRegion) -> Result<u64, RunError> {
+        let gen = self
+            .builder
+            .build(cfg, &conf::tables::no_overrides)
+            .map_err(|e| RunError::Tables(e.to_string()))?;
+        let quiescent: Vec<u64> = (0..state.n_workers())
+            .filter_map(|w| state.worker(w))
+            .map(|w| w.applied_generation())
+            .collect();
+        let stats = self
+            .writer
+            .publish(&gen, &quiescent)
+            .map_err(|e| RunError::Tables(e.to_string()))?;
+        info!(
+            generation = stats.generation,
+            blocks_written = stats.blocks_written,
+            bytes_written = stats.bytes_written,
+            "tables published"
+        );
+        Ok(stats.generation)
+    }
+}
+
+/// What a reload may change: VIPs and backends. Everything else needs a restart.
+fn reloadable(old: &Config, new: &Config) -> Result<(), String> {
+    if old.instance != new.instance {
+        return Err("instance".into());
+    }
+    if old.dataplane != new.dataplane {
+        return Err("[dataplane]".into());
+    }
+    if old.ports != new.ports {
+        return Err("[[port]]".into());
+    }
+    Ok(())
+}
+
+/// Opens one reader per worker and hands them over (a new or replaced region).
+fn hand_readers(
+    path: &std::path::Path,
+    inboxes: &[ReaderInbox],
+) -> Result<TablesReader, conf::tables::TablesError> {
+    let watch = TablesReader::open(path)?;
+    for inbox in inboxes {
+        let r = TablesReader::open(path)?;
+        // The inbox holds one reader; a stale one not yet picked up is replaced.
+        let _ = inbox.force_push(r);
+    }
+    Ok(watch)
+}
+
 /// Runs border-dp until SIGINT/SIGTERM. Returns after ports are stopped and
 /// EAL is cleaned up.
-pub fn run(cfg: &Config) -> Result<(), RunError> {
+pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     let terminate = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // A second signal while shutting down ends the process at once.
@@ -153,7 +284,15 @@ pub fn run(cfg: &Config) -> Result<(), RunError> {
             .map_err(RunError::Signals)?;
         signal_hook::flag::register(sig, terminate.clone()).map_err(RunError::Signals)?;
     }
+    let reload = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
+        .map_err(RunError::Signals)?;
     let _lock = InstanceLock::acquire(&cfg.instance)?;
+    let mut publisher = if opts.standalone {
+        Some(Publisher::create(cfg)?)
+    } else {
+        None
+    };
 
     let plan = eal_plan(cfg, true);
     info!(args = ?plan.args, "starting EAL");
@@ -220,8 +359,18 @@ pub fn run(cfg: &Config) -> Result<(), RunError> {
         PollMode::Busy => Poll::Busy,
         PollMode::Adaptive => Poll::Adaptive,
     };
-    let first_tables =
-        adopted_from_config(cfg, 1).map_err(|e| RunError::Tables(format!("{e:?}")))?;
+    let tables_file = tables_path(&cfg.instance);
+    let inboxes: Vec<ReaderInbox> = lcores.iter().map(|_| reader_inbox()).collect();
+    if let Some(p) = publisher.as_mut() {
+        p.publish(cfg, &state)?;
+    }
+    let mut watch = match hand_readers(&tables_file, &inboxes) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            info!(path = %tables_file.display(), reason = %e, "waiting for border-mgmt to publish tables");
+            None
+        }
+    };
     let sync = NeighborSync::new(lcores.len());
     let handoff = Handoff::new(lcores.len());
     let per_ms = (dpdk_ffi::tsc_hz() / 1000).max(1);
@@ -241,7 +390,8 @@ pub fn run(cfg: &Config) -> Result<(), RunError> {
         };
         let (rx, tx) = queues.into_iter().unzip();
         let io = DpdkPorts::new(rx, tx, pool.clone());
-        let tables = first_tables.clone();
+        let inbox = inboxes[w].clone();
+        let routes = Routes::from_config(cfg);
         let (state, stop, guard) = (state.clone(), stop.clone(), ExitGuard(exited.clone()));
         let (sync, handoff) = (sync.clone(), handoff.clone());
         let (capacity, timeouts) = (
@@ -269,7 +419,14 @@ pub fn run(cfg: &Config) -> Result<(), RunError> {
             let pipeline = Pipeline::new(ports_info, lb);
             let counters = block.counters();
             let clock = TscClock { per_ms };
-            let mut worker = Worker::new(io, pipeline, poll, clock, OneShot(Some(tables)), handoff);
+            let quiescent = state.clone();
+            let applied = Box::new(move |g| {
+                if let Some(b) = quiescent.worker(w) {
+                    b.set_applied_generation(g);
+                }
+            });
+            let tables = ShmTables::new(inbox, routes, applied);
+            let mut worker = Worker::new(io, pipeline, poll, clock, tables, handoff);
             worker.run(&counters, &stop);
             0
         });
@@ -295,11 +452,43 @@ pub fn run(cfg: &Config) -> Result<(), RunError> {
             Ok(())
         }
     };
+    let mut ticks = 0u64;
+    let mut refused_seen = 0;
+    let mut live_cfg = cfg.clone();
     while outcome.is_ok() && !terminate.load(Ordering::Relaxed) {
         if exited.load(Ordering::SeqCst) > 0 {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
+        ticks += 1;
+        if reload.swap(false, Ordering::Relaxed) {
+            reload_config(opts, &mut live_cfg, publisher.as_mut(), &state);
+        }
+        // Follow the region: it may appear (mgmt started) or be replaced.
+        if ticks % 10 == 0 {
+            let stale = watch.as_ref().is_none_or(|w| w.replaced());
+            if stale {
+                match hand_readers(&tables_file, &inboxes) {
+                    Ok(r) => {
+                        info!(path = %tables_file.display(), generation = r.current().generation, "attached to tables region");
+                        watch = Some(r);
+                    }
+                    Err(_) if watch.is_some() => {
+                        warn!(path = %tables_file.display(), "tables region gone; forwarding on the last tables");
+                        watch = None;
+                    }
+                    Err(_) => {}
+                }
+            }
+            let refused = state.total(conf::counters::Counter::TablesRefused);
+            if refused > refused_seen {
+                error!(
+                    refused,
+                    "workers refused a published table generation (kept the previous one)"
+                );
+                refused_seen = refused;
+            }
+        }
     }
     if outcome.is_ok() && terminate.load(Ordering::Relaxed) {
         info!("signal received, stopping workers");

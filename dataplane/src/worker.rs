@@ -46,11 +46,23 @@ pub trait Clock: Send {
     fn now_ms(&self) -> u64;
 }
 
+/// What a [`TableSource`] has for the worker.
+pub enum TablePoll {
+    /// Nothing new.
+    Nothing,
+    /// A validated generation to adopt.
+    New(Adopted<'static>),
+    /// A new generation was published but failed validation; the worker
+    /// keeps its tables and counts the refusal.
+    Refused,
+}
+
 /// Where a worker finds table generations.
 pub trait TableSource: Send {
-    /// A newer generation than `current`, ready to adopt, if there is one.
-    /// Called once per poll iteration: must be cheap when nothing changed.
-    fn poll(&mut self, current: Option<u64>) -> Option<Adopted<'static>>;
+    /// A generation other than `current`, validated and ready to adopt, if
+    /// there is one. Called once per poll iteration: must be cheap when
+    /// nothing changed.
+    fn poll(&mut self, current: Option<u64>) -> TablePoll;
     /// Called after a generation was adopted (the worker's quiescent state).
     fn adopted(&mut self, _generation: u64) {}
 }
@@ -59,8 +71,8 @@ pub trait TableSource: Send {
 pub struct NoTables;
 
 impl TableSource for NoTables {
-    fn poll(&mut self, _current: Option<u64>) -> Option<Adopted<'static>> {
-        None
+    fn poll(&mut self, _current: Option<u64>) -> TablePoll {
+        TablePoll::Nothing
     }
 }
 
@@ -134,10 +146,15 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
     /// (received or handed over).
     pub fn poll_once(&mut self) -> usize {
         let now = self.clock.now_ms();
-        if let Some(t) = self.tables.poll(self.pipeline.lb.generation()) {
-            let g = t.generation;
-            self.pipeline.lb.adopt(t);
-            self.tables.adopted(g);
+        match self.tables.poll(self.pipeline.lb.generation()) {
+            TablePoll::Nothing => {}
+            TablePoll::New(t) => {
+                let g = t.generation;
+                self.pipeline.lb.adopt(t);
+                self.tables.adopted(g);
+                self.pipeline.counters.inc(Counter::TablesAdopted);
+            }
+            TablePoll::Refused => self.pipeline.counters.inc(Counter::TablesRefused),
         }
         let Worker {
             io,
@@ -157,6 +174,9 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 let len = frame.data().len();
                 let verdict = pipeline.process_buf(port, frame.buf_mut(), len);
                 dispatch(io, pipeline, tx, handoff, frame, len, verdict);
+                if !pipeline.lb.pp.emits.is_empty() {
+                    send_emits(io, pipeline, tx);
+                }
             }
         }
         for port in 0..tx.len() {
@@ -170,9 +190,13 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                     pipeline.refuse(port, Counter::DropMultiSegment)
                 };
                 dispatch(io, pipeline, tx, handoff, frame, len, verdict);
+                if !pipeline.lb.pp.emits.is_empty() {
+                    send_emits(io, pipeline, tx);
+                }
             }
         }
         send_requests(io, pipeline, tx);
+        send_emits(io, pipeline, tx);
         for (port, burst) in tx.iter_mut().enumerate() {
             flush(io, pipeline, burst, port);
         }
@@ -242,6 +266,38 @@ fn dispatch<P: PortIo>(
 /// records it while handling the frame.
 fn frame_port_hint(pipeline: &Pipeline) -> usize {
     pipeline.last_in_port()
+}
+
+/// Queues the extra frames the pipeline asked for (the rest of a split
+/// segment, PROXY header retransmissions) right behind what it sent, so a
+/// split segment's parts leave in order.
+fn send_emits<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [Burst<P::Frame>]) {
+    while let Some((port, bytes)) = pipeline.lb.pp.emits.front() {
+        let Some(burst) = tx.get_mut(port) else {
+            pipeline.lb.pp.emits.pop();
+            continue;
+        };
+        let Some(mut frame) = io.alloc(bytes.len()) else {
+            pipeline.lb.pp.emits.pop();
+            pipeline.counters.inc(Counter::DropNoAllocation);
+            continue;
+        };
+        let n = bytes.len();
+        match frame.data_mut().get_mut(..n) {
+            Some(d) => d.copy_from_slice(bytes),
+            None => {
+                pipeline.lb.pp.emits.pop();
+                pipeline.counters.inc(Counter::DropNoAllocation);
+                continue;
+            }
+        }
+        frame.set_len(n);
+        pipeline.lb.pp.emits.pop();
+        if burst.is_full() {
+            flush(io, pipeline, burst, port);
+        }
+        burst.push(frame);
+    }
 }
 
 /// Writes and queues the ARP requests / neighbour solicitations the pipeline asked for.

@@ -17,6 +17,10 @@ struct Args {
     /// Validate FILE, print OK or the first error, and exit.
     #[arg(long, value_name = "FILE", conflicts_with = "config")]
     check_config: Option<PathBuf>,
+    /// Build and publish the load-balancing tables from the config file
+    /// (re-read on SIGHUP) instead of following border-mgmt's tables.
+    #[arg(long)]
+    standalone: bool,
 }
 
 fn main() -> ExitCode {
@@ -32,7 +36,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return border::fail("border-dp", &e),
     };
-    match dataplane::run::run(&cfg) {
+    let opts = dataplane::run::RunOptions {
+        standalone: args.standalone,
+        config_path: Some(path),
+    };
+    match dataplane::run::run(&cfg, &opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => border::fail("border-dp", &e),
     }

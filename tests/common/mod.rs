@@ -139,6 +139,7 @@ pub struct BorderDp {
     child: Option<Child>,
     pub instance: String,
     pub log: PathBuf,
+    pub config: PathBuf,
 }
 
 impl BorderDp {
@@ -150,7 +151,14 @@ impl BorderDp {
         let log = dir.path("border-dp.log");
         let logf = std::fs::File::create(&log).unwrap();
         let child = Command::new("ip")
-            .args(["netns", "exec", &ns.name, border_dp_bin(), "--config"])
+            .args([
+                "netns",
+                "exec",
+                &ns.name,
+                border_dp_bin(),
+                "--standalone",
+                "--config",
+            ])
             .arg(&cfg)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -162,6 +170,7 @@ impl BorderDp {
             child: Some(child),
             instance: instance.to_string(),
             log,
+            config: cfg,
         };
         dp.wait_running();
         dp
@@ -184,6 +193,13 @@ impl BorderDp {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Rewrites the config file and sends SIGHUP.
+    pub fn reload(&mut self, config: &str) {
+        std::fs::write(&self.config, config).unwrap();
+        // SAFETY: kill(2) on the pid of our live child.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGHUP) };
     }
 
     pub fn pid(&self) -> u32 {
