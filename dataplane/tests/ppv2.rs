@@ -372,7 +372,11 @@ fn decode(frame: &[u8]) -> Seen {
         }
         Some(NetSlice::Ipv6(ip)) => {
             let h = ip.header();
-            assert_eq!(usize::from(h.payload_length()) + 54, frame.len(), "IPv6 length");
+            assert_eq!(
+                usize::from(h.payload_length()) + 54,
+                frame.len(),
+                "IPv6 length"
+            );
             (
                 h.source_addr().into(),
                 h.destination_addr().into(),
@@ -431,7 +435,11 @@ fn crc32c_bitwise(data: &[u8]) -> u32 {
     for &b in data {
         c ^= u32::from(b);
         for _ in 0..8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
         }
     }
     !c
@@ -639,7 +647,12 @@ impl Conn {
 
 /// SYN, SYN-ACK (backend MSS `bmss`), ACK. Returns the connection and the
 /// MSS the client was told.
-fn handshake(n: &mut Node, client: SocketAddr, vip: SocketAddr, bmss: Option<u16>) -> (Conn, Option<u16>) {
+fn handshake(
+    n: &mut Node,
+    client: SocketAddr,
+    vip: SocketAddr,
+    bmss: Option<u16>,
+) -> (Conn, Option<u16>) {
     let syn = n.one(&Seg::client(client, vip, f::SYN, ISN, 0).mss(1460));
     assert_eq!(syn.seq, ISN, "the SYN is not shifted");
     assert_eq!(syn.mss, Some(1460), "the client's MSS is left alone");
@@ -658,7 +671,11 @@ fn handshake(n: &mut Node, client: SocketAddr, vip: SocketAddr, bmss: Option<u16
     let clamped = sa.mss;
     if vip.port() != 25 {
         assert_eq!(ack.len(), 1);
-        assert_eq!(ack[0].seq, ISN.wrapping_add(1), "a bare ACK before any data is not shifted");
+        assert_eq!(
+            ack[0].seq,
+            ISN.wrapping_add(1),
+            "a bare ACK before any data is not shifted"
+        );
         assert!(ack[0].payload.is_empty());
     }
     (conn, clamped)
@@ -684,18 +701,25 @@ fn first_segment_carries_the_header_and_the_stream_is_translated() {
     let rec = n.flow(client, vip4());
     let mut hex = [0u8; 16];
     dataplane::ppv2::header::write_hex(&mut hex, rec.conn_id);
-    assert_eq!(d.unique_id.as_deref(), Some(&hex[..]), "UNIQUE_ID is the connection record's id");
+    assert_eq!(
+        d.unique_id.as_deref(),
+        Some(&hex[..]),
+        "UNIQUE_ID is the connection record's id"
+    );
     let l = d.len as u32;
-    assert_eq!(&got.payload[d.len..], req, "the payload follows the header intact");
+    assert_eq!(
+        &got.payload[d.len..],
+        req,
+        "the payload follows the header intact"
+    );
     assert_eq!(n.counter(Counter::PpHeadersInserted), 1);
 
     // The backend acknowledges header and data, SACKs something further on.
     let end = c1.wrapping_add(l + req.len() as u32);
-    let back = n.one(
-        &conn
-            .b(f::ACK, BISN + 1, end)
-            .sack(&[(end.wrapping_add(100), end.wrapping_add(200)), (c1.wrapping_add(3), end)]),
-    );
+    let back = n.one(&conn.b(f::ACK, BISN + 1, end).sack(&[
+        (end.wrapping_add(100), end.wrapping_add(200)),
+        (c1.wrapping_add(3), end),
+    ]));
     assert_eq!(back.ack, c1.wrapping_add(req.len() as u32));
     assert_eq!(
         back.sack,
@@ -711,7 +735,10 @@ fn first_segment_carries_the_header_and_the_stream_is_translated() {
     // Later client data is shifted; the client's ACK field is not touched.
     let c2 = c1.wrapping_add(req.len() as u32);
     let got = n.one(&conn.c(f::ACK, c2, BISN + 50).data(b"more"));
-    assert_eq!((got.seq, got.ack, &got.payload[..]), (c2.wrapping_add(l), BISN + 50, &b"more"[..]));
+    assert_eq!(
+        (got.seq, got.ack, &got.payload[..]),
+        (c2.wrapping_add(l), BISN + 50, &b"more"[..])
+    );
     // A late duplicate of the first segment: acknowledged already, no header.
     let dup = n.one(&conn.c(f::ACK, c1, BISN + 1).data(req));
     assert_eq!((dup.seq, &dup.payload[..]), (c1.wrapping_add(l), &req[..]));
@@ -761,7 +788,10 @@ fn a_lost_first_segment_gets_the_header_again_exactly_once() {
     let ack = n.one(&conn.b(f::ACK, BISN + 1, c2.wrapping_add(l + 6)));
     assert_eq!(ack.ack, c2 + 6);
     let late = n.one(&conn.c(f::ACK | f::PSH, c1, BISN + 1).data(&hello));
-    assert_eq!((late.seq, late.payload.clone()), (c1.wrapping_add(l), hello.clone()));
+    assert_eq!(
+        (late.seq, late.payload.clone()),
+        (c1.wrapping_add(l), hello.clone())
+    );
     assert_eq!(n.counter(Counter::PpHeadersInserted), 1);
     assert_eq!(n.counter(Counter::PpHeadersRetransmitted), 2);
 }
@@ -778,7 +808,10 @@ fn a_retransmission_without_the_name_keeps_the_header_length() {
     // The retransmission holds only the start of the record: no name.
     let again = n.one(&conn.c(f::ACK, c1, BISN + 1).data(&hello[..20]));
     let d2 = decode_pp(&again.payload);
-    assert_eq!(d2.len, d.len, "same length: the stream's translation stays right");
+    assert_eq!(
+        d2.len, d.len,
+        "same length: the stream's translation stays right"
+    );
     assert!(d2.noop && d2.authority.is_none());
     assert_eq!(&again.payload[d2.len..], &hello[..20]);
 }
@@ -797,7 +830,11 @@ fn with_authority_data_ahead_of_the_first_segment_waits() {
     // A bare ACK passes untouched.
     let a = n.one(&conn.c(f::ACK, c1, BISN + 1));
     assert_eq!(a.seq, c1);
-    let first = n.one(&conn.c(f::ACK, c1, BISN + 1).data(&client_hello("x.example")));
+    let first = n.one(
+        &conn
+            .c(f::ACK, c1, BISN + 1)
+            .data(&client_hello("x.example")),
+    );
     assert!(decode_pp(&first.payload).authority.is_some());
 }
 
@@ -811,11 +848,19 @@ fn header_plus_payload_beyond_the_backend_mss_splits_the_payload() {
     let c1 = ISN.wrapping_add(1);
     let data: Vec<u8> = (0..536u32).map(|i| (i * 7) as u8).collect();
     let parts = n.send(&conn.c(f::ACK | f::PSH | f::FIN, c1, BISN + 1).data(&data));
-    assert_eq!(parts.len(), 2, "header + head of the payload, then the rest");
+    assert_eq!(
+        parts.len(),
+        2,
+        "header + head of the payload, then the rest"
+    );
     let d = decode_pp(&parts[0].payload);
     let l = d.len as u32;
     assert!(parts[0].payload.len() <= 536, "the first part fits the MSS");
-    assert_eq!(parts[0].flags & f::FIN, 0, "the FIN goes with the last part");
+    assert_eq!(
+        parts[0].flags & f::FIN,
+        0,
+        "the FIN goes with the last part"
+    );
     assert_eq!(parts[1].flags & f::FIN, f::FIN);
     assert_eq!(parts[0].seq, c1);
     assert_eq!(
@@ -905,7 +950,11 @@ fn send_on_connect_puts_the_header_in_the_handshake_ack_and_retransmits_it() {
     assert_eq!(n.tick(100).len(), 1);
     // The banner arrives with the ACK of the header.
     let l = d.len as u32;
-    let banner = n.one(&conn.b(f::ACK | f::PSH, BISN + 1, c1.wrapping_add(l)).data(b"220 hi\r\n"));
+    let banner = n.one(
+        &conn
+            .b(f::ACK | f::PSH, BISN + 1, c1.wrapping_add(l))
+            .data(b"220 hi\r\n"),
+    );
     assert_eq!(banner.ack, c1);
     assert!(n.tick(5000).is_empty(), "acknowledged: the timer stops");
     assert_eq!(n.w.pipeline.lb.pp.timers.active(), 0);
@@ -913,7 +962,10 @@ fn send_on_connect_puts_the_header_in_the_handshake_ack_and_retransmits_it() {
     let a = n.one(&conn.c(f::ACK, c1, BISN + 9));
     assert_eq!(a.seq, c1.wrapping_add(l));
     let q = n.one(&conn.c(f::ACK, c1, BISN + 9).data(b"HELO x\r\n"));
-    assert_eq!((q.seq, &q.payload[..]), (c1.wrapping_add(l), &b"HELO x\r\n"[..]));
+    assert_eq!(
+        (q.seq, &q.payload[..]),
+        (c1.wrapping_add(l), &b"HELO x\r\n"[..])
+    );
 }
 
 #[test]
@@ -953,7 +1005,11 @@ fn a_client_sending_its_own_proxy_header_cannot_spoof() {
     let got = n.one(&conn.c(f::ACK, c1, BISN + 1).data(&payload));
     let d = decode_pp(&got.payload);
     assert_eq!(d.src, client, "the backend reads border's header first");
-    assert_eq!(&got.payload[d.len..], &payload[..], "the client's bytes follow as data");
+    assert_eq!(
+        &got.payload[d.len..],
+        &payload[..],
+        "the client's bytes follow as data"
+    );
 }
 
 #[test]
@@ -961,7 +1017,11 @@ fn syn_data_duplicate_syns_and_resets_keep_the_table_consistent() {
     let mut n = node();
     let client = SocketAddr::from((CLIENT4, 40040));
     // TCP Fast Open style SYN with data: the data is removed.
-    let syn = n.one(&Seg::client(client, vip4(), f::SYN, ISN, 0).mss(1460).data(b"early"));
+    let syn = n.one(
+        &Seg::client(client, vip4(), f::SYN, ISN, 0)
+            .mss(1460)
+            .data(b"early"),
+    );
     assert!(syn.payload.is_empty());
     assert_eq!(n.counter(Counter::PpSynDataStripped), 1);
     // A duplicate SYN with another ISN before anything was sent: adopted.

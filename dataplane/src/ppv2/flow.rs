@@ -217,10 +217,8 @@ impl PpFlow {
             }
             return Ok(len);
         }
-        let wants_header = first
-            && !rst
-            && !self.has(bit::ACKED)
-            && (plen > 0 || fin || self.cfg.send_on_connect);
+        let wants_header =
+            first && !rst && !self.has(bit::ACKED) && (plen > 0 || fin || self.cfg.send_on_connect);
         if wants_header {
             return self.carry(e, buf, s, out_port, entry, now, wk, counters);
         }
@@ -291,7 +289,10 @@ impl PpFlow {
             self.bits |= bit::SENT;
         }
         if self.cfg.send_on_connect && !self.has(bit::TIMER) {
-            if wk.timers.arm(entry, e.conn_id, now, out_port, &buf[..s.end]) {
+            if wk
+                .timers
+                .arm(entry, e.conn_id, now, out_port, &buf[..s.end])
+            {
                 self.bits |= bit::TIMER;
             } else {
                 counters.inc(Counter::PpRetransmitTimerFull);

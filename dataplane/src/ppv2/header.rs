@@ -309,9 +309,21 @@ mod tests {
         // Room for the unique id and the CRC, not the authority.
         let mut out = [0u8; 600];
         let w = h(60).write(&mut out).unwrap();
-        assert_eq!(w, Written { len: 54, dropped: 1 });
+        assert_eq!(
+            w,
+            Written {
+                len: 54,
+                dropped: 1
+            }
+        );
         let w = h(28).write(&mut out).unwrap();
-        assert_eq!(w, Written { len: 28, dropped: 3 });
+        assert_eq!(
+            w,
+            Written {
+                len: 28,
+                dropped: 3
+            }
+        );
         // Below the addresses: the addresses still go out.
         assert_eq!(h(10).write(&mut out).unwrap().len, 28);
     }

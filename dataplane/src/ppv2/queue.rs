@@ -57,7 +57,11 @@ impl EmitQueue {
     /// Queues the frame `write` produces in a free slot (it returns the
     /// frame length, or `None` to queue nothing). False when no slot was
     /// free or nothing was written.
-    pub fn push_with(&mut self, port: usize, write: impl FnOnce(&mut [u8]) -> Option<usize>) -> bool {
+    pub fn push_with(
+        &mut self,
+        port: usize,
+        write: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
         if self.is_full() {
             return false;
         }
@@ -246,10 +250,15 @@ mod tests {
         assert!(t.arm(3, 9, 0, 1, &[1, 2, 3]));
         t.tick(100, |_, _| Pending::Resend, &mut q, &mut c);
         assert!(q.is_empty());
-        t.tick(200, |e, cid| {
-            assert_eq!((e, cid), (3, 9));
-            Pending::Resend
-        }, &mut q, &mut c);
+        t.tick(
+            200,
+            |e, cid| {
+                assert_eq!((e, cid), (3, 9));
+                Pending::Resend
+            },
+            &mut q,
+            &mut c,
+        );
         assert_eq!(q.front(), Some((1, &[1u8, 2, 3][..])));
         q.pop();
         t.tick(500, |_, _| Pending::Resend, &mut q, &mut c);

@@ -63,7 +63,8 @@ pub fn locate(frame: &[u8], p: &Parsed) -> Option<Seg> {
         return None;
     }
     if v6 {
-        if l3 + 40 > l4 || frame[l3] >> 4 != 6 || usize::from(rd16(frame, l3 + 4)) + 40 != end - l3 {
+        if l3 + 40 > l4 || frame[l3] >> 4 != 6 || usize::from(rd16(frame, l3 + 4)) + 40 != end - l3
+        {
             return None;
         }
     } else {

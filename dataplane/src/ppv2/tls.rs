@@ -51,8 +51,7 @@ impl<'a> Cursor<'a> {
 /// `-`, `_` and `.`.
 pub fn valid_host_name(n: &[u8]) -> bool {
     (1..=255).contains(&n.len())
-        && n
-            .iter()
+        && n.iter()
             .all(|&c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.' || c == b'_')
 }
 
