@@ -8,6 +8,8 @@ packages=(
   dpdk dpdk-dev libdpdk-dev libclang-dev clang pkg-config libpcap-dev
   # the end-to-end tests' peers and tools
   iproute2 iputils-ping socat curl nftables procps
+  # real PROXY protocol v2 receivers (e2e_ppv2) and a TLS client/cert tool
+  haproxy nginx-light openssl
 )
 
 missing=()
