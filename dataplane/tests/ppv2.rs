@@ -1057,6 +1057,25 @@ fn syn_data_duplicate_syns_and_resets_keep_the_table_consistent() {
 }
 
 #[test]
+fn a_dnat_flow_picked_up_mid_stream_gets_no_header_and_no_translation() {
+    let mut n = node();
+    let client = SocketAddr::from((CLIENT4, 40060));
+    let vipd = SocketAddr::from(([10, 1, 0, 101], 80));
+    // No SYN seen (appliance restarted): DNAT forwards by Maglev alone.
+    let got = n.one(&Seg::client(client, vipd, f::ACK, 5000, 9000).data(b"mid"));
+    assert_eq!((got.seq, &got.payload[..]), (5000, &b"mid"[..]));
+    let conn = Conn {
+        client,
+        vip: vipd,
+        from: client,
+        backend: got.dst,
+    };
+    let back = n.one(&conn.b(f::ACK, 9000, 5003));
+    assert_eq!(back.ack, 5003);
+    assert_eq!(n.counter(Counter::PpHeadersInserted), 0);
+}
+
+#[test]
 fn a_vip_without_proxy_protocol_is_untouched() {
     let mut n = node();
     let client = SocketAddr::from((CLIENT4, 40050));
@@ -1103,6 +1122,61 @@ proptest::proptest! {
                     decode(out);
                 }
             }
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+
+    /// Segment surgery against etherparse's full checksums: inserting `n`
+    /// bytes (odd or even), cutting at any point, and the tail from any
+    /// point, over IPv4 and IPv6, with and without options.
+    #[test]
+    fn segment_surgery_keeps_checksums_and_bytes(
+        v6 in proptest::prelude::any::<bool>(),
+        payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..700),
+        hdr in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..200),
+        cut in 0usize..700,
+        shift in proptest::prelude::any::<u32>(),
+        sack in proptest::prelude::any::<bool>(),
+    ) {
+        use dataplane::ppv2::seg;
+        let (src, dst): (SocketAddr, SocketAddr) = if v6 {
+            ((CLIENT6, 1).into(), (LOCAL6, 2).into())
+        } else {
+            ((CLIENT4, 1).into(), (LOCAL4, 2).into())
+        };
+        let mut s = Seg::client(src, dst, f::ACK | f::PSH, 77, 99).data(&payload);
+        if sack {
+            s = s.sack(&[(1, 2)]);
+        }
+        let frame = s.build();
+        let p = dataplane::wire::parse_frame(&frame).unwrap();
+        let at = seg::locate(&frame, &p).unwrap();
+
+        let mut buf = frame.clone();
+        buf.resize(frame.len() + hdr.len(), 0);
+        let grown = seg::insert(&mut buf, &at, &hdr).unwrap();
+        let d = decode(&buf[..grown.end]);
+        let mut want = hdr.clone();
+        want.extend_from_slice(&payload);
+        proptest::prop_assert_eq!(d.payload, want);
+
+        let keep = cut.min(payload.len());
+        let mut cutf = frame.clone();
+        let c = seg::truncate(&mut cutf, &at, keep);
+        let d = decode(&cutf[..c.end]);
+        proptest::prop_assert_eq!(&d.payload[..], &payload[..keep]);
+
+        let mut out = vec![0u8; 2048];
+        if keep < payload.len() {
+            let n = seg::tail(&frame, &at, keep, shift, &mut out).unwrap();
+            let d = decode(&out[..n]);
+            proptest::prop_assert_eq!(&d.payload[..], &payload[keep..]);
+            proptest::prop_assert_eq!(d.seq, 77u32.wrapping_add(keep as u32).wrapping_add(shift));
+        } else {
+            proptest::prop_assert!(seg::tail(&frame, &at, keep, shift, &mut out).is_none());
         }
     }
 }

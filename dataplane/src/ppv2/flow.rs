@@ -324,7 +324,9 @@ impl PpFlow {
                 counters.inc(Counter::PpMssClamped);
             }
         }
-        if !self.has(bit::COMMITTED) || flags & ACK == 0 {
+        // Nothing to translate before the length is fixed, nor in a flow
+        // picked up mid-stream (no SYN seen: no header ever goes out).
+        if !self.has(bit::COMMITTED) || !self.has(bit::ISN) || flags & ACK == 0 {
             return Ok(());
         }
         let l = u32::from(self.hdr_len);
