@@ -465,7 +465,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             reload_config(opts, &mut live_cfg, publisher.as_mut(), &state);
         }
         // Follow the region: it may appear (mgmt started) or be replaced.
-        if ticks % 10 == 0 {
+        if ticks.is_multiple_of(10) {
             let stale = watch.as_ref().is_none_or(|w| w.replaced());
             if stale {
                 match hand_readers(&tables_file, &inboxes) {

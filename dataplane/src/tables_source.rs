@@ -149,12 +149,12 @@ impl TableSource for ShmTables {
 impl ShmTables {
     fn adopt(&mut self, r: OwnReader, p: Published) -> TablePoll {
         match r.0.view(p) {
-            Ok(view) => TablePoll::New(Adopted::new(
+            Ok(view) => TablePoll::New(Box::new(Adopted::new(
                 view.generation(),
                 view.flow_hash_key(),
                 inputs_from_view(&view),
                 self.routes.clone(),
-            )),
+            ))),
             Err(_) => {
                 self.refused = Some(p);
                 TablePoll::Refused
@@ -169,7 +169,7 @@ pub struct OneShot(pub Option<Adopted<'static>>);
 impl TableSource for OneShot {
     fn poll(&mut self, _current: Option<u64>) -> TablePoll {
         match self.0.take() {
-            Some(t) => TablePoll::New(t),
+            Some(t) => TablePoll::New(Box::new(t)),
             None => TablePoll::Nothing,
         }
     }

@@ -51,7 +51,7 @@ pub enum TablePoll {
     /// Nothing new.
     Nothing,
     /// A validated generation to adopt.
-    New(Adopted<'static>),
+    New(Box<Adopted<'static>>),
     /// A new generation was published but failed validation; the worker
     /// keeps its tables and counts the refusal.
     Refused,
@@ -150,7 +150,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             TablePoll::Nothing => {}
             TablePoll::New(t) => {
                 let g = t.generation;
-                self.pipeline.lb.adopt(t);
+                self.pipeline.lb.adopt(*t);
                 self.tables.adopted(g);
                 self.pipeline.counters.inc(Counter::TablesAdopted);
             }

@@ -130,7 +130,7 @@ fn fast_path_methods_do_not_allocate() {
             // Fill to capacity, half TCP handshakes, half UDP.
             let mut i = 0u32;
             while !ct.is_full() {
-                let state = if i % 2 == 0 {
+                let state = if i.is_multiple_of(2) {
                     State::SynSent
                 } else {
                     State::Udp
