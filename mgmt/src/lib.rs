@@ -1,1 +1,29 @@
-//! placeholder
+//! border's management process as a library (DESIGN §1, §3, §6): the config
+//! store with operator overrides, table generation building and publishing
+//! into the shared-memory tables region (QSBR over the dataplane's workers),
+//! the gRPC API `border.v1`, and the Prometheus exporter. `border-mgmt` is a
+//! thin binary over [`server::run`].
+//!
+//! mgmt meets the dataplane only in `conf` (the shared-memory layouts); it
+//! never links DPDK.
+
+pub mod client;
+pub mod dp;
+pub mod manager;
+pub mod metrics;
+pub mod publisher;
+pub mod server;
+pub mod service;
+pub mod store;
+pub mod tls;
+
+/// The generated protobuf types and the tonic client/server of `border.v1`.
+#[allow(missing_docs, clippy::all)]
+pub mod pb {
+    tonic::include_proto!("border.v1");
+}
+
+pub use manager::{Manager, Options, Outcome, Paths};
+
+/// The largest gRPC message accepted or sent, each way.
+pub const MAX_MESSAGE_BYTES: usize = 4 << 20;

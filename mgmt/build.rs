@@ -1,0 +1,12 @@
+//! Compiles `proto/border/v1/border.proto` with protox (a protobuf compiler
+//! in Rust), so building needs no system `protoc`.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto");
+    let fds = protox::compile(["border/v1/border.proto"], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

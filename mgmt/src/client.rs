@@ -1,0 +1,146 @@
+//! Connecting to border-mgmt's API (for borderctl and tests): a unix socket,
+//! or TCP with mutual TLS. Returns the generated tonic client with the same
+//! message size limits as the server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use conf::Listen;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::pb::border_client::BorderClient;
+use crate::tls::{client_config, ClientTls, TlsError};
+
+/// The client type.
+pub type Client = BorderClient<Channel>;
+
+/// Why a connection could not be made. One line each.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Not `unix:///path` or `tcp://ip:port`.
+    #[error("`{0}`: expected unix:///path or tcp://ip:port")]
+    BadAddress(String),
+    /// TCP without client TLS material.
+    #[error(
+        "{0}: a tcp:// server needs mutual TLS (a CA for the server, a client certificate and key)"
+    )]
+    NeedTls(String),
+    /// TLS material.
+    #[error("{0}")]
+    Tls(#[from] TlsError),
+    /// The server name for TLS.
+    #[error("`{0}` is not a valid TLS server name")]
+    ServerName(String),
+    /// The connection itself.
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        /// Where.
+        addr: String,
+        /// Why (tonic's transport error, with its causes).
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Parses `unix:///path` / `tcp://ip:port` (as `[mgmt].listen` takes them).
+pub fn parse_target(s: &str) -> Result<Listen, ConnectError> {
+    if let Some(p) = s.strip_prefix("unix://") {
+        if p.starts_with('/') && !p.ends_with('/') {
+            return Ok(Listen::Unix(PathBuf::from(p)));
+        }
+    } else if let Some(a) = s.strip_prefix("tcp://") {
+        if let Ok(a) = a.parse::<SocketAddr>() {
+            return Ok(Listen::Tcp(a));
+        }
+    }
+    Err(ConnectError::BadAddress(s.to_string()))
+}
+
+fn with_limits(ch: Channel) -> Client {
+    BorderClient::new(ch)
+        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(usize::MAX)
+}
+
+fn describe(e: tonic::transport::Error) -> Box<dyn std::error::Error + Send + Sync> {
+    // tonic's Display is "transport error"; the cause says what happened.
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    msg.into()
+}
+
+/// Connects to the API at `target` (`unix:///…` or `tcp://…`); TCP needs `tls`.
+pub async fn connect(target: &Listen, tls: Option<&ClientTls>) -> Result<Client, ConnectError> {
+    match target {
+        Listen::Unix(path) => connect_unix(path.clone()).await,
+        Listen::Tcp(addr) => {
+            let tls = tls.ok_or_else(|| ConnectError::NeedTls(format!("tcp://{addr}")))?;
+            connect_tls(*addr, tls).await
+        }
+    }
+}
+
+/// Connects over a unix socket.
+pub async fn connect_unix(path: PathBuf) -> Result<Client, ConnectError> {
+    let shown = format!("unix://{}", path.display());
+    // The URI is required by tonic but unused: the connector dials the socket.
+    let ch = Endpoint::from_static("http://border-mgmt.invalid")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move {
+                let s = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(s))
+            }
+        }))
+        .await
+        .map_err(|e| ConnectError::Connect {
+            addr: shown,
+            source: describe(e),
+        })?;
+    Ok(with_limits(ch))
+}
+
+/// Connects over TCP with mutual TLS.
+pub async fn connect_tls(addr: SocketAddr, tls: &ClientTls) -> Result<Client, ConnectError> {
+    let cfg = client_config(tls)?;
+    let name = match &tls.server_name {
+        Some(n) => {
+            ServerName::try_from(n.clone()).map_err(|_| ConnectError::ServerName(n.clone()))?
+        }
+        None => ServerName::IpAddress(addr.ip().into()),
+    };
+    connect_tls_with(addr, cfg, name).await
+}
+
+/// Connects over TCP with a prepared rustls client config.
+pub async fn connect_tls_with(
+    addr: SocketAddr,
+    cfg: Arc<rustls::ClientConfig>,
+    name: ServerName<'static>,
+) -> Result<Client, ConnectError> {
+    let connector = tokio_rustls::TlsConnector::from(cfg);
+    let ch = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|_| ConnectError::BadAddress(addr.to_string()))?
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let (connector, name) = (connector.clone(), name.clone());
+            async move {
+                let tcp = tokio::net::TcpStream::connect(addr).await?;
+                tcp.set_nodelay(true)?;
+                let s = connector.connect(name, tcp).await?;
+                Ok::<_, std::io::Error>(TokioIo::new(s))
+            }
+        }))
+        .await
+        .map_err(|e| ConnectError::Connect {
+            addr: format!("tcp://{addr}"),
+            source: describe(e),
+        })?;
+    Ok(with_limits(ch))
+}

@@ -1,0 +1,399 @@
+//! What border-mgmt knows about the dataplane: looks at the state region that
+//! border-dp writes (per worker: lcore, applied generation, heartbeat,
+//! counters; keyed per-VIP/per-backend statistics), remembers when each
+//! worker's heartbeat last moved (liveness), and reports changes as events.
+//!
+//! The region is mapped afresh for each look: a restarted border-dp
+//! re-initialises the same file, and a long-held mapping would outlive it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use conf::counters::Counter;
+use conf::state::{FlowStat, RunState, StateError, StateRegion};
+
+use crate::pb;
+
+/// One worker at one look.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerSnap {
+    /// lcore the worker runs on.
+    pub lcore: u64,
+    /// Its quiescent state: the generation it has adopted.
+    pub applied_generation: u64,
+    /// Poll-loop iterations.
+    pub heartbeat: u64,
+    /// Heartbeat moved within the grace period (or not watched long
+    /// enough to tell: a worker is presumed alive until proven stalled).
+    pub alive: bool,
+    /// How long ago the heartbeat was last seen moving (or first seen).
+    pub heartbeat_age: Duration,
+}
+
+/// The dataplane at one look.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DpSnap {
+    /// The state region exists and is readable.
+    pub present: bool,
+    /// Why it is present but unreadable, if so.
+    pub problem: Option<String>,
+    /// pid recorded by border-dp.
+    pub pid: u32,
+    /// That pid exists.
+    pub pid_alive: bool,
+    /// Run state recorded by border-dp.
+    pub run_state: Option<RunState>,
+    /// Per worker.
+    pub workers: Vec<WorkerSnap>,
+}
+
+impl DpSnap {
+    /// The run state in words.
+    pub fn run_state_name(&self) -> String {
+        match self.run_state {
+            None => "absent".into(),
+            Some(RunState::Starting) => "starting".into(),
+            Some(RunState::Running) => "running".into(),
+            Some(RunState::Stopped) => "stopped".into(),
+            Some(RunState::Unknown(v)) => format!("unknown({v})"),
+        }
+    }
+
+    /// Whether workers of this dataplane may be reading the tables: its
+    /// process exists and has not marked itself stopped.
+    pub fn has_readers(&self) -> bool {
+        self.present && self.pid_alive && self.run_state != Some(RunState::Stopped)
+    }
+}
+
+/// True if a process with this pid exists.
+pub fn process_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: kill(2) with signal 0 only checks for existence and permission.
+    let rc = unsafe { libc::kill(pid as i32, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[derive(Clone, Debug)]
+struct Track {
+    heartbeat: u64,
+    moved_at: Instant,
+    alive: bool,
+    refused: u64,
+}
+
+/// Watches the state region; keeps the heartbeat history liveness needs.
+#[derive(Debug)]
+pub struct DpWatcher {
+    path: PathBuf,
+    grace: Duration,
+    /// pid and run state of the dataplane last seen, and whether it was present.
+    last: Option<(bool, u32, bool, String)>,
+    /// pid the tracks belong to.
+    pid: u32,
+    tracks: Vec<Track>,
+    last_problem: Option<String>,
+}
+
+/// Opens the state region read-only; `Ok(None)` when it does not exist.
+pub fn open_region(path: &Path) -> Result<Option<StateRegion>, StateError> {
+    match StateRegion::open(path) {
+        Ok(r) => Ok(Some(r)),
+        Err(StateError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl DpWatcher {
+    /// Watches the region at `path`; a worker is stalled when its heartbeat
+    /// did not move for `grace`.
+    pub fn new(path: PathBuf, grace: Duration) -> DpWatcher {
+        DpWatcher {
+            path,
+            grace,
+            last: None,
+            pid: 0,
+            tracks: Vec::new(),
+            last_problem: None,
+        }
+    }
+
+    /// Path of the state region.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Looks at the region now, updates the liveness history and returns
+    /// the snapshot and the events (changes since the last look).
+    pub fn sample(&mut self) -> (DpSnap, Vec<pb::event::Kind>) {
+        let now = Instant::now();
+        let mut events = Vec::new();
+        let region = match open_region(&self.path) {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = e.to_string();
+                if self.last_problem.as_deref() != Some(msg.as_str()) {
+                    tracing::warn!("{msg}");
+                    self.last_problem = Some(msg.clone());
+                }
+                let snap = DpSnap {
+                    present: false,
+                    problem: Some(msg),
+                    ..DpSnap::default()
+                };
+                self.note_dp(&snap, &mut events);
+                self.tracks.clear();
+                return (snap, events);
+            }
+        };
+        self.last_problem = None;
+        let Some(region) = region else {
+            let snap = DpSnap::default();
+            self.note_dp(&snap, &mut events);
+            self.tracks.clear();
+            return (snap, events);
+        };
+        let pid = region.pid();
+        let run_state = region.run_state();
+        let mut snap = DpSnap {
+            present: true,
+            problem: None,
+            pid,
+            pid_alive: process_alive(pid),
+            run_state: Some(run_state),
+            workers: Vec::with_capacity(region.n_workers()),
+        };
+        let fresh = pid != self.pid || self.tracks.len() != region.n_workers();
+        if fresh {
+            self.pid = pid;
+            self.tracks.clear();
+        }
+        let running = snap.has_readers();
+        for i in 0..region.n_workers() {
+            let Some(w) = region.worker(i) else { break };
+            let (heartbeat, applied) = (w.heartbeat(), w.applied_generation());
+            let refused = w.get(Counter::TablesRefused);
+            if fresh {
+                // First sight: presumed alive until a full grace period passes.
+                self.tracks.push(Track {
+                    heartbeat,
+                    moved_at: now,
+                    alive: running,
+                    refused,
+                });
+            }
+            let t = &mut self.tracks[i];
+            if heartbeat != t.heartbeat {
+                t.heartbeat = heartbeat;
+                t.moved_at = now;
+            }
+            let alive = running && now.duration_since(t.moved_at) < self.grace;
+            if alive != t.alive {
+                t.alive = alive;
+                if running || !alive {
+                    if alive {
+                        tracing::info!(
+                            worker = i,
+                            lcore = w.lcore(),
+                            applied_generation = applied,
+                            "worker alive: heartbeat moving"
+                        );
+                    } else {
+                        tracing::warn!(
+                            worker = i,
+                            lcore = w.lcore(),
+                            heartbeat,
+                            "worker stalled: heartbeat not moving"
+                        );
+                    }
+                    events.push(pb::event::Kind::WorkerLiveness(pb::WorkerLiveness {
+                        worker: i as u32,
+                        lcore: w.lcore(),
+                        alive,
+                        applied_generation: applied,
+                    }));
+                }
+            }
+            if refused > t.refused {
+                tracing::error!(
+                    worker = i,
+                    lcore = w.lcore(),
+                    refused,
+                    "worker refused a published table generation (kept the previous one)"
+                );
+                events.push(pb::event::Kind::TablesRefused(pb::TablesRefused {
+                    worker: i as u32,
+                    lcore: w.lcore(),
+                    refused_total: refused,
+                }));
+            }
+            t.refused = refused;
+            snap.workers.push(WorkerSnap {
+                lcore: w.lcore(),
+                applied_generation: applied,
+                heartbeat,
+                alive,
+                heartbeat_age: now.duration_since(t.moved_at),
+            });
+        }
+        self.note_dp(&snap, &mut events);
+        (snap, events)
+    }
+
+    fn note_dp(&mut self, snap: &DpSnap, events: &mut Vec<pb::event::Kind>) {
+        let key = (
+            snap.present,
+            snap.pid,
+            snap.pid_alive,
+            snap.run_state_name(),
+        );
+        if self.last.as_ref() == Some(&key) {
+            return;
+        }
+        if snap.present {
+            if snap.run_state != Some(RunState::Stopped) && !snap.pid_alive {
+                tracing::warn!(
+                    pid = snap.pid,
+                    "border-dp is gone without marking its state region stopped (killed?)"
+                );
+            } else {
+                tracing::info!(
+                    pid = snap.pid,
+                    workers = snap.workers.len(),
+                    "dataplane {}",
+                    snap.run_state_name()
+                );
+            }
+        } else if self.last.is_some() || snap.problem.is_none() {
+            tracing::info!(state = %self.path.display(), "dataplane not running (no state region)");
+        }
+        events.push(pb::event::Kind::Dataplane(pb::DataplaneChanged {
+            present: snap.present,
+            pid: snap.pid,
+            pid_alive: snap.pid_alive,
+            run_state: snap.run_state_name(),
+        }));
+        self.last = Some(key);
+    }
+}
+
+/// Every counter of every worker, and per VIP / per backend flow statistics
+/// summed over workers, read in one look.
+#[derive(Clone, Debug, Default)]
+pub struct StatsSnap {
+    /// Region present.
+    pub present: bool,
+    /// Per worker: lcore and counter values in [`Counter::ALL`] order.
+    pub workers: Vec<(u64, Vec<u64>)>,
+    /// Per VIP (config order): totals and per backend (config order).
+    pub vips: Vec<([u64; 4], Vec<[u64; 4]>)>,
+}
+
+/// Stat keys: per VIP its key and its backends' ids.
+pub type StatKeys = Vec<(u32, Vec<u32>)>;
+
+/// Reads counters and the flow statistics of `keys` (per VIP its
+/// [`conf::state::vip_stat_key`] and its backends' ids).
+pub fn read_stats(path: &Path, keys: &StatKeys) -> StatsSnap {
+    let Ok(Some(region)) = open_region(path) else {
+        return StatsSnap {
+            vips: keys
+                .iter()
+                .map(|(_, b)| ([0; 4], vec![[0; 4]; b.len()]))
+                .collect(),
+            ..StatsSnap::default()
+        };
+    };
+    let workers: Vec<_> = (0..region.n_workers())
+        .filter_map(|i| region.worker(i))
+        .collect();
+    let flow = |get: &dyn Fn(FlowStat) -> u64| -> [u64; 4] {
+        let mut out = [0u64; 4];
+        for (i, s) in FlowStat::ALL.iter().enumerate() {
+            out[i] = get(*s);
+        }
+        out
+    };
+    StatsSnap {
+        present: true,
+        workers: workers
+            .iter()
+            .map(|w| (w.lcore(), Counter::ALL.iter().map(|&c| w.get(c)).collect()))
+            .collect(),
+        vips: keys
+            .iter()
+            .map(|(vk, bks)| {
+                let v = flow(&|s| {
+                    workers
+                        .iter()
+                        .map(|w| w.vip_stats().total(*vk, s))
+                        .fold(0u64, u64::wrapping_add)
+                });
+                let b = bks
+                    .iter()
+                    .map(|bk| {
+                        flow(&|s| {
+                            workers
+                                .iter()
+                                .map(|w| w.backend_stats().total(*bk, s))
+                                .fold(0u64, u64::wrapping_add)
+                        })
+                    })
+                    .collect();
+                (v, b)
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn liveness_follows_the_heartbeat() {
+        let p = std::env::temp_dir().join(format!("border-mgmt-dp-{}", std::process::id()));
+        let mut w = DpWatcher::new(p.clone(), Duration::from_millis(150));
+        let (s, ev) = w.sample();
+        assert!(!s.present && !s.has_readers());
+        assert_eq!(ev.len(), 1, "{ev:?}");
+
+        let region = StateRegion::create(&p, &[1, 2]).unwrap();
+        region.set_run_state(RunState::Running);
+        let (s, _) = w.sample();
+        assert!(s.has_readers());
+        assert!(
+            s.workers.iter().all(|w| w.alive),
+            "presumed alive at first sight"
+        );
+        let c0 = region.worker(0).unwrap().counters();
+        let deadline = Instant::now() + Duration::from_millis(400);
+        let mut events = Vec::new();
+        while Instant::now() < deadline {
+            c0.beat();
+            let (_, ev) = w.sample();
+            events.extend(ev);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (s, _) = w.sample();
+        assert!(s.workers[0].alive);
+        assert!(!s.workers[1].alive, "worker 1 never beat");
+        assert!(events.iter().any(|e| matches!(e,
+            pb::event::Kind::WorkerLiveness(l) if l.worker == 1 && !l.alive)));
+
+        c0.add(Counter::TablesRefused, 1);
+        let (_, ev) = w.sample();
+        assert!(ev
+            .iter()
+            .any(|e| matches!(e, pb::event::Kind::TablesRefused(r) if r.refused_total == 1)));
+
+        region.set_run_state(RunState::Stopped);
+        let (s, _) = w.sample();
+        assert!(!s.has_readers() && s.workers.iter().all(|w| !w.alive));
+        std::fs::remove_file(&p).unwrap();
+    }
+}

@@ -1,0 +1,431 @@
+//! Listening and running: the gRPC API on a unix socket (default
+//! `unix:///run/border/<instance>.sock`) or on TCP with mutual TLS, the
+//! Prometheus exporter, the periodic dataplane look / publish retry, and —
+//! for the border-mgmt process — signals (SIGHUP reloads the config file,
+//! SIGINT/SIGTERM stop cleanly).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use conf::{Config, Listen};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
+
+use crate::manager::Manager;
+use crate::service::BorderService;
+
+/// Why the API or the exporter could not listen. One line each.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// `[mgmt].listen` did not parse (cannot happen with a validated config).
+    #[error("mgmt.listen `{0}` is not unix:///path or tcp://ip:port")]
+    BadListen(String),
+    /// TCP without `[mgmt.tls]` (cannot happen with a validated config).
+    #[error("mgmt.listen {0}: a TCP listen requires [mgmt.tls]")]
+    NeedTls(String),
+    /// Another process answers on the socket.
+    #[error("{}: socket in use: another process is listening on it", .0.display())]
+    SocketInUse(PathBuf),
+    /// Something that is not a socket is in the way.
+    #[error("{}: exists and is not a socket", .0.display())]
+    NotASocket(PathBuf),
+    /// Binding failed.
+    #[error("cannot listen on {what}: {source}")]
+    Bind {
+        /// Where.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TLS material.
+    #[error("[mgmt.tls]: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+    /// The gRPC server stopped with an error.
+    #[error("gRPC server: {0}")]
+    Transport(String),
+}
+
+enum Api {
+    Unix {
+        listener: UnixListener,
+        path: PathBuf,
+        ino: (u64, u64),
+    },
+    Tcp {
+        listener: TcpListener,
+        tls: Arc<rustls::ServerConfig>,
+    },
+}
+
+/// Sockets bound before anything is published, so a bad address fails
+/// early with one line.
+pub struct Bound {
+    api: Api,
+    metrics: Option<TcpListener>,
+}
+
+impl std::fmt::Debug for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bound")
+            .field("api", &self.api_addr())
+            .finish()
+    }
+}
+
+impl Bound {
+    /// The API address, as `[mgmt].listen` writes it.
+    pub fn api_addr(&self) -> String {
+        match &self.api {
+            Api::Unix { path, .. } => format!("unix://{}", path.display()),
+            Api::Tcp { listener, .. } => listener
+                .local_addr()
+                .map_or_else(|_| "tcp://?".into(), |a| format!("tcp://{a}")),
+        }
+    }
+
+    /// The metrics address, if any.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
+    }
+}
+
+/// Binds a unix socket: creates the directory, removes a stale socket file
+/// (nobody answers on it), refuses one another process answers on.
+pub fn bind_unix(path: &Path) -> Result<(UnixListener, (u64, u64)), ServeError> {
+    let bind_err = |source| ServeError::Bind {
+        what: format!("unix://{}", path.display()),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(bind_err)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            if !meta.file_type().is_socket() {
+                return Err(ServeError::NotASocket(path.to_owned()));
+            }
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(ServeError::SocketInUse(path.to_owned()));
+            }
+            tracing::info!(path = %path.display(), "removing stale socket");
+            std::fs::remove_file(path).map_err(bind_err)?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(bind_err(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(bind_err)?;
+    // Owner and group only: the API changes what the load balancer does.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(bind_err)?;
+    let meta = std::fs::metadata(path).map_err(bind_err)?;
+    Ok((listener, (meta.dev(), meta.ino())))
+}
+
+/// Binds the API (`[mgmt].listen`, loading `[mgmt.tls]` for TCP) and the
+/// exporter (`[mgmt].metrics_listen`). Needs a tokio runtime.
+pub async fn bind(cfg: &Config) -> Result<Bound, ServeError> {
+    let listen = cfg
+        .mgmt
+        .listen_addr()
+        .ok_or_else(|| ServeError::BadListen(cfg.mgmt.listen.clone()))?;
+    let api = match listen {
+        Listen::Unix(path) => {
+            let (listener, ino) = bind_unix(&path)?;
+            Api::Unix {
+                listener,
+                path,
+                ino,
+            }
+        }
+        Listen::Tcp(addr) => {
+            let tls = cfg
+                .mgmt
+                .tls
+                .as_ref()
+                .ok_or_else(|| ServeError::NeedTls(cfg.mgmt.listen.clone()))?;
+            let tls = crate::tls::server_config(tls)?;
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Bind {
+                    what: format!("tcp://{addr}"),
+                    source,
+                })?;
+            Api::Tcp { listener, tls }
+        }
+    };
+    let metrics = match cfg.mgmt.metrics_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Bind {
+                    what: format!("metrics_listen {addr}"),
+                    source,
+                })?,
+        ),
+        None => None,
+    };
+    Ok(Bound { api, metrics })
+}
+
+fn remove_socket(path: &Path, ino: (u64, u64)) {
+    // Only our own socket: a successor may already have bound a new one.
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if (meta.dev(), meta.ino()) == ino {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// How long a TLS handshake may take.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a graceful stop waits for open calls.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+fn tls_incoming(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    mut shutdown: watch::Receiver<bool>,
+) -> ReceiverStream<Result<tokio_rustls::server::TlsStream<TcpStream>, std::io::Error>> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let (tcp, peer) = tokio::select! {
+                r = shutdown.changed() => {
+                    if r.is_err() { return }
+                    continue;
+                }
+                r = listener.accept() => match r {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "api: accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let _ = tcp.set_nodelay(true);
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(s)) => {
+                        let _ = tx.send(Ok(s)).await;
+                    }
+                    Ok(Err(e)) => tracing::warn!(%peer, error = %e, "api: TLS handshake refused"),
+                    Err(_) => tracing::warn!(%peer, "api: TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+/// Serves the API and the exporter on `bound`, and every `tick` looks at the
+/// dataplane and retries a pending publish, until `shutdown` turns true.
+/// Removes the unix socket on the way out.
+pub async fn serve(
+    m: Arc<Manager>,
+    bound: Bound,
+    tick: Duration,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), ServeError> {
+    let Bound { api, metrics } = bound;
+    let mut tasks = Vec::new();
+    if let Some(l) = metrics {
+        tasks.push(tokio::spawn(crate::metrics::serve(
+            l,
+            m.clone(),
+            shutdown.clone(),
+        )));
+    }
+    {
+        let (m, mut shutdown) = (m.clone(), shutdown.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut every = tokio::time::interval(tick);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    r = shutdown.changed() => if r.is_err() || *shutdown.borrow() { return },
+                    _ = every.tick() => {
+                        let m = m.clone();
+                        let _ = tokio::task::spawn_blocking(move || m.tick()).await;
+                    }
+                }
+            }
+        }));
+    }
+    let svc = BorderService::new(m.clone(), shutdown.clone()).into_server();
+    let stopped = {
+        let mut s = shutdown.clone();
+        async move {
+            while !*s.borrow() {
+                if s.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+    };
+    let router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .add_service(svc);
+    let result = match api {
+        Api::Unix {
+            listener,
+            path,
+            ino,
+        } => {
+            let incoming = UnixListenerStream::new(listener);
+            let r = graceful(
+                router.serve_with_incoming_shutdown(incoming, stopped),
+                &shutdown,
+            )
+            .await;
+            remove_socket(&path, ino);
+            r
+        }
+        Api::Tcp { listener, tls } => {
+            let incoming = tls_incoming(listener, tls, shutdown.clone());
+            graceful(
+                router.serve_with_incoming_shutdown(incoming, stopped),
+                &shutdown,
+            )
+            .await
+        }
+    };
+    for t in tasks {
+        t.abort();
+    }
+    result
+}
+
+/// Runs the server future; once shutdown is asked, waits at most
+/// [`STOP_GRACE`] for open calls.
+async fn graceful(
+    server: impl Future<Output = Result<(), tonic::transport::Error>>,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(), ServeError> {
+    let mut s = shutdown.clone();
+    tokio::pin!(server);
+    tokio::select! {
+        r = &mut server => return r.map_err(|e| ServeError::Transport(e.to_string())),
+        _ = async { while !*s.borrow() { if s.changed().await.is_err() { std::future::pending::<()>().await } } } => {}
+    }
+    match tokio::time::timeout(STOP_GRACE, server).await {
+        Ok(r) => r.map_err(|e| ServeError::Transport(e.to_string())),
+        Err(_) => {
+            tracing::warn!("open API calls did not finish within {STOP_GRACE:?}; stopping anyway");
+            Ok(())
+        }
+    }
+}
+
+/// The border-mgmt process after its config is loaded and its instance lock
+/// taken: opens the tables region, binds, publishes, serves; SIGHUP reloads
+/// `opts.config_path`; SIGINT/SIGTERM stop (a second one exits at once).
+pub async fn run(
+    cfg: Config,
+    text: String,
+    origin: String,
+    opts: crate::Options,
+    tick: Duration,
+) -> Result<(), RunError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let sig = |k: SignalKind| signal(k).map_err(RunError::Signals);
+    let (mut int, mut term, mut hup) = (
+        sig(SignalKind::interrupt())?,
+        sig(SignalKind::terminate())?,
+        sig(SignalKind::hangup())?,
+    );
+    let bound = bind(&cfg).await?;
+    let (m, opened) = Manager::new(cfg.clone(), text, origin, opts)
+        .map_err(|e| RunError::Start(e.to_string()))?;
+    match &opened {
+        crate::publisher::Opened::Attached { generation } => tracing::info!(
+            path = %m.options().paths.tables.display(),
+            generation,
+            "attached to the tables region (the published generation stays)"
+        ),
+        crate::publisher::Opened::Created { arena, replaced } => tracing::info!(
+            path = %m.options().paths.tables.display(),
+            arena_bytes = arena,
+            replaced = replaced.as_deref().unwrap_or("-"),
+            "created the tables region"
+        ),
+    }
+    let first = {
+        let m = m.clone();
+        tokio::task::spawn_blocking(move || m.publish_now("startup"))
+            .await
+            .map_err(|e| RunError::Start(e.to_string()))?
+            .map_err(|e| RunError::Start(format!("cannot publish the tables: {e}")))?
+    };
+    tracing::info!(
+        instance = %cfg.instance,
+        api = %bound.api_addr(),
+        metrics = %bound.metrics_addr().map_or("off".into(), |a| a.to_string()),
+        generation = m.published_generation(),
+        published_now = first.changed,
+        vips = cfg.vips.len(),
+        "border-mgmt running"
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut server = tokio::spawn(serve(m.clone(), bound, tick, stop_rx));
+    loop {
+        tokio::select! {
+            r = &mut server => return match r {
+                Ok(Ok(())) => Err(RunError::Start("the API server stopped unexpectedly".into())),
+                Ok(Err(e)) => Err(e.into()),
+                Err(e) => Err(RunError::Start(e.to_string())),
+            },
+            _ = int.recv() => break,
+            _ = term.recv() => break,
+            _ = hup.recv() => {
+                tracing::info!("SIGHUP: reloading the config file");
+                let m = m.clone();
+                // Errors are logged and sent as events by the manager.
+                let _ = tokio::task::spawn_blocking(move || m.reload_file()).await;
+            }
+        }
+    }
+    tracing::info!("signal received, stopping");
+    let _ = stop_tx.send(true);
+    // A second signal ends the process at once.
+    let second = async {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    };
+    tokio::select! {
+        r = server => match r {
+            Ok(r) => r?,
+            Err(e) => return Err(RunError::Start(e.to_string())),
+        },
+        _ = second => {
+            tracing::warn!("second signal: exiting now");
+            std::process::exit(130);
+        }
+    }
+    Ok(())
+}
+
+/// Why the border-mgmt process stopped with an error. One line each.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Signal handlers.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+    /// Listening.
+    #[error("{0}")]
+    Serve(#[from] ServeError),
+    /// The tables region or the first publish.
+    #[error("{0}")]
+    Start(String),
+}

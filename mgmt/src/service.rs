@@ -1,0 +1,170 @@
+//! The gRPC service `border.v1.Border` over a [`Manager`].
+
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::manager::{ApplyError, Manager, SetError};
+use crate::pb::{self, border_server::Border, set_backend_request::Action};
+use crate::store::{BackendAction, SetBackendError};
+
+/// The origin named in errors of configs applied over the API.
+pub const API_ORIGIN: &str = "<api>";
+
+/// Implements `border.v1.Border`.
+#[derive(Debug, Clone)]
+pub struct BorderService {
+    m: Arc<Manager>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl BorderService {
+    /// A service over `m`; event streams end when `shutdown` turns true.
+    pub fn new(m: Arc<Manager>, shutdown: watch::Receiver<bool>) -> BorderService {
+        BorderService { m, shutdown }
+    }
+
+    /// The tonic server with the message size limits
+    /// ([`crate::MAX_MESSAGE_BYTES`] each way).
+    pub fn into_server(self) -> pb::border_server::BorderServer<BorderService> {
+        pb::border_server::BorderServer::new(self)
+            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(crate::MAX_MESSAGE_BYTES)
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Status::internal(format!("internal error: {e}")))
+}
+
+fn apply_status(e: ApplyError) -> Status {
+    match e {
+        ApplyError::Invalid(e) => Status::invalid_argument(e.to_string()),
+        e @ ApplyError::NotReloadable { .. } => Status::failed_precondition(e.to_string()),
+        e @ ApplyError::NoFile => Status::failed_precondition(e.to_string()),
+        e @ ApplyError::Publish(_) => Status::internal(e.to_string()),
+    }
+}
+
+fn set_status(e: SetError) -> Status {
+    match e {
+        e @ SetError::BadAddress(_) => Status::invalid_argument(e.to_string()),
+        SetError::Store(e @ (SetBackendError::NoVip(_) | SetBackendError::NoBackend { .. })) => {
+            Status::not_found(e.to_string())
+        }
+        SetError::Store(e @ SetBackendError::Weight(_)) => Status::invalid_argument(e.to_string()),
+        e @ SetError::Publish(_) => Status::internal(e.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl Border for BorderService {
+    async fn apply_config(
+        &self,
+        req: Request<pb::ApplyConfigRequest>,
+    ) -> Result<Response<pb::ApplyConfigResponse>, Status> {
+        let r = req.into_inner();
+        let m = self.m.clone();
+        let out = blocking(move || m.apply_config(&r.config_toml, API_ORIGIN, r.dry_run))
+            .await?
+            .map_err(apply_status)?;
+        Ok(Response::new(pb::ApplyConfigResponse {
+            generation: out.generation,
+            changed: out.changed,
+            pending: out.pending.unwrap_or_default(),
+        }))
+    }
+
+    async fn get_config(
+        &self,
+        _req: Request<pb::GetConfigRequest>,
+    ) -> Result<Response<pb::GetConfigResponse>, Status> {
+        let m = self.m.clone();
+        Ok(Response::new(blocking(move || m.get_config()).await?))
+    }
+
+    async fn set_backend(
+        &self,
+        req: Request<pb::SetBackendRequest>,
+    ) -> Result<Response<pb::SetBackendResponse>, Status> {
+        let r = req.into_inner();
+        let action = match r.action {
+            Some(Action::Weight(w)) => BackendAction::Weight(w),
+            Some(Action::Drain(_)) => BackendAction::Drain,
+            Some(Action::Undrain(_)) => BackendAction::Undrain,
+            Some(Action::ResetWeight(_)) => BackendAction::ResetWeight,
+            None => {
+                return Err(Status::invalid_argument(
+                    "no action: set one of weight, drain, undrain, reset_weight",
+                ))
+            }
+        };
+        let m = self.m.clone();
+        let (out, backend) = blocking(move || m.set_backend(&r.vip, &r.backend, action, &r.note))
+            .await?
+            .map_err(set_status)?;
+        Ok(Response::new(pb::SetBackendResponse {
+            generation: out.generation,
+            changed: out.changed,
+            pending: out.pending.unwrap_or_default(),
+            backend: Some(backend),
+        }))
+    }
+
+    async fn get_status(
+        &self,
+        _req: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        let m = self.m.clone();
+        Ok(Response::new(blocking(move || m.status()).await?))
+    }
+
+    async fn get_stats(
+        &self,
+        _req: Request<pb::GetStatsRequest>,
+    ) -> Result<Response<pb::GetStatsResponse>, Status> {
+        let m = self.m.clone();
+        Ok(Response::new(blocking(move || m.stats()).await?))
+    }
+
+    type WatchEventsStream = ReceiverStream<Result<pb::Event, Status>>;
+
+    async fn watch_events(
+        &self,
+        _req: Request<pb::WatchEventsRequest>,
+    ) -> Result<Response<Self::WatchEventsStream>, Status> {
+        let mut rx = self.m.subscribe();
+        let mut shutdown = self.shutdown.clone();
+        let (tx, out) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                if *shutdown.borrow() {
+                    break;
+                }
+                tokio::select! {
+                    r = shutdown.changed() => if r.is_err() { break },
+                    _ = tx.closed() => break,
+                    r = rx.recv() => {
+                        let ev = match r {
+                            Ok(ev) => ev,
+                            Err(broadcast::error::RecvError::Lagged(missed)) => pb::Event {
+                                seq: 0,
+                                unix_ms: crate::store::now_unix_ms(),
+                                kind: Some(pb::event::Kind::Lagged(pb::Lagged { missed })),
+                            },
+                            Err(broadcast::error::RecvError::Closed) => break,
+                        };
+                        if tx.send(Ok(ev)).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(out)))
+    }
+}

@@ -1,0 +1,615 @@
+//! The config store: the running [`Config`] (and the text it came from) plus
+//! the operator's per-backend overrides (weight, drain) and the health
+//! verdicts, keyed by (VIP name, backend `addr:port`). Everything the table
+//! builder needs comes out of here as one value per backend
+//! ([`Store::effective`]), so backend set, weights, drain and health always
+//! change together in one generation (DESIGN §1: one atomically swapped value).
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use conf::tables::BackendState;
+use conf::{Config, ConfigError};
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A backend of a VIP, as operators name it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BackendKey {
+    /// VIP name.
+    pub vip: String,
+    /// Backend address and port.
+    pub backend: SocketAddr,
+}
+
+impl BackendKey {
+    /// A key from a VIP name and a backend.
+    pub fn new(vip: &str, backend: SocketAddr) -> BackendKey {
+        BackendKey {
+            vip: vip.to_string(),
+            backend,
+        }
+    }
+}
+
+/// What an operator set on one backend (SetBackend). Kept across config
+/// applies while the backend stays configured, and across restarts of
+/// border-mgmt (persisted next to the instance lock).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorOverride {
+    /// Replaces the configured weight.
+    #[serde(default)]
+    pub weight: Option<u32>,
+    /// Out of the ring; existing flows finish.
+    #[serde(default)]
+    pub drained: bool,
+    /// The operator's note, shown in the reason.
+    #[serde(default)]
+    pub note: String,
+    /// When it was last changed.
+    #[serde(default)]
+    pub since_unix_ms: u64,
+}
+
+impl OperatorOverride {
+    fn is_empty(&self) -> bool {
+        self.weight.is_none() && !self.drained
+    }
+}
+
+/// A health verdict on one backend: the hook for the health checker (a later
+/// issue). `up == false` takes the backend out of the ring (unless the VIP
+/// fails open); the reason is shown as is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HealthVerdict {
+    /// Healthy.
+    pub up: bool,
+    /// Why, in words ("3 consecutive TCP connects refused", ...).
+    pub reason: String,
+    /// Since when.
+    pub since_unix_ms: u64,
+}
+
+/// One SetBackend action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendAction {
+    /// Operator weight (0..=65535).
+    Weight(u32),
+    /// Back to the configured weight.
+    ResetWeight,
+    /// Out of the ring, existing flows finish.
+    Drain,
+    /// Undo [`BackendAction::Drain`].
+    Undrain,
+}
+
+/// A backend as the builder and the API see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Effective {
+    /// Weight after overrides.
+    pub weight: u32,
+    /// Configured weight.
+    pub config_weight: u32,
+    /// Operator weight in force.
+    pub weight_overridden: bool,
+    /// Drained by the operator.
+    pub drained: bool,
+    /// State for the tables.
+    pub state: BackendState,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// Why a SetBackend was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SetBackendError {
+    /// No VIP of that name.
+    #[error("no VIP `{0}` in the running config")]
+    NoVip(String),
+    /// The VIP has no such backend.
+    #[error("VIP `{vip}` has no backend {backend}")]
+    NoBackend {
+        /// VIP name.
+        vip: String,
+        /// The backend asked for.
+        backend: SocketAddr,
+    },
+    /// Weight out of range.
+    #[error("weight {0} is out of range (expected 0..=65535)")]
+    Weight(u32),
+}
+
+/// The running config and the overrides on top of it. Cloning gives a
+/// candidate to change and build from; commit it by replacing the original
+/// and calling [`Store::save`].
+#[derive(Debug, Clone)]
+pub struct Store {
+    config: Config,
+    text: String,
+    origin: String,
+    applied_unix_ms: u64,
+    operator: BTreeMap<BackendKey, OperatorOverride>,
+    health: HashMap<BackendKey, HealthVerdict>,
+    persist: Option<PathBuf>,
+}
+
+/// What [`Store::replace_config`] dropped: overrides of backends the new
+/// config no longer has.
+pub type Pruned = Vec<BackendKey>;
+
+impl Store {
+    /// A store running `config` (parsed from `text`, named `origin`). With
+    /// `persist`, operator overrides are loaded from and saved to that file
+    /// (entries for backends the config does not have are dropped).
+    pub fn new(config: Config, text: String, origin: String, persist: Option<PathBuf>) -> Store {
+        let mut s = Store {
+            config,
+            text,
+            origin,
+            applied_unix_ms: now_unix_ms(),
+            operator: BTreeMap::new(),
+            health: HashMap::new(),
+            persist,
+        };
+        if let Some(p) = &s.persist {
+            match load_overrides(p) {
+                Ok(map) => {
+                    for (k, o) in map {
+                        if s.find(&k).is_some() && !o.is_empty() {
+                            s.operator.insert(k, o);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(path = %p.display(), error = %e, "operator overrides not restored")
+                }
+            }
+        }
+        s
+    }
+
+    /// The running config.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The text the running config was parsed from.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Where it came from (a file path or `<api>`).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// When it was applied.
+    pub fn applied_unix_ms(&self) -> u64 {
+        self.applied_unix_ms
+    }
+
+    /// Operator overrides in force.
+    pub fn operator_overrides(&self) -> &BTreeMap<BackendKey, OperatorOverride> {
+        &self.operator
+    }
+
+    /// (VIP index, backend index) of a key in the running config.
+    pub fn find(&self, key: &BackendKey) -> Option<(usize, usize)> {
+        let vi = self.config.vips.iter().position(|v| v.name == key.vip)?;
+        let bi = self.config.vips[vi]
+            .backends
+            .iter()
+            .position(|b| SocketAddr::new(b.address, b.port) == key.backend)?;
+        Some((vi, bi))
+    }
+
+    /// The key of (VIP index, backend index).
+    pub fn key(&self, vi: usize, bi: usize) -> Option<BackendKey> {
+        let v = self.config.vips.get(vi)?;
+        let b = v.backends.get(bi)?;
+        Some(BackendKey::new(&v.name, SocketAddr::new(b.address, b.port)))
+    }
+
+    /// Backend `bi` of VIP `vi` after overrides (None if out of range).
+    pub fn effective(&self, vi: usize, bi: usize) -> Option<Effective> {
+        let v = self.config.vips.get(vi)?;
+        let b = v.backends.get(bi)?;
+        let key = BackendKey::new(&v.name, SocketAddr::new(b.address, b.port));
+        let op = self.operator.get(&key);
+        let health = self.health.get(&key);
+        let weight = op.and_then(|o| o.weight).unwrap_or(b.weight);
+        let weight_overridden = op.and_then(|o| o.weight).is_some();
+        let drained = op.is_some_and(|o| o.drained);
+        let note = |o: &OperatorOverride| {
+            if o.note.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", o.note)
+            }
+        };
+        let (state, reason) = if drained {
+            let o = op.expect("drained implies an override");
+            (
+                BackendState::Draining,
+                format!("drained by the operator{}", note(o)),
+            )
+        } else if let Some(h) = health.filter(|h| !h.up) {
+            (BackendState::Down, h.reason.clone())
+        } else if weight == 0 {
+            let why = match op.filter(|o| o.weight.is_some()) {
+                Some(o) => format!("weight 0 set by the operator{}", note(o)),
+                None => "configured weight 0".to_string(),
+            };
+            (BackendState::Up, format!("{why}: takes no new flows"))
+        } else if let Some(h) = health {
+            (BackendState::Up, h.reason.clone())
+        } else if v.health.is_some() {
+            (BackendState::Up, "up: no health verdict yet".to_string())
+        } else {
+            (
+                BackendState::Up,
+                "up: no health check configured".to_string(),
+            )
+        };
+        Some(Effective {
+            weight,
+            config_weight: b.weight,
+            weight_overridden,
+            drained,
+            state,
+            reason,
+        })
+    }
+
+    /// The builder's view of the overrides: `(weight, state)` for every backend.
+    pub fn overrides(&self, vi: usize, bi: usize) -> Option<(u32, BackendState)> {
+        self.effective(vi, bi).map(|e| (e.weight, e.state))
+    }
+
+    /// Makes `config` the running config. Overrides of backends it no longer
+    /// has are dropped and returned.
+    pub fn replace_config(&mut self, config: Config, text: String, origin: String) -> Pruned {
+        self.config = config;
+        self.text = text;
+        self.origin = origin;
+        self.applied_unix_ms = now_unix_ms();
+        let gone: Vec<BackendKey> = self
+            .operator
+            .keys()
+            .filter(|k| self.find(k).is_none())
+            .cloned()
+            .collect();
+        for k in &gone {
+            self.operator.remove(k);
+        }
+        self.health.retain(|k, _| {
+            self.config.vips.iter().any(|v| {
+                v.name == k.vip
+                    && v.backends
+                        .iter()
+                        .any(|b| SocketAddr::new(b.address, b.port) == k.backend)
+            })
+        });
+        gone
+    }
+
+    /// Applies an operator action. Returns whether the effective backend changed.
+    pub fn set_backend(
+        &mut self,
+        key: &BackendKey,
+        action: BackendAction,
+        note: &str,
+    ) -> Result<bool, SetBackendError> {
+        if !self.config.vips.iter().any(|v| v.name == key.vip) {
+            return Err(SetBackendError::NoVip(key.vip.clone()));
+        }
+        let Some((vi, bi)) = self.find(key) else {
+            return Err(SetBackendError::NoBackend {
+                vip: key.vip.clone(),
+                backend: key.backend,
+            });
+        };
+        if let BackendAction::Weight(w) = action {
+            if w > conf::config::MAX_WEIGHT {
+                return Err(SetBackendError::Weight(w));
+            }
+        }
+        let before = self.effective(vi, bi);
+        let mut o = self.operator.get(key).cloned().unwrap_or_default();
+        match action {
+            BackendAction::Weight(w) => o.weight = Some(w),
+            BackendAction::ResetWeight => o.weight = None,
+            BackendAction::Drain => o.drained = true,
+            BackendAction::Undrain => o.drained = false,
+        }
+        if !note.is_empty() || matches!(action, BackendAction::Drain | BackendAction::Weight(_)) {
+            o.note = note.to_string();
+        }
+        o.since_unix_ms = now_unix_ms();
+        if o.is_empty() {
+            self.operator.remove(key);
+        } else {
+            self.operator.insert(key.clone(), o);
+        }
+        Ok(before != self.effective(vi, bi))
+    }
+
+    /// Records (or clears, with `None`) a health verdict. Returns whether
+    /// the effective backend changed. Unknown backends are ignored.
+    pub fn set_health(&mut self, key: &BackendKey, verdict: Option<HealthVerdict>) -> bool {
+        let Some((vi, bi)) = self.find(key) else {
+            return false;
+        };
+        let before = self.effective(vi, bi);
+        match verdict {
+            Some(v) => {
+                self.health.insert(key.clone(), v);
+            }
+            None => {
+                self.health.remove(key);
+            }
+        }
+        before != self.effective(vi, bi)
+    }
+
+    /// Writes the operator overrides to the persistence file (if any).
+    pub fn save(&self) {
+        let Some(p) = &self.persist else {
+            return;
+        };
+        if let Err(e) = save_overrides(p, &self.operator) {
+            tracing::warn!(path = %p.display(), error = %e, "cannot save operator overrides");
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SavedOverride {
+    #[serde(flatten)]
+    key: BackendKey,
+    #[serde(flatten)]
+    value: OperatorOverride,
+}
+
+fn load_overrides(path: &Path) -> std::io::Result<Vec<(BackendKey, OperatorOverride)>> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let list: Vec<SavedOverride> = serde_json::from_slice(&bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    Ok(list.into_iter().map(|s| (s.key, s.value)).collect())
+}
+
+fn save_overrides(
+    path: &Path,
+    map: &BTreeMap<BackendKey, OperatorOverride>,
+) -> std::io::Result<()> {
+    let list: Vec<SavedOverride> = map
+        .iter()
+        .map(|(k, v)| SavedOverride {
+            key: k.clone(),
+            value: v.clone(),
+        })
+        .collect();
+    let json = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, json)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads and validates a config file like [`Config::from_file`], also
+/// returning its text (for GetConfig).
+pub fn load_config_file(path: &Path) -> Result<(Config, String), ConfigError> {
+    let bytes = std::fs::read(path).map_err(|source| ConfigError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    match String::from_utf8(bytes) {
+        Ok(text) => {
+            let mut cfg = Config::from_toml_str(&text, &path.display().to_string())?;
+            resolve_tls_paths(&mut cfg, path.parent());
+            Ok((cfg, text))
+        }
+        // from_file reports the first invalid byte with its position.
+        Err(_) => Config::from_file(path).map(|c| (c, String::new())),
+    }
+}
+
+/// Resolves relative `[mgmt.tls]` paths against `dir`, as
+/// [`Config::from_file`] does for a file in `dir`.
+pub fn resolve_tls_paths(cfg: &mut Config, dir: Option<&Path>) {
+    let Some(dir) = dir.filter(|d| !d.as_os_str().is_empty()) else {
+        return;
+    };
+    if let Some(tls) = &mut cfg.mgmt.tls {
+        for p in [&mut tls.cert, &mut tls.key, &mut tls.client_ca] {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        }
+    }
+}
+
+/// What a new config may not change without restarting the processes:
+/// `Err(section)` names the first such section that differs.
+pub fn check_reloadable(old: &Config, new: &Config) -> Result<(), &'static str> {
+    if old.instance != new.instance {
+        return Err("instance");
+    }
+    if old.dataplane != new.dataplane {
+        return Err("[dataplane]");
+    }
+    if old.ports != new.ports {
+        return Err("[[port]]");
+    }
+    if old.mgmt != new.mgmt {
+        return Err("[mgmt]");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const CFG: &str = r#"
+instance = "t"
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "000102030405060708090a0b0c0d0e0f"
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["10.0.0.1/24"]
+local_addresses = ["10.0.0.1"]
+[[vip]]
+name = "web"
+address = "10.0.0.100"
+port = 80
+maglev_table_size = 1009
+[[vip.backend]]
+address = "10.0.1.1"
+port = 8080
+[[vip.backend]]
+address = "10.0.1.2"
+port = 8080
+weight = 2
+"#;
+
+    fn store(persist: Option<PathBuf>) -> Store {
+        let cfg = Config::from_toml_str(CFG, "t.toml").unwrap();
+        Store::new(cfg, CFG.into(), "t.toml".into(), persist)
+    }
+
+    fn key(b: &str) -> BackendKey {
+        BackendKey::new("web", b.parse().unwrap())
+    }
+
+    #[test]
+    fn overrides_change_the_effective_backend() {
+        let mut s = store(None);
+        let e = s.effective(0, 1).unwrap();
+        assert_eq!((e.weight, e.state), (2, BackendState::Up));
+        assert!(e.reason.contains("no health check"), "{}", e.reason);
+
+        assert!(s
+            .set_backend(&key("10.0.1.2:8080"), BackendAction::Drain, "maintenance")
+            .unwrap());
+        let e = s.effective(0, 1).unwrap();
+        assert_eq!(e.state, BackendState::Draining);
+        assert_eq!(e.reason, "drained by the operator: maintenance");
+        assert!(!s
+            .set_backend(&key("10.0.1.2:8080"), BackendAction::Drain, "maintenance")
+            .unwrap());
+
+        s.set_backend(&key("10.0.1.2:8080"), BackendAction::Weight(7), "")
+            .unwrap();
+        assert_eq!(s.effective(0, 1).unwrap().weight, 7);
+        s.set_backend(&key("10.0.1.2:8080"), BackendAction::Undrain, "")
+            .unwrap();
+        s.set_backend(&key("10.0.1.2:8080"), BackendAction::ResetWeight, "")
+            .unwrap();
+        assert!(s.operator_overrides().is_empty());
+        assert_eq!(s.effective(0, 1).unwrap().weight, 2);
+
+        assert_eq!(
+            s.set_backend(&key("10.0.1.9:8080"), BackendAction::Drain, ""),
+            Err(SetBackendError::NoBackend {
+                vip: "web".into(),
+                backend: "10.0.1.9:8080".parse().unwrap()
+            })
+        );
+        assert!(matches!(
+            s.set_backend(
+                &BackendKey::new("nope", "10.0.1.1:8080".parse().unwrap()),
+                BackendAction::Drain,
+                ""
+            ),
+            Err(SetBackendError::NoVip(_))
+        ));
+        assert_eq!(
+            s.set_backend(&key("10.0.1.1:8080"), BackendAction::Weight(70000), ""),
+            Err(SetBackendError::Weight(70000))
+        );
+    }
+
+    #[test]
+    fn health_verdicts_hook_in_and_drain_wins() {
+        let mut s = store(None);
+        let k = key("10.0.1.1:8080");
+        assert!(s.set_health(
+            &k,
+            Some(HealthVerdict {
+                up: false,
+                reason: "3 connects refused".into(),
+                since_unix_ms: 1
+            })
+        ));
+        let e = s.effective(0, 0).unwrap();
+        assert_eq!(
+            (e.state, e.reason.as_str()),
+            (BackendState::Down, "3 connects refused")
+        );
+        s.set_backend(&k, BackendAction::Drain, "").unwrap();
+        assert_eq!(s.effective(0, 0).unwrap().state, BackendState::Draining);
+        assert!(
+            s.set_health(&k, None) || s.effective(0, 0).unwrap().state == BackendState::Draining
+        );
+    }
+
+    #[test]
+    fn overrides_persist_and_follow_the_config() {
+        let p = std::env::temp_dir().join(format!("border-mgmt-store-{}.json", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        {
+            let mut s = store(Some(p.clone()));
+            s.set_backend(&key("10.0.1.1:8080"), BackendAction::Drain, "x")
+                .unwrap();
+            s.set_backend(&key("10.0.1.2:8080"), BackendAction::Weight(9), "")
+                .unwrap();
+            s.save();
+        }
+        let mut s = store(Some(p.clone()));
+        assert_eq!(s.operator_overrides().len(), 2);
+        assert_eq!(s.effective(0, 0).unwrap().state, BackendState::Draining);
+        assert_eq!(s.effective(0, 1).unwrap().weight, 9);
+
+        // A config without 10.0.1.1 drops its override.
+        let text = CFG.replace("10.0.1.1", "10.0.1.3");
+        let cfg = Config::from_toml_str(&text, "<api>").unwrap();
+        let gone = s.replace_config(cfg, text, "<api>".into());
+        assert_eq!(gone, vec![key("10.0.1.1:8080")]);
+        assert_eq!(s.operator_overrides().len(), 1);
+        s.save();
+        let s = store(Some(p.clone()));
+        assert_eq!(s.operator_overrides().len(), 1);
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn reloadable_names_the_section() {
+        let a = Config::from_toml_str(CFG, "a").unwrap();
+        let mut b = a.clone();
+        b.vips.clear();
+        b.zone = Some("z".into());
+        assert_eq!(check_reloadable(&a, &b), Ok(()));
+        b.dataplane.conntrack_per_worker = 4096;
+        assert_eq!(check_reloadable(&a, &b), Err("[dataplane]"));
+        let mut c = a.clone();
+        c.mgmt.metrics_listen = Some("127.0.0.1:9".parse().unwrap());
+        assert_eq!(check_reloadable(&a, &c), Err("[mgmt]"));
+    }
+}
