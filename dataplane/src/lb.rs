@@ -949,7 +949,7 @@ impl Lb {
             None => return drop(counters, Counter::DropNotLocal),
         };
         let vip = &tables.vips[vi as usize];
-        let (vaddr, vport, vid) = (vip.addr, vip.port, vip.id);
+        let (vaddr, vport, slot) = (vip.addr, vip.port, vip.stat_slot);
         let Some((out, hop)) = tables.routes.route(t.dst) else {
             return drop(counters, Counter::DropNoRoute);
         };
@@ -961,8 +961,8 @@ impl Lb {
             return drop(counters, Counter::DropSlowpathUnhandled);
         }
         counters.inc(Counter::DnatStatelessReplies);
-        self.vip_stats.add(vid, FlowStat::Packets, 1);
-        self.vip_stats.add(vid, FlowStat::Bytes, len as u64);
+        self.vip_stats.add(slot, FlowStat::Packets, 1);
+        self.vip_stats.add(slot, FlowStat::Bytes, len as u64);
         self.send_via(frame, out, hop, ports, counters)
     }
 
