@@ -438,17 +438,31 @@ fn haproxy_sees_unique_id_and_authority_from_a_real_tls_client() {
         tag: "ppa",
         n: 85,
         v6: false,
-        vips: vec![VipSpec {
-            name: "tls",
-            port: 443,
-            backend_port: 8443,
-            extra: "proxy_protocol = \"v2\"\nproxy_protocol_tlvs = [\"unique_id\", \"crc32c\", \"authority\"]\nproxy_protocol_max_len = 200",
-        }],
+        vips: vec![
+            VipSpec {
+                name: "tls",
+                port: 443,
+                backend_port: 8443,
+                extra: "proxy_protocol = \"v2\"\nproxy_protocol_tlvs = [\"unique_id\", \"crc32c\", \"authority\"]\nproxy_protocol_max_len = 200",
+            },
+            // 28 address bytes + 19 unique id + 7 CRC = 54: no room for
+            // the 20-byte authority TLV under 60.
+            VipSpec {
+                name: "tight",
+                port: 444,
+                backend_port: 8443,
+                extra: "proxy_protocol = \"v2\"\nproxy_protocol_tlvs = [\"unique_id\", \"crc32c\", \"authority\"]\nproxy_protocol_max_len = 60",
+            },
+        ],
     };
     let mut topo = plan.start();
     topo.haproxy(plan.backend(8443), true);
-    let vip = plan.vip(443);
-    for _ in 0..3 {
+    for (port, authority) in [
+        (443, "shop.example.test"),
+        (444, ""),
+        (443, "shop.example.test"),
+    ] {
+        let vip = plan.vip(port);
         let out = topo.cli.try_run(&[
             "curl",
             "-sS",
@@ -459,8 +473,8 @@ fn haproxy_sees_unique_id_and_authority_from_a_real_tls_client() {
             "3",
             "--retry-connrefused",
             "--resolve",
-            &format!("shop.example.test:443:{}", vip.ip()),
-            "https://shop.example.test/",
+            &format!("shop.example.test:{port}:{}", vip.ip()),
+            &format!("https://shop.example.test:{port}/"),
         ]);
         let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
         assert!(
@@ -471,12 +485,12 @@ fn haproxy_sees_unique_id_and_authority_from_a_real_tls_client() {
         );
         assert_eq!(field(&line, "src"), plan.client().to_string(), "{line}");
         assert_eq!(field(&line, "dst"), vip.ip().to_string(), "{line}");
-        assert_eq!(field(&line, "dport"), "443", "{line}");
-        assert_eq!(field(&line, "authority"), "shop.example.test", "{line}");
+        assert_eq!(field(&line, "dport"), port.to_string(), "{line}");
+        assert_eq!(field(&line, "authority"), authority, "{line}");
         assert_eq!(field(&line, "uid").len(), 16, "{line}");
     }
     topo.wait_counter(Counter::PpHeadersInserted, 3);
-    assert_eq!(topo.counter(Counter::PpTlvsDroppedForSize), 0);
+    assert_eq!(topo.counter(Counter::PpTlvsDroppedForSize), 1);
 }
 
 /// What a PPv2-reading test backend learned from the header.
@@ -740,10 +754,7 @@ fn a_lost_first_data_segment_still_reaches_haproxy_with_the_header() {
     topo.wait_counter(Counter::PpHeadersRetransmitted, 5);
     assert_eq!(topo.counter(Counter::DropPpBadSegment), 0);
     let log = topo.backend_log("haproxy");
-    assert!(
-        !log.contains("PROXY") || !log.to_lowercase().contains("error"),
-        "HAProxy complained:\n{log}"
-    );
+    assert!(!log.contains("PROXY"), "HAProxy complained:\n{log}");
 }
 
 /// Deterministic bytes for the transfer.
