@@ -4,6 +4,7 @@ pub mod counters;
 pub mod flowhash;
 pub mod maglev;
 pub mod state;
+pub mod tables;
 
 pub use config::{
     check_config_file, Backend, Config, ConfigError, Dataplane, Health, HealthKind, IpNet, Listen,

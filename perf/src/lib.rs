@@ -11,3 +11,4 @@ pub mod flowhash;
 pub mod maglev;
 pub mod report;
 pub mod stats;
+pub mod tables;

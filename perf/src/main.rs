@@ -23,6 +23,8 @@ enum Command {
     Maglev(perf::maglev::Args),
     /// Stable flow hash cost per hash (ns and TSC ticks).
     Flowhash(perf::flowhash::Args),
+    /// Tables region: publish time of a one-backend change, 512 VIPs vs 1.
+    Tables(perf::tables::Args),
     /// Every benchmark with its default options.
     All,
 }
@@ -35,6 +37,7 @@ fn run(cmd: &Command) -> anyhow::Result<()> {
     let table = match cmd {
         Command::Maglev(a) => perf::maglev::run(a)?,
         Command::Flowhash(a) => perf::flowhash::run(a)?,
+        Command::Tables(a) => perf::tables::run(a)?,
         Command::All => {
             for sub in ["maglev", "flowhash"] {
                 run(&defaults(sub))?;
