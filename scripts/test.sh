@@ -15,3 +15,4 @@ done
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets
+bash scripts/fuzz.sh  # bounded cargo-fuzz runs of dataplane/fuzz (< 3 min once built)
