@@ -9,6 +9,7 @@
 pub mod clock;
 pub mod flowhash;
 pub mod maglev;
+pub mod pipeline;
 pub mod report;
 pub mod stats;
 pub mod tables;

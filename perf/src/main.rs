@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run -p perf --release --bin border-perf -- maglev
 //! cargo run -p perf --release --bin border-perf -- flowhash
+//! cargo run -p perf --release --bin border-perf -- pipeline
 //! cargo run -p perf --release --bin border-perf -- all
 //! ```
 
@@ -23,6 +24,8 @@ enum Command {
     Maglev(perf::maglev::Args),
     /// Stable flow hash cost per hash (ns and TSC ticks).
     Flowhash(perf::flowhash::Args),
+    /// Load-balancing pipeline cycles per packet (established and new flows) vs a bare rx->tx loop.
+    Pipeline(perf::pipeline::Args),
     /// Tables region: publish time of a one-backend change, 512 VIPs vs 1.
     Tables(perf::tables::Args),
     /// Every benchmark with its default options.
@@ -37,6 +40,7 @@ fn run(cmd: &Command) -> anyhow::Result<()> {
     let table = match cmd {
         Command::Maglev(a) => perf::maglev::run(a)?,
         Command::Flowhash(a) => perf::flowhash::run(a)?,
+        Command::Pipeline(a) => perf::pipeline::run(a)?,
         Command::Tables(a) => perf::tables::run(a)?,
         Command::All => {
             for sub in ["maglev", "flowhash"] {
