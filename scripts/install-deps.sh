@@ -23,7 +23,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if ! command -v cargo >/dev/null; then
-  echo "cargo not found: install a Rust toolchain (rustup) first" >&2
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    echo "cargo is in $HOME/.cargo/bin but not on PATH: export PATH=\"\$HOME/.cargo/bin:\$PATH\"" >&2
+  else
+    echo "cargo not found: install a Rust toolchain >= 1.85 (rustup) first; Debian's rustc is too old" >&2
+  fi
   exit 1
 fi
 if command -v rustup >/dev/null; then
