@@ -114,12 +114,16 @@ maglev_table_size = 1021
     }
 
     fn start(&self) -> Topo {
+        self.start_with(&self.config())
+    }
+
+    fn start_with(&self, config: &str) -> Topo {
         let t = self.tag;
         let lb = Netns::new(&format!("{t}-lb"));
         let cli = Netns::new(&format!("{t}-cli"));
         let bk = Netns::new(&format!("{t}-bk"));
         let dir = TempDir::new(t);
-        let dp = BorderDp::start(&lb, &dir, &format!("e2e{t}"), &self.config());
+        let dp = BorderDp::start(&lb, &dir, &format!("e2e{t}"), config);
         wait_iface(&lb, &format!("{t}-ext"));
         wait_iface(&lb, &format!("{t}-int"));
         let p = self.plen();
@@ -426,4 +430,64 @@ fn long_lived_connection_survives_adding_a_fourth_backend() {
         "all four backends must get new connections: {t:?}"
     );
     assert_eq!(with_four.dp.counter(Counter::DropNoConntrack), 0);
+}
+
+#[test]
+fn two_workers_share_the_load_and_hand_over_replies() {
+    let plan = Plan {
+        tag: "lw2",
+        n: 93,
+        v6: false,
+        mode: "fullnat",
+        proto: "tcp",
+        backends: 3,
+    };
+    let cfg = plan.config().replace(
+        "worker_lcores = [1]",
+        "worker_lcores = [1, 2]\nlcore_cpus = [0, 1, 1]",
+    );
+    let topo = plan.start_with(&cfg);
+    let _servers = TcpBackends::start(
+        &topo.bk.name,
+        &[
+            ("b0", plan.backend(0)),
+            ("b1", plan.backend(1)),
+            ("b2", plan.backend(2)),
+        ],
+    );
+    let lines = tcp_names(&topo.cli.name, plan.vip(), 300);
+    let who: Vec<String> = lines
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect();
+    check_spread(&who, 3, 300);
+    let state = topo.dp.state();
+    assert_eq!(state.n_workers(), 2);
+    wait_until("both workers counted", Duration::from_secs(5), || {
+        (0..2).all(|w| state.worker(w).unwrap().get(Counter::RxPackets) > 0)
+    });
+    let per_worker: Vec<u64> = (0..2)
+        .map(|w| state.worker(w).unwrap().get(Counter::NewFlows))
+        .collect();
+    eprintln!(
+        "new flows per worker {per_worker:?}, handoffs sent {} received {}",
+        state.total(Counter::HandoffSent),
+        state.total(Counter::HandoffReceived)
+    );
+    assert!(
+        per_worker.iter().all(|n| *n > 0),
+        "RSS must spread new flows: {per_worker:?}"
+    );
+    // The TAP's kernel side picks a queue per flow direction, so replies
+    // often reach the worker that does not own their local port.
+    assert!(
+        state.total(Counter::HandoffSent) > 0,
+        "no reply was handed over"
+    );
+    assert_eq!(
+        state.total(Counter::HandoffSent),
+        state.total(Counter::HandoffReceived)
+    );
+    assert_eq!(state.total(Counter::DropHandoffFull), 0);
+    assert_eq!(state.total(Counter::DropNoConntrack), 0);
 }

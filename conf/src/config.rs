@@ -70,6 +70,10 @@ pub struct Dataplane {
     pub main_lcore: u32,
     /// One poll-mode worker per lcore, in file order; distinct, not main_lcore.
     pub worker_lcores: Vec<u32>,
+    /// The CPU of the main lcore and of each worker lcore, in that order
+    /// (default: lcore N runs on CPU N). Lets more lcores than CPUs share
+    /// cores, e.g. several adaptive workers on a small test VM.
+    pub lcore_cpus: Option<Vec<u32>>,
     /// Default [`PollMode::Adaptive`].
     pub poll: PollMode,
     /// Extra EAL arguments (default empty); never lcore options.
@@ -167,6 +171,38 @@ pub struct Mgmt {
     pub metrics_listen: Option<SocketAddr>,
     /// `[mgmt.tls]`; required when `listen` is TCP.
     pub tls: Option<MgmtTls>,
+    /// `[[mgmt.peer]]`: other border-mgmt instances that check the same
+    /// backends and share their observations (default none).
+    pub peers: Vec<Peer>,
+    /// Independent checkers (this one and its peers) that must see a backend
+    /// fail before it goes down: `1..=1 + peers` (default 1).
+    pub quorum: u32,
+}
+
+/// `[[mgmt.peer]]`: another border-mgmt whose health observations count as
+/// votes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Its gRPC API (its `mgmt.listen`); TCP needs `[mgmt.tls]` here (this
+    /// instance's certificate and key are the client identity).
+    pub address: Listen,
+    /// A label for logs and decisions (default: the address).
+    pub name: Option<String>,
+}
+
+impl Peer {
+    /// The address as written: `unix:///path` or `tcp://ip:port`.
+    pub fn address_string(&self) -> String {
+        match &self.address {
+            Listen::Unix(p) => format!("unix://{}", p.display()),
+            Listen::Tcp(a) => format!("tcp://{a}"),
+        }
+    }
+
+    /// [`Peer::name`], or the address.
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.address_string())
+    }
 }
 
 /// A parsed `mgmt.listen`.
@@ -288,6 +324,9 @@ pub struct Health {
     pub send_proxy_v2: bool,
     /// Honour `X-Load-Balancing-Endpoint-Weight` (http/https only).
     pub weight_header: bool,
+    /// TLS server name sent by tls/https probes (and the HTTP `Host`); `None`:
+    /// no SNI, `Host` is the backend's `addr:port`.
+    pub sni: Option<String>,
 }
 
 /// Health probe kind.

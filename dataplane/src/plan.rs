@@ -56,9 +56,21 @@ pub fn eal_plan(cfg: &Config, with_twins: bool) -> EalPlan {
     // layout always comes from main_lcore and worker_lcores.
     let mut lcores = vec![dp.main_lcore];
     lcores.extend(dp.worker_lcores.iter().copied());
-    let list: Vec<String> = lcores.iter().map(u32::to_string).collect();
-    args.push("-l".into());
-    args.push(list.join(","));
+    match &dp.lcore_cpus {
+        Some(cpus) => {
+            let map: Vec<String> = lcores
+                .iter()
+                .zip(cpus)
+                .map(|(l, c)| format!("{l}@{c}"))
+                .collect();
+            args.push(format!("--lcores={}", map.join(",")));
+        }
+        None => {
+            let list: Vec<String> = lcores.iter().map(u32::to_string).collect();
+            args.push("-l".into());
+            args.push(list.join(","));
+        }
+    }
     args.push(format!("--main-lcore={}", dp.main_lcore));
     if !has_any(&dp.eal_args, &["--file-prefix"]) {
         args.push(format!("--file-prefix=border-{}", cfg.instance));
@@ -150,6 +162,33 @@ listen = "unix:///run/border/t1.sock"
         assert_eq!(plan.ports[0].device, "net_tap0");
         assert_eq!(plan.ports[1].device, "0000:3b:00.1");
         assert_eq!(plan.ports[1].twin_iface, "kni-int");
+    }
+
+    #[test]
+    fn lcore_cpus_map_lcores_onto_cpus() {
+        let text = BASE.replace(
+            "worker_lcores = [1]",
+            "worker_lcores = [1, 2]\nlcore_cpus = [0, 1, 1]",
+        );
+        let cfg = Config::from_toml_str(&text, "test.toml").unwrap();
+        let plan = eal_plan(&cfg, false);
+        assert!(
+            plan.args.iter().any(|a| a == "--lcores=0@0,1@1,2@1"),
+            "{:?}",
+            plan.args
+        );
+        assert!(!plan.args.iter().any(|a| a == "-l"));
+        let bad = BASE.replace(
+            "worker_lcores = [1]",
+            "worker_lcores = [1, 2]\nlcore_cpus = [0, 1]",
+        );
+        let e = Config::from_toml_str(&bad, "test.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("dataplane.lcore_cpus") && e.contains("expected 3"),
+            "{e}"
+        );
     }
 
     #[test]

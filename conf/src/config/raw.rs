@@ -25,6 +25,7 @@ pub(super) struct RawConfig {
 pub(super) struct RawDataplane {
     pub main_lcore: Option<S<u32>>,
     pub worker_lcores: List<u32>,
+    pub lcore_cpus: Option<List<u32>>,
     pub poll: Option<S<String>>,
     pub eal_args: Option<List<String>>,
     pub conntrack_per_worker: Option<S<u32>>,
@@ -60,6 +61,15 @@ pub(super) struct RawMgmt {
     pub listen: Option<S<String>>,
     pub metrics_listen: Option<S<String>>,
     pub tls: Option<S<RawTls>>,
+    pub peer: Option<List<RawPeer>>,
+    pub quorum: Option<S<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawPeer {
+    pub address: S<String>,
+    pub name: Option<S<String>>,
 }
 
 #[derive(Deserialize)]
@@ -101,6 +111,7 @@ pub(super) struct RawHealth {
     pub fall: Option<S<u32>>,
     pub send_proxy_v2: Option<S<bool>>,
     pub weight_header: Option<S<bool>>,
+    pub sni: Option<S<String>>,
 }
 
 #[derive(Deserialize)]

@@ -17,7 +17,8 @@ use toml::Spanned as S;
 use super::error::Diag;
 use super::net::{family, parse_hex, parse_mac};
 use super::raw::{
-    RawBackend, RawConfig, RawDataplane, RawHealth, RawMgmt, RawPort, RawTimeouts, RawTls, RawVip,
+    RawBackend, RawConfig, RawDataplane, RawHealth, RawMgmt, RawPeer, RawPort, RawTimeouts, RawTls,
+    RawVip,
 };
 use super::*;
 
@@ -293,7 +294,32 @@ impl V {
                 seen.insert(n, i);
             }
         }
-        let worker_lcores = workers.iter().map(|w| *w.get_ref()).collect();
+        let worker_lcores: Vec<u32> = workers.iter().map(|w| *w.get_ref()).collect();
+
+        let lcore_cpus = d.lcore_cpus.as_ref().map(|list| {
+            let cpus: Vec<u32> = list.get_ref().iter().map(|c| *c.get_ref()).collect();
+            if cpus.len() != worker_lcores.len() + 1 {
+                self.err(
+                    at(list),
+                    "dataplane.lcore_cpus",
+                    format!(
+                        "lists {} CPUs (expected {}: one for main_lcore, then one per worker_lcores entry)",
+                        cpus.len(),
+                        worker_lcores.len() + 1
+                    ),
+                );
+            }
+            for (i, c) in list.get_ref().iter().enumerate() {
+                if *c.get_ref() >= MAX_LCORE {
+                    self.err(
+                        at(c),
+                        &format!("dataplane.lcore_cpus[{i}]"),
+                        format!("{} is out of range (expected a CPU id 0..={})", c.get_ref(), MAX_LCORE - 1),
+                    );
+                }
+            }
+            cpus
+        });
 
         let poll = self.choice(
             &d.poll,
@@ -366,6 +392,7 @@ impl V {
         Dataplane {
             main_lcore,
             worker_lcores,
+            lcore_cpus,
             poll,
             eal_args,
             conntrack_per_worker,
@@ -734,6 +761,8 @@ impl V {
                 listen: Config::default_mgmt_listen(instance),
                 metrics_listen: None,
                 tls: None,
+                peers: Vec::new(),
+                quorum: 1,
             };
         };
         let m = sm.get_ref();
@@ -780,11 +809,91 @@ impl V {
             }
         });
         let tls = m.tls.as_ref().map(|t| self.tls(t.get_ref()));
+        let peers = self.peers(m.peer.as_ref(), &listen, m.tls.is_some());
+        let quorum = or(&m.quorum, 1);
+        if let Some(q) = &m.quorum {
+            let checkers = 1 + peers.len() as u32;
+            if quorum == 0 || quorum > checkers {
+                let n = peers.len();
+                self.err(
+                    at(q),
+                    "mgmt.quorum",
+                    format!(
+                        "{quorum} is out of range (expected 1..={checkers}: this border-mgmt and its {n} [[mgmt.peer]] are {checkers} checkers)"
+                    ),
+                );
+            }
+        }
         Mgmt {
             listen,
             metrics_listen,
             tls,
+            peers,
+            quorum,
         }
+    }
+
+    fn peers(&mut self, list: Option<&List<RawPeer>>, listen: &str, have_tls: bool) -> Vec<Peer> {
+        let items: &[S<RawPeer>] = list.map_or(&[], |l| l.get_ref());
+        let own = parse_listen(listen).ok();
+        let mut out: Vec<Peer> = Vec::new();
+        let mut seen: HashMap<Listen, usize> = HashMap::new();
+        let mut names: HashMap<String, usize> = HashMap::new();
+        for (i, sp) in items.iter().enumerate() {
+            let p = sp.get_ref();
+            let key = format!("mgmt.peer[{i}]");
+            let akey = format!("{key}.address");
+            let name = p.name.as_ref().map(|n| {
+                self.name(n, &format!("{key}.name"), MAX_NAME, true);
+                if let Some(j) = names.insert(n.get_ref().clone(), i) {
+                    self.err(
+                        at(n),
+                        format!("{key}.name"),
+                        format!(
+                            "{:?} is also the name of mgmt.peer[{j}] (expected unique peer names)",
+                            n.get_ref()
+                        ),
+                    );
+                }
+                n.get_ref().clone()
+            });
+            let address = match parse_listen(p.address.get_ref()) {
+                Err(msg) => {
+                    self.err(at(&p.address), &akey, msg);
+                    continue;
+                }
+                Ok(a) => a,
+            };
+            if Some(&address) == own.as_ref() {
+                self.err(
+                    at(&p.address),
+                    &akey,
+                    format!(
+                        "{:?} is this border-mgmt's own mgmt.listen (expected another border-mgmt)",
+                        p.address.get_ref()
+                    ),
+                );
+            }
+            if let Some(j) = seen.insert(address.clone(), i) {
+                self.err(
+                    at(&p.address),
+                    &akey,
+                    format!(
+                        "{:?} is also mgmt.peer[{j}] (expected each peer once)",
+                        p.address.get_ref()
+                    ),
+                );
+            }
+            if let (Listen::Tcp(a), false) = (&address, have_tls) {
+                self.err(
+                    at(&p.address),
+                    &akey,
+                    format!("tcp peer {a} requires [mgmt.tls] (its cert and key are this border-mgmt's client identity), or use a unix:// socket"),
+                );
+            }
+            out.push(Peer { address, name });
+        }
+        out
     }
 
     fn tls(&mut self, t: &RawTls) -> MgmtTls {
@@ -1321,6 +1430,17 @@ impl V {
             self.err(at(w), format!("{key}.weight_header"), only_http);
         }
 
+        let sni = h.sni.as_ref().map(|s| {
+            let name = s.get_ref();
+            let skey = format!("{key}.sni");
+            if !matches!(kind, HealthKind::Tls | HealthKind::Https) {
+                self.err(at(s), &skey, "is only used by tls and https checks (expected kind = \"tls\" or \"https\", or remove this key)");
+            } else if let Some(why) = dns_name_problem(name) {
+                self.err(at(s), &skey, why);
+            }
+            name.clone()
+        });
+
         Health {
             kind,
             path,
@@ -1331,8 +1451,44 @@ impl V {
             fall: or(&h.fall, 3),
             send_proxy_v2: or(&h.send_proxy_v2, false),
             weight_header,
+            sni,
         }
     }
+}
+
+/// Why `s` cannot be a TLS server name (a DNS name, RFC 6066), if it cannot.
+fn dns_name_problem(s: &str) -> Option<String> {
+    let expected = "expected a DNS name, e.g. \"www.example.com\"";
+    if s.is_empty() || s.len() > 253 {
+        return Some(format!(
+            "{s:?} is {} bytes long ({expected} of 1..=253 bytes)",
+            s.len()
+        ));
+    }
+    if s.parse::<IpAddr>().is_ok() {
+        return Some(format!(
+            "{s:?} is an IP address (TLS sends no SNI for addresses; {expected}, or remove this key)"
+        ));
+    }
+    for label in s.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Some(format!(
+                "{s:?} has an empty or longer than 63 bytes label ({expected})"
+            ));
+        }
+        if let Some(c) = label
+            .chars()
+            .find(|&c| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        {
+            return Some(format!("{s:?} contains {c:?} ({expected})"));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Some(format!(
+                "{s:?} has a label starting or ending with '-' ({expected})"
+            ));
+        }
+    }
+    None
 }
 
 /// Why `s` cannot be a Linux interface name, if it cannot.
