@@ -269,7 +269,10 @@ impl DpWatcher {
                 );
             }
         } else if self.last.is_some() || snap.problem.is_none() {
-            tracing::info!(state = %self.path.display(), "dataplane not running (no state region)");
+            tracing::info!(
+                "border-dp is not running (no {}); waiting for it",
+                self.path.display()
+            );
         }
         events.push(pb::event::Kind::Dataplane(pb::DataplaneChanged {
             present: snap.present,

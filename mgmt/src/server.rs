@@ -88,6 +88,13 @@ impl Bound {
         }
     }
 
+    /// Gives the sockets up without serving (removes the unix socket).
+    pub fn close(self) {
+        if let Api::Unix { path, ino, .. } = &self.api {
+            remove_socket(path, *ino);
+        }
+    }
+
     /// The metrics address, if any.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
@@ -344,8 +351,13 @@ pub async fn run(
         sig(SignalKind::hangup())?,
     );
     let bound = bind(&cfg).await?;
-    let (m, opened) = Manager::new(cfg.clone(), text, origin, opts)
-        .map_err(|e| RunError::Start(e.to_string()))?;
+    let (m, opened) = match Manager::new(cfg.clone(), text, origin, opts) {
+        Ok(x) => x,
+        Err(e) => {
+            bound.close();
+            return Err(RunError::Start(e.to_string()));
+        }
+    };
     match &opened {
         crate::publisher::Opened::Attached { generation } => tracing::info!(
             path = %m.options().paths.tables.display(),
@@ -361,10 +373,17 @@ pub async fn run(
     }
     let first = {
         let m = m.clone();
-        tokio::task::spawn_blocking(move || m.publish_now("startup"))
-            .await
-            .map_err(|e| RunError::Start(e.to_string()))?
-            .map_err(|e| RunError::Start(format!("cannot publish the tables: {e}")))?
+        match tokio::task::spawn_blocking(move || m.publish_now("startup")).await {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => {
+                bound.close();
+                return Err(RunError::Start(format!("cannot publish the tables: {e}")));
+            }
+            Err(e) => {
+                bound.close();
+                return Err(RunError::Start(e.to_string()));
+            }
+        }
     };
     tracing::info!(
         instance = %cfg.instance,
