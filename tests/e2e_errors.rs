@@ -2,8 +2,8 @@
 //! cause and a non-zero exit: never a panic, never a hang. Covers an invalid
 //! or missing config, an EAL that refuses the devargs, a port whose device
 //! does not probe, and a second process of a running instance (which must
-//! leave the first one working). Also the tools that read a running
-//! dataplane: `borderctl counters|status` and `border-mgmt --config`.
+//! leave the first one working; likewise a second border-mgmt). Also
+//! `borderctl counters|status` against a running and a stopped dataplane.
 //!
 //! Namespaces, instances and interfaces are prefixed `er-` so this file runs
 //! in parallel with the other end-to-end tests.
@@ -357,13 +357,6 @@ impl Bg {
     fn text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-    fn wait_log(&self, what: &str) {
-        wait_until(
-            &format!("{what:?} in {}", self.log.display()),
-            Duration::from_secs(10),
-            || self.text().contains(what),
-        );
-    }
     /// SIGTERM, then the exit status (at most 10 s).
     fn stop(&mut self) -> std::process::ExitStatus {
         // SAFETY: kill(2) on a child we spawned and have not reaped.
@@ -391,13 +384,13 @@ impl Drop for Bg {
 }
 
 #[test]
-fn borderctl_and_border_mgmt_follow_the_dataplane() {
+fn borderctl_reads_a_running_and_a_stopped_dataplane() {
     let lb = Netns::new("er-tl-lb");
     let cli = Netns::new("er-tl-cli");
     let dir = TempDir::new("er-tools");
     let instance = "er-tools";
     let config = dp_config(instance, "net_tap0,iface=er-tl-ext", "ker-tl-ext", 84);
-    let cfg = dir.path("mgmt.toml");
+    let cfg = dir.path("ctl.toml");
     std::fs::write(&cfg, &config).unwrap();
     let cfg = cfg.to_str().unwrap();
     // A region left by an earlier run of this test would read as "stopped".
@@ -413,24 +406,7 @@ fn borderctl_and_border_mgmt_follow_the_dataplane() {
         );
     }
 
-    // border-mgmt starts without a dataplane and waits for it.
-    let mut mgmt = Bg::spawn(
-        mgmt_bin(),
-        &["--config", cfg, "--watch-interval-ms", "100"],
-        dir.path("mgmt.log"),
-    );
-    mgmt.wait_log("is not running");
-    // A second border-mgmt of the instance is refused.
-    let out = run_bounded(bin(mgmt_bin(), &["--config", cfg]), &dir, "mgmt2");
-    let e = one_line_error("border-mgmt", &out);
-    assert!(
-        e.contains("another border-mgmt of instance `er-tools` is running"),
-        "{e}"
-    );
-
     let mut dp = BorderDp::start(&lb, &dir, instance, &config);
-    mgmt.wait_log("dataplane running");
-    mgmt.wait_log("worker alive: heartbeat moving");
     wait_iface(&lb, "er-tl-ext");
     cli.adopt(&lb, "er-tl-ext", &["10.84.0.2/24"]);
     assert!(ping_ok(&cli, "10.84.0.1"), "{}", dp.log_text());
@@ -519,11 +495,10 @@ fn borderctl_and_border_mgmt_follow_the_dataplane() {
         serde_json::json!([0])
     );
 
-    // The dataplane stops: border-mgmt notices, status says so and fails,
-    // counters still show the last run with a note.
+    // The dataplane stops: status says so and fails, counters still show
+    // the last run with a note.
     let status = dp.stop();
     assert!(status.success(), "exit {status}:\n{}", dp.log_text());
-    mgmt.wait_log("dataplane stopped");
     let out = run_bounded(bin(ctl_bin(), &["status", "--config", cfg]), &dir, "st2");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{text}");
@@ -532,9 +507,48 @@ fn borderctl_and_border_mgmt_follow_the_dataplane() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not running (stopped)"));
     assert!(String::from_utf8_lossy(&out.stdout).contains("icmp_echo_replies"));
+}
 
-    let st = mgmt.stop();
-    assert!(st.success(), "border-mgmt exit {st}:\n{}", mgmt.text());
-    let log = mgmt.text();
-    assert!(!log.contains("panicked"), "{log}");
+#[test]
+fn a_second_border_mgmt_of_an_instance_is_refused() {
+    let dir = TempDir::new("er-mgmt");
+    let socket = dir.path("mgmt.sock");
+    let config = format!(
+        r#"instance = "er-mgmt"
+
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "00112233445566778899aabbccddeeff"
+
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["10.85.0.1/24"]
+
+[mgmt]
+listen = "unix://{}"
+"#,
+        socket.display()
+    );
+    let cfg = dir.path("mgmt.toml");
+    std::fs::write(&cfg, config).unwrap();
+    let cfg = cfg.to_str().unwrap();
+
+    let mut first = Bg::spawn(mgmt_bin(), &["--config", cfg], dir.path("mgmt.log"));
+    // It holds the instance lock before it listens.
+    wait_until("border-mgmt listening", Duration::from_secs(10), || {
+        socket.exists()
+    });
+    let out = run_bounded(bin(mgmt_bin(), &["--config", cfg]), &dir, "second");
+    let e = one_line_error("border-mgmt", &out);
+    assert!(
+        e.contains("another border-mgmt of instance `er-mgmt` is running"),
+        "{e}"
+    );
+    assert!(socket.exists(), "the second border-mgmt removed the socket");
+
+    let st = first.stop();
+    assert!(st.success(), "border-mgmt exit {st}:\n{}", first.text());
+    assert!(!first.text().contains("panicked"), "{}", first.text());
+    let _ = std::fs::remove_file(conf::tables::tables_path("er-mgmt"));
 }
