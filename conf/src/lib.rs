@@ -8,5 +8,5 @@ pub mod tables;
 
 pub use config::{
     check_config_file, Backend, Config, ConfigError, Dataplane, Health, HealthKind, IpNet, Listen,
-    Mgmt, MgmtTls, Mode, PollMode, Port, PpTlv, Protocol, ProxyProtocol, Timeouts, Vip,
+    Mgmt, MgmtTls, Mode, Peer, PollMode, Port, PpTlv, Protocol, ProxyProtocol, Timeouts, Vip,
 };

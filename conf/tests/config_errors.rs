@@ -208,7 +208,37 @@ fn CASES() -> Vec<(&'static str, String, &'static str)> {
         ("expect status out of range", edit("path = \"/healthz\"", "path = \"/healthz\"\nexpect_status = [200, 99]"), "border.toml:24:23: vip[0].health.expect_status[1]: 99 is not an HTTP status (expected 100..=599)"),
         ("path on tcp check", edit("kind = \"http\"", "kind = \"tcp\""), r#"border.toml:23:8: vip[0].health.path: is only used by http and https checks (expected kind = "http" or "https", or remove this key)"#),
         ("unknown health kind", edit("kind = \"http\"", "kind = \"icmp\""), r#"border.toml:22:8: vip[0].health.kind: unknown value "icmp" (expected "tcp", "tls", "http" or "https")"#),
+        // --- mgmt peers and quorum (health votes) ---
+        ("quorum above checkers", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\nquorum = 2"), "border.toml:17:10: mgmt.quorum: 2 is out of range (expected 1..=1: the checkers are this border-mgmt plus 0 [[mgmt.peer]])"),
+        ("quorum zero", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\nquorum = 0"), "border.toml:17:10: mgmt.quorum: 0 is out of range (expected 1..=1: the checkers are this border-mgmt plus 0 [[mgmt.peer]])"),
+        ("peer address malformed", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\npeer = [{ address = \"10.0.0.2:50051\" }]"), r#"border.toml:17:21: mgmt.peer[0].address: "10.0.0.2:50051" is not a listen address (expected "unix:///absolute/path" or "tcp://ip:port")"#),
+        ("peer is own listen", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\npeer = [{ address = \"unix:///run/border/t.sock\" }]"), r#"border.toml:17:21: mgmt.peer[0].address: "unix:///run/border/t.sock" is this border-mgmt's own mgmt.listen (expected another border-mgmt)"#),
+        ("peer twice", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\npeer = [{ address = \"unix:///run/border/u.sock\" }, { address = \"unix:///run/border/u.sock\" }]"), r#"border.toml:17:64: mgmt.peer[1].address: "unix:///run/border/u.sock" is also mgmt.peer[0] (expected each peer once)"#),
+        ("tcp peer without tls", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\npeer = [{ address = \"tcp://10.0.0.2:50051\" }]"), "border.toml:17:21: mgmt.peer[0].address: tcp peer 10.0.0.2:50051 requires [mgmt.tls] (its cert and key are this border-mgmt's client identity), or use a unix:// socket"),
+        ("peer name bad", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\npeer = [{ address = \"unix:///run/border/u.sock\", name = \"lb 2\" }]"), r#"border.toml:17:57: mgmt.peer[0].name: "lb 2" contains ' ' (expected only A-Z a-z 0-9 _ - .)"#),
+        ("peer unknown key", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\npeer = [{ adress = \"unix:///run/border/u.sock\" }]"), "border.toml:17:11: mgmt.peer[0].adress: unknown key (expected `address` or `name`)"),
+        ("sni on http check", edit("path = \"/healthz\"", "path = \"/healthz\"\nsni = \"www.example.com\""), r#"border.toml:24:7: vip[0].health.sni: is only used by tls and https checks (expected kind = "tls" or "https", or remove this key)"#),
+        ("sni is an address", edit("kind = \"http\"\npath = \"/healthz\"", "kind = \"tls\"\nsni = \"10.0.0.1\""), r#"border.toml:23:7: vip[0].health.sni: "10.0.0.1" is an IP address (TLS sends no SNI for addresses; expected a DNS name, e.g. "www.example.com", or remove this key)"#),
+        ("sni bad character", edit("kind = \"http\"", "kind = \"https\"\nsni = \"www.exa mple.com\""), r#"border.toml:23:7: vip[0].health.sni: "www.exa mple.com" contains ' ' (expected a DNS name, e.g. "www.example.com")"#),
         // --- ordering: the first error in the file wins ---
         ("first error in file order", edit("worker_lcores = [1]", "worker_lcores = [0]").replacen("zone = \"a\"", "zone = \"a a\"", 1), r#"border.toml:2:8: zone: "a a" contains ' ' (expected only A-Z a-z 0-9 _ - .)"#),
     ]
+}
+
+#[test]
+fn peers_quorum_and_sni_parse() {
+    let text = edit(
+        "listen = \"unix:///run/border/t.sock\"",
+        "listen = \"unix:///run/border/t.sock\"\nquorum = 2\n[[mgmt.peer]]\naddress = \"unix:///run/border/u.sock\"\nname = \"lb-2\"\n[[mgmt.peer]]\naddress = \"unix:///run/border/v.sock\"",
+    )
+    .replacen("kind = \"http\"", "kind = \"https\"\nsni = \"health.example.com\"", 1);
+    let c = Config::from_toml_str(&text, "border.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.mgmt.quorum, 2);
+    assert_eq!(c.mgmt.peers.len(), 2);
+    assert_eq!(c.mgmt.peers[0].label(), "lb-2");
+    assert_eq!(c.mgmt.peers[1].label(), "unix:///run/border/v.sock");
+    let h = c.vips[0].health.as_ref().unwrap();
+    assert_eq!(h.sni.as_deref(), Some("health.example.com"));
+    let plain = Config::from_toml_str(BASE, "border.toml").unwrap();
+    assert_eq!((plain.mgmt.quorum, plain.mgmt.peers.len()), (1, 0));
 }

@@ -819,7 +819,7 @@ impl V {
                     at(q),
                     "mgmt.quorum",
                     format!(
-                        "{quorum} is out of range (expected 1..={checkers}: this border-mgmt and its {n} [[mgmt.peer]] are {checkers} checkers)"
+                        "{quorum} is out of range (expected 1..={checkers}: the checkers are this border-mgmt plus {n} [[mgmt.peer]])"
                     ),
                 );
             }
