@@ -313,7 +313,7 @@ impl V {
                 if *c.get_ref() >= MAX_LCORE {
                     self.err(
                         at(c),
-                        &format!("dataplane.lcore_cpus[{i}]"),
+                        format!("dataplane.lcore_cpus[{i}]"),
                         format!("{} is out of range (expected a CPU id 0..={})", c.get_ref(), MAX_LCORE - 1),
                     );
                 }
