@@ -32,6 +32,7 @@ BIN=$PWD/target/release
 started=$(date +%s)
 DIR=$(mktemp -d /tmp/border-demo.XXXXXX)
 DP_PID=""
+DP_RAN=""
 
 cleanup() {
   local rc=$?
@@ -49,6 +50,9 @@ cleanup() {
   fi
   [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null
   for ns in demo-cli demo-bk demo-lb; do ip netns del "$ns" 2>/dev/null; done
+  if [ -n "$DP_RAN" ]; then   # what border-dp keeps after exit, only if this run's came up
+    rm -f /dev/shm/border-demo-state /dev/shm/border-demo-tables /run/border/demo.dp.lock
+  fi
   if [ "$rc" -ne 0 ] && [ -f "$DIR/border-dp.log" ]; then
     echo "--- border-dp log ---" >&2
     cat "$DIR/border-dp.log" >&2
@@ -131,6 +135,7 @@ for i in $(seq 200); do
   [ "$i" -eq 200 ] && { echo "border-dp did not come up in 20 s" >&2; exit 1; }
   sleep 0.1
 done
+DP_RAN=1
 for ifc in demo-ext demo-int kdemo-ext kdemo-int; do
   for i in $(seq 100); do
     ip -n demo-lb link show "$ifc" >/dev/null 2>&1 && break
