@@ -7,12 +7,14 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 
-# Leftovers of an interrupted earlier run would make TAP creation fail.
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^(pg|tw|pc|er)-' || true); do
+# Leftovers of an interrupted earlier run would make TAP creation fail: the
+# end-to-end tests name their namespaces <tag>-lb, <tag>-cli, <tag>-bk.
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E -- '-(lb|cli|bk)[0-9]*$' || true); do
   ip netns del "$ns" || true
 done
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets
+cargo test --workspace --doc
 bash scripts/fuzz.sh  # bounded cargo-fuzz runs of dataplane/fuzz (< 3 min once built)

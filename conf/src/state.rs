@@ -208,17 +208,21 @@ impl StateRegion {
         };
         let stride = worker_stride();
         let len = HEADER_LEN + stride * lcores.len();
+        // Built under a temporary name and renamed over `path`: a reader
+        // still mapping the previous region keeps valid (if frozen) memory,
+        // where truncating the file in place would fault it (SIGBUS).
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .open(path)
+            .open(&tmp)
             .map_err(io_err)?;
         file.set_len(len as u64).map_err(io_err)?;
-        // SAFETY: the file was just truncated to `len` bytes and is private to
-        // this process's border-dp role; other processes only map it read-only,
-        // and every field they read concurrently is accessed atomically.
+        // SAFETY: the file was just created with `len` bytes under a name
+        // only this process uses; once renamed, other processes map it
+        // read-only and access every field they share with us atomically.
         let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err)?;
         map[0..8].copy_from_slice(&MAGIC);
         map[8..12].copy_from_slice(&STATE_LAYOUT_VERSION.to_le_bytes());
@@ -234,6 +238,10 @@ impl StateRegion {
         for (i, lcore) in lcores.iter().enumerate() {
             let off = HEADER_LEN + i * stride;
             map[off..off + 8].copy_from_slice(&u64::from(*lcore).to_le_bytes());
+        }
+        if let Err(e) = std::fs::rename(&tmp, path) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_err(e));
         }
         let region = StateRegion {
             map: Map::Rw(map),

@@ -9,7 +9,7 @@ use clap::Parser;
 /// appliance's addresses, pass the host's traffic to kernel twin interfaces
 /// and (with border-mgmt) load-balance VIP traffic.
 #[derive(Parser, Debug)]
-#[command(name = "border-dp", version, about)]
+#[command(name = "border-dp", version, about, long_about)]
 struct Args {
     /// Run with this configuration file (TOML; see docs/config.md).
     #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
