@@ -81,6 +81,10 @@ struct Track {
     heartbeat: u64,
     moved_at: Instant,
     alive: bool,
+    /// Seen moving (or stalled) at least once since first sight.
+    judged: bool,
+    /// Heartbeat at first sight.
+    first_heartbeat: u64,
     refused: u64,
 }
 
@@ -183,6 +187,8 @@ impl DpWatcher {
                     heartbeat,
                     moved_at: now,
                     alive: running,
+                    judged: false,
+                    first_heartbeat: heartbeat,
                     refused,
                 });
             }
@@ -192,8 +198,11 @@ impl DpWatcher {
                 t.moved_at = now;
             }
             let alive = running && now.duration_since(t.moved_at) < self.grace;
-            if alive != t.alive {
+            // The first movement after first sight confirms a presumed-live worker.
+            let confirm = alive && !t.judged && heartbeat != t.first_heartbeat;
+            if alive != t.alive || confirm {
                 t.alive = alive;
+                t.judged = true;
                 if running || !alive {
                     if alive {
                         tracing::info!(
