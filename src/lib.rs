@@ -263,3 +263,46 @@ pub fn instance_from(
         (None, None) => Err("give --config FILE or --instance NAME".into()),
     }
 }
+
+/// Where border-mgmt's API of an instance listens, for a client: `server`
+/// (`unix:///path` or `tcp://ip:port`) as given, else `[mgmt].listen` of the
+/// config file, else the default socket of the named instance
+/// (`unix:///run/border/<instance>.sock`). A `tcp://` target also needs
+/// client TLS material (see `mgmt::client`).
+pub fn api_target(
+    server: Option<&str>,
+    config: Option<&Path>,
+    instance: Option<&str>,
+) -> Result<conf::Listen, Box<dyn std::error::Error>> {
+    let addr = match (server, config, instance) {
+        (Some(s), _, _) => s.to_string(),
+        (None, Some(path), _) => conf::Config::from_file(path)?.mgmt.listen,
+        (None, None, Some(name)) => conf::Config::default_mgmt_listen(name),
+        (None, None, None) => {
+            return Err("give --server ADDR, --config FILE or --instance NAME".into())
+        }
+    };
+    Ok(mgmt::client::parse_target(&addr)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_target_prefers_the_server_then_the_config_then_the_instance() {
+        assert_eq!(
+            api_target(Some("tcp://127.0.0.1:50051"), None, Some("x")).unwrap(),
+            conf::Listen::Tcp("127.0.0.1:50051".parse().unwrap())
+        );
+        assert_eq!(
+            api_target(None, None, Some("lab")).unwrap(),
+            conf::Listen::Unix(PathBuf::from("/run/border/lab.sock"))
+        );
+        let e = api_target(Some("http://x"), None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected unix:///path or tcp://ip:port"), "{e}");
+        assert!(api_target(None, None, None).is_err());
+    }
+}
