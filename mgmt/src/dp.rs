@@ -369,7 +369,7 @@ mod tests {
     #[test]
     fn liveness_follows_the_heartbeat() {
         let p = std::env::temp_dir().join(format!("border-mgmt-dp-{}", std::process::id()));
-        let mut w = DpWatcher::new(p.clone(), Duration::from_millis(150));
+        let mut w = DpWatcher::new(p.clone(), Duration::from_millis(300));
         let (s, ev) = w.sample();
         assert!(!s.present && !s.has_readers());
         assert_eq!(ev.len(), 1, "{ev:?}");
@@ -383,19 +383,27 @@ mod tests {
             "presumed alive at first sight"
         );
         let c0 = region.worker(0).unwrap().counters();
-        let deadline = Instant::now() + Duration::from_millis(400);
+        // Worker 0 beats on every look; worker 1 never does and is judged
+        // stalled once the grace period has passed (bounded wait).
+        let deadline = Instant::now() + Duration::from_secs(10);
         let mut events = Vec::new();
-        while Instant::now() < deadline {
+        let s = loop {
             c0.beat();
-            let (_, ev) = w.sample();
+            let (s, ev) = w.sample();
             events.extend(ev);
+            if !s.workers[1].alive || Instant::now() > deadline {
+                break s;
+            }
             std::thread::sleep(Duration::from_millis(20));
-        }
+        };
+        assert!(!s.workers[1].alive, "worker 1 never beat");
+        c0.beat();
         let (s, _) = w.sample();
         assert!(s.workers[0].alive);
-        assert!(!s.workers[1].alive, "worker 1 never beat");
         assert!(events.iter().any(|e| matches!(e,
             pb::event::Kind::WorkerLiveness(l) if l.worker == 1 && !l.alive)));
+        assert!(events.iter().any(|e| matches!(e,
+            pb::event::Kind::WorkerLiveness(l) if l.worker == 0 && l.alive)));
 
         c0.add(Counter::TablesRefused, 1);
         let (_, ev) = w.sample();

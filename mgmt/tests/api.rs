@@ -340,6 +340,7 @@ async fn status_and_stats_read_the_dataplane_and_metrics_export_them() {
     assert_eq!(stats.vips[0].backends[1].id, ids[1]);
 
     // Prometheus.
+    counters.beat();
     let port = r.metrics_port.unwrap();
     let body = http_get(port, "/metrics").await;
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
