@@ -26,7 +26,7 @@ if ! command -v cargo >/dev/null; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     echo "cargo is in $HOME/.cargo/bin but not on PATH: export PATH=\"\$HOME/.cargo/bin:\$PATH\"" >&2
   else
-    echo "cargo not found: install a Rust toolchain >= 1.85 (rustup) first; Debian's rustc is too old" >&2
+    echo "cargo not found: install a Rust toolchain >= 1.88 (rustup) first; Debian's rustc is too old" >&2
   fi
   exit 1
 fi
