@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use conf::state::{state_path, RunState, StateRegion};
 use conf::{Config, PollMode};
-use dpdk_ffi::{Eal, Mempool, Port, DEFAULT_DATA_ROOM, LCORE_PANICKED, SOCKET_ID_ANY};
+use dpdk_ffi::{
+    Eal, FlowRules, Mempool, Port, SteerRule, DEFAULT_DATA_ROOM, LCORE_PANICKED, SOCKET_ID_ANY,
+};
 use tracing::{error, info, warn};
 
 use crate::host;
@@ -168,6 +170,43 @@ fn reload_config(
         }
         Err(e) => error!(error = %e, "reload failed; the running tables stay"),
     }
+}
+
+/// Where the NIC supports rte_flow, programs full-NAT local port ownership
+/// into it (DESIGN.md §2): replies arrive on their owner's rx queue and the
+/// handoff queues stay empty. Elsewhere the handoff queues do the job.
+fn steer_replies<'p>(cfg: &Config, ports: &'p [Port]) -> Vec<FlowRules<'p>> {
+    let workers = cfg.dataplane.worker_lcores.len();
+    let mut steering = Vec::new();
+    if workers < 2 {
+        return steering;
+    }
+    debug_assert_eq!(
+        usize::from(dpdk_ffi::owner_mask(workers)),
+        crate::lb::port_owner(u16::MAX, workers)
+    );
+    // The data ports come first in `ports`, in config order.
+    for (port, pc) in ports.iter().zip(&cfg.ports) {
+        if pc.local_addresses.is_empty() {
+            continue;
+        }
+        let rules = SteerRule::owner_rules(&pc.local_addresses, workers);
+        match port.steer_local_ports(&rules) {
+            Ok(r) => {
+                info!(
+                    "rte_flow steers full-NAT replies on port {}: {} rules",
+                    pc.name,
+                    r.len()
+                );
+                steering.push(r);
+            }
+            Err(e) => info!(
+                "port {} cannot steer by rte_flow ({e}); handoff queues deliver replies to their owner",
+                pc.name
+            ),
+        }
+    }
+    steering
 }
 
 fn port_err(port: &str, device: &str) -> impl FnOnce(dpdk_ffi::DpdkError) -> RunError {
@@ -351,6 +390,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         info!(port = %planned.name, iface = %planned.twin_iface, "kernel twin up");
         ports.push(twin);
     }
+    // Dropped (rules destroyed) before the ports, which it borrows.
+    let steering = steer_replies(cfg, &ports);
 
     let state = Arc::new(StateRegion::create(&state_path(&cfg.instance), lcores)?);
     let stop = Arc::new(AtomicBool::new(false));
@@ -517,7 +558,9 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         .map(|(c, v)| format!("{}={v}", c.name()))
         .collect();
     info!(counters = %totals.join(" "), "workers stopped");
-    // Ports stop and close before the pool they draw from and before EAL.
+    // Ports stop and close before the pool they draw from and before EAL;
+    // their flow rules go first.
+    drop(steering);
     drop(ports);
     drop(pool);
     drop(eal);

@@ -14,7 +14,7 @@
 #![warn(missing_docs)]
 
 /// Raw bindgen output plus the `border_shim_*` functions. Prefer the safe
-/// wrappers; this is here for what they do not cover (e.g. rte_flow).
+/// wrappers; this is here for what they do not cover.
 #[allow(
     warnings,
     unsafe_op_in_unsafe_fn,
@@ -30,6 +30,7 @@ pub mod sys {
 mod cycles;
 mod eal;
 mod error;
+mod flow;
 mod lcore;
 mod mbuf;
 mod mempool;
@@ -38,6 +39,7 @@ mod port;
 pub use cycles::{pause, tsc_cycles, tsc_hz};
 pub use eal::Eal;
 pub use error::{rte_errno, strerror, DpdkError};
+pub use flow::{owner_mask, FlowRules, SteerProto, SteerRule};
 pub use lcore::{
     launch_on, lcore_count, lcore_id, lcore_is_enabled, lcore_socket_id, main_lcore, wait_all,
     wait_lcore, worker_lcores, LCORE_ID_ANY, LCORE_PANICKED,
