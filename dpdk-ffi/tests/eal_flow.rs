@@ -74,7 +74,7 @@ fn test_frame(marker: u8) -> Vec<u8> {
     f
 }
 
-/// DPDK -> kernel and kernel -> DPDK on queue `q` of the tap port.
+/// DPDK -> kernel (tx queue 0) and kernel -> DPDK (either rx queue).
 fn tap_still_works(port: &Port, pool: &Mempool, iface: &str, marker: u8) {
     let mut txq = port.tx_queue(0).unwrap();
     let before = kernel_rx_packets(iface);
