@@ -521,6 +521,42 @@ impl Manager {
         Ok(Some(Self::outcome(p, true)))
     }
 
+    /// The health checker's hook for several verdicts at once (see
+    /// [`Manager::set_health`]): one table generation for the whole batch.
+    /// Returns the outcome, or `None` if no backend's effective state changed.
+    pub fn set_health_batch(
+        &self,
+        batch: Vec<(BackendKey, Option<HealthVerdict>)>,
+    ) -> Result<Option<Outcome>, PublishError> {
+        let mut core = lock(&self.core);
+        let mut next = core.store.clone();
+        let mut changed = Vec::new();
+        for (key, verdict) in batch {
+            if next.set_health(&key, verdict) {
+                changed.push(key);
+            }
+        }
+        if changed.is_empty() {
+            core.store = next;
+            return Ok(None);
+        }
+        let p = self.publish(&mut core, &next, "health")?;
+        core.store = next;
+        for key in &changed {
+            if let Some((vi, bi)) = core.store.find(key) {
+                let share = ring_share(core.publisher.published(), &key.vip);
+                let status = backend_status(&core.store, &share, vi, bi);
+                self.events
+                    .emit(pb::event::Kind::BackendChanged(pb::BackendChanged {
+                        vip: key.vip.clone(),
+                        backend: Some(status),
+                        cause: "health".into(),
+                    }));
+            }
+        }
+        Ok(Some(Self::outcome(p, true)))
+    }
+
     /// Periodic work: look at the dataplane (events), retry a pending publish.
     pub fn tick(&self) {
         self.sample_dp();

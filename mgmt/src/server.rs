@@ -269,6 +269,9 @@ pub async fn serve(
         }));
     }
     let svc = BorderService::new(m.clone(), shutdown.clone()).into_server();
+    // Health checks (docs/health.md): probes, peers, verdicts into the store.
+    let health = crate::health::attach(m.clone(), shutdown.clone());
+    let health_svc = crate::health::service::HealthService::new(health).into_server();
     let stopped = {
         let mut s = shutdown.clone();
         async move {
@@ -281,7 +284,8 @@ pub async fn serve(
     };
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .add_service(svc);
+        .add_service(svc)
+        .add_service(health_svc);
     let result = match api {
         Api::Unix {
             listener,

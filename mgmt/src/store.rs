@@ -76,6 +76,9 @@ pub struct HealthVerdict {
     pub reason: String,
     /// Since when.
     pub since_unix_ms: u64,
+    /// Weight from the backend's `X-Load-Balancing-Endpoint-Weight` header
+    /// (`weight_header = true`); applies while up, below an operator weight.
+    pub weight: Option<u32>,
 }
 
 /// One SetBackend action.
@@ -225,7 +228,11 @@ impl Store {
         let key = BackendKey::new(&v.name, SocketAddr::new(b.address, b.port));
         let op = self.operator.get(&key);
         let health = self.health.get(&key);
-        let weight = op.and_then(|o| o.weight).unwrap_or(b.weight);
+        let health_weight = health.filter(|h| h.up).and_then(|h| h.weight);
+        let weight = op
+            .and_then(|o| o.weight)
+            .or(health_weight)
+            .unwrap_or(b.weight);
         let weight_overridden = op.and_then(|o| o.weight).is_some();
         let drained = op.is_some_and(|o| o.drained);
         let note = |o: &OperatorOverride| {
@@ -246,6 +253,10 @@ impl Store {
         } else if weight == 0 {
             let why = match op.filter(|o| o.weight.is_some()) {
                 Some(o) => format!("weight 0 set by the operator{}", note(o)),
+                None if health_weight.is_some() => {
+                    "weight 0 from the backend's X-Load-Balancing-Endpoint-Weight header"
+                        .to_string()
+                }
                 None => "configured weight 0".to_string(),
             };
             (BackendState::Up, format!("{why}: takes no new flows"))
@@ -555,7 +566,8 @@ weight = 2
             Some(HealthVerdict {
                 up: false,
                 reason: "3 connects refused".into(),
-                since_unix_ms: 1
+                since_unix_ms: 1,
+                weight: None,
             })
         ));
         let e = s.effective(0, 0).unwrap();

@@ -1,0 +1,813 @@
+//! The verdict engine: pure, deterministic, driven by the caller's clock
+//! (milliseconds, monotonic), so every rule is unit-tested with a fake clock.
+//!
+//! Inputs: this checker's probe results ([`Engine::local_result`]) and the
+//! observations peers report ([`Engine::peer_update`]). Output: one
+//! [`Verdict`] per (VIP, backend) of every VIP with `[vip.health]`, plus
+//! per-VIP flags and per-checker witness state ([`Engine::evaluate`]).
+//!
+//! The rules (DESIGN §5):
+//! - one failure is noise: a checker's own view of a backend goes down after
+//!   `fall` consecutive failures and back up after `rise` consecutive
+//!   successes ([`Local`]);
+//! - silence is not a verdict: a vote counts only while fresh; without fresh
+//!   votes a backend keeps its state and is marked `no_data`;
+//! - quorum: a backend is down when at least `quorum` credible checkers'
+//!   fresh views say down;
+//! - unreliable witness: a checker whose failing targets, contradicted by a
+//!   fresh success of another checker, are at least half of all it checks
+//!   (and more than one, unless it is all of them) has its votes discarded
+//!   until that is no longer so;
+//! - never leave a VIP empty: when every backend of a VIP is down the VIP is
+//!   flagged fail-open (the table builder keeps all of them in the ring);
+//! - weight header: while every answering backend of a VIP with
+//!   `weight_header = true` sends a valid weight, those weights apply;
+//!   otherwise the VIP falls back to configured weights, with the reason.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+
+use conf::{Config, Health};
+
+/// A backend of a VIP: (VIP name, backend address).
+pub type Key = (String, SocketAddr);
+
+/// A backend's health.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum State {
+    /// Takes new flows.
+    Up,
+    /// Out of the ring (unless its VIP fails open).
+    Down,
+}
+
+impl State {
+    /// "up" / "down".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Up => "up",
+            State::Down => "down",
+        }
+    }
+}
+
+/// What a probe said about `X-Load-Balancing-Endpoint-Weight`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WeightObs {
+    /// A valid weight (0..=65535).
+    Value(u32),
+    /// Missing or invalid, with why.
+    Invalid(String),
+}
+
+/// One probe's result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeOutcome {
+    /// Passed.
+    pub ok: bool,
+    /// What happened, in words: "TCP connect ok", "HTTP 200", "connect
+    /// refused", "TLS handshake timeout after 500 ms", "HTTP 503".
+    pub reason: String,
+    /// The weight header of an HTTP answer (`None`: not an HTTP answer).
+    pub weight: Option<WeightObs>,
+}
+
+/// One checker's view of one backend, as shared with peers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    /// The checker's own state of the backend (`None`: not decided yet).
+    pub state: Option<State>,
+    /// The last probe passed (`None`: no probe result yet).
+    pub last_ok: Option<bool>,
+    /// Consecutive results equal to the last one.
+    pub streak: u32,
+    /// The last probe's reason.
+    pub reason: String,
+    /// The last failed probe's reason (empty: none yet).
+    pub last_failure: String,
+    /// When the last result came (engine clock, ms).
+    pub at_ms: u64,
+    /// Weight header of the last result.
+    pub weight: Option<WeightObs>,
+}
+
+/// This checker's rise/fall machine for one backend.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Local {
+    state: Option<State>,
+    succ: u32,
+    fail: u32,
+    last: Option<(u64, bool, String, Option<WeightObs>)>,
+    last_failure: String,
+}
+
+impl Local {
+    /// Feeds one result. A backend never seen before is up at its first
+    /// success; it goes down after `fall` consecutive failures and comes
+    /// back after `rise` consecutive successes.
+    pub fn record(&mut self, out: &ProbeOutcome, rise: u32, fall: u32, now: u64) {
+        if out.ok {
+            self.succ = self.succ.saturating_add(1);
+            self.fail = 0;
+            match self.state {
+                None => self.state = Some(State::Up),
+                Some(State::Down) if self.succ >= rise => self.state = Some(State::Up),
+                _ => {}
+            }
+        } else {
+            self.fail = self.fail.saturating_add(1);
+            self.succ = 0;
+            self.last_failure = out.reason.clone();
+            if self.fail >= fall {
+                self.state = Some(State::Down);
+            }
+        }
+        self.last = Some((now, out.ok, out.reason.clone(), out.weight.clone()));
+    }
+
+    /// The view to share.
+    pub fn observation(&self) -> Observation {
+        let (at_ms, last_ok, reason, weight) = match &self.last {
+            Some((at, ok, r, w)) => (*at, Some(*ok), r.clone(), w.clone()),
+            None => (0, None, String::new(), None),
+        };
+        Observation {
+            state: self.state,
+            last_ok,
+            streak: if last_ok == Some(true) {
+                self.succ
+            } else {
+                self.fail
+            },
+            reason,
+            last_failure: self.last_failure.clone(),
+            at_ms,
+            weight,
+        }
+    }
+}
+
+/// The health verdict on one backend of one VIP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Up or down.
+    pub state: State,
+    /// No fresh credible vote decided it: the state was kept.
+    pub no_data: bool,
+    /// Weight from the weight header; `None`: the configured (or operator) weight.
+    pub weight: Option<u32>,
+    /// Why, in words; stable while nothing changes (safe to publish).
+    pub reason: String,
+    /// The last probes, in words (changes with every probe).
+    pub detail: String,
+    /// When `state` last changed (engine clock, ms).
+    pub since_ms: u64,
+    /// The same in Unix milliseconds.
+    pub since_unix_ms: u64,
+    /// The checkers whose votes made the decision.
+    pub checkers: Vec<String>,
+}
+
+/// Health of one VIP as a whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VipHealth {
+    /// Every backend is down: all stay in the ring.
+    pub fail_open: bool,
+    /// `weight_header = true` but some backend's header is missing or
+    /// invalid: configured weights apply; why.
+    pub weight_fallback: Option<String>,
+}
+
+/// A checker as this engine sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Witness {
+    /// The checker's id.
+    pub id: String,
+    /// Where it is reached (`self` for this one).
+    pub address: String,
+    /// Sent anything fresh.
+    pub fresh: bool,
+    /// Votes discarded; why.
+    pub unreliable: Option<String>,
+    /// The last error reaching it.
+    pub error: Option<String>,
+}
+
+/// Something that changed in [`Engine::evaluate`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A backend's state, no-data flag, weight or reason changed.
+    Backend(Key),
+    /// A VIP started or stopped failing open.
+    FailOpen {
+        /// VIP name.
+        vip: String,
+        /// Now failing open.
+        on: bool,
+        /// Why.
+        reason: String,
+    },
+    /// A VIP's weight-header fallback started or ended.
+    WeightFallback {
+        /// VIP name.
+        vip: String,
+        /// Why, while falling back.
+        reason: Option<String>,
+    },
+    /// A checker became (or stopped being) an unreliable witness.
+    Witness {
+        /// Checker id.
+        checker: String,
+        /// Why, while unreliable.
+        reason: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct VipSpec {
+    name: String,
+    backends: Vec<SocketAddr>,
+    health: Health,
+}
+
+impl VipSpec {
+    fn fresh_ms(&self) -> u64 {
+        // Full jitter puts two probes up to two intervals apart, plus the
+        // probe's own time.
+        2 * u64::from(self.health.interval_ms) + u64::from(self.health.timeout_ms) + FRESH_SLACK_MS
+    }
+}
+
+/// Added to a VIP's freshness window for scheduling noise.
+pub const FRESH_SLACK_MS: u64 = 500;
+
+#[derive(Clone, Debug, Default)]
+struct PeerData {
+    /// The id the peer reports for itself.
+    id: Option<String>,
+    obs: HashMap<Key, Observation>,
+    error: Option<String>,
+}
+
+/// The verdict engine.
+#[derive(Debug)]
+pub struct Engine {
+    me: String,
+    quorum: usize,
+    /// Added to freshness windows for peers' observations (their poll
+    /// interval and call time).
+    peer_slack_ms: u64,
+    vips: Vec<VipSpec>,
+    local: HashMap<Key, Local>,
+    /// By peer address, in config order.
+    peers: BTreeMap<String, PeerData>,
+    peer_order: Vec<String>,
+    verdicts: BTreeMap<Key, Verdict>,
+    vip_health: BTreeMap<String, VipHealth>,
+    witnesses: BTreeMap<String, Witness>,
+}
+
+impl Engine {
+    /// An engine for checker `me` over `cfg` (its VIPs with `[vip.health]`,
+    /// `[[mgmt.peer]]` and `quorum`). Peers' observations get
+    /// `peer_slack_ms` more to stay fresh.
+    pub fn new(me: &str, cfg: &Config, peer_slack_ms: u64) -> Engine {
+        let mut e = Engine {
+            me: me.to_string(),
+            quorum: 1,
+            peer_slack_ms,
+            vips: Vec::new(),
+            local: HashMap::new(),
+            peers: BTreeMap::new(),
+            peer_order: Vec::new(),
+            verdicts: BTreeMap::new(),
+            vip_health: BTreeMap::new(),
+            witnesses: BTreeMap::new(),
+        };
+        e.reconfigure(cfg);
+        e
+    }
+
+    /// This checker's id.
+    pub fn me(&self) -> &str {
+        &self.me
+    }
+
+    /// The quorum in force.
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// Takes a new config: backends that stay (same VIP, address and health
+    /// settings) keep their state; the others start over.
+    pub fn reconfigure(&mut self, cfg: &Config) {
+        let old: HashMap<String, Health> = self
+            .vips
+            .iter()
+            .map(|v| (v.name.clone(), v.health.clone()))
+            .collect();
+        self.vips = cfg
+            .vips
+            .iter()
+            .filter_map(|v| {
+                v.health.as_ref().map(|h| VipSpec {
+                    name: v.name.clone(),
+                    backends: v
+                        .backends
+                        .iter()
+                        .map(|b| SocketAddr::new(b.address, b.port))
+                        .collect(),
+                    health: h.clone(),
+                })
+            })
+            .collect();
+        let keep: BTreeSet<Key> = self
+            .vips
+            .iter()
+            .filter(|v| old.get(&v.name) == Some(&v.health))
+            .flat_map(|v| v.backends.iter().map(|b| (v.name.clone(), *b)))
+            .collect();
+        self.local.retain(|k, _| keep.contains(k));
+        self.verdicts.retain(|k, _| keep.contains(k));
+        let names: BTreeSet<&str> = self.vips.iter().map(|v| v.name.as_str()).collect();
+        self.vip_health.retain(|k, _| names.contains(k.as_str()));
+        self.quorum = (cfg.mgmt.quorum as usize).max(1);
+        self.peer_order = cfg.mgmt.peers.iter().map(|p| p.address_string()).collect();
+        let order = self.peer_order.clone();
+        self.peers.retain(|k, _| order.contains(k));
+        for p in order {
+            self.peers.entry(p).or_default();
+        }
+    }
+
+    /// The (VIP, backend) keys of every probed backend with its VIP's health settings.
+    pub fn targets(&self) -> Vec<(Key, Health)> {
+        self.vips
+            .iter()
+            .flat_map(|v| {
+                v.backends
+                    .iter()
+                    .map(|b| ((v.name.clone(), *b), v.health.clone()))
+            })
+            .collect()
+    }
+
+    fn spec(&self, vip: &str) -> Option<&VipSpec> {
+        self.vips.iter().find(|v| v.name == vip)
+    }
+
+    /// Records this checker's probe result for `keys` (every VIP backend
+    /// the probe stands for).
+    pub fn local_result(&mut self, keys: &[Key], out: &ProbeOutcome, now: u64) {
+        for k in keys {
+            let Some((rise, fall)) = self.spec(&k.0).map(|v| (v.health.rise, v.health.fall)) else {
+                continue;
+            };
+            if !self.spec(&k.0).is_some_and(|v| v.backends.contains(&k.1)) {
+                continue;
+            }
+            self.local
+                .entry(k.clone())
+                .or_default()
+                .record(out, rise, fall, now);
+        }
+    }
+
+    /// This checker's observations (for peers).
+    pub fn local_observations(&self) -> Vec<(Key, Observation)> {
+        let mut v: Vec<_> = self
+            .local
+            .iter()
+            .map(|(k, l)| (k.clone(), l.observation()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// What peer `peer` (its configured address) reported: its id and its
+    /// observations, with `at_ms` already on this engine's clock.
+    pub fn peer_update(&mut self, peer: &str, id: &str, obs: Vec<(Key, Observation)>) {
+        if let Some(p) = self.peers.get_mut(peer) {
+            p.id = Some(id.to_string());
+            p.error = None;
+            p.obs = obs.into_iter().collect();
+        }
+    }
+
+    /// Peer `peer` could not be reached. Its last observations stay (and go
+    /// stale by themselves).
+    pub fn peer_error(&mut self, peer: &str, error: &str) {
+        if let Some(p) = self.peers.get_mut(peer) {
+            p.error = Some(error.to_string());
+        }
+    }
+
+    /// The verdict on a backend.
+    pub fn verdict(&self, vip: &str, backend: SocketAddr) -> Option<&Verdict> {
+        self.verdicts.get(&(vip.to_string(), backend))
+    }
+
+    /// Every verdict.
+    pub fn verdicts(&self) -> &BTreeMap<Key, Verdict> {
+        &self.verdicts
+    }
+
+    /// Per-VIP health.
+    pub fn vip_health(&self) -> &BTreeMap<String, VipHealth> {
+        &self.vip_health
+    }
+
+    /// Checkers: this one first, then peers in config order.
+    pub fn witnesses(&self) -> Vec<Witness> {
+        let mut out = Vec::new();
+        if let Some(w) = self.witnesses.get(&self.me) {
+            out.push(w.clone());
+        }
+        for addr in &self.peer_order {
+            let p = &self.peers[addr];
+            let id = p.id.clone().unwrap_or_default();
+            let mut w = self
+                .witnesses
+                .get(&id)
+                .filter(|w| w.address == *addr)
+                .cloned()
+                .unwrap_or_default();
+            w.id = id;
+            w.address = addr.clone();
+            w.error = p.error.clone();
+            out.push(w);
+        }
+        out
+    }
+
+    /// All observations by checker id: this checker first, then each peer
+    /// with a new id (a second peer claiming an id already seen is not an
+    /// independent checker and is left out).
+    fn checkers(&self) -> Vec<(String, String, HashMap<Key, Observation>, u64)> {
+        let mut out = vec![(
+            self.me.clone(),
+            "self".to_string(),
+            self.local
+                .iter()
+                .map(|(k, l)| (k.clone(), l.observation()))
+                .filter(|(_, o)| o.last_ok.is_some())
+                .collect(),
+            0,
+        )];
+        let mut seen: BTreeSet<String> = [self.me.clone()].into();
+        for addr in &self.peer_order {
+            let p = &self.peers[addr];
+            let Some(id) = &p.id else { continue };
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            out.push((id.clone(), addr.clone(), p.obs.clone(), self.peer_slack_ms));
+        }
+        out
+    }
+
+    /// Recomputes every verdict at `now` (engine ms; `unix_ms` is the same
+    /// instant in Unix ms). Returns what changed.
+    pub fn evaluate(&mut self, now: u64, unix_ms: u64) -> Vec<Change> {
+        let mut changes = Vec::new();
+        let checkers = self.checkers();
+        let fresh_ms: HashMap<&str, u64> = self
+            .vips
+            .iter()
+            .map(|v| (v.name.as_str(), v.fresh_ms()))
+            .collect();
+        let is_fresh = |k: &Key, o: &Observation, slack: u64| {
+            o.last_ok.is_some()
+                && fresh_ms
+                    .get(k.0.as_str())
+                    .is_some_and(|f| now.saturating_sub(o.at_ms) <= f + slack)
+        };
+
+        // Witnesses: who fails at least half of what it checks while
+        // another checker sees those targets pass.
+        let mut witnesses: BTreeMap<String, Witness> = BTreeMap::new();
+        let mut fresh_ok: HashMap<&Key, Vec<&str>> = HashMap::new();
+        for (id, _, obs, slack) in &checkers {
+            for (k, o) in obs {
+                if is_fresh(k, o, *slack) && o.last_ok == Some(true) {
+                    fresh_ok.entry(k).or_default().push(id);
+                }
+            }
+        }
+        for (id, addr, obs, slack) in &checkers {
+            let mut checked = 0usize;
+            let mut contradicted = 0usize;
+            for (k, o) in obs {
+                if !is_fresh(k, o, *slack) {
+                    continue;
+                }
+                checked += 1;
+                if o.last_ok == Some(false)
+                    && fresh_ok
+                        .get(k)
+                        .is_some_and(|ids| ids.iter().any(|i| i != id))
+                {
+                    contradicted += 1;
+                }
+            }
+            // At least half, and either everything or more than one target:
+            // one disagreement about one of two backends is an opinion, not
+            // a broken checker.
+            let unreliable = (contradicted > 0
+                && 2 * contradicted >= checked
+                && (contradicted >= 2 || contradicted == checked))
+                .then(|| {
+                    format!(
+                        "fails {contradicted} of {checked} targets that other checkers see pass"
+                    )
+                });
+            witnesses.insert(
+                id.clone(),
+                Witness {
+                    id: id.clone(),
+                    address: addr.clone(),
+                    fresh: checked > 0,
+                    unreliable,
+                    error: None,
+                },
+            );
+        }
+        for (id, w) in &witnesses {
+            let before = self.witnesses.get(id).and_then(|o| o.unreliable.clone());
+            if before != w.unreliable {
+                changes.push(Change::Witness {
+                    checker: id.clone(),
+                    reason: w.unreliable.clone(),
+                });
+            }
+        }
+        for (id, w) in &self.witnesses {
+            if w.unreliable.is_some() && !witnesses.contains_key(id) {
+                changes.push(Change::Witness {
+                    checker: id.clone(),
+                    reason: None,
+                });
+            }
+        }
+        self.witnesses = witnesses;
+
+        let n_checkers = 1 + self.peer_order.len();
+        let quorum = self.quorum;
+        let multi = n_checkers > 1;
+        let mut verdicts = BTreeMap::new();
+        let mut vip_health = BTreeMap::new();
+        for v in &self.vips {
+            // Weight header: applies only while every answering backend sends a valid value.
+            let mut weights: HashMap<SocketAddr, u32> = HashMap::new();
+            let mut fallback = None;
+            if v.health.weight_header {
+                for b in &v.backends {
+                    let key = (v.name.clone(), *b);
+                    let Some(o) = self.local.get(&key).map(Local::observation) else {
+                        continue;
+                    };
+                    if !is_fresh(&key, &o, 0) || o.last_ok != Some(true) {
+                        continue;
+                    }
+                    match &o.weight {
+                        Some(WeightObs::Value(w)) => {
+                            weights.insert(*b, *w);
+                        }
+                        Some(WeightObs::Invalid(why)) => {
+                            fallback.get_or_insert_with(|| format!("{b}: {why}"));
+                        }
+                        None => {
+                            fallback.get_or_insert_with(|| {
+                                format!("{b}: no X-Load-Balancing-Endpoint-Weight header")
+                            });
+                        }
+                    }
+                }
+                if fallback.is_some() {
+                    weights.clear();
+                }
+            }
+
+            let mut all_down = !v.backends.is_empty();
+            for b in &v.backends {
+                let key = (v.name.clone(), *b);
+                let prev = self.verdicts.get(&key);
+                let mut down: Vec<(&str, &Observation)> = Vec::new();
+                let mut up: Vec<(&str, &Observation)> = Vec::new();
+                let mut discarded: Vec<&str> = Vec::new();
+                let mut details: Vec<String> = Vec::new();
+                for (id, _, obs, slack) in &checkers {
+                    let Some(o) = obs.get(&key) else { continue };
+                    let fresh = is_fresh(&key, o, *slack);
+                    if fresh {
+                        details.push(format!(
+                            "{}{} {} x{}",
+                            if multi {
+                                format!("{id}: ")
+                            } else {
+                                String::new()
+                            },
+                            o.state.map_or("undecided", State::as_str),
+                            o.reason,
+                            o.streak
+                        ));
+                    }
+                    if !fresh {
+                        continue;
+                    }
+                    if self
+                        .witnesses
+                        .get(id)
+                        .is_some_and(|w| w.unreliable.is_some())
+                    {
+                        discarded.push(id);
+                        continue;
+                    }
+                    match o.state {
+                        Some(State::Down) => down.push((id, o)),
+                        Some(State::Up) => up.push((id, o)),
+                        None => {}
+                    }
+                }
+                let silent = n_checkers - down.len() - up.len() - discarded.len();
+                let prev_state = prev.map_or(State::Up, |p| p.state);
+                let (rise, fall) = (v.health.rise, v.health.fall);
+                let failure = |o: &Observation| {
+                    if o.last_failure.is_empty() {
+                        o.reason.clone()
+                    } else {
+                        o.last_failure.clone()
+                    }
+                };
+                let votes = |l: &[(&str, &Observation)]| {
+                    l.iter()
+                        .map(|(id, o)| format!("{id}: {}", failure(o)))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                };
+                let (state, no_data, mut reason, names): (State, bool, String, Vec<&str>) = if down
+                    .len()
+                    >= quorum
+                {
+                    let reason = if multi {
+                        format!(
+                            "down: {} of {n_checkers} checkers see it fail (quorum {quorum}): {}",
+                            down.len(),
+                            votes(&down)
+                        )
+                    } else {
+                        let o = down[0].1;
+                        let mut r = format!("down: {} ({fall} consecutive failures)", failure(o));
+                        if o.last_ok == Some(true) {
+                            r.push_str(&format!("; recovering: {} of {rise} successes", o.streak));
+                        }
+                        r
+                    };
+                    (
+                        State::Down,
+                        false,
+                        reason,
+                        down.iter().map(|d| d.0).collect(),
+                    )
+                } else if prev_state == State::Down && down.len() + silent >= quorum {
+                    let reason = match prev {
+                        Some(p) if p.reason.starts_with("down") => {
+                            let base = p
+                                .reason
+                                .split(" (no data:")
+                                .next()
+                                .unwrap_or(&p.reason)
+                                .split("; VIP fails open")
+                                .next()
+                                .unwrap_or(&p.reason);
+                            format!(
+                                "{base} (no data: not enough fresh results to decide; state kept)"
+                            )
+                        }
+                        _ => "down (no data: not enough fresh results to decide; state kept)"
+                            .to_string(),
+                    };
+                    (
+                        State::Down,
+                        true,
+                        reason,
+                        prev.map(|p| p.checkers.iter().map(String::as_str).collect())
+                            .unwrap_or_default(),
+                    )
+                } else if up.is_empty() && down.is_empty() {
+                    let reason = if prev.is_none() {
+                        "up (no data: no probe result yet)".to_string()
+                    } else {
+                        "up (no data: no fresh probe result; state kept)".to_string()
+                    };
+                    (State::Up, true, reason, Vec::new())
+                } else {
+                    let reason = if multi {
+                        let mut r =
+                            format!("up: {} of {n_checkers} checkers see it pass", up.len());
+                        if !down.is_empty() {
+                            r.push_str(&format!(
+                                "; {} see it fail, fewer than quorum {quorum} ({})",
+                                down.len(),
+                                votes(&down)
+                            ));
+                        }
+                        r
+                    } else if let Some((_, o)) = up.first() {
+                        if o.last_ok == Some(false) {
+                            format!(
+                                "up: {} ({} of {fall} failures to go down)",
+                                o.reason, o.streak
+                            )
+                        } else {
+                            format!("up: {}", o.reason)
+                        }
+                    } else {
+                        "up".to_string()
+                    };
+                    (State::Up, false, reason, up.iter().map(|u| u.0).collect())
+                };
+                if !discarded.is_empty() {
+                    reason.push_str(&format!(
+                        "; votes discarded (unreliable witness): {}",
+                        discarded.join(", ")
+                    ));
+                }
+                if state == State::Up {
+                    all_down = false;
+                }
+                let (since_ms, since_unix_ms) = match prev {
+                    Some(p) if p.state == state => (p.since_ms, p.since_unix_ms),
+                    _ => (now, unix_ms),
+                };
+                verdicts.insert(
+                    key,
+                    Verdict {
+                        state,
+                        no_data,
+                        weight: weights.get(b).copied(),
+                        reason,
+                        detail: details.join("; "),
+                        since_ms,
+                        since_unix_ms,
+                        checkers: names.into_iter().map(str::to_string).collect(),
+                    },
+                );
+            }
+            let fail_open = all_down;
+            if fail_open {
+                for b in &v.backends {
+                    if let Some(vd) = verdicts.get_mut(&(v.name.clone(), *b)) {
+                        vd.reason.push_str(
+                            "; VIP fails open: every backend is down, all stay in the ring",
+                        );
+                    }
+                }
+            }
+            let before = self.vip_health.get(&v.name).cloned().unwrap_or_default();
+            if before.fail_open != fail_open {
+                changes.push(Change::FailOpen {
+                    vip: v.name.clone(),
+                    on: fail_open,
+                    reason: if fail_open {
+                        format!(
+                            "every backend of VIP {} is down: failing open, all {} stay in the ring",
+                            v.name,
+                            v.backends.len()
+                        )
+                    } else {
+                        format!("VIP {} has a healthy backend again: fail-open ends", v.name)
+                    },
+                });
+            }
+            if before.weight_fallback != fallback {
+                changes.push(Change::WeightFallback {
+                    vip: v.name.clone(),
+                    reason: fallback.clone(),
+                });
+            }
+            vip_health.insert(
+                v.name.clone(),
+                VipHealth {
+                    fail_open,
+                    weight_fallback: fallback,
+                },
+            );
+        }
+        for (k, vd) in &verdicts {
+            let old = self.verdicts.get(k);
+            let same = old.is_some_and(|o| {
+                o.state == vd.state
+                    && o.no_data == vd.no_data
+                    && o.weight == vd.weight
+                    && o.reason == vd.reason
+            });
+            if !same {
+                changes.push(Change::Backend(k.clone()));
+            }
+        }
+        self.verdicts = verdicts;
+        self.vip_health = vip_health;
+        changes
+    }
+}
