@@ -1,0 +1,421 @@
+//! The health checker inside an in-process border-mgmt: verdicts become table
+//! generations and API state (GetStatus, BorderHealth.GetHealth, events),
+//! the weight header changes ring shares, every backend down fails open,
+//! and three border-mgmt instances exchange observations with quorum 2.
+//! Backends are HTTP servers on 127.0.0.1 whose answer the test controls.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Running, TempDir};
+use mgmt::pb;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// An HTTP backend on 127.0.0.1: answers `status` (0: closes without an
+/// answer) with `X-Load-Balancing-Endpoint-Weight: weight` (0: no header).
+#[derive(Clone)]
+struct Backend {
+    addr: SocketAddr,
+    status: Arc<AtomicU16>,
+    weight: Arc<AtomicU32>,
+}
+
+impl Backend {
+    async fn start() -> Backend {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let b = Backend {
+            addr: l.local_addr().unwrap(),
+            status: Arc::new(AtomicU16::new(200)),
+            weight: Arc::new(AtomicU32::new(0)),
+        };
+        let (status, weight) = (b.status.clone(), b.weight.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let (status, weight) = (
+                    status.load(Ordering::Relaxed),
+                    weight.load(Ordering::Relaxed),
+                );
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut b = [0u8; 512];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut b).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&b[..n]),
+                        }
+                    }
+                    if status == 0 {
+                        return;
+                    }
+                    let w = if weight == 0 {
+                        String::new()
+                    } else {
+                        format!("X-Load-Balancing-Endpoint-Weight: {weight}\r\n")
+                    };
+                    let _ = s
+                        .write_all(
+                            format!("HTTP/1.1 {status} X\r\n{w}Content-Length: 0\r\n\r\n")
+                                .as_bytes(),
+                        )
+                        .await;
+                });
+            }
+        });
+        b
+    }
+    fn set(&self, status: u16) {
+        self.status.store(status, Ordering::Relaxed);
+    }
+}
+
+fn config(
+    instance: &str,
+    socket: &str,
+    peers: &[String],
+    quorum: u32,
+    backends: &[&Backend],
+    weight_header: bool,
+) -> String {
+    let mut t = format!(
+        r#"instance = "{instance}"
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "000102030405060708090a0b0c0d0e0f"
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["10.0.0.1/24"]
+local_addresses = ["10.0.0.1"]
+[mgmt]
+listen = "unix://{socket}"
+quorum = {quorum}
+"#
+    );
+    for p in peers {
+        t.push_str(&format!("[[mgmt.peer]]\naddress = \"unix://{p}\"\n"));
+    }
+    t.push_str(&format!(
+        r#"[[vip]]
+name = "web"
+address = "10.0.0.100"
+port = 80
+maglev_table_size = 1009
+[vip.health]
+kind = "http"
+path = "/healthz"
+interval_ms = 200
+timeout_ms = 150
+rise = 2
+fall = 2
+weight_header = {weight_header}
+"#
+    ));
+    for b in backends {
+        t.push_str(&format!(
+            "[[vip.backend]]\naddress = \"127.0.0.1\"\nport = {}\n",
+            b.addr.port()
+        ));
+    }
+    t
+}
+
+async fn start(
+    tag: &str,
+    peers: &[String],
+    quorum: u32,
+    backends: &[&Backend],
+    weight_header: bool,
+) -> Running {
+    let dir = TempDir::new(tag);
+    let socket = dir.0.join("api.sock");
+    let text = config(
+        tag,
+        &socket.display().to_string(),
+        peers,
+        quorum,
+        backends,
+        weight_header,
+    );
+    Running::start_with(dir, text, socket).await
+}
+
+async fn eventually<T>(what: &str, within: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(t) = f().await {
+            return t;
+        }
+        assert!(
+            start.elapsed() < within,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn status(r: &Running) -> pb::VipStatus {
+    let mut c = r.client().await;
+    c.get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .vips
+        .remove(0)
+}
+
+async fn health(r: &Running) -> pb::GetHealthResponse {
+    let mut c = mgmt::health::service::connect(&conf::Listen::Unix(r.socket.clone()), None)
+        .await
+        .unwrap();
+    c.get_health(pb::GetHealthRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+fn backend_of<'a>(v: &'a pb::VipStatus, b: &Backend) -> &'a pb::BackendStatus {
+    v.backends
+        .iter()
+        .find(|x| x.address == b.addr.to_string())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verdicts_become_tables_status_and_events() {
+    let (a, b) = (Backend::start().await, Backend::start().await);
+    let mut r = start("hm-one", &[], 1, &[&a, &b], false).await;
+    let mut events = r
+        .client()
+        .await
+        .watch_events(pb::WatchEventsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let within = Duration::from_secs(10);
+
+    eventually("both up with data", within, async || {
+        let v = status(&r).await;
+        v.backends
+            .iter()
+            .all(|x| x.reason == "up: HTTP 200")
+            .then_some(())
+    })
+    .await;
+
+    // A answers 503: down after fall = 2 probes, out of the ring.
+    let t0 = Instant::now();
+    a.set(503);
+    let v = eventually("a down", within, async || {
+        let v = status(&r).await;
+        (backend_of(&v, &a).state == pb::BackendState::Down as i32).then_some(v)
+    })
+    .await;
+    assert!(
+        t0.elapsed() >= Duration::from_millis(200),
+        "one failure is noise"
+    );
+    assert_eq!(
+        backend_of(&v, &a).reason,
+        "down: HTTP 503 (2 consecutive failures)"
+    );
+    assert_eq!(backend_of(&v, &a).ring_slots, 0);
+    assert_eq!(backend_of(&v, &b).ring_slots, 1009);
+    assert!(!v.fail_open);
+    let g = common::read_region(&r.paths.tables);
+    assert_eq!(
+        g.vips[0]
+            .backends
+            .iter()
+            .filter(|x| x.state == conf::tables::BackendState::Down)
+            .count(),
+        1
+    );
+
+    // B stops answering too: every backend down, the VIP fails open.
+    b.set(0);
+    let v = eventually("fail-open", within, async || {
+        let v = status(&r).await;
+        v.fail_open.then_some(v)
+    })
+    .await;
+    assert!(
+        backend_of(&v, &b).reason.starts_with(
+            "down: connection closed without an HTTP response (2 consecutive failures)"
+        ),
+        "{}",
+        backend_of(&v, &b).reason
+    );
+    assert!(backend_of(&v, &a)
+        .reason
+        .ends_with("VIP fails open: every backend is down, all stay in the ring"));
+    assert_eq!(
+        backend_of(&v, &a).ring_slots + backend_of(&v, &b).ring_slots,
+        1009,
+        "all stay in the ring"
+    );
+    let h = health(&r).await;
+    assert!(h.vips[0].fail_open);
+    assert_eq!(h.checkers.len(), 1);
+    assert_eq!(h.vips[0].backends[0].checkers, vec![h.checker.clone()]);
+
+    // The event stream said so.
+    let fail_open = eventually("fail-open event", within, async || {
+        while let Ok(Ok(Some(e))) =
+            tokio::time::timeout(Duration::from_millis(10), events.message()).await
+        {
+            if let Some(pb::event::Kind::Health(pb::HealthEvent {
+                kind: Some(pb::health_event::Kind::FailOpen(f)),
+            })) = e.kind
+            {
+                return Some(f);
+            }
+        }
+        None
+    })
+    .await;
+    assert!(fail_open.fail_open);
+    assert_eq!(fail_open.vip, "web");
+
+    // Both heal: up after rise = 2, fail-open ends.
+    a.set(200);
+    b.set(200);
+    eventually("healed", within, async || {
+        let v = status(&r).await;
+        (!v.fail_open
+            && v.backends
+                .iter()
+                .all(|x| x.state == pb::BackendState::Up as i32 && x.ring_slots > 0))
+        .then_some(())
+    })
+    .await;
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weight_header_shifts_ring_share_and_falls_back() {
+    let (a, b) = (Backend::start().await, Backend::start().await);
+    a.weight.store(3, Ordering::Relaxed);
+    b.weight.store(1, Ordering::Relaxed);
+    let mut r = start("hm-weight", &[], 1, &[&a, &b], true).await;
+    let within = Duration::from_secs(10);
+    let v = eventually("header weights", within, async || {
+        let v = status(&r).await;
+        (backend_of(&v, &a).weight == 3 && backend_of(&v, &b).weight == 1).then_some(v)
+    })
+    .await;
+    let (sa, sb) = (backend_of(&v, &a).ring_slots, backend_of(&v, &b).ring_slots);
+    assert!(
+        sa > 2 * sb,
+        "3:1 weights give a 3:1 ring share, got {sa}:{sb}"
+    );
+    // B drops its header: the VIP falls back to configured weights (1:1).
+    b.weight.store(0, Ordering::Relaxed);
+    eventually("fallback", within, async || {
+        let v = status(&r).await;
+        (backend_of(&v, &a).weight == 1 && backend_of(&v, &b).weight == 1).then_some(())
+    })
+    .await;
+    let h = health(&r).await;
+    assert!(
+        h.vips[0]
+            .weight_fallback
+            .contains("no X-Load-Balancing-Endpoint-Weight header"),
+        "{}",
+        h.vips[0].weight_fallback
+    );
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_checkers_with_quorum_two() {
+    let (a, b) = (Backend::start().await, Backend::start().await);
+    let dirs: Vec<TempDir> = (0..3).map(|i| TempDir::new(&format!("hm-q{i}"))).collect();
+    let sockets: Vec<String> = dirs
+        .iter()
+        .map(|d| d.0.join("api.sock").display().to_string())
+        .collect();
+    let mut rs = Vec::new();
+    for (i, dir) in dirs.into_iter().enumerate() {
+        let peers: Vec<String> = sockets
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, s)| s.clone())
+            .collect();
+        let text = config(
+            &format!("hm-q{i}"),
+            &sockets[i],
+            &peers,
+            2,
+            &[&a, &b],
+            false,
+        );
+        rs.push(Running::start_with(dir, text, sockets[i].clone().into()).await);
+    }
+    let within = Duration::from_secs(15);
+    // Every checker hears the other two.
+    for r in &rs {
+        eventually("peers fresh", within, async || {
+            let h = health(r).await;
+            (h.checkers.len() == 3 && h.checkers.iter().all(|c| c.fresh && c.error.is_empty()))
+                .then_some(())
+        })
+        .await;
+    }
+    // A dies for everyone: down on every instance, decided by at least two checkers.
+    a.set(503);
+    for r in &rs {
+        let v = eventually("a down by quorum", within, async || {
+            let v = status(r).await;
+            (backend_of(&v, &a).state == pb::BackendState::Down as i32).then_some(v)
+        })
+        .await;
+        assert!(
+            backend_of(&v, &a)
+                .reason
+                .contains("checkers see it fail (quorum 2)"),
+            "{}",
+            backend_of(&v, &a).reason
+        );
+        let h = health(r).await;
+        let bh = h.vips[0]
+            .backends
+            .iter()
+            .find(|x| x.address == a.addr.to_string())
+            .unwrap();
+        assert!(bh.checkers.len() >= 2, "{:?}", bh.checkers);
+        assert_eq!(backend_of(&v, &b).state, pb::BackendState::Up as i32);
+    }
+    // One instance stops: the others keep deciding with two fresh checkers.
+    let mut last = rs.pop().unwrap();
+    last.stop().await;
+    a.set(200);
+    for r in &rs {
+        eventually("a up again", within, async || {
+            let v = status(r).await;
+            (backend_of(&v, &a).state == pb::BackendState::Up as i32).then_some(())
+        })
+        .await;
+        eventually(
+            "the stopped peer reported unreachable",
+            within,
+            async || {
+                let h = health(r).await;
+                let gone = h
+                    .checkers
+                    .iter()
+                    .find(|c| c.address.contains("hm-q2"))
+                    .unwrap();
+                (!gone.error.is_empty()).then_some(())
+            },
+        )
+        .await;
+    }
+    for r in &mut rs {
+        r.stop().await;
+    }
+}
