@@ -52,7 +52,7 @@ use crate::wire::checksum;
 use crate::wire::icmpv4::msg_type as icmp4;
 use crate::wire::icmpv6::msg_type as icmp6;
 use crate::wire::{ip_proto, ipv6, Fragment, Ipv4Packet, Ipv6Packet, L3Kind, MacAddr, Parsed};
-use crate::wire::{rd16, wr16};
+use crate::wire::{rd16, rd32, wr16, wr32};
 
 /// Why a NAT rewrite was refused. The frame is unchanged whenever one of
 /// these is returned.
@@ -737,4 +737,351 @@ pub fn rewrite_icmp_error(
     // 5. ICMP checksum.
     wr16(icmp_hdr, 2, icmp_csum);
     Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The forwarding fast path.
+
+/// Why [`forward`] refused a packet. The frame is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ForwardError {
+    /// TTL / hop limit 0 or 1.
+    TtlExpired,
+    /// See [`NatError`].
+    Nat(NatError),
+}
+
+/// One end of a translated packet: the address (an IPv4 address as
+/// IPv4-mapped IPv6, `::ffff:a.b.c.d`, like [`FlowKey`](crate::conntrack::FlowKey))
+/// and the port.
+pub type Endpoint<'a> = (&'a [u8; 16], u16);
+
+/// Everything a forwarded TCP/UDP packet needs in one pass: TTL / hop limit
+/// decremented, source and/or destination address and port replaced
+/// (`None` leaves that side alone), and each checksum updated once with the
+/// combined RFC 1624 delta of all its changed words (the IPv4 header
+/// checksum for TTL and addresses; the TCP/UDP checksum for the
+/// pseudo-header addresses and the ports). The result is bit for bit what
+/// [`decrement_ttl`] followed by [`rewrite_addrs`] give, including the UDP
+/// rules (checksum 0 stays 0; a result of 0 is written as 0xFFFF).
+///
+/// Unlike the functions above, `p` is trusted: it must be what
+/// [`parse_frame`](crate::wire::parse_frame) returned for this very frame,
+/// which already validated the header layout, so nothing is re-validated.
+/// Reads and writes are still bounds-checked, so a foreign `p` can give a
+/// wrong packet or an error, never a panic or a write outside the frame.
+/// IPv6 packets with extension headers take the validated path (a routing
+/// header with segments left is refused there).
+///
+/// Errors (frame unchanged): TTL / hop limit 0 or 1, not TCP/UDP, a
+/// non-first fragment, a frame too short for what `p` says.
+pub fn forward(
+    frame: &mut [u8],
+    p: &Parsed,
+    src: Option<Endpoint<'_>>,
+    dst: Option<Endpoint<'_>>,
+) -> Result<(), ForwardError> {
+    let (udp, csum_at, min_l4) = match p.l4_proto {
+        ip_proto::TCP => (false, 16, 20),
+        ip_proto::UDP => (true, 6, 8),
+        _ => return Err(ForwardError::Nat(NatError::UnsupportedProto)),
+    };
+    if p.fragment == Fragment::NonFirst {
+        return Err(ForwardError::Nat(NatError::Fragment));
+    }
+    let malformed = ForwardError::Nat(NatError::Malformed);
+    let hl = p.l4_offset.wrapping_sub(p.l3_offset);
+    let (ip, l4) = frame
+        .get_mut(p.l3_offset..)
+        .and_then(|pkt| pkt.split_at_mut_checked(hl))
+        .ok_or(malformed)?;
+    if l4.len() < min_l4 {
+        return Err(malformed);
+    }
+    let mut l4_acc = 0u64;
+    match p.l3 {
+        L3Kind::Ipv4 => {
+            if ip.len() < 20 {
+                return Err(malformed);
+            }
+            let ttl = ip[8];
+            if ttl <= 1 {
+                return Err(ForwardError::TtlExpired);
+            }
+            // The TTL shares its header word with the protocol.
+            let word = u16::from_be_bytes([ttl, ip[9]]);
+            let mut ip_acc = u64::from(!rd16(ip, 10)) + u64::from(!word) + u64::from(word - 0x100);
+            ip[8] = ttl - 1;
+            for (e, at, port_at) in [(src, 12, 0), (dst, 16, 2)] {
+                if let Some((a, port)) = e {
+                    let new = u32::from_be_bytes([a[12], a[13], a[14], a[15]]);
+                    let d = u64::from(!rd32(ip, at)) + u64::from(new);
+                    ip_acc += d;
+                    l4_acc += d + u64::from(!rd16(l4, port_at)) + u64::from(port);
+                    wr32(ip, at, new);
+                    wr16(l4, port_at, port);
+                }
+            }
+            wr16(ip, 10, !checksum::fold(ip_acc));
+        }
+        L3Kind::Ipv6 if hl == ipv6::HEADER_LEN => {
+            let hop = ip[7];
+            if hop <= 1 {
+                return Err(ForwardError::TtlExpired);
+            }
+            ip[7] = hop - 1;
+            for (e, at, port_at) in [(src, 8, 0), (dst, 24, 2)] {
+                if let Some((a, port)) = e {
+                    let old = &mut ip[at..at + 16];
+                    for (o, n) in old.chunks_exact(4).zip(a.chunks_exact(4)) {
+                        l4_acc += u64::from(!u32::from_be_bytes([o[0], o[1], o[2], o[3]]))
+                            + u64::from(u32::from_be_bytes([n[0], n[1], n[2], n[3]]));
+                    }
+                    old.copy_from_slice(a);
+                    l4_acc += u64::from(!rd16(l4, port_at)) + u64::from(port);
+                    wr16(l4, port_at, port);
+                }
+            }
+        }
+        L3Kind::Ipv6 => return forward_validated(frame, p, src, dst),
+        _ => return Err(ForwardError::Nat(NatError::NotIp)),
+    }
+    let c = rd16(l4, csum_at);
+    if !(udp && c == 0) {
+        let new = !checksum::fold(u64::from(!c) + l4_acc);
+        wr16(
+            l4,
+            csum_at,
+            if udp { checksum::udp_finish(new) } else { new },
+        );
+    }
+    Ok(())
+}
+
+/// [`forward`] through the validating functions (IPv6 extension headers).
+fn forward_validated(
+    frame: &mut [u8],
+    p: &Parsed,
+    src: Option<Endpoint<'_>>,
+    dst: Option<Endpoint<'_>>,
+) -> Result<(), ForwardError> {
+    let v6 = |(a, port): Endpoint<'_>| (IpAddr::V6(Ipv6Addr::from(*a)), port);
+    if p.l3 != L3Kind::Ipv6 {
+        return Err(ForwardError::Nat(NatError::Malformed));
+    }
+    if frame.get(p.l3_offset + 7).is_none_or(|&hop| hop <= 1) {
+        return Err(ForwardError::TtlExpired);
+    }
+    // Validates everything and leaves the frame alone on error; the hop
+    // limit is then known to be there and above 1.
+    rewrite_addrs(frame, p, src.map(v6), dst.map(v6)).map_err(ForwardError::Nat)?;
+    decrement_ttl(frame, p).map_err(|_| ForwardError::TtlExpired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{parse_frame_with, ParseOptions};
+    use etherparse::{
+        IpHeaders, IpNumber, Ipv4Header, Ipv4Options, Ipv6Extensions, Ipv6FlowLabel, Ipv6Header,
+        Ipv6RawExtHeader, Ipv6RoutingExtensions, PacketBuilder, TcpHeader,
+    };
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    struct Case {
+        v6: bool,
+        tcp: bool,
+        src: u128,
+        dst: u128,
+        sport: u16,
+        dport: u16,
+        ttl: u8,
+        v4_option_words: usize,
+        v6_dest_opts: bool,
+        v6_routing: Option<u8>,
+        payload: Vec<u8>,
+        /// Overwrites the TCP/UDP checksum field (0 included).
+        l4_csum: Option<u16>,
+        /// Overwrites the IPv4 header checksum field.
+        ip_csum: Option<u16>,
+        new_src: Option<(u128, u16)>,
+        new_dst: Option<(u128, u16)>,
+    }
+
+    fn mapped(v6: bool, raw: u128) -> [u8; 16] {
+        if v6 {
+            raw.to_be_bytes()
+        } else {
+            Ipv4Addr::from(raw as u32).to_ipv6_mapped().octets()
+        }
+    }
+
+    fn build(c: &Case) -> Vec<u8> {
+        let proto = if c.tcp { IpNumber::TCP } else { IpNumber::UDP };
+        let ip = if c.v6 {
+            let h = Ipv6Header {
+                traffic_class: 0,
+                flow_label: Ipv6FlowLabel::ZERO,
+                payload_length: 0,
+                next_header: proto,
+                hop_limit: c.ttl,
+                source: c.src.to_be_bytes(),
+                destination: c.dst.to_be_bytes(),
+            };
+            let mut exts = Ipv6Extensions::default();
+            if c.v6_dest_opts {
+                exts.destination_options =
+                    Some(Ipv6RawExtHeader::new_raw(proto, &[1, 4, 0, 0, 0, 0]).unwrap());
+            }
+            if let Some(left) = c.v6_routing {
+                exts.routing = Some(Ipv6RoutingExtensions {
+                    routing: Ipv6RawExtHeader::new_raw(proto, &[4, left, 0, 0, 0, 0]).unwrap(),
+                    final_destination_options: None,
+                });
+            }
+            IpHeaders::Ipv6(h, exts)
+        } else {
+            let s = (c.src as u32).to_be_bytes();
+            let d = (c.dst as u32).to_be_bytes();
+            let mut h = Ipv4Header::new(0, c.ttl, proto, s, d).unwrap();
+            let opts = vec![1u8; 4 * c.v4_option_words];
+            h.options = Ipv4Options::try_from(&opts[..]).unwrap();
+            IpHeaders::Ipv4(h, Default::default())
+        };
+        let step = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]).ip(ip);
+        let mut out = Vec::new();
+        if c.tcp {
+            let t = TcpHeader::new(c.sport, c.dport, 7, 1000);
+            step.tcp_header(t).write(&mut out, &c.payload).unwrap();
+        } else {
+            step.udp(c.sport, c.dport)
+                .write(&mut out, &c.payload)
+                .unwrap();
+        }
+        let p = parse_frame_with(&out, &ParseOptions::default()).unwrap();
+        if let Some(v) = c.l4_csum {
+            let at = p.l4_offset + if c.tcp { 16 } else { 6 };
+            out[at..at + 2].copy_from_slice(&v.to_be_bytes());
+        }
+        if let (Some(v), false) = (c.ip_csum, c.v6) {
+            let at = p.l3_offset + 10;
+            out[at..at + 2].copy_from_slice(&v.to_be_bytes());
+        }
+        out
+    }
+
+    fn case() -> impl Strategy<Value = Case> {
+        (
+            (any::<bool>(), any::<bool>(), any::<u128>(), any::<u128>()),
+            (
+                any::<u16>(),
+                any::<u16>(),
+                prop_oneof![Just(0u8), Just(1), Just(2), any::<u8>()],
+            ),
+            (
+                0usize..=10,
+                any::<bool>(),
+                prop::option::of(prop_oneof![Just(0u8), Just(3)]),
+            ),
+            prop::collection::vec(any::<u8>(), 0..40),
+            (
+                prop::option::of(prop_oneof![Just(0u16), Just(0xFFFF), any::<u16>()]),
+                prop::option::of(prop_oneof![Just(0u16), Just(0xFFFF), any::<u16>()]),
+            ),
+            (
+                prop::option::of((any::<u128>(), any::<u16>())),
+                prop::option::of((any::<u128>(), any::<u16>())),
+            ),
+        )
+            .prop_map(
+                |(
+                    (v6, tcp, src, dst),
+                    (sport, dport, ttl),
+                    (v4_option_words, v6_dest_opts, v6_routing),
+                    payload,
+                    (l4_csum, ip_csum),
+                    (new_src, new_dst),
+                )| Case {
+                    v6,
+                    tcp,
+                    src,
+                    dst,
+                    sport,
+                    dport,
+                    ttl,
+                    v4_option_words,
+                    v6_dest_opts,
+                    v6_routing,
+                    payload,
+                    l4_csum,
+                    ip_csum,
+                    new_src,
+                    new_dst,
+                },
+            )
+    }
+
+    /// What `forward` must do: the validated functions, one after the other.
+    fn reference(
+        f: &mut [u8],
+        p: &Parsed,
+        src: Option<Endpoint<'_>>,
+        dst: Option<Endpoint<'_>>,
+    ) -> Result<(), ForwardError> {
+        if p.ttl <= 1 {
+            return Err(ForwardError::TtlExpired);
+        }
+        let ip = |v6: bool, (a, port): Endpoint<'_>| {
+            let a = Ipv6Addr::from(*a);
+            match (v6, a.to_ipv4_mapped()) {
+                (false, Some(v4)) => (IpAddr::V4(v4), port),
+                _ => (IpAddr::V6(a), port),
+            }
+        };
+        let v6 = p.l3 == L3Kind::Ipv6;
+        rewrite_addrs(f, p, src.map(|e| ip(v6, e)), dst.map(|e| ip(v6, e)))
+            .map_err(ForwardError::Nat)?;
+        decrement_ttl(f, p).map_err(|_| ForwardError::TtlExpired)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn forward_equals_ttl_then_rewrite(c in case()) {
+            let frame = build(&c);
+            let no_verify = ParseOptions { verify_ipv4_checksum: false };
+            let p = parse_frame_with(&frame, &no_verify).unwrap();
+            let s = c.new_src.map(|(a, port)| (mapped(c.v6, a), port));
+            let d = c.new_dst.map(|(a, port)| (mapped(c.v6, a), port));
+            let (s, d) = (s.as_ref().map(|(a, p)| (a, *p)), d.as_ref().map(|(a, p)| (a, *p)));
+            let mut want = frame.clone();
+            let want_r = reference(&mut want, &p, s, d);
+            let mut got = frame.clone();
+            let got_r = forward(&mut got, &p, s, d);
+            prop_assert_eq!(got_r, want_r);
+            prop_assert_eq!(&got, &want);
+            if got_r.is_err() {
+                prop_assert_eq!(&got, &frame, "an error leaves the frame alone");
+            }
+        }
+
+        #[test]
+        fn forward_never_panics_on_foreign_parse(
+            c in case(),
+            l3_offset in 0usize..120,
+            l4_offset in 0usize..160,
+            l3_end in 0usize..200,
+        ) {
+            let mut frame = build(&c);
+            let mut p = parse_frame_with(&frame, &ParseOptions { verify_ipv4_checksum: false })
+                .unwrap();
+            p.l3_offset = l3_offset;
+            p.l4_offset = l4_offset;
+            p.l3_end = l3_end;
+            let a = [7u8; 16];
+            let _ = forward(&mut frame, &p, Some((&a, 1)), Some((&a, 2)));
+        }
+    }
 }

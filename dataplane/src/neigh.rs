@@ -24,6 +24,7 @@ const INBOX: usize = 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
+    ip: IpAddr,
     mac: Option<[u8; 6]>,
     learnt_ms: u64,
     requested_ms: Option<u64>,
@@ -51,8 +52,23 @@ pub enum Resolution {
     Full,
 }
 
+/// An address's place in a [`Neighbors`] table. Entries are never removed,
+/// so a slot stays the same address's for the table's life: the fast path
+/// keeps slots (per backend, per flow) and resolves by index, without
+/// hashing. [`Slot::NONE`] stands for an address the full table could not
+/// take (it never will: resolving it gives [`Resolution::Full`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Slot(u32);
+
+impl Slot {
+    /// No entry: the table was full.
+    pub const NONE: Slot = Slot(u32::MAX);
+}
+
 pub struct Neighbors {
-    map: HashMap<IpAddr, Entry, ahash::RandomState>,
+    /// Entry slots, in insertion order; never more than [`CAPACITY`].
+    entries: Vec<Entry>,
+    index: HashMap<IpAddr, u32, ahash::RandomState>,
 }
 
 impl Default for Neighbors {
@@ -64,82 +80,109 @@ impl Default for Neighbors {
 impl Neighbors {
     pub fn new() -> Self {
         Neighbors {
-            map: HashMap::with_capacity_and_hasher(CAPACITY, ahash::RandomState::new()),
+            entries: Vec::with_capacity(CAPACITY),
+            index: HashMap::with_capacity_and_hasher(CAPACITY, ahash::RandomState::new()),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries.is_empty()
+    }
+
+    fn insert(&mut self, e: Entry) -> Option<u32> {
+        if self.entries.len() >= CAPACITY {
+            return None;
+        }
+        let i = self.entries.len() as u32;
+        self.entries.push(e);
+        self.index.insert(e.ip, i);
+        Some(i)
     }
 
     /// Records a binding. Never grows the table beyond [`CAPACITY`].
     pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now_ms: u64) -> bool {
-        if let Some(e) = self.map.get_mut(&ip) {
+        if let Some(e) = self
+            .index
+            .get(&ip)
+            .and_then(|&i| self.entries.get_mut(i as usize))
+        {
             let changed = e.mac != Some(mac);
             e.mac = Some(mac);
             e.learnt_ms = now_ms;
             e.requested_ms = None;
             return changed;
         }
-        if self.map.len() >= CAPACITY {
-            return false;
-        }
-        self.map.insert(
+        self.insert(Entry {
             ip,
-            Entry {
-                mac: Some(mac),
-                learnt_ms: now_ms,
-                requested_ms: None,
-            },
-        );
-        true
+            mac: Some(mac),
+            learnt_ms: now_ms,
+            requested_ms: None,
+        })
+        .is_some()
     }
 
     /// The MAC of `ip`, if known.
     pub fn get(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        self.map.get(&ip).and_then(|e| e.mac)
+        let i = *self.index.get(&ip)?;
+        self.entries.get(i as usize).and_then(|e| e.mac)
+    }
+
+    /// The slot of `ip`, if it has one.
+    pub fn slot(&self, ip: IpAddr) -> Option<Slot> {
+        self.index.get(&ip).map(|&i| Slot(i))
+    }
+
+    /// The address a slot holds (`None` for [`Slot::NONE`]).
+    pub fn ip_at(&self, slot: Slot) -> Option<IpAddr> {
+        self.entries.get(slot.0 as usize).map(|e| e.ip)
     }
 
     /// Looks `ip` up for sending at `now_ms`, deciding whether a request is due.
     /// A `Request`/`KnownRefresh` answer records that the caller sends one.
     pub fn resolve(&mut self, ip: IpAddr, now_ms: u64) -> Resolution {
-        let full = self.map.len() >= CAPACITY;
-        match self.map.get_mut(&ip) {
-            Some(e) => {
-                let due = e
-                    .requested_ms
-                    .is_none_or(|t| now_ms.saturating_sub(t) >= RETRY_MS);
-                match e.mac {
-                    Some(mac) if now_ms.saturating_sub(e.learnt_ms) < REFRESH_MS || !due => {
-                        Resolution::Known(mac)
-                    }
-                    Some(mac) => {
-                        e.requested_ms = Some(now_ms);
-                        Resolution::KnownRefresh(mac)
-                    }
-                    None if due => {
-                        e.requested_ms = Some(now_ms);
-                        Resolution::Request
-                    }
-                    None => Resolution::Pending,
+        match self.index.get(&ip) {
+            Some(&i) => self.resolve_at(Slot(i), now_ms),
+            None => {
+                let pending = Entry {
+                    ip,
+                    mac: None,
+                    learnt_ms: 0,
+                    requested_ms: Some(now_ms),
+                };
+                match self.insert(pending) {
+                    Some(_) => Resolution::Request,
+                    None => Resolution::Full,
                 }
             }
-            None if full => Resolution::Full,
-            None => {
-                self.map.insert(
-                    ip,
-                    Entry {
-                        mac: None,
-                        learnt_ms: 0,
-                        requested_ms: Some(now_ms),
-                    },
-                );
+        }
+    }
+
+    /// [`Neighbors::resolve`] for the address in `slot`, without hashing.
+    #[inline]
+    pub fn resolve_at(&mut self, slot: Slot, now_ms: u64) -> Resolution {
+        let Some(e) = self.entries.get_mut(slot.0 as usize) else {
+            return Resolution::Full;
+        };
+        let due = e
+            .requested_ms
+            .is_none_or(|t| now_ms.saturating_sub(t) >= RETRY_MS);
+        match e.mac {
+            Some(mac) if now_ms.saturating_sub(e.learnt_ms) < REFRESH_MS || !due => {
+                Resolution::Known(mac)
+            }
+            Some(mac) => {
+                e.requested_ms = Some(now_ms);
+                Resolution::KnownRefresh(mac)
+            }
+            None if due => {
+                e.requested_ms = Some(now_ms);
                 Resolution::Request
             }
+            None => Resolution::Pending,
         }
     }
 }
@@ -265,6 +308,31 @@ mod tests {
         assert!(!n.learn(extra, MAC, 0));
         assert_eq!(n.resolve(extra, 0), Resolution::Full);
         assert_eq!(n.len(), CAPACITY);
+    }
+
+    #[test]
+    fn slots_resolve_like_addresses_and_never_move() {
+        let mut n = Neighbors::new();
+        let a: IpAddr = "10.0.0.9".parse().unwrap();
+        let b: IpAddr = "fd00::9".parse().unwrap();
+        assert_eq!(n.slot(a), None);
+        assert_eq!(n.resolve(a, 0), Resolution::Request);
+        n.learn(b, MAC, 0);
+        let (sa, sb) = (n.slot(a).unwrap(), n.slot(b).unwrap());
+        assert_ne!(sa, sb);
+        assert_eq!((n.ip_at(sa), n.ip_at(sb)), (Some(a), Some(b)));
+        assert_eq!(n.resolve_at(sa, 10), Resolution::Pending);
+        assert_eq!(n.resolve_at(sa, RETRY_MS), Resolution::Request);
+        n.learn(a, MAC, 1_500);
+        assert_eq!(n.slot(a), Some(sa));
+        assert_eq!(n.resolve_at(sa, 1_600), Resolution::Known(MAC));
+        assert_eq!(
+            n.resolve_at(sa, 1_500 + REFRESH_MS),
+            Resolution::KnownRefresh(MAC)
+        );
+        assert_eq!(n.resolve(a, 1_501 + REFRESH_MS), Resolution::Known(MAC));
+        assert_eq!(n.resolve_at(Slot::NONE, 0), Resolution::Full);
+        assert_eq!(n.ip_at(Slot::NONE), None);
     }
 
     #[test]
