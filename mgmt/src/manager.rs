@@ -215,7 +215,10 @@ impl Manager {
         let mut dp = DpWatcher::new(opts.paths.state.clone(), opts.liveness_grace);
         let (snap, _) = dp.sample();
         let (publisher, opened) = Publisher::open(&opts.paths.tables, &cfg, &snap)?;
-        let store = Store::new(cfg, text, origin, opts.paths.overrides.clone());
+        let mut store = Store::new(cfg, text, origin, opts.paths.overrides.clone());
+        if let Some(g) = publisher.published() {
+            seed_health(&mut store, g);
+        }
         let m = Manager {
             opts,
             core: Mutex::new(Core {
@@ -273,6 +276,16 @@ impl Manager {
     /// The running config.
     pub fn config(&self) -> Config {
         lock(&self.core).store.config().clone()
+    }
+
+    /// The health verdicts in force (the health checker starts from them).
+    pub fn health_verdicts(&self) -> Vec<(BackendKey, HealthVerdict)> {
+        lock(&self.core)
+            .store
+            .health_verdicts()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// The published generation.
@@ -694,6 +707,37 @@ impl Manager {
                         .collect(),
                 })
                 .collect(),
+        }
+    }
+}
+
+/// Why a backend is down right after a restart of border-mgmt.
+pub const KEPT_ACROSS_RESTART: &str =
+    "down (no data: kept from the published tables across a restart of border-mgmt)";
+
+/// Silence is not a verdict, across restarts too: backends of checked VIPs
+/// that the published tables have down stay down until fresh probes decide
+/// (docs/health.md); otherwise a restart would put them back in the ring.
+fn seed_health(store: &mut Store, g: &Generation) {
+    for t in &g.vips {
+        let checked = store
+            .config()
+            .vip(&t.name)
+            .is_some_and(|v| v.health.is_some());
+        if !checked {
+            continue;
+        }
+        for b in t.backends.iter().filter(|b| b.state == BackendState::Down) {
+            let key = BackendKey::new(&t.name, SocketAddr::new(b.addr, b.port));
+            store.set_health(
+                &key,
+                Some(HealthVerdict {
+                    up: false,
+                    reason: KEPT_ACROSS_RESTART.to_string(),
+                    since_unix_ms: now_unix_ms(),
+                    weight: None,
+                }),
+            );
         }
     }
 }

@@ -371,6 +371,11 @@ impl Store {
         before != self.effective(vi, bi)
     }
 
+    /// The health verdicts in force.
+    pub fn health_verdicts(&self) -> &HashMap<BackendKey, HealthVerdict> {
+        &self.health
+    }
+
     /// Writes the operator overrides to the persistence file (if any).
     pub fn save(&self) {
         let Some(p) = &self.persist else {

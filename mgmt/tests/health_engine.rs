@@ -562,3 +562,26 @@ port = 8080
 "#
     )
 }
+
+#[test]
+fn a_restart_keeps_published_down_backends_down_until_rise() {
+    let mut t = T::new(&config(0, 1, false));
+    t.e.seed_down(
+        &key(1),
+        "down (no data: kept from the published tables)",
+        t.now,
+        0,
+    );
+    t.idle(0);
+    assert_eq!(t.state(1), State::Down);
+    assert!(t.no_data(1));
+    t.idle(10 * INTERVAL);
+    assert_eq!(t.state(1), State::Down, "silence keeps it down");
+    t.round(&[(1, ok()), (2, ok())]);
+    assert_eq!(t.state(1), State::Down, "rise = 2 successes, not one");
+    t.round(&[(1, ok()), (2, ok())]);
+    assert_eq!(
+        (t.state(1), t.reason(1).as_str()),
+        (State::Up, "up: HTTP 200")
+    );
+}

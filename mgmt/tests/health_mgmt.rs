@@ -419,3 +419,52 @@ async fn three_checkers_with_quorum_two() {
         r.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_keeps_down_backends_down() {
+    let (a, b) = (Backend::start().await, Backend::start().await);
+    let mut r = start("hm-restart", &[], 1, &[&a, &b], false).await;
+    let within = Duration::from_secs(10);
+    a.set(503);
+    eventually("a down", within, async || {
+        let v = status(&r).await;
+        (backend_of(&v, &a).state == pb::BackendState::Down as i32).then_some(())
+    })
+    .await;
+    r.stop().await;
+    let Running {
+        dir,
+        text,
+        socket,
+        m,
+        ..
+    } = r;
+    // The old manager (its tables writer) must be gone before a new one opens the region.
+    let start = Instant::now();
+    while Arc::strong_count(&m) > 1 {
+        assert!(
+            start.elapsed() < within,
+            "the old manager is still referenced"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(m);
+    let r = Running::start_with(dir, text, socket).await;
+    // From the first look on, and for several intervals: still down.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(1500) {
+        let v = status(&r).await;
+        let s = backend_of(&v, &a);
+        assert_eq!(s.state, pb::BackendState::Down as i32, "{s:?}");
+        assert_eq!(s.ring_slots, 0);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.set(200);
+    eventually("a up after rise", within, async || {
+        let v = status(&r).await;
+        (backend_of(&v, &a).state == pb::BackendState::Up as i32).then_some(())
+    })
+    .await;
+    let mut r = r;
+    r.stop().await;
+}

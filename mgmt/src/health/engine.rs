@@ -356,6 +356,32 @@ impl Engine {
         self.vips.iter().find(|v| v.name == vip)
     }
 
+    /// Starts `key` down without data (border-mgmt restarted while the
+    /// published tables had it down): it stays down until fresh results
+    /// decide, and this checker needs `rise` successes to call it up.
+    pub fn seed_down(&mut self, key: &Key, reason: &str, now: u64, unix_ms: u64) {
+        if !self
+            .spec(&key.0)
+            .is_some_and(|v| v.backends.contains(&key.1))
+        {
+            return;
+        }
+        self.local.entry(key.clone()).or_default().state = Some(State::Down);
+        self.verdicts.insert(
+            key.clone(),
+            Verdict {
+                state: State::Down,
+                no_data: true,
+                weight: None,
+                reason: reason.to_string(),
+                detail: String::new(),
+                since_ms: now,
+                since_unix_ms: unix_ms,
+                checkers: Vec::new(),
+            },
+        );
+    }
+
     /// Records this checker's probe result for `keys` (every VIP backend
     /// the probe stands for).
     pub fn local_result(&mut self, keys: &[Key], out: &ProbeOutcome, now: u64) {

@@ -81,6 +81,9 @@ pub struct Options {
     pub peer_tls: Option<crate::tls::ClientTls>,
     /// How often verdicts are re-evaluated without new input (staleness).
     pub tick: Duration,
+    /// Backends that start down without data, with the reason (verdicts
+    /// kept across a restart of border-mgmt).
+    pub seed_down: Vec<(Key, String)>,
 }
 
 impl Options {
@@ -99,6 +102,7 @@ impl Options {
                 server_name: None,
             }),
             tick: Duration::from_millis(200),
+            seed_down: Vec::new(),
         }
     }
 }
@@ -201,13 +205,17 @@ pub fn spawn(cfg: &Config, opts: Options, shutdown: watch::Receiver<bool>) -> Ar
         events: broadcast::channel(1024).0,
         cmd: cmd.clone(),
     });
+    let mut engine = Engine::new(
+        &opts.checker,
+        cfg,
+        (opts.peer_interval + opts.peer_timeout).as_millis() as u64,
+    );
+    for (key, reason) in &opts.seed_down {
+        engine.seed_down(key, reason, 0, now_unix_ms());
+    }
     let runner = Runner {
         view: view.clone(),
-        engine: Engine::new(
-            &opts.checker,
-            cfg,
-            (opts.peer_interval + opts.peer_timeout).as_millis() as u64,
-        ),
+        engine,
         cfg: cfg.clone(),
         opts,
         tx: cmd,
@@ -443,7 +451,14 @@ async fn probe_loop(
 /// applies (API or SIGHUP) reconfigure it. Stops with `shutdown`.
 pub fn attach(m: Arc<Manager>, shutdown: watch::Receiver<bool>) -> Arc<HealthView> {
     let cfg = m.config();
-    let view = spawn(&cfg, Options::for_config(&cfg), shutdown.clone());
+    let mut opts = Options::for_config(&cfg);
+    opts.seed_down = m
+        .health_verdicts()
+        .into_iter()
+        .filter(|(_, v)| !v.up)
+        .map(|(k, v)| ((k.vip, k.backend), v.reason))
+        .collect();
+    let view = spawn(&cfg, opts, shutdown.clone());
     // Config applies.
     {
         let (m, view, mut shutdown) = (m.clone(), view.clone(), shutdown.clone());
