@@ -143,22 +143,33 @@ pub struct BorderDp {
 }
 
 impl BorderDp {
-    /// Writes `config` to `dir`, starts border-dp in `ns` and waits until its
-    /// workers run.
+    /// Writes `config` to `dir`, starts `border-dp --standalone` (it
+    /// publishes its own tables) in `ns` and waits until its workers run.
     pub fn start(ns: &Netns, dir: &TempDir, instance: &str, config: &str) -> BorderDp {
+        Self::start_mode(ns, dir, instance, config, true)
+    }
+
+    /// Like [`BorderDp::start`], without `--standalone`: border-dp follows
+    /// the tables region that border-mgmt publishes.
+    pub fn start_following(ns: &Netns, dir: &TempDir, instance: &str, config: &str) -> BorderDp {
+        Self::start_mode(ns, dir, instance, config, false)
+    }
+
+    fn start_mode(
+        ns: &Netns,
+        dir: &TempDir,
+        instance: &str,
+        config: &str,
+        standalone: bool,
+    ) -> BorderDp {
         let cfg = dir.path("border.toml");
         std::fs::write(&cfg, config).unwrap();
         let log = dir.path("border-dp.log");
         let logf = std::fs::File::create(&log).unwrap();
         let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &ns.name,
-                border_dp_bin(),
-                "--standalone",
-                "--config",
-            ])
+            .args(["netns", "exec", &ns.name, border_dp_bin()])
+            .args(standalone.then_some("--standalone"))
+            .arg("--config")
             .arg(&cfg)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -471,4 +482,510 @@ pub fn tally(names: &[String]) -> std::collections::BTreeMap<String, usize> {
         *m.entry(n.clone()).or_insert(0) += 1;
     }
     m
+}
+
+// ---- border-mgmt, borderctl and traffic that checks every byte ------------
+
+pub fn border_mgmt_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_border-mgmt")
+}
+
+pub fn borderctl_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_borderctl")
+}
+
+/// Removes what an instance leaves behind between runs: both shared-memory
+/// regions and border-mgmt's saved operator overrides.
+pub fn clean_instance(instance: &str) {
+    let _ = std::fs::remove_file(state_path(instance));
+    let _ = std::fs::remove_file(conf::tables::tables_path(instance));
+    let _ = std::fs::remove_file(format!("/run/border/{instance}.overrides.json"));
+}
+
+/// Runs borderctl with `args`; returns (exit code, stdout, stderr).
+pub fn borderctl(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(borderctl_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run borderctl {args:?}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// borderctl that must succeed; returns its stdout.
+pub fn borderctl_ok(args: &[&str]) -> String {
+    let (code, out, err) = borderctl(args);
+    assert_eq!(
+        code, 0,
+        "borderctl {args:?} exit {code}\nstdout: {out}\nstderr: {err}"
+    );
+    out
+}
+
+/// borderctl that must fail with one line on stderr; returns that line
+/// without the `borderctl: error: ` prefix.
+pub fn borderctl_err(args: &[&str]) -> String {
+    let (code, out, err) = borderctl(args);
+    assert_ne!(code, 0, "borderctl {args:?} should fail\nstdout: {out}");
+    assert_eq!(err.lines().count(), 1, "borderctl {args:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err.trim_end()
+        .strip_prefix("borderctl: error: ")
+        .unwrap_or_else(|| panic!("borderctl {args:?}: not an error line: {err}"))
+        .to_string()
+}
+
+/// A border-mgmt process (in the host's namespace), killed on drop.
+pub struct BorderMgmt {
+    child: Option<Child>,
+    pub log: PathBuf,
+    pub config: PathBuf,
+}
+
+impl BorderMgmt {
+    /// Starts border-mgmt on `config` (looking at the dataplane every
+    /// 100 ms), logging to `log`, and waits until it serves.
+    pub fn start(config: &Path, log: PathBuf) -> BorderMgmt {
+        let child = Command::new(border_mgmt_bin())
+            .arg("--config")
+            .arg(config)
+            .args(["--watch-interval-ms", "100"])
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start border-mgmt");
+        let mut m = BorderMgmt {
+            child: Some(child),
+            log,
+            config: config.to_owned(),
+        };
+        m.wait_log("border-mgmt running");
+        m
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits (15 s at most) until the log contains `what`.
+    pub fn wait_log(&mut self, what: &str) {
+        let start = Instant::now();
+        while !self.log_text().contains(what) {
+            if let Some(st) = self.child.as_mut().and_then(|c| c.try_wait().unwrap()) {
+                panic!("border-mgmt exited with {st}:\n{}", self.log_text());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "no {what:?} in the border-mgmt log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: no clean-up at all (socket file and everything stay).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and the exit status (at most 10 s).
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("border-mgmt already stopped");
+        // SAFETY: kill(2) on a child we spawned and have not reaped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("border-mgmt did not stop within 10 s:\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for BorderMgmt {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+impl BorderDp {
+    /// SIGKILL and reap: no clean-up (the state region stays marked running).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The generation each worker has applied.
+    pub fn applied(&self) -> Vec<u64> {
+        let s = self.state();
+        (0..s.n_workers())
+            .filter_map(|i| s.worker(i).map(|w| w.applied_generation()))
+            .collect()
+    }
+
+    /// Waits (10 s at most) until every worker has applied generation `g`.
+    pub fn wait_applied(&self, g: u64) {
+        wait_until(
+            &format!("every worker on generation {g}"),
+            Duration::from_secs(10),
+            || {
+                let a = self.applied();
+                !a.is_empty() && a.iter().all(|&x| x == g)
+            },
+        );
+    }
+
+    /// Every drop counter's total, by name.
+    pub fn drops(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        let s = self.state();
+        s.totals()
+            .into_iter()
+            .filter(|(c, _)| c.is_drop())
+            .map(|(c, v)| (c.name(), v))
+            .collect()
+    }
+}
+
+/// The drop counters that rose between two [`BorderDp::drops`] snapshots.
+pub fn drops_rose(
+    before: &std::collections::BTreeMap<&'static str, u64>,
+    after: &std::collections::BTreeMap<&'static str, u64>,
+) -> Vec<(&'static str, u64)> {
+    after
+        .iter()
+        .filter_map(|(k, v)| {
+            let b = before.get(k).copied().unwrap_or(0);
+            (*v > b).then_some((*k, v - b))
+        })
+        .collect()
+}
+
+/// TCP counters of a namespace's kernel (/proc/net/snmp and netstat):
+/// `RetransSegs`, `OutRsts`, `EstabResets`, `AttemptFails`, ...
+pub fn tcp_mib(ns: &Netns) -> std::collections::BTreeMap<String, u64> {
+    let out = ns.run(&["cat", "/proc/net/snmp", "/proc/net/netstat"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut m = std::collections::BTreeMap::new();
+    // Pairs of lines: "Tcp: <names>" then "Tcp: <values>".
+    let mut header: Option<(&str, &str)> = None;
+    for line in text.lines() {
+        let Some((prefix, rest)) = line.split_once(':') else {
+            continue;
+        };
+        match header.take() {
+            Some((p, names)) if p == prefix => {
+                if p == "Tcp" || p == "TcpExt" {
+                    for (n, v) in names.split_whitespace().zip(rest.split_whitespace()) {
+                        if let Ok(v) = v.parse::<u64>() {
+                            m.insert(n.to_string(), v);
+                        }
+                    }
+                }
+            }
+            _ => header = Some((prefix, rest)),
+        }
+    }
+    m
+}
+
+/// `(rx_dropped, tx_dropped)` of interface `iface` in namespace `ns`.
+pub fn iface_drops(ns: &Netns, iface: &str) -> (u64, u64) {
+    let read = |what: &str| {
+        let out = ns.run(&["cat", &format!("/sys/class/net/{iface}/statistics/{what}")]);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    (read("rx_dropped"), read("tx_dropped"))
+}
+
+/// Deterministic bytes of stream `id` at `offset`.
+pub fn pattern(id: u64, offset: u64, buf: &mut [u8]) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        let x =
+            (offset + i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ id.wrapping_mul(0xC2B2_AE3D);
+        *b = (x >> 29) as u8;
+    }
+}
+
+/// Reads the greeting line of a [`TcpBackends`] server byte by byte (so no
+/// echoed byte is consumed with it): "name peer-ip".
+pub fn read_greeting(s: &mut std::net::TcpStream) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    loop {
+        s.read_exact(&mut b)?;
+        if b[0] == b'\n' {
+            return Ok(String::from_utf8_lossy(&line).into_owned());
+        }
+        line.push(b[0]);
+        if line.len() > 200 {
+            return Err(std::io::Error::other("greeting too long"));
+        }
+    }
+}
+
+/// Sends `len` pattern bytes of stream `id` from `offset` in `chunk`-sized
+/// pieces and checks that exactly they come back.
+pub fn echo_exact(
+    s: &mut std::net::TcpStream,
+    id: u64,
+    offset: u64,
+    len: usize,
+    chunk: usize,
+) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let mut sent = vec![0u8; chunk];
+    let mut got = vec![0u8; chunk];
+    let mut done = 0;
+    while done < len {
+        let n = chunk.min(len - done);
+        pattern(id, offset + done as u64, &mut sent[..n]);
+        s.write_all(&sent[..n])?;
+        s.read_exact(&mut got[..n])?;
+        if got[..n] != sent[..n] {
+            let at = got[..n].iter().zip(&sent[..n]).position(|(a, b)| a != b);
+            return Err(std::io::Error::other(format!(
+                "echo differs at byte {}",
+                offset + done as u64 + at.unwrap_or(0) as u64
+            )));
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+/// What one long-lived stream did.
+#[derive(Debug, Clone)]
+pub struct StreamReport {
+    pub id: u64,
+    /// The backend that greeted it.
+    pub backend: String,
+    /// Bytes sent and verified on the echo.
+    pub bytes: u64,
+    /// The first error, if any (the stream stops there).
+    pub error: Option<String>,
+}
+
+/// Long-lived TCP connections from namespace `ns` to `vip`, each streaming
+/// pattern bytes in `chunk`-sized round trips and checking every echoed
+/// byte, until [`EchoStreams::finish`] closes them cleanly.
+pub struct EchoStreams {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    verified: std::sync::Arc<Vec<std::sync::atomic::AtomicU64>>,
+    threads: Vec<std::thread::JoinHandle<StreamReport>>,
+}
+
+impl EchoStreams {
+    /// Opens `n` connections (ids `first_id..`) and returns once every one
+    /// has its greeting. Each waits `pace` between round trips.
+    pub fn start(
+        ns: &str,
+        vip: std::net::SocketAddr,
+        n: usize,
+        chunk: usize,
+        pace: Duration,
+        first_id: u64,
+    ) -> EchoStreams {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+        let stop = Arc::new(AtomicBool::new(false));
+        let verified: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let threads = (0..n)
+            .map(|i| {
+                let (stop, verified, ready) = (stop.clone(), verified.clone(), ready_tx.clone());
+                let id = first_id + i as u64;
+                in_netns(ns, move || {
+                    let mut r = StreamReport {
+                        id,
+                        backend: String::new(),
+                        bytes: 0,
+                        error: None,
+                    };
+                    let mut s = match connect_retry(vip, Duration::from_secs(10)) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            r.error = Some(format!("connect: {e}"));
+                            let _ = ready.send(());
+                            return r;
+                        }
+                    };
+                    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    s.set_nodelay(true).unwrap();
+                    match read_greeting(&mut s) {
+                        Ok(g) => r.backend = g.split_whitespace().next().unwrap_or("").to_string(),
+                        Err(e) => r.error = Some(format!("greeting: {e}")),
+                    }
+                    let _ = ready.send(());
+                    while r.error.is_none() && !stop.load(Ordering::Relaxed) {
+                        match echo_exact(&mut s, id, r.bytes, chunk, chunk) {
+                            Ok(()) => {
+                                r.bytes += chunk as u64;
+                                verified[i].store(r.bytes, Ordering::Relaxed);
+                                if !pace.is_zero() {
+                                    std::thread::sleep(pace);
+                                }
+                            }
+                            Err(e) => r.error = Some(format!("after {} bytes: {e}", r.bytes)),
+                        }
+                    }
+                    if r.error.is_none() {
+                        // A clean close: FIN, the echo server closes too.
+                        use std::io::Read;
+                        let _ = s.shutdown(std::net::Shutdown::Write);
+                        let mut rest = Vec::new();
+                        match s.read_to_end(&mut rest) {
+                            Ok(0) => {}
+                            Ok(n) => r.error = Some(format!("{n} unexpected bytes at close")),
+                            Err(e) => r.error = Some(format!("close: {e}")),
+                        }
+                    }
+                    r
+                })
+            })
+            .collect();
+        for _ in 0..n {
+            ready_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("stream connected");
+        }
+        EchoStreams {
+            stop,
+            verified,
+            threads,
+        }
+    }
+
+    /// Bytes verified so far, per stream.
+    pub fn progress(&self) -> Vec<u64> {
+        self.verified
+            .iter()
+            .map(|v| v.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Waits (10 s at most) until every stream has verified more bytes than
+    /// in `since`: all of them are moving.
+    pub fn wait_all_moving(&self, since: &[u64]) {
+        wait_until("every stream moving", Duration::from_secs(10), || {
+            self.progress()
+                .iter()
+                .zip(since)
+                .all(|(now, then)| now > then)
+        });
+    }
+
+    /// Stops, closes every connection cleanly and reports.
+    pub fn finish(mut self) -> Vec<StreamReport> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.threads
+            .drain(..)
+            .map(|t| t.join().expect("stream thread"))
+            .collect()
+    }
+}
+
+impl Drop for EchoStreams {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// What a [`NewConnections`] loop did.
+#[derive(Debug, Clone, Default)]
+pub struct NewConnReport {
+    /// Connections that greeted, echoed `bytes` exactly and closed cleanly.
+    pub ok: u64,
+    /// Backend name -> connections.
+    pub backends: std::collections::BTreeMap<String, u64>,
+    /// Every failure, in words.
+    pub errors: Vec<String>,
+}
+
+/// A loop in namespace `ns` opening new connections to `vip` one after the
+/// other: greeting, `bytes` echoed and checked, clean close.
+pub struct NewConnections {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<NewConnReport>>,
+}
+
+impl NewConnections {
+    pub fn start(ns: &str, vip: std::net::SocketAddr, bytes: usize, id: u64) -> NewConnections {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = in_netns(ns, move || {
+            let mut r = NewConnReport::default();
+            let mut k = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                k += 1;
+                let one = || -> std::io::Result<String> {
+                    use std::io::Read;
+                    let mut s = std::net::TcpStream::connect_timeout(&vip, Duration::from_secs(5))?;
+                    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                    s.set_nodelay(true)?;
+                    let g = read_greeting(&mut s)?;
+                    echo_exact(&mut s, id << 32 | k, 0, bytes, bytes.min(16 << 10))?;
+                    s.shutdown(std::net::Shutdown::Write)?;
+                    let mut rest = Vec::new();
+                    if s.read_to_end(&mut rest)? != 0 {
+                        return Err(std::io::Error::other("unexpected bytes at close"));
+                    }
+                    Ok(g.split_whitespace().next().unwrap_or("").to_string())
+                };
+                match one() {
+                    Ok(name) => {
+                        r.ok += 1;
+                        *r.backends.entry(name).or_insert(0) += 1;
+                    }
+                    Err(e) => r.errors.push(format!("connection {k}: {e}")),
+                }
+            }
+            r
+        });
+        NewConnections {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn finish(mut self) -> NewConnReport {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .unwrap()
+            .join()
+            .expect("new-connection thread")
+    }
+}
+
+impl Drop for NewConnections {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
