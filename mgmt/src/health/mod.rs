@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use conf::{Config, Listen};
+use conf::Config;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -546,13 +546,4 @@ pub fn attach(m: Arc<Manager>, shutdown: watch::Receiver<bool>) -> Arc<HealthVie
         });
     }
     view
-}
-
-/// The peer addresses of `cfg` as the runner names them.
-pub fn peer_addresses(cfg: &Config) -> Vec<(String, Listen)> {
-    cfg.mgmt
-        .peers
-        .iter()
-        .map(|p| (p.address_string(), p.address.clone()))
-        .collect()
 }
