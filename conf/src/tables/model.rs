@@ -298,9 +298,10 @@ impl GenerationBuilder {
     /// - the ring is Maglev (size `maglev_table_size`) over the eligible
     ///   backends;
     /// - FAIL-OPEN: with no eligible backend, the ring covers every backend
-    ///   with an effective weight > 0 regardless of state, or every backend
-    ///   with weight 1 if all weights are 0, and [`VipFlags::FAIL_OPEN`] is
-    ///   set; a VIP without any backend gets an empty ring.
+    ///   health took down (state Down, effective weight > 0) and
+    ///   [`VipFlags::FAIL_OPEN`] is set; drained backends (state Draining or
+    ///   weight 0) never return that way, so a VIP whose backends are all
+    ///   drained, or that has none, gets an empty ring.
     pub fn build(
         &mut self,
         cfg: &Config,
@@ -368,11 +369,15 @@ impl GenerationBuilder {
         if members.is_empty() {
             members = collect(&|_, b| eligible(b).then_some(b.weight));
         }
-        if members.is_empty() && !backends.is_empty() {
-            flags |= VipFlags::FAIL_OPEN;
-            members = collect(&|_, b| (b.weight > 0).then_some(b.weight));
-            if members.is_empty() {
-                members = collect(&|_, _| Some(1));
+        if members.is_empty() {
+            // Fail open over the backends health took out; drained ones (state
+            // Draining or weight 0) stay out: an operator who drains every
+            // backend means it.
+            members = collect(&|_, b| {
+                (b.state == BackendState::Down && b.weight > 0).then_some(b.weight)
+            });
+            if !members.is_empty() {
+                flags |= VipFlags::FAIL_OPEN;
             }
         }
         let input = RingInput {
