@@ -28,6 +28,8 @@ enum Command {
     Pipeline(perf::pipeline::Args),
     /// Tables region: publish time of a one-backend change, 512 VIPs vs 1.
     Tables(perf::tables::Args),
+    /// Apply latency: SetBackend/ApplyConfig call -> every worker on the new generation, 1 VIP vs 512.
+    Apply(perf::apply::Args),
     /// Every benchmark with its default options.
     All,
 }
@@ -42,6 +44,7 @@ fn run(cmd: &Command) -> anyhow::Result<()> {
         Command::Flowhash(a) => perf::flowhash::run(a)?,
         Command::Pipeline(a) => perf::pipeline::run(a)?,
         Command::Tables(a) => perf::tables::run(a)?,
+        Command::Apply(a) => perf::apply::run(a)?,
         Command::All => {
             for sub in ["maglev", "flowhash"] {
                 run(&defaults(sub))?;
