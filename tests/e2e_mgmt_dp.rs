@@ -519,7 +519,7 @@ fn tables_republished_every_10ms_under_load_lose_no_packet_and_reset_no_connecti
         "swap under load: {calls} publishes (generation {gen0} -> {last}, slowest SetBackend {slowest:?}), \
          {adopted} adopted, {refused} refused; 20 streams echoed {bytes} bytes exactly; \
          {} new connections ({:?}); border-dp rx {rx} tx {tx} frames (host twin up {up}, down {down}, \
-         neighbour requests {asked}); retransmissions client {} backend {} (all tail-loss probes: {} {}; \
+         neighbour requests {asked}); retransmitted segments client {} backend {} (tail-loss probes: {} {}; \
          reported as duplicates: {} {})",
         nc.ok,
         nc.backends,
@@ -527,8 +527,8 @@ fn tables_republished_every_10ms_under_load_lose_no_packet_and_reset_no_connecti
         delta(&bk0, &bk1, "RetransSegs"),
         delta(&cli0, &cli1, "TCPLossProbes"),
         delta(&bk0, &bk1, "TCPLossProbes"),
-        delta(&cli0, &cli1, "TCPDSACKRecv"),
-        delta(&bk0, &bk1, "TCPDSACKRecv"),
+        delta(&cli0, &cli1, "TCPDSACKRecvSegs"),
+        delta(&bk0, &bk1, "TCPDSACKRecvSegs"),
     );
     assert!(
         nc.errors.is_empty(),
@@ -567,33 +567,28 @@ fn tables_republished_every_10ms_under_load_lose_no_packet_and_reset_no_connecti
         ] {
             assert_eq!(delta(a, b, k), 0, "{ns} namespace: Tcp {k} rose");
         }
-        // No loss recovery: no retransmission timeout, no fast retransmit,
-        // no SYN sent twice. On two shared cores a busy moment can delay a
-        // segment long enough for a tail-loss probe (PTO = 2 x SRTT, a few
-        // milliseconds here); the peer then reports the probe as a duplicate
-        // (D-SACK): the original had arrived, nothing was lost.
-        for k in [
-            "TCPTimeouts",
-            "TCPFastRetrans",
-            "TCPSlowStartRetrans",
-            "TCPLostRetransmit",
-            "TCPSynRetrans",
-        ] {
-            assert_eq!(delta(a, b, k), 0, "{ns} namespace: Tcp {k} rose");
-        }
-        let (retrans, probes, dsack) = (
+        // Nothing lost. On two shared cores a busy moment can hold a segment
+        // back long enough for the sender to retransmit it (a tail-loss probe
+        // after 2 x SRTT, a few milliseconds here; a timeout after a long
+        // stall). The receiver then reports the copy as a duplicate (D-SACK):
+        // the original had arrived. A retransmission that filled a real hole
+        // gets no D-SACK, a lost retransmission is counted, a lost SYN is
+        // sent again: none of these may happen.
+        let (retrans, dsack) = (
             delta(a, b, "RetransSegs"),
-            delta(a, b, "TCPLossProbes"),
-            delta(a, b, "TCPDSACKRecv"),
-        );
-        assert_eq!(
-            retrans, probes,
-            "{ns}: every retransmission is a tail-loss probe"
+            delta(a, b, "TCPDSACKRecvSegs").max(delta(a, b, "TCPDSACKRecv")),
         );
         assert!(
-            dsack >= retrans,
-            "{ns}: {retrans} probes, {dsack} reported duplicate"
+            retrans <= dsack,
+            "{ns}: {retrans} segments retransmitted, only {dsack} reported as duplicates \
+             (tail-loss probes {}, timeouts {}, fast retransmits {})",
+            delta(a, b, "TCPLossProbes"),
+            delta(a, b, "TCPTimeouts"),
+            delta(a, b, "TCPFastRetrans"),
         );
+        for k in ["TCPLostRetransmit", "TCPSynRetrans"] {
+            assert_eq!(delta(a, b, k), 0, "{ns} namespace: Tcp {k} rose");
+        }
     }
     let st = t.ctl_json(&["status"]);
     assert_eq!(st["publisher"]["published_generation"], last);
