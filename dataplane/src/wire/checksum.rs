@@ -13,12 +13,16 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Fold a wide accumulator of 16-bit words into a 16-bit one's-complement sum.
+///
+/// Branch-free: four end-around-carry steps bring any `u64` to at most
+/// `0xFFFF`. The result is 0 only for 0, else the value in `1..=0xFFFF`
+/// congruent to `acc` modulo `0xFFFF`.
 #[inline]
-pub fn fold(mut acc: u64) -> u16 {
-    while acc > 0xFFFF {
-        acc = (acc & 0xFFFF) + (acc >> 16);
-    }
-    acc as u16
+pub fn fold(acc: u64) -> u16 {
+    let a = (acc & 0xFFFF_FFFF) + (acc >> 32); // < 2^33
+    let a = (a & 0xFFFF) + (a >> 16); // < 2^17 + 2^16
+    let a = (a & 0xFFFF) + (a >> 16); // <= 0x1_0001
+    ((a & 0xFFFF) + (a >> 16)) as u16
 }
 
 /// One's-complement addition of two sums.
@@ -28,15 +32,24 @@ pub fn add(a: u16, b: u16) -> u16 {
 }
 
 /// The one's-complement sum of `data` (RFC 1071), not complemented.
+#[inline]
 pub fn sum(data: &[u8]) -> u16 {
     fold(raw_sum(data))
 }
 
 /// Unfolded sum; 2^16 = 1 (mod 2^16 - 1), so 32-bit big-endian words may be
 /// added as they are and folded at the end.
+#[inline]
 fn raw_sum(data: &[u8]) -> u64 {
     let mut acc: u64 = 0;
-    let mut chunks = data.chunks_exact(4);
+    // Eight bytes at a time as two 32-bit words (no carry can be lost: each
+    // addend is below 2^33, and 2^31 of them fit in 64 bits).
+    let mut wide = data.chunks_exact(8);
+    for c in &mut wide {
+        let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        acc += (w >> 32) + (w & 0xFFFF_FFFF);
+    }
+    let mut chunks = wide.remainder().chunks_exact(4);
     for c in &mut chunks {
         acc += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
     }
@@ -202,6 +215,37 @@ mod tests {
         assert_eq!(sum(&[0x12]), 0x1200);
         assert_eq!(sum(&[0x12, 0x34, 0x56]), 0x1234 + 0x5600);
         assert_eq!(sum(&[0xff, 0xff, 0xff, 0xff, 0x01]), 0x0100);
+    }
+
+    #[test]
+    fn fold_is_the_end_around_carry_loop() {
+        fn slow(mut acc: u64) -> u16 {
+            while acc > 0xFFFF {
+                acc = (acc & 0xFFFF) + (acc >> 16);
+            }
+            acc as u16
+        }
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let edges = [
+            0,
+            1,
+            0xFFFF,
+            0x1_0000,
+            0x1_FFFE,
+            0xFFFF_FFFF,
+            0x1_0000_0000,
+            0xFFFF_0000_FFFF,
+            u64::MAX,
+            u64::MAX - 1,
+        ];
+        for v in edges.into_iter().chain((0..100_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x >> (x % 40)
+        })) {
+            assert_eq!(fold(v), slow(v), "{v:#x}");
+        }
     }
 
     #[test]

@@ -218,6 +218,7 @@ impl Default for ParseOptions {
 /// table netfilter conntrack uses (`tcp_valid_flags`). Rejects no flags,
 /// SYN+FIN, SYN+RST, FIN without ACK (FIN/Xmas scans), RST+FIN, and
 /// anything else no stack sends.
+#[inline]
 pub fn tcp_flags_valid(flags: TcpFlags) -> bool {
     const FIN: u8 = TcpFlags::FIN.0;
     const SYN: u8 = TcpFlags::SYN.0;
@@ -234,6 +235,7 @@ pub fn tcp_flags_valid(flags: TcpFlags) -> bool {
 
 /// Parse one Ethernet frame with default options (IPv4 header checksum
 /// verified).
+#[inline]
 pub fn parse_frame(buf: &[u8]) -> Result<Parsed, Malformed> {
     parse_frame_with(buf, &ParseOptions::default())
 }
@@ -241,7 +243,129 @@ pub fn parse_frame(buf: &[u8]) -> Result<Parsed, Malformed> {
 /// Parse one Ethernet frame: Ethernet (one optional VLAN tag), then ARP,
 /// IPv4 or IPv6 (extension headers walked), then the TCP/UDP/ICMP header.
 /// Never panics; returns offsets only.
+#[inline]
 pub fn parse_frame_with(buf: &[u8], opts: &ParseOptions) -> Result<Parsed, Malformed> {
+    match parse_fast(buf, opts) {
+        Some(p) => Ok(p),
+        None => parse_views(buf, opts),
+    }
+}
+
+/// The common case in one pass over raw bytes: Ethernet (untagged or one
+/// 802.1Q tag), an unfragmented IPv4 packet or an IPv6 packet without
+/// extension headers, and a valid TCP or UDP header. Returns exactly what
+/// [`parse_views`] returns for such a frame, and `None` for every other
+/// frame (those, and every error, are left to [`parse_views`]).
+#[inline(always)]
+pub(crate) fn parse_fast(buf: &[u8], opts: &ParseOptions) -> Option<Parsed> {
+    let &[.., e0, e1] = buf.get(..ETH_HEADER_LEN)? else {
+        return None;
+    };
+    let (vlan_tci, et, l3_offset) = match u16::from_be_bytes([e0, e1]) {
+        ethertype::VLAN => {
+            let &[t0, t1, i0, i1] = buf.get(ETH_HEADER_LEN..ETH_HEADER_LEN + 4)? else {
+                return None;
+            };
+            let inner = u16::from_be_bytes([i0, i1]);
+            (
+                Some(u16::from_be_bytes([t0, t1])),
+                inner,
+                ETH_HEADER_LEN + 4,
+            )
+        }
+        et => (None, et, ETH_HEADER_LEN),
+    };
+    let l3 = buf.get(l3_offset..)?;
+    let (ttl, proto, hl, total) = match et {
+        ethertype::IPV4 => {
+            let h = l3.get(..20)?;
+            let hl = usize::from(h[0] & 0x0F) * 4;
+            let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+            // Version 4, IHL and total length consistent, not a fragment.
+            if h[0] >> 4 != 4
+                || hl < 20
+                || hl > total
+                || total > l3.len()
+                || u16::from_be_bytes([h[6], h[7]]) & 0x3FFF != 0
+            {
+                return None;
+            }
+            if opts.verify_ipv4_checksum && !ipv4_header_ok(l3.get(..hl)?) {
+                return None;
+            }
+            (h[8], h[9], hl, total)
+        }
+        ethertype::IPV6 => {
+            let h = l3.get(..40)?;
+            let total = 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
+            if h[0] >> 4 != 6 || total > l3.len() {
+                return None;
+            }
+            (h[7], h[6], 40, total)
+        }
+        _ => return None,
+    };
+    let l4 = l3.get(hl..total)?;
+    let l4_offset = l3_offset + hl;
+    let (ports, tcp_flags, payload) = match proto {
+        ip_proto::TCP => {
+            let h = l4.get(..20)?;
+            let doff = usize::from(h[12] >> 4) * 4;
+            if doff < 20 || doff > l4.len() {
+                return None;
+            }
+            (h, Some(TcpFlags(h[13])), doff)
+        }
+        ip_proto::UDP => {
+            let h = l4.get(..8)?;
+            let ulen = usize::from(u16::from_be_bytes([h[4], h[5]]));
+            if ulen < 8 || ulen > l4.len() {
+                return None;
+            }
+            (h, None, 8)
+        }
+        _ => return None,
+    };
+    Some(Parsed {
+        vlan_tci,
+        l3: if et == ethertype::IPV6 {
+            L3Kind::Ipv6
+        } else {
+            L3Kind::Ipv4
+        },
+        l3_offset,
+        l3_end: l3_offset + total,
+        ttl,
+        l4_proto: proto,
+        l4_offset,
+        l4_len: total - hl,
+        payload_offset: l4_offset + payload,
+        fragment: Fragment::None,
+        ports: Some(Ports {
+            src: u16::from_be_bytes([ports[0], ports[1]]),
+            dst: u16::from_be_bytes([ports[2], ports[3]]),
+        }),
+        tcp_flags,
+        tcp_flags_valid: tcp_flags.is_none_or(tcp_flags_valid),
+        icmp: None,
+    })
+}
+
+/// The IPv4 header checksum verifies; the 20-byte header without options
+/// is summed as five words in line.
+#[inline(always)]
+fn ipv4_header_ok(h: &[u8]) -> bool {
+    match <&[u8; 20]>::try_from(h) {
+        Ok(h) => {
+            let w = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            super::checksum::fold(w(0) + w(4) + w(8) + w(12) + w(16)) == 0xFFFF
+        }
+        Err(_) => super::checksum::verify(h),
+    }
+}
+
+/// [`parse_frame_with`] through the views: every frame, every error.
+pub(crate) fn parse_views(buf: &[u8], opts: &ParseOptions) -> Result<Parsed, Malformed> {
     let eth = EthernetFrame::new_checked(buf).map_err(|e| match e {
         WireError::QinQ => Malformed::QinQ,
         _ if buf.len() < ETH_HEADER_LEN => Malformed::TruncatedEthernet,
@@ -413,4 +537,71 @@ fn parse_l4(l4: &[u8], v6: bool, p: &mut Parsed) -> Result<(), Malformed> {
         _ => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::PacketBuilder;
+    use proptest::prelude::*;
+
+    fn frame(v6: bool, tcp: bool, vlan: Option<u16>, payload: &[u8]) -> Vec<u8> {
+        let eth = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let mut out = Vec::new();
+        macro_rules! l4 {
+            ($ip:expr) => {
+                if tcp {
+                    $ip.tcp(1000, 80, 7, 512)
+                        .syn()
+                        .write(&mut out, payload)
+                        .unwrap()
+                } else {
+                    $ip.udp(53, 5353).write(&mut out, payload).unwrap()
+                }
+            };
+        }
+        match (v6, vlan) {
+            (false, None) => l4!(eth.ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)),
+            (true, None) => l4!(eth.ipv6([1; 16], [2; 16], 64)),
+            (false, Some(v)) => l4!(eth
+                .single_vlan(etherparse::VlanId::try_new(v).unwrap())
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)),
+            (true, Some(v)) => l4!(eth
+                .single_vlan(etherparse::VlanId::try_new(v).unwrap())
+                .ipv6([1; 16], [2; 16], 64)),
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+
+        /// The fast path agrees with the views wherever it answers, and
+        /// answers for the plain frames it is for.
+        #[test]
+        fn fast_path_is_the_views(
+            v6 in any::<bool>(),
+            tcp in any::<bool>(),
+            vlan in prop::option::of(0u16..4096),
+            payload in prop::collection::vec(any::<u8>(), 0..64),
+            edits in prop::collection::vec((0usize..128, any::<u8>()), 0..4),
+            cut in prop::option::of(0usize..160),
+            verify in any::<bool>(),
+        ) {
+            let opts = ParseOptions { verify_ipv4_checksum: verify };
+            let mut f = frame(v6, tcp, vlan, &payload);
+            prop_assert!(parse_fast(&f, &opts).is_some());
+            for (at, v) in edits {
+                if let Some(b) = f.get_mut(at) {
+                    *b = v;
+                }
+            }
+            if let Some(n) = cut {
+                f.truncate(n);
+            }
+            if let Some(p) = parse_fast(&f, &opts) {
+                prop_assert_eq!(Ok(p), parse_views(&f, &opts));
+            }
+        }
+    }
 }
