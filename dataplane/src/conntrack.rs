@@ -32,10 +32,11 @@
 //! # Bytes per entry
 //!
 //! `size_of::<Entry<V>>()` (128 bytes of bookkeeping for a zero-sized `V`,
-//! `V` laid into the padding where it fits; 168 bytes with a 40-byte `V`)
-//! plus the index: 8 bytes per bucket, 32 bytes per entry when `capacity` is
-//! a power of two (up to 64 otherwise). [`Conntrack::memory_bytes`] gives the
-//! exact figure; 1 Mi entries of a 40-byte `V` take 200 MiB.
+//! `V` laid into the padding where it fits; 168 bytes with a 40-byte `V`),
+//! an 8-byte expiry hint per entry, plus the index: 8 bytes per bucket, 32
+//! bytes per entry when `capacity` is a power of two (up to 64 otherwise).
+//! [`Conntrack::memory_bytes`] gives the exact figure; 1 Mi entries of a
+//! 40-byte `V` take 208 MiB.
 //!
 //! # Expiry
 //!
@@ -45,7 +46,11 @@
 //! (a full-NAT local port, an active-connection count):
 //! - [`Conntrack::expire`] sweeps a cursor over the slab, examining at most
 //!   `budget` slots per call. An entry that has expired is reclaimed within
-//!   `ceil(capacity / budget)` calls.
+//!   `ceil(capacity / budget)` calls. The sweep reads a dense array of
+//!   per-slot hints (a time at or before the entry's deadline), not the
+//!   entries: refreshing a deadline leaves the hint alone unless the
+//!   deadline moves earlier (a FIN or RST shortening it), and a sweep that
+//!   finds a passed hint on a live entry moves the hint to its deadline.
 //! - [`Conntrack::insert`] reclaims an expired entry that still holds one of
 //!   the new entry's keys (a client reusing a 5-tuple after a timeout).
 //!
@@ -111,7 +116,7 @@ const NIL: u32 = u32::MAX;
 /// IPv4 addresses are stored IPv4-mapped (`::ffff:a.b.c.d`) with `v6 = false`;
 /// `v6` is part of the key, so an IPv4 flow and an IPv6 flow between the
 /// mapped addresses never collide. For protocols without ports, set them to 0.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Eq, PartialOrd, Ord)]
 pub struct FlowKey {
     pub src: [u8; 16],
     pub dst: [u8; 16],
@@ -121,10 +126,10 @@ pub struct FlowKey {
     pub v6: bool,
 }
 
+/// `::ffff:a.b.c.d`, computed on one integer (a byte-by-byte array
+/// literal is built byte by byte).
 const fn v4_mapped(a: [u8; 4]) -> [u8; 16] {
-    [
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3],
-    ]
+    (0xFFFF_u128 << 32 | u32::from_be_bytes(a) as u128).to_be_bytes()
 }
 
 impl FlowKey {
@@ -183,17 +188,39 @@ impl FlowKey {
     }
 }
 
+impl FlowKey {
+    /// Ports, protocol and family as one word.
+    #[inline(always)]
+    fn rest_word(&self) -> u64 {
+        u64::from(self.sport)
+            | u64::from(self.dport) << 16
+            | u64::from(self.proto) << 32
+            | u64::from(self.v6) << 40
+    }
+}
+
+/// The 128-bit product of `a` and `b`, its halves xored.
+#[inline(always)]
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+impl PartialEq for FlowKey {
+    #[inline(always)]
+    fn eq(&self, o: &FlowKey) -> bool {
+        u128::from_ne_bytes(self.src) == u128::from_ne_bytes(o.src)
+            && u128::from_ne_bytes(self.dst) == u128::from_ne_bytes(o.dst)
+            && self.rest_word() == o.rest_word()
+    }
+}
+
 impl Hash for FlowKey {
     /// Three word writes rather than a byte stream per field.
     fn hash<H: Hasher>(&self, h: &mut H) {
         h.write_u128(u128::from_ne_bytes(self.src));
         h.write_u128(u128::from_ne_bytes(self.dst));
-        h.write_u64(
-            u64::from(self.sport)
-                | u64::from(self.dport) << 16
-                | u64::from(self.proto) << 32
-                | u64::from(self.v6) << 40,
-        );
+        h.write_u64(self.rest_word());
     }
 }
 
@@ -379,8 +406,14 @@ pub enum InsertError {
 /// The per-worker connection table. See the [module docs](self).
 pub struct Conntrack<V> {
     slots: Vec<Entry<V>>,
+    /// Per slot, a time at or before the entry's deadline (`u64::MAX` for a
+    /// free slot): [`Conntrack::expire`] sweeps these 8-byte words instead
+    /// of the entries. Refreshing a deadline does not touch the hint unless
+    /// the deadline moves earlier, so packets of live flows never write here.
+    hints: Vec<u64>,
     index: Index,
-    hasher: RandomState,
+    /// Secret keys of the index hash, drawn from the `RandomState`.
+    keys: [u64; 4],
     free: u32,
     len: usize,
     capacity: usize,
@@ -450,8 +483,9 @@ impl<V: Copy> Conntrack<V> {
         let index = Index::new(4 * capacity);
         Conntrack {
             slots: Vec::with_capacity(capacity),
+            hints: Vec::with_capacity(capacity),
             index,
-            hasher,
+            keys: [0u64, 1, 2, 3].map(|i| hasher.hash_one(i)),
             free: NIL,
             len: 0,
             capacity,
@@ -499,11 +533,20 @@ impl<V: Copy> Conntrack<V> {
     /// Heap bytes reserved by this table (slab plus index).
     pub fn memory_bytes(&self) -> usize {
         self.slots.capacity() * core::mem::size_of::<Entry<V>>()
+            + self.hints.capacity() * core::mem::size_of::<u64>()
             + self.index.buckets.len() * core::mem::size_of::<u64>()
     }
 
+    #[inline(always)]
     fn hash(&self, key: &FlowKey) -> u32 {
-        let h = self.hasher.hash_one(key);
+        // Folded multiplies (as in ahash's fallback) under secret keys: the
+        // keys are what a sender controls, so the index must not be
+        // predictable; written out so that it inlines into the lookup.
+        let [k0, k1, k2, k3] = self.keys;
+        let (s, d) = (u128::from_ne_bytes(key.src), u128::from_ne_bytes(key.dst));
+        let a = folded_multiply(s as u64 ^ k0, (s >> 64) as u64 ^ k1);
+        let b = folded_multiply(d as u64 ^ k2, (d >> 64) as u64 ^ k3);
+        let h = folded_multiply(a ^ key.rest_word(), b ^ k0.rotate_left(23));
         (h ^ h >> 32) as u32
     }
 
@@ -517,12 +560,29 @@ impl<V: Copy> Conntrack<V> {
 
     /// The live entry `key` belongs to and which of its directions it is.
     /// An expired entry is absent.
+    #[inline(always)]
     pub fn lookup(&self, key: &FlowKey, now: u64) -> Option<(EntryId, Dir)> {
-        let r = self.find(self.hash(key), key)?;
-        if self.slots[slot_of(r)].is_expired(now) {
-            return None;
+        let hash = self.hash(key);
+        let buckets = &self.index.buckets;
+        let mut i = self.index.home(hash);
+        // The probe of `Index::find`, with the key comparison inline.
+        loop {
+            let b = *buckets.get(i)?;
+            if b == 0 {
+                return None;
+            }
+            if (b >> 32) as u32 == hash {
+                let r = (b as u32).wrapping_sub(1);
+                let e = self.slots.get(slot_of(r))?;
+                if e.keys[r as usize & 1] == *key {
+                    if e.is_expired(now) {
+                        return None;
+                    }
+                    return Some((EntryId(r >> 1), dir_of(r)));
+                }
+            }
+            i = (i + 1) & self.index.mask;
         }
-        Some((EntryId(r >> 1), dir_of(r)))
     }
 
     /// Tracks a new flow under both keys, in `state` with that state's
@@ -581,16 +641,19 @@ impl<V: Copy> Conntrack<V> {
             state,
             flags: LIVE,
         };
+        let deadline = entry.expires_at;
         let slot = if self.free != NIL {
             let s = self.free as usize;
             self.free = self.slots[s].next_free;
             self.slots[s] = entry;
+            self.hints[s] = deadline;
             s
         } else {
             // len < capacity and every slot below slots.len() is live, so
-            // this push stays within the reserved capacity.
+            // these pushes stay within the reserved capacity.
             debug_assert!(self.slots.len() < self.slots.capacity());
             self.slots.push(entry);
+            self.hints.push(deadline);
             self.slots.len() - 1
         };
         self.len += 1;
@@ -618,6 +681,7 @@ impl<V: Copy> Conntrack<V> {
         e.next_free = self.free;
         self.free = slot as u32;
         self.len -= 1;
+        self.hints[slot] = u64::MAX;
     }
 
     /// Removes an entry (expired or not) and returns it so the caller can
@@ -635,6 +699,7 @@ impl<V: Copy> Conntrack<V> {
     ///
     /// # Panics
     /// If `id` did not come from this table.
+    #[inline]
     pub fn get(&self, id: EntryId) -> &Entry<V> {
         &self.slots[id.0 as usize]
     }
@@ -643,6 +708,7 @@ impl<V: Copy> Conntrack<V> {
     ///
     /// # Panics
     /// If `id` did not come from this table.
+    #[inline]
     pub fn get_mut(&mut self, id: EntryId) -> &mut Entry<V> {
         &mut self.slots[id.0 as usize]
     }
@@ -653,6 +719,7 @@ impl<V: Copy> Conntrack<V> {
     }
 
     /// See [`State::is_closing`].
+    #[inline]
     pub fn is_closing(&self, id: EntryId) -> bool {
         self.get(id).is_closing()
     }
@@ -661,28 +728,64 @@ impl<V: Copy> Conntrack<V> {
     /// `dir` at `now`, refreshing the deadline per the table in the
     /// [module docs](self). Returns the new state. On a `Udp` entry this is
     /// [`Conntrack::touch`].
+    #[inline(always)]
     pub fn update_tcp(&mut self, id: EntryId, dir: Dir, flags: u8, now: u64) -> State {
-        let e = &mut self.slots[id.0 as usize];
-        if e.state == State::Udp {
-            e.expires_at = now.saturating_add(self.timeout_ms[State::Udp as usize]);
-            return State::Udp;
+        use tcp_flag::{FIN, RST, SYN};
+        let slot = id.0 as usize;
+        let e = &mut self.slots[slot];
+        // The common case, short: a segment of an established connection
+        // that opens or closes nothing (what `tcp_step` does with it).
+        if e.state == State::Established && flags & (SYN | FIN | RST) == 0 {
+            e.flags |= SEEN_ORIG << dir.idx();
+            let at = now.saturating_add(self.timeout_ms[State::Established as usize]);
+            self.set_deadline(slot, at);
+            return State::Established;
         }
-        let (state, bits, refresh) = tcp_step(e.state, e.flags, dir, flags);
-        e.state = state;
-        e.flags = bits;
+        self.update_tcp_step(slot, dir, flags, now)
+    }
+
+    #[inline(never)]
+    fn update_tcp_step(&mut self, slot: usize, dir: Dir, flags: u8, now: u64) -> State {
+        let e = &mut self.slots[slot];
+        let (state, refresh) = match e.state {
+            State::Udp => (State::Udp, true),
+            _ => {
+                let (state, bits, refresh) = tcp_step(e.state, e.flags, dir, flags);
+                e.state = state;
+                e.flags = bits;
+                (state, refresh)
+            }
+        };
         if refresh {
-            e.expires_at = now.saturating_add(self.timeout_ms[state as usize]);
+            let at = now.saturating_add(self.timeout_ms[state as usize]);
+            self.set_deadline(slot, at);
         }
         state
     }
 
     /// Refreshes the deadline to `now` plus the timeout of the entry's state
     /// (a UDP packet). `Closed` entries are not refreshed.
+    #[inline]
     pub fn touch(&mut self, id: EntryId, now: u64) {
-        let e = &mut self.slots[id.0 as usize];
-        if e.state != State::Closed {
-            e.expires_at = now.saturating_add(self.timeout_ms[e.state as usize]);
+        let slot = id.0 as usize;
+        let state = self.slots[slot].state;
+        if state != State::Closed {
+            let at = now.saturating_add(self.timeout_ms[state as usize]);
+            self.set_deadline(slot, at);
         }
+    }
+
+    /// Moves a live entry's deadline; the sweep's hint follows when it
+    /// comes earlier (a later one is found when the hint is reached).
+    #[inline(always)]
+    fn set_deadline(&mut self, slot: usize, at: u64) {
+        let e = &mut self.slots[slot];
+        if at < e.expires_at {
+            if let Some(h) = self.hints.get_mut(slot) {
+                *h = at;
+            }
+        }
+        e.expires_at = at;
     }
 
     /// Counts one packet of `bytes` in direction `dir`.
@@ -701,14 +804,40 @@ impl<V: Copy> Conntrack<V> {
     pub fn expire(&mut self, now: u64, budget: usize, mut on_free: impl FnMut(&Entry<V>)) -> usize {
         let n = self.slots.len();
         let mut freed = 0;
-        for _ in 0..budget.min(n) {
-            let slot = self.cursor;
-            self.cursor = if slot + 1 >= n { 0 } else { slot + 1 };
-            let e = &self.slots[slot];
-            if e.is_live() && e.is_expired(now) {
-                self.release(slot);
-                on_free(&self.slots[slot]);
-                freed += 1;
+        let mut left = budget.min(n);
+        while left > 0 {
+            // Examine `cursor..end`, then wrap.
+            let start = self.cursor.min(n);
+            let end = (start + left).min(n);
+            left -= end - start;
+            self.cursor = if end >= n { 0 } else { end };
+            // The hint is never later than the entry's deadline, so only
+            // slots whose hint has passed need a look at the entry. Eight
+            // hints at a time: their minimum says whether any has.
+            let mut slot = start;
+            while slot < end {
+                let stop = (slot + 8).min(end);
+                let Some(chunk) = self.hints.get(slot..stop) else {
+                    break;
+                };
+                if chunk.iter().fold(u64::MAX, |m, &h| m.min(h)) > now {
+                    slot = stop;
+                    continue;
+                }
+                for s in slot..stop {
+                    if self.hints[s] > now {
+                        continue;
+                    }
+                    let e = &self.slots[s];
+                    if e.is_live() && e.is_expired(now) {
+                        self.release(s);
+                        on_free(&self.slots[s]);
+                        freed += 1;
+                    } else {
+                        self.hints[s] = if e.is_live() { e.expires_at } else { u64::MAX };
+                    }
+                }
+                slot = stop;
             }
         }
         freed

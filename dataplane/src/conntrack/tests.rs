@@ -90,6 +90,27 @@ impl<V: Copy> Conntrack<V> {
             }
         }
         assert!(self.cursor < self.slots.len().max(1));
+        assert_eq!(
+            self.hints.len(),
+            self.slots.len(),
+            "one sweep hint per slot"
+        );
+        assert_eq!(
+            self.hints.capacity(),
+            self.capacity,
+            "hints never reallocate"
+        );
+        for (s, (e, &h)) in self.slots.iter().zip(&self.hints).enumerate() {
+            if e.is_live() {
+                assert!(
+                    h <= e.expires_at,
+                    "slot {s}: hint {h} after deadline {}",
+                    e.expires_at
+                );
+            } else {
+                assert_eq!(h, u64::MAX, "free slot {s} has a hint");
+            }
+        }
     }
 }
 
@@ -669,7 +690,7 @@ fn million_entries_construct_fast() {
     assert_eq!(core::mem::size_of::<Entry<()>>(), 128);
     assert_eq!(core::mem::size_of::<Entry<[u8; 40]>>(), 168);
     let per_entry = ct.memory_bytes() / ct.capacity();
-    assert_eq!(per_entry, 168 + 32, "{} bytes", ct.memory_bytes());
+    assert_eq!(per_entry, 168 + 8 + 32, "{} bytes", ct.memory_bytes());
 }
 
 #[test]
@@ -1030,4 +1051,56 @@ proptest! {
         let (_, out, _) = tcp_step(states[state as usize], bits, dir, flags);
         prop_assert_eq!(out & LIVE, bits & LIVE);
     }
+}
+
+#[test]
+fn deadlines_moved_earlier_are_swept_in_time() {
+    // An established entry (900 s) that sees FINs both ways drops to the
+    // closing timeout (10 s): the sweep must find it by the earlier time,
+    // though its hint was set for the later one.
+    let cap = 64;
+    let mut ct = seeded::<u32>(cap, T);
+    let mut ids = Vec::new();
+    for i in 0..cap as u16 {
+        let id = ct
+            .insert(
+                client(i),
+                fullnat_reply(i),
+                u32::from(i),
+                State::SynSent,
+                0,
+                none,
+            )
+            .unwrap();
+        ct.update_tcp(id, Dir::Reply, SYN | ACK, 1);
+        ct.update_tcp(id, Dir::Original, ACK, 2);
+        assert_eq!(ct.get(id).state(), State::Established);
+        ids.push(id);
+    }
+    ct.check();
+    // Plain segments push the deadline out without touching the hints.
+    for &id in &ids {
+        ct.update_tcp(id, Dir::Original, ACK | PSH, 1_000);
+        ct.update_tcp(id, Dir::Reply, ACK, 1_000);
+    }
+    ct.check();
+    // Every other connection closes at 2 s.
+    for &id in ids.iter().step_by(2) {
+        ct.update_tcp(id, Dir::Original, FIN | ACK, 2_000);
+        ct.update_tcp(id, Dir::Reply, FIN | ACK, 2_000);
+        assert_eq!(ct.get(id).state(), State::TimeWait);
+        assert_eq!(ct.get(id).expires_at(), 12_000);
+    }
+    ct.check();
+    assert_eq!(ct.expire(11_999, cap, none), 0);
+    assert_eq!(
+        ct.expire(12_000, cap, none),
+        cap / 2,
+        "closed ones at their deadline"
+    );
+    ct.check();
+    assert_eq!(ct.expire(900_999, cap, none), 0);
+    assert_eq!(ct.expire(901_000, cap, none), cap / 2, "the rest at theirs");
+    assert!(ct.is_empty());
+    ct.check();
 }
