@@ -52,7 +52,7 @@ use crate::wire::checksum;
 use crate::wire::icmpv4::msg_type as icmp4;
 use crate::wire::icmpv6::msg_type as icmp6;
 use crate::wire::{ip_proto, ipv6, Fragment, Ipv4Packet, Ipv6Packet, L3Kind, MacAddr, Parsed};
-use crate::wire::{rd16, rd32, wr16, wr32};
+use crate::wire::{rd16, wr16};
 
 /// Why a NAT rewrite was refused. The frame is unchanged whenever one of
 /// these is returned.
@@ -775,87 +775,154 @@ pub type Endpoint<'a> = (&'a [u8; 16], u16);
 ///
 /// Errors (frame unchanged): TTL / hop limit 0 or 1, not TCP/UDP, a
 /// non-first fragment, a frame too short for what `p` says.
+#[inline(always)]
 pub fn forward(
     frame: &mut [u8],
     p: &Parsed,
     src: Option<Endpoint<'_>>,
     dst: Option<Endpoint<'_>>,
 ) -> Result<(), ForwardError> {
-    let (udp, csum_at, min_l4) = match p.l4_proto {
-        ip_proto::TCP => (false, 16, 20),
-        ip_proto::UDP => (true, 6, 8),
+    let udp = match p.l4_proto {
+        ip_proto::TCP => false,
+        ip_proto::UDP => true,
         _ => return Err(ForwardError::Nat(NatError::UnsupportedProto)),
     };
     if p.fragment == Fragment::NonFirst {
         return Err(ForwardError::Nat(NatError::Fragment));
     }
-    let malformed = ForwardError::Nat(NatError::Malformed);
     let hl = p.l4_offset.wrapping_sub(p.l3_offset);
-    let (ip, l4) = frame
-        .get_mut(p.l3_offset..)
-        .and_then(|pkt| pkt.split_at_mut_checked(hl))
-        .ok_or(malformed)?;
-    if l4.len() < min_l4 {
-        return Err(malformed);
-    }
-    let mut l4_acc = 0u64;
-    match p.l3 {
-        L3Kind::Ipv4 => {
-            if ip.len() < 20 {
-                return Err(malformed);
-            }
-            let ttl = ip[8];
-            if ttl <= 1 {
-                return Err(ForwardError::TtlExpired);
-            }
-            // The TTL shares its header word with the protocol.
-            let word = u16::from_be_bytes([ttl, ip[9]]);
-            let mut ip_acc = u64::from(!rd16(ip, 10)) + u64::from(!word) + u64::from(word - 0x100);
-            ip[8] = ttl - 1;
-            for (e, at, port_at) in [(src, 12, 0), (dst, 16, 2)] {
-                if let Some((a, port)) = e {
-                    let new = u32::from_be_bytes([a[12], a[13], a[14], a[15]]);
-                    let d = u64::from(!rd32(ip, at)) + u64::from(new);
-                    ip_acc += d;
-                    l4_acc += d + u64::from(!rd16(l4, port_at)) + u64::from(port);
-                    wr32(ip, at, new);
-                    wr16(l4, port_at, port);
-                }
-            }
-            wr16(ip, 10, !checksum::fold(ip_acc));
-        }
-        L3Kind::Ipv6 if hl == ipv6::HEADER_LEN => {
-            let hop = ip[7];
-            if hop <= 1 {
-                return Err(ForwardError::TtlExpired);
-            }
-            ip[7] = hop - 1;
-            for (e, at, port_at) in [(src, 8, 0), (dst, 24, 2)] {
-                if let Some((a, port)) = e {
-                    let old = &mut ip[at..at + 16];
-                    for (o, n) in old.chunks_exact(4).zip(a.chunks_exact(4)) {
-                        l4_acc += u64::from(!u32::from_be_bytes([o[0], o[1], o[2], o[3]]))
-                            + u64::from(u32::from_be_bytes([n[0], n[1], n[2], n[3]]));
-                    }
-                    old.copy_from_slice(a);
-                    l4_acc += u64::from(!rd16(l4, port_at)) + u64::from(port);
-                    wr16(l4, port_at, port);
-                }
-            }
-        }
+    let v4 = match p.l3 {
+        L3Kind::Ipv4 => true,
+        L3Kind::Ipv6 if hl == ipv6::HEADER_LEN => false,
         L3Kind::Ipv6 => return forward_validated(frame, p, src, dst),
         _ => return Err(ForwardError::Nat(NatError::NotIp)),
+    };
+    let at = Layout {
+        l3: p.l3_offset,
+        l4: p.l4_offset,
+        v4,
+        udp,
+    };
+    forward_at(frame, at, src, dst)
+}
+
+/// Where the headers of a TCP or UDP packet start in its frame: the IPv4
+/// header (any IHL) or the IPv6 header without extension headers, and the
+/// TCP or UDP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub l3: usize,
+    pub l4: usize,
+    pub v4: bool,
+    pub udp: bool,
+}
+
+/// [`forward`] at a known layout (trusted likewise: bounds-checked, not
+/// re-validated).
+#[inline(always)]
+pub(crate) fn forward_at(
+    frame: &mut [u8],
+    at: Layout,
+    src: Option<Endpoint<'_>>,
+    dst: Option<Endpoint<'_>>,
+) -> Result<(), ForwardError> {
+    let (v4, udp) = (at.v4, at.udp);
+    let csum_at = if udp { 6 } else { 16 };
+    let Some((ip, l4)) = frame
+        .get_mut(at.l3..)
+        .and_then(|pkt| pkt.split_at_mut_checked(at.l4.wrapping_sub(at.l3)))
+    else {
+        return Err(ForwardError::Nat(NatError::Malformed));
+    };
+    // Ports, then the checksum field (TCP at 16, UDP at 6).
+    let Some(&[c0, c1]) = l4.get(csum_at..csum_at + 2) else {
+        return Err(ForwardError::Nat(NatError::Malformed));
+    };
+    let c = u16::from_be_bytes([c0, c1]);
+    // The address changes, as the IPv4 header and the pseudo-header see them.
+    let mut addr_acc = 0u64;
+    if v4 {
+        let Some(ip) = ip.get_mut(..20) else {
+            return Err(ForwardError::Nat(NatError::Malformed));
+        };
+        let ttl = ip[8];
+        if ttl <= 1 {
+            return Err(ForwardError::TtlExpired);
+        }
+        if let Some((a, _)) = src {
+            addr_acc += swap_word(&mut ip[12..16], &a[12..16]);
+        }
+        if let Some((a, _)) = dst {
+            addr_acc += swap_word(&mut ip[16..20], &a[12..16]);
+        }
+        // The TTL shares its header word with the protocol.
+        let word = u16::from_be_bytes([ttl, ip[9]]);
+        ip[8] = ttl - 1;
+        let h = u16::from_be_bytes([ip[10], ip[11]]);
+        let h =
+            !checksum::fold(u64::from(!h) + u64::from(!word) + u64::from(word - 0x100) + addr_acc);
+        ip[10..12].copy_from_slice(&h.to_be_bytes());
+    } else {
+        let Some(ip) = ip.get_mut(..40) else {
+            return Err(ForwardError::Nat(NatError::Malformed));
+        };
+        let hop = ip[7];
+        if hop <= 1 {
+            return Err(ForwardError::TtlExpired);
+        }
+        ip[7] = hop - 1;
+        if let Some((a, _)) = src {
+            for w in 0..4 {
+                addr_acc += swap_word(&mut ip[8 + 4 * w..12 + 4 * w], &a[4 * w..4 * w + 4]);
+            }
+        }
+        if let Some((a, _)) = dst {
+            for w in 0..4 {
+                addr_acc += swap_word(&mut ip[24 + 4 * w..28 + 4 * w], &a[4 * w..4 * w + 4]);
+            }
+        }
     }
-    let c = rd16(l4, csum_at);
+    let mut l4_acc = addr_acc;
+    let Some(ports) = l4.get_mut(..4) else {
+        return Err(ForwardError::Nat(NatError::Malformed));
+    };
+    if let Some((_, port)) = src {
+        l4_acc += swap_port(&mut ports[0..2], port);
+    }
+    if let Some((_, port)) = dst {
+        l4_acc += swap_port(&mut ports[2..4], port);
+    }
     if !(udp && c == 0) {
         let new = !checksum::fold(u64::from(!c) + l4_acc);
-        wr16(
-            l4,
-            csum_at,
-            if udp { checksum::udp_finish(new) } else { new },
-        );
+        let new = if udp { checksum::udp_finish(new) } else { new };
+        if let Some(csum) = l4.get_mut(csum_at..csum_at + 2) {
+            csum.copy_from_slice(&new.to_be_bytes());
+        }
     }
     Ok(())
+}
+
+/// Replaces the 32-bit word at `field` with `new` (both 4 bytes) and
+/// returns its RFC 1624 delta (`~old + new`, unfolded).
+#[inline(always)]
+fn swap_word(field: &mut [u8], new: &[u8]) -> u64 {
+    let (Ok(f), Ok(n)) = (<&mut [u8; 4]>::try_from(field), <&[u8; 4]>::try_from(new)) else {
+        return 0;
+    };
+    let old = u32::from_be_bytes(*f);
+    *f = *n;
+    u64::from(!old) + u64::from(u32::from_be_bytes(*n))
+}
+
+/// Replaces the port at `field` (2 bytes) and returns its RFC 1624 delta.
+#[inline(always)]
+fn swap_port(field: &mut [u8], new: u16) -> u64 {
+    let Ok(f) = <&mut [u8; 2]>::try_from(field) else {
+        return 0;
+    };
+    let old = u16::from_be_bytes(*f);
+    *f = new.to_be_bytes();
+    u64::from(!old) + u64::from(new)
 }
 
 /// [`forward`] through the validating functions (IPv6 extension headers).

@@ -136,6 +136,21 @@ impl Neighbors {
         self.index.get(&ip).map(|&i| Slot(i))
     }
 
+    /// The slot of `ip`, made for it (unresolved, a request due) if it has
+    /// none; [`Slot::NONE`] when the table is full.
+    pub fn slot_for(&mut self, ip: IpAddr) -> Slot {
+        if let Some(s) = self.slot(ip) {
+            return s;
+        }
+        let pending = Entry {
+            ip,
+            mac: None,
+            learnt_ms: 0,
+            requested_ms: None,
+        };
+        self.insert(pending).map_or(Slot::NONE, Slot)
+    }
+
     /// The address a slot holds (`None` for [`Slot::NONE`]).
     pub fn ip_at(&self, slot: Slot) -> Option<IpAddr> {
         self.entries.get(slot.0 as usize).map(|e| e.ip)
@@ -162,7 +177,7 @@ impl Neighbors {
     }
 
     /// [`Neighbors::resolve`] for the address in `slot`, without hashing.
-    #[inline]
+    #[inline(always)]
     pub fn resolve_at(&mut self, slot: Slot, now_ms: u64) -> Resolution {
         let Some(e) = self.entries.get_mut(slot.0 as usize) else {
             return Resolution::Full;
