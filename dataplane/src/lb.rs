@@ -18,10 +18,10 @@ use hashbrown::HashMap;
 use crate::conntrack::{Conntrack, Dir, EntryId, FlowKey, InsertError, State, Timeouts};
 use crate::counters::Counters;
 use crate::nat;
-use crate::neigh::{Binding, NeighborSync, Neighbors, Resolution};
+use crate::neigh::{Binding, NeighborSync, Neighbors, Resolution, Slot};
 use crate::pipeline::{PortInfo, Verdict};
 use crate::ppv2::{self, PpConfig, PpFlow, PpWorker};
-use crate::wire::{ip_proto, Fragment, Parsed};
+use crate::wire::{ip_proto, Fragment, L3Kind, Parsed};
 
 /// Local ports tried for one new full-NAT flow before giving up.
 const LOCAL_PORT_TRIES: u32 = 64;
@@ -42,6 +42,12 @@ pub struct BackendRt {
     pub next_hop: IpAddr,
     /// Full-NAT source address (from the out port's pool), if any.
     pub local: Option<IpAddr>,
+    /// `addr` as a [`FlowKey`] holds it (IPv4-mapped for IPv4).
+    pub addr16: [u8; 16],
+    /// `local` as a [`FlowKey`] holds it, and the local port range of its pool.
+    pub local16: Option<([u8; 16], (u16, u16))>,
+    /// The next hop's slot in this worker's neighbour table (set on adoption).
+    pub hop: Slot,
 }
 
 /// A VIP as a worker needs it.
@@ -143,14 +149,92 @@ pub struct VipInput<'t> {
 
 type VipKey = (IpAddr, u16, u8);
 
+/// An address as the fast path holds it (a [`FlowKey`] address: IPv4
+/// mapped) with the family and, for VIP keys, port and protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct RawKey {
+    addr: u128,
+    /// `v6 | proto << 8 | port << 16` (0 for address-only keys but the family).
+    rest: u32,
+}
+
+impl RawKey {
+    #[inline]
+    fn new(addr: &[u8; 16], v6: bool, port: u16, proto: u8) -> RawKey {
+        RawKey {
+            addr: u128::from_ne_bytes(*addr),
+            rest: u32::from(v6) | u32::from(proto) << 8 | u32::from(port) << 16,
+        }
+    }
+
+    fn of(addr: IpAddr, port: u16, proto: u8) -> RawKey {
+        RawKey::new(&to16(addr), addr.is_ipv6(), port, proto)
+    }
+}
+
+/// A lookup table from [`RawKey`] to a small value, built once per table
+/// generation: linear probing over a power-of-two array at most half full,
+/// with a multiplicative hash. Its keys come from the configuration (VIPs,
+/// local addresses), not from packets, so no keyed hash is needed to keep
+/// probe sequences short.
+#[derive(Clone, Debug)]
+struct RawMap<V> {
+    slots: Box<[Option<(RawKey, V)>]>,
+    mask: usize,
+}
+
+impl<V: Copy> RawMap<V> {
+    fn from_map(m: HashMap<RawKey, V>) -> RawMap<V> {
+        let n = (2 * m.len()).max(4).next_power_of_two();
+        let mut slots = vec![None; n].into_boxed_slice();
+        for (k, v) in m {
+            let mut i = Self::home(&k, n - 1);
+            while slots[i].is_some() {
+                i = (i + 1) & (n - 1);
+            }
+            slots[i] = Some((k, v));
+        }
+        RawMap { slots, mask: n - 1 }
+    }
+
+    #[inline(always)]
+    fn home(k: &RawKey, mask: usize) -> usize {
+        let x = (k.addr as u64) ^ ((k.addr >> 64) as u64).rotate_left(29) ^ u64::from(k.rest);
+        (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & mask
+    }
+
+    #[inline(always)]
+    fn get(&self, k: &RawKey) -> Option<V> {
+        let mut i = Self::home(k, self.mask);
+        // Ends: at most half the slots are used.
+        loop {
+            match self.slots.get(i)? {
+                None => return None,
+                Some((key, v)) if key == k => return Some(*v),
+                Some(_) => i = (i + 1) & self.mask,
+            }
+        }
+    }
+}
+
+/// What a destination address is: a VIP address (of some port and
+/// protocol) and/or a full-NAT local address with its pool's port range.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct AddrClass {
+    vip: bool,
+    pool: Option<(u16, u16)>,
+}
+
 /// A table generation adopted by a worker, with the lookup structures built
 /// from it. Built off the fast path (allocation is fine here).
 #[derive(Clone)]
 pub struct Adopted<'t> {
     pub generation: u64,
     pub vips: Vec<VipRt<'t>>,
-    by_key: HashMap<VipKey, u32, ahash::RandomState>,
-    vip_addrs: hashbrown::HashSet<IpAddr, ahash::RandomState>,
+    /// (address, port, protocol) -> VIP index, on raw addresses.
+    by_key: RawMap<u32>,
+    /// What a destination address is to this appliance, on raw addresses.
+    by_addr: RawMap<AddrClass>,
     /// DNAT backend (addr, port, proto) -> VIP index; None when ambiguous.
     dnat_reverse: HashMap<VipKey, Option<u32>, ahash::RandomState>,
     hasher: FlowHasher,
@@ -167,8 +251,8 @@ impl<'t> Adopted<'t> {
         routes: Routes,
     ) -> Self {
         let mut vips = Vec::with_capacity(inputs.len());
-        let mut by_key = HashMap::with_hasher(ahash::RandomState::new());
-        let mut vip_addrs = hashbrown::HashSet::with_hasher(ahash::RandomState::new());
+        let mut by_key: HashMap<RawKey, u32> = HashMap::new();
+        let mut by_addr: HashMap<RawKey, AddrClass> = HashMap::new();
         let mut dnat_reverse: HashMap<VipKey, Option<u32>, ahash::RandomState> =
             HashMap::with_hasher(ahash::RandomState::new());
         let mut refused = 0;
@@ -182,6 +266,9 @@ impl<'t> Adopted<'t> {
                         Mode::FullNat => routes.pool_for(out_port, addr.is_ipv4()).map(|l| l.addr),
                         Mode::Dnat => None,
                     };
+                    let local16 = local
+                        .and_then(|l| routes.pool_of(l))
+                        .map(|pool| (to16(pool.addr), pool.range));
                     BackendRt {
                         id,
                         stat_slot: u32::MAX,
@@ -190,6 +277,9 @@ impl<'t> Adopted<'t> {
                         out_port,
                         next_hop,
                         local,
+                        addr16: to16(addr),
+                        local16,
+                        hop: Slot::NONE,
                     }
                 })
                 .collect();
@@ -200,8 +290,8 @@ impl<'t> Adopted<'t> {
                 &[]
             };
             let index = vips.len() as u32;
-            by_key.insert((v.addr, v.port, v.proto), index);
-            vip_addrs.insert(v.addr);
+            by_key.insert(RawKey::of(v.addr, v.port, v.proto), index);
+            by_addr.entry(RawKey::of(v.addr, 0, 0)).or_default().vip = true;
             if v.mode == Mode::Dnat {
                 for b in &backends {
                     dnat_reverse
@@ -227,11 +317,16 @@ impl<'t> Adopted<'t> {
                 pp: v.pp,
             });
         }
+        for pool in &routes.pools {
+            let class = by_addr.entry(RawKey::of(pool.addr, 0, 0)).or_default();
+            // The first pool of an address is the one `Routes::pool_of` finds.
+            class.pool = class.pool.or(Some(pool.range));
+        }
         Adopted {
             generation,
             vips,
-            by_key,
-            vip_addrs,
+            by_key: RawMap::from_map(by_key),
+            by_addr: RawMap::from_map(by_addr),
             dnat_reverse,
             hasher: FlowHasher::new(flow_hash_key),
             routes,
@@ -240,7 +335,39 @@ impl<'t> Adopted<'t> {
     }
 
     pub fn vip_index(&self, addr: IpAddr, port: u16, proto: u8) -> Option<u32> {
-        self.by_key.get(&(addr, port, proto)).copied()
+        self.by_key.get(&RawKey::of(addr, port, proto))
+    }
+
+    /// [`Adopted::vip_index`] on a [`FlowKey`] address.
+    #[inline(always)]
+    fn vip_at(&self, addr: &[u8; 16], v6: bool, port: u16, proto: u8) -> Option<u32> {
+        self.by_key.get(&RawKey::new(addr, v6, port, proto))
+    }
+
+    /// What the [`FlowKey`] address `addr` is to the appliance.
+    #[inline(always)]
+    fn class_of(&self, addr: &[u8; 16], v6: bool) -> AddrClass {
+        self.by_addr
+            .get(&RawKey::new(addr, v6, 0, 0))
+            .unwrap_or_default()
+    }
+
+    /// The backend Maglev picks for the flow of a client's packet.
+    #[inline]
+    fn pick_key(&self, vip: &VipRt<'_>, k: &FlowKey) -> Option<u32> {
+        if vip.ring.is_empty() {
+            return None;
+        }
+        let h = if k.v6 {
+            self.hasher.hash_v6(k.src, k.dst, k.sport, k.dport, k.proto)
+        } else {
+            let v4 = |a: &[u8; 16]| [a[12], a[13], a[14], a[15]];
+            self.hasher
+                .hash_v4(v4(&k.src), v4(&k.dst), k.sport, k.dport, k.proto)
+        };
+        vip.ring
+            .get(conf::maglev::slot(h, vip.ring.len() as u32))
+            .copied()
     }
 
     /// The backend Maglev picks for this flow, if the VIP has any.
@@ -289,24 +416,25 @@ pub enum Flow4or6 {
     },
 }
 
-/// What a worker remembers about one connection.
+/// What a worker remembers about one connection, next to the entry's two
+/// keys: the original key is the client's packets as they arrive (client ->
+/// VIP), the reply key the backend's (backend -> local address for full-NAT,
+/// backend -> client for DNAT). The addresses and ports a packet is
+/// translated to are those of the other direction's key, so they are not
+/// stored twice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowRec {
     /// Statistics slots of the VIP and the backend (see `FlowStats`).
     pub vip_slot: u32,
     pub backend_slot: u32,
+    /// The backend's next hop in the worker's neighbour table.
+    pub hop: Slot,
     pub mode: Mode,
-    pub vip: (IpAddr, u16),
-    pub client: (IpAddr, u16),
-    pub backend: (IpAddr, u16),
-    /// Full-NAT source (local address, port).
-    pub local: Option<(IpAddr, u16)>,
     /// Where the client's packets came from: reply out of this port to this MAC.
     pub client_port: u16,
     pub client_mac: [u8; 6],
-    /// Where the backend is: out of this port via this next hop.
+    /// The data port the backend is reached through.
     pub backend_port: u16,
-    pub backend_next_hop: IpAddr,
     /// This connection's id: worker number in the top 16 bits, the
     /// worker's connection counter below (the PPv2 `UNIQUE_ID`).
     pub conn_id: u64,
@@ -316,19 +444,14 @@ pub struct FlowRec {
 
 impl Default for FlowRec {
     fn default() -> Self {
-        let any = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
         FlowRec {
             vip_slot: u32::MAX,
             backend_slot: u32::MAX,
+            hop: Slot::NONE,
             mode: Mode::FullNat,
-            vip: (any, 0),
-            client: (any, 0),
-            backend: (any, 0),
-            local: None,
             client_port: 0,
             client_mac: [0; 6],
             backend_port: 0,
-            backend_next_hop: any,
             conn_id: 0,
             pp: PpFlow::default(),
         }
@@ -360,22 +483,18 @@ pub struct Lb {
     conn_counter: u64,
     /// Extra frames to send and PROXY header retransmission timers.
     pub pp: PpWorker,
+    /// Tests compare the express lane with the general path.
+    #[cfg(test)]
+    express_off: bool,
+    /// Frames the express lane took (tests).
+    #[cfg(test)]
+    express_taken: u64,
 }
 
 /// Which worker owns full-NAT local port `port` among `workers`.
 pub fn port_owner(port: u16, workers: usize) -> usize {
     let mask = (workers.next_power_of_two() - 1) as u16;
     (port & mask) as usize
-}
-
-fn ip_of(b: &[u8], v6: bool) -> IpAddr {
-    if v6 {
-        let mut a = [0u8; 16];
-        a.copy_from_slice(&b[..16]);
-        IpAddr::from(a)
-    } else {
-        IpAddr::from([b[0], b[1], b[2], b[3]])
-    }
 }
 
 fn key_of(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, proto: u8) -> FlowKey {
@@ -392,38 +511,123 @@ fn to16(a: IpAddr) -> [u8; 16] {
     }
 }
 
-/// Addresses and ports of an IP packet with a TCP/UDP header.
-#[derive(Clone, Copy, Debug)]
-struct Tuple {
-    src: IpAddr,
-    dst: IpAddr,
-    sport: u16,
-    dport: u16,
-    proto: u8,
+/// Source and destination address of an IP packet as a [`FlowKey`] holds
+/// them (IPv4 mapped), read at the offsets `parse_frame` found.
+#[inline(always)]
+fn addrs_of(frame: &[u8], p: &Parsed) -> Option<([u8; 16], [u8; 16], bool)> {
+    let l3 = p.l3_offset;
+    match p.l3 {
+        L3Kind::Ipv4 => {
+            let a = frame.get(l3 + 12..l3 + 20)?;
+            let mut src = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0];
+            let mut dst = src;
+            src[12..].copy_from_slice(&a[..4]);
+            dst[12..].copy_from_slice(&a[4..]);
+            Some((src, dst, false))
+        }
+        L3Kind::Ipv6 => {
+            let a = frame.get(l3 + 8..l3 + 40)?;
+            let mut src = [0u8; 16];
+            let mut dst = [0u8; 16];
+            src.copy_from_slice(&a[..16]);
+            dst.copy_from_slice(&a[16..]);
+            Some((src, dst, true))
+        }
+        _ => None,
+    }
 }
 
-impl Tuple {
-    fn key(&self) -> FlowKey {
-        key_of(self.src, self.dst, self.sport, self.dport, self.proto)
-    }
-    fn hash_input(&self) -> Flow4or6 {
-        match (self.src, self.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => Flow4or6::V4 {
-                src: s.octets(),
-                dst: d.octets(),
-                sport: self.sport,
-                dport: self.dport,
-                proto: self.proto,
-            },
-            (s, d) => Flow4or6::V6 {
-                src: to16(s),
-                dst: to16(d),
-                sport: self.sport,
-                dport: self.dport,
-                proto: self.proto,
-            },
+/// The express lane's parse: the layout, the flow key and the TCP flags
+/// (0 for UDP) of a frame of the shape [`Lb::express`] takes, with the
+/// checks `parse_frame` makes of such a frame (`parse_fast` accepts every
+/// frame this does, with the same offsets) and those `client_packet` and
+/// `backend_packet` make before any state changes (TTL above 1, TCP flags
+/// valid). A SYN is refused: it may start a connection.
+#[inline(always)]
+fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
+    let rd =
+        |at: usize| -> Option<u16> { Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?])) };
+    let (l3, et) = match rd(12)? {
+        0x8100 => (18, rd(16)?),
+        et => (14, et),
+    };
+    let (v4, end, proto, mut key) = match et {
+        0x0800 => {
+            let h: &[u8; 20] = f.get(l3..l3 + 20)?.try_into().ok()?;
+            let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+            // Version 4 without options, within the frame, not a fragment, TTL > 1.
+            if h[0] != 0x45
+                || total < 20
+                || l3 + total > f.len()
+                || (h[6] & 0x3F) | h[7] != 0
+                || h[8] <= 1
+            {
+                return None;
+            }
+            let w = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            if crate::wire::checksum::fold(w(0) + w(4) + w(8) + w(12) + w(16)) != 0xFFFF {
+                return None;
+            }
+            let s = u32::from_ne_bytes([h[12], h[13], h[14], h[15]]).to_ne_bytes();
+            let d = u32::from_ne_bytes([h[16], h[17], h[18], h[19]]).to_ne_bytes();
+            (true, l3 + total, h[9], FlowKey::v4(s, d, 0, 0, h[9]))
         }
-    }
+        0x86DD => {
+            let h: &[u8; 40] = f.get(l3..l3 + 40)?.try_into().ok()?;
+            let end = l3 + 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
+            if h[0] >> 4 != 6 || end > f.len() || h[7] <= 1 {
+                return None;
+            }
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&h[8..24]);
+            d.copy_from_slice(&h[24..40]);
+            (false, end, h[6], FlowKey::v6(s, d, 0, 0, h[6]))
+        }
+        _ => return None,
+    };
+    let l4 = l3 + if v4 { 20 } else { 40 };
+    let seg = f.get(l4..end)?;
+    let (udp, flags) = match proto {
+        ip_proto::TCP => {
+            let h = seg.get(..20)?;
+            let doff = usize::from(h[12] >> 4) * 4;
+            let flags = h[13];
+            if doff < 20
+                || doff > seg.len()
+                || flags & 0x02 != 0
+                || !crate::wire::tcp_flags_valid(crate::wire::TcpFlags(flags))
+            {
+                return None;
+            }
+            (false, flags)
+        }
+        ip_proto::UDP => {
+            let ulen = usize::from(u16::from_be_bytes([*seg.get(4)?, *seg.get(5)?]));
+            if ulen < 8 || ulen > seg.len() {
+                return None;
+            }
+            (true, 0)
+        }
+        _ => return None,
+    };
+    key.sport = u16::from_be_bytes([*seg.first()?, *seg.get(1)?]);
+    key.dport = u16::from_be_bytes([*seg.get(2)?, *seg.get(3)?]);
+    Some((nat::Layout { l3, l4, v4, udp }, key, flags))
+}
+
+/// What a new flow's pick produced.
+enum Picked {
+    /// Tracked under this entry.
+    Tracked(EntryId),
+    /// Not tracked (table full, DNAT): forwarded by the pick alone.
+    Stateless(FlowRec, FlowKey),
+}
+
+/// The TCP flags of a packet (0 for UDP).
+#[inline(always)]
+fn flags_of(p: &Parsed) -> u8 {
+    p.tcp_flags.map_or(0, |f| f.0)
 }
 
 impl Lb {
@@ -451,6 +655,10 @@ impl Lb {
             now_ms: 0,
             conn_counter: 0,
             pp: PpWorker::default(),
+            #[cfg(test)]
+            express_off: false,
+            #[cfg(test)]
+            express_taken: 0,
         }
     }
 
@@ -463,12 +671,13 @@ impl Lb {
             }
         }
         // Make sure the next hops of every backend get resolved before the
-        // first packet needs them.
-        for v in &t.vips {
-            for b in &v.backends {
+        // first packet needs them, and keep their neighbour slots.
+        for v in &mut t.vips {
+            for b in &mut v.backends {
                 if b.out_port != usize::MAX && self.neighbors.get(b.next_hop).is_none() {
                     self.want_neighbor(b.out_port, b.next_hop);
                 }
+                b.hop = self.neighbors.slot(b.next_hop).unwrap_or(Slot::NONE);
             }
         }
         self.tables = Some(t);
@@ -510,7 +719,7 @@ impl Lb {
             now_ms,
             |id, conn_id| {
                 let live = ct.is_live(id) && !ct.get(id).is_expired(now_ms) && !ct.is_closing(id);
-                match ct.get(id).value {
+                match &ct.get(id).value {
                     v if live && v.conn_id == conn_id => v.pp.pending(),
                     _ => ppv2::queue::Pending::Done,
                 }
@@ -524,10 +733,137 @@ impl Lb {
         (local_port & self.owner_mask) as usize
     }
 
+    /// The express lane: a packet of an established flow, client -> VIP or
+    /// backend -> full-NAT local address, in the frame's most common shape
+    /// (Ethernet with at most one VLAN tag; IPv4 without options and not a
+    /// fragment, or IPv6 without extension headers; TCP without SYN, or
+    /// UDP), of a flow without PROXY protocol. Everything else, and every
+    /// packet this lane is unsure about, gets `None` before anything was
+    /// changed, and takes the general path (`parse_frame`, then
+    /// [`Lb::handle`]).
+    ///
+    /// For the packets it takes, the lane does what the general path does,
+    /// step for step and with the same functions (connection state,
+    /// [`nat::forward`]'s rewrite, statistics, next hop), without building
+    /// a `Parsed`: its header checks are those of `parse_frame` (IPv4
+    /// header checksum included) restricted to that shape.
+    #[inline]
+    pub fn express(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Option<Verdict> {
+        #[cfg(test)]
+        if self.express_off {
+            return None;
+        }
+        let tables = self.tables.as_ref()?;
+        let frame = buf.get_mut(..len)?;
+        let (at, key, flags) = express_parse(frame)?;
+        let now = self.now_ms;
+        let tcp = !at.udp;
+        if let Some(_vi) = tables.vip_at(&key.dst, key.v6, key.dport, key.proto) {
+            let (id, Dir::Original) = self.conntrack.lookup(&key, now)? else {
+                return None;
+            };
+            let e = self.conntrack.get(id);
+            if e.value.pp.is_on() {
+                return None;
+            }
+            #[cfg(test)]
+            {
+                self.express_taken += 1;
+            }
+            // As `client_packet` from here on.
+            if tcp {
+                self.conntrack.update_tcp(id, Dir::Original, flags, now);
+            } else {
+                self.conntrack.touch(id, now);
+            }
+            let e = self.conntrack.get(id);
+            let (rec, reply) = (&e.value, e.reply());
+            if reply.v6 != key.v6 {
+                return Some(drop(counters, Counter::DropSlowpathUnhandled));
+            }
+            let src = match rec.mode {
+                Mode::FullNat => Some((&reply.dst, reply.dport)),
+                Mode::Dnat => None,
+            };
+            let dst = Some((&reply.src, reply.sport));
+            if let Err(err) = nat::forward_at(frame, at, src, dst) {
+                return Some(drop(counters, forward_drop(err)));
+            }
+            let rec = *rec;
+            self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
+            self.vip_stats
+                .add(rec.vip_slot, FlowStat::Bytes, len as u64);
+            self.backend_stats
+                .add(rec.backend_slot, FlowStat::Packets, 1);
+            self.backend_stats
+                .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+            return Some(self.send_to_hop(
+                frame,
+                rec.backend_port as usize,
+                rec.hop,
+                ports,
+                counters,
+            ));
+        }
+        let class = tables.class_of(&key.dst, key.v6);
+        let (lo, hi) = class.pool?;
+        if class.vip || key.dport < lo || key.dport > hi {
+            return None;
+        }
+        let (id, Dir::Reply) = self.conntrack.lookup(&key, now)? else {
+            return None;
+        };
+        if self.conntrack.get(id).value.pp.is_on() {
+            return None;
+        }
+        #[cfg(test)]
+        {
+            self.express_taken += 1;
+        }
+        // As `backend_packet` from here on.
+        if tcp {
+            self.conntrack.update_tcp(id, Dir::Reply, flags, now);
+        } else {
+            self.conntrack.touch(id, now);
+        }
+        let e = self.conntrack.get(id);
+        let (rec, orig) = (&e.value, e.orig());
+        if orig.v6 != key.v6 {
+            return Some(drop(counters, Counter::DropSlowpathUnhandled));
+        }
+        let src = Some((&orig.dst, orig.dport));
+        let dst = Some((&orig.src, orig.sport));
+        if let Err(err) = nat::forward_at(frame, at, src, dst) {
+            return Some(drop(counters, forward_drop(err)));
+        }
+        let rec = *rec;
+        self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
+        self.vip_stats
+            .add(rec.vip_slot, FlowStat::Bytes, len as u64);
+        self.backend_stats
+            .add(rec.backend_slot, FlowStat::Packets, 1);
+        self.backend_stats
+            .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        let out = rec.client_port as usize;
+        let Some(port) = ports.get(out) else {
+            return Some(drop(counters, Counter::DropNoRoute));
+        };
+        nat::set_macs(frame, port.mac, rec.client_mac);
+        Some(Verdict::Send { port: out, len })
+    }
+
     /// Handles load-balancer traffic. `None`: not ours, let the slow path decide.
     ///
     /// The frame is `buf[..len]`; the rest of `buf` is room it may grow into
-    /// (a PROXY header), so a `Send` may carry a larger length.
+    /// (a PROXY header), so a `Send` may carry a larger length. `p` is what
+    /// `parse_frame` returned for the frame (the rewrites trust its offsets).
+    #[inline(always)]
     pub fn handle(
         &mut self,
         buf: &mut [u8],
@@ -537,66 +873,65 @@ impl Lb {
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Option<Verdict> {
-        let frame = buf.get_mut(..len)?;
         let tables = self.tables.as_ref()?;
-        let v6 = p.l3 == crate::wire::L3Kind::Ipv6;
-        let l3 = p.l3_offset;
-        let (src, dst) = if v6 {
-            (
-                ip_of(&frame[l3 + 8..], true),
-                ip_of(&frame[l3 + 24..], true),
-            )
-        } else {
-            (
-                ip_of(&frame[l3 + 12..], false),
-                ip_of(&frame[l3 + 16..], false),
-            )
-        };
         let proto = p.l4_proto;
         if proto == ip_proto::ICMP || proto == ip_proto::ICMPV6 {
-            return self.icmp_error(frame, p, dst, ports, counters);
+            let frame = buf.get_mut(..len)?;
+            return self.icmp_error(frame, p, ports, counters);
         }
         if proto != ip_proto::TCP && proto != ip_proto::UDP {
             return None;
         }
-        let is_vip_addr = tables.vip_addrs.contains(&dst);
-        let to_pool = tables.routes.pool_of(dst).copied();
+        let (src, dst, v6) = addrs_of(buf.get(..len)?, p)?;
+        let key = |ports: crate::wire::Ports| FlowKey {
+            src,
+            dst,
+            sport: ports.src,
+            dport: ports.dst,
+            proto,
+            v6,
+        };
+        if p.fragment == Fragment::None {
+            if let Some(pt) = p.ports {
+                if let Some(vi) = tables.vip_at(&dst, v6, pt.dst, proto) {
+                    let k = key(pt);
+                    return Some(self.client_packet(buf, len, p, in_port, vi, &k, ports, counters));
+                }
+            }
+        }
+        let class = tables.class_of(&dst, v6);
         if p.fragment != Fragment::None {
-            if is_vip_addr || to_pool.is_some() {
+            if class.vip || class.pool.is_some() {
                 return Some(drop(counters, Counter::DropFragment));
             }
             return None;
         }
-        let ports_of = p.ports?;
-        let t = Tuple {
-            src,
-            dst,
-            sport: ports_of.src,
-            dport: ports_of.dst,
-            proto,
-        };
-        if let Some(vi) = tables.vip_index(dst, t.dport, proto) {
-            return Some(self.client_packet(buf, len, p, in_port, vi, t, ports, counters));
-        }
-        if is_vip_addr {
+        let pt = p.ports?;
+        if class.vip {
             return Some(drop(counters, Counter::DropVipUnhandled));
         }
-        if let Some(pool) = to_pool {
-            if t.dport < pool.range.0 || t.dport > pool.range.1 {
+        let frame = buf.get_mut(..len)?;
+        if let Some((lo, hi)) = class.pool {
+            if pt.dst < lo || pt.dst > hi {
                 return None; // the kernel twin's own connection
             }
-            return Some(self.backend_packet(frame, p, t, ports, counters, true));
+            return Some(self.backend_packet(frame, p, &key(pt), ports, counters, true));
         }
         // DNAT replies are addressed to the client, not to us.
-        if ports[in_port].owns_any(dst) {
+        let k = key(pt);
+        if ports
+            .get(in_port)
+            .is_none_or(|port| port.owns_any(k.dst_ip()))
+        {
             return None;
         }
-        Some(self.backend_packet(frame, p, t, ports, counters, false))
+        Some(self.backend_packet(frame, p, &k, ports, counters, false))
     }
 
     // The packet, its parse, where it came from and what it matched travel
     // together; bundling them would only rename the list.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn client_packet(
         &mut self,
         buf: &mut [u8],
@@ -604,13 +939,10 @@ impl Lb {
         p: &Parsed,
         in_port: usize,
         vi: u32,
-        t: Tuple,
+        key: &FlowKey,
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Verdict {
-        let Some(frame) = buf.get_mut(..len) else {
-            return drop(counters, Counter::DropSlowpathUnhandled);
-        };
         if !p.tcp_flags_valid {
             return drop(counters, Counter::DropBadTcpFlags);
         }
@@ -619,59 +951,113 @@ impl Lb {
         if p.ttl <= 1 {
             return drop(counters, Counter::DropTtlExceeded);
         }
-        let flags = p.tcp_flags.map_or(0, |f| f.0);
-        let syn_only = t.proto == ip_proto::TCP && flags & 0x12 == 0x02;
+        let flags = flags_of(p);
+        let tcp = key.proto == ip_proto::TCP;
+        let syn_only = tcp && flags & 0x12 == 0x02;
         let now = self.now_ms;
-        let key = t.key();
-        let mut found = self
-            .conntrack
-            .lookup(&key, now)
-            .filter(|(_, d)| *d == Dir::Original);
-        if let Some((id, _)) = found {
-            if syn_only && self.conntrack.is_closing(id) {
-                self.forget(id);
-                found = None;
+        let id = match self.conntrack.lookup(key, now) {
+            Some((id, Dir::Original)) => {
+                if syn_only && self.conntrack.is_closing(id) {
+                    // A new connection on the tuple of a closing one.
+                    let closing = Some(id);
+                    return self
+                        .client_miss(buf, len, p, in_port, vi, key, closing, ports, counters);
+                }
+                id
+            }
+            _ => return self.client_miss(buf, len, p, in_port, vi, key, None, ports, counters),
+        };
+        // An established flow.
+        if tcp {
+            self.conntrack.update_tcp(id, Dir::Original, flags, now);
+        } else {
+            self.conntrack.touch(id, now);
+        }
+        let Some(frame) = buf.get_mut(..len) else {
+            return drop(counters, Counter::DropSlowpathUnhandled);
+        };
+        let e = self.conntrack.get(id);
+        if let Err(c) = translate_client(frame, p, &e.value, e.orig(), e.reply()) {
+            return drop(counters, c);
+        }
+        let rec = e.value;
+        self.client_sent(buf, len, p, Some(id), &rec, ports, counters)
+    }
+
+    /// A client's packet of no established flow: a new flow, or a SYN on
+    /// the `closing` entry of its tuple.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn client_miss(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        p: &Parsed,
+        in_port: usize,
+        vi: u32,
+        key: &FlowKey,
+        closing: Option<EntryId>,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Verdict {
+        let Some(frame) = buf.get_mut(..len) else {
+            return drop(counters, Counter::DropSlowpathUnhandled);
+        };
+        let tcp = key.proto == ip_proto::TCP;
+        let syn_only = tcp && flags_of(p) & 0x12 == 0x02;
+        if let Some(id) = closing {
+            self.forget(id);
+        }
+        // Mid-stream packet of a connection this worker never saw
+        // (restart, table full earlier): DNAT can forward it where
+        // Maglev sends it; full-NAT has no source port to use.
+        if tcp && !syn_only {
+            let full_nat = self
+                .tables
+                .as_ref()
+                .and_then(|t| t.vips.get(vi as usize))
+                .is_some_and(|v| v.mode == Mode::FullNat);
+            if full_nat {
+                return drop(counters, Counter::DropNoConntrack);
             }
         }
-        let (rec, id) = match found {
-            Some((id, _)) => {
-                if t.proto == ip_proto::TCP {
-                    self.conntrack.update_tcp(id, Dir::Original, flags, now);
-                } else {
-                    self.conntrack.touch(id, now);
+        let picked = match self.new_flow(vi, key, in_port, frame, counters) {
+            Ok(picked) => picked,
+            Err(v) => return v,
+        };
+        // The client's packet becomes the reply key reversed: from the
+        // local address (full-NAT) or the client (DNAT) to the backend.
+        let (rec, id) = match &picked {
+            Picked::Tracked(id) => {
+                let e = self.conntrack.get(*id);
+                if let Err(c) = translate_client(frame, p, &e.value, e.orig(), e.reply()) {
+                    return drop(counters, c);
                 }
-                (self.conntrack.get(id).value, Some(id))
+                (e.value, Some(*id))
             }
-            None => {
-                if t.proto == ip_proto::TCP && !syn_only {
-                    // Mid-stream packet of a connection this worker never saw
-                    // (restart, table full earlier): DNAT can forward it where
-                    // Maglev sends it; full-NAT has no source port to use.
-                    let tables = self.tables.as_ref().expect("handle checked tables");
-                    let vip = &tables.vips[vi as usize];
-                    if vip.mode == Mode::FullNat {
-                        return drop(counters, Counter::DropNoConntrack);
-                    }
-                    match self.new_flow(vi, t, in_port, frame, counters) {
-                        Ok(r) => r,
-                        Err(v) => return v,
-                    }
-                } else {
-                    match self.new_flow(vi, t, in_port, frame, counters) {
-                        Ok(r) => r,
-                        Err(v) => return v,
-                    }
+            Picked::Stateless(rec, reply) => {
+                if let Err(c) = translate_client(frame, p, rec, key, reply) {
+                    return drop(counters, c);
                 }
+                (*rec, None)
             }
         };
-        let len = frame.len();
-        if nat::decrement_ttl(frame, p).is_err() {
-            return drop(counters, Counter::DropTtlExceeded);
-        }
-        let new_src = rec.local;
-        if nat::rewrite_addrs(frame, p, new_src, Some(rec.backend)).is_err() {
-            return drop(counters, Counter::DropSlowpathUnhandled);
-        }
+        self.client_sent(buf, len, p, id, &rec, ports, counters)
+    }
+
+    /// Accounts for a translated client packet and sends it to the backend.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn client_sent(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        p: &Parsed,
+        id: Option<EntryId>,
+        rec: &FlowRec,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Verdict {
         self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
         self.vip_stats
             .add(rec.vip_slot, FlowStat::Bytes, len as u64);
@@ -679,41 +1065,37 @@ impl Lb {
             .add(rec.backend_slot, FlowStat::Packets, 1);
         self.backend_stats
             .add(rec.backend_slot, FlowStat::Bytes, len as u64);
-        let v = self.send_via(
-            frame,
-            rec.backend_port as usize,
-            rec.backend_next_hop,
-            ports,
-            counters,
-        );
+        let Some(frame) = buf.get_mut(..len) else {
+            return drop(counters, Counter::DropSlowpathUnhandled);
+        };
+        let v = self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters);
         match (v, id) {
             (Verdict::Send { port, len }, Some(id)) if rec.pp.is_on() => {
-                self.pp_client(id, &rec, buf, len, p, port, counters)
+                self.pp_client(id, buf, len, p, port, counters)
             }
             _ => v,
         }
     }
 
     /// PROXY protocol v2 on a client segment about to go to the backend
-    /// (see [`ppv2::flow`]); the flow's state is written back.
-    #[allow(clippy::too_many_arguments)]
+    /// (see [`ppv2::flow`]); the flow's state is updated in place.
     fn pp_client(
         &mut self,
         id: EntryId,
-        rec: &FlowRec,
         buf: &mut [u8],
         len: usize,
         p: &Parsed,
         port: usize,
         counters: &mut Counters,
     ) -> Verdict {
-        let mut pp = rec.pp;
+        let e = self.conntrack.get_mut(id);
+        let orig = e.orig();
         let ends = ppv2::Ends {
-            client: rec.client,
-            vip: rec.vip,
-            conn_id: rec.conn_id,
+            client: (orig.src_ip(), orig.sport),
+            vip: (orig.dst_ip(), orig.dport),
+            conn_id: e.value.conn_id,
         };
-        let r = pp.client_segment(
+        let r = e.value.pp.client_segment(
             &ends,
             buf,
             len,
@@ -724,7 +1106,6 @@ impl Lb {
             &mut self.pp,
             counters,
         );
-        self.conntrack.get_mut(id).value.pp = pp;
         match r {
             Ok(len) => Verdict::Send { port, len },
             Err(c) => drop(counters, c),
@@ -734,62 +1115,78 @@ impl Lb {
     fn new_flow(
         &mut self,
         vi: u32,
-        t: Tuple,
+        orig: &FlowKey,
         in_port: usize,
         frame: &[u8],
         counters: &mut Counters,
-    ) -> Result<(FlowRec, Option<EntryId>), Verdict> {
-        let tables = self.tables.as_ref().expect("handle checked tables");
-        let vip = &tables.vips[vi as usize];
-        let Some(bi) = tables.pick(vip, &t.hash_input()) else {
+    ) -> Result<Picked, Verdict> {
+        let Some(tables) = self.tables.as_ref() else {
+            return Err(drop(counters, Counter::DropNotLocal));
+        };
+        let Some(vip) = tables.vips.get(vi as usize) else {
+            return Err(drop(counters, Counter::DropNotLocal));
+        };
+        let Some(b) = tables
+            .pick_key(vip, orig)
+            .and_then(|bi| vip.backends.get(bi as usize))
+        else {
             return Err(drop(counters, Counter::DropNoBackend));
         };
-        let b = &vip.backends[bi as usize];
         if b.out_port == usize::MAX {
             return Err(drop(counters, Counter::DropNoRoute));
         }
         let mut client_mac = [0u8; 6];
-        client_mac.copy_from_slice(&frame[6..12]);
-        let mut rec = FlowRec {
+        if let Some(m) = frame.get(6..12) {
+            client_mac.copy_from_slice(m);
+        }
+        let hop = match b.hop {
+            // Tables not adopted through `adopt`: find the slot now.
+            Slot::NONE => self.neighbors.slot_for(b.next_hop),
+            hop => hop,
+        };
+        let tcp = orig.proto == ip_proto::TCP;
+        let rec = FlowRec {
             vip_slot: vip.stat_slot,
             backend_slot: b.stat_slot,
+            hop,
             mode: vip.mode,
-            vip: (vip.addr, vip.port),
-            client: (t.src, t.sport),
-            backend: (b.addr, b.port),
-            local: None,
             client_port: in_port as u16,
             client_mac,
             backend_port: b.out_port as u16,
-            backend_next_hop: b.next_hop,
             conn_id: (self.worker as u64) << 48 | (self.conn_counter & 0xFFFF_FFFF_FFFF),
-            pp: if t.proto == ip_proto::TCP {
-                PpFlow::new(vip.pp, t.src.is_ipv6())
+            pp: if tcp {
+                PpFlow::new(vip.pp, orig.v6)
             } else {
                 PpFlow::default()
             },
         };
         self.conn_counter += 1;
-        let orig = t.key();
         let now = self.now_ms;
-        let state = if t.proto == ip_proto::TCP {
-            State::SynSent
-        } else {
-            State::Udp
-        };
+        let state = if tcp { State::SynSent } else { State::Udp };
         let (vs, bs) = (self.vip_stats, self.backend_stats);
         let on_free = |e: &crate::conntrack::Entry<FlowRec>| {
             vs.sub(e.value.vip_slot, FlowStat::ActiveConnections, 1);
             bs.sub(e.value.backend_slot, FlowStat::ActiveConnections, 1);
         };
-        let id = match vip.mode {
+        let b_v6 = b.addr.is_ipv6();
+        let picked = match vip.mode {
             Mode::Dnat => {
-                let reply = key_of(b.addr, t.src, b.port, t.sport, t.proto);
-                match self.conntrack.insert(orig, reply, rec, state, now, on_free) {
-                    Ok(id) => Some(id),
+                let reply = FlowKey {
+                    src: b.addr16,
+                    dst: orig.src,
+                    sport: b.port,
+                    dport: orig.sport,
+                    proto: orig.proto,
+                    v6: b_v6 || orig.v6,
+                };
+                match self
+                    .conntrack
+                    .insert(*orig, reply, rec, state, now, on_free)
+                {
+                    Ok(id) => Picked::Tracked(id),
                     Err(InsertError::Full) => {
                         counters.inc(Counter::ConntrackFullStateless);
-                        None
+                        Picked::Stateless(rec, reply)
                     }
                     Err(_) => {
                         return Err(drop(counters, Counter::DropReplyKeyInUse));
@@ -797,27 +1194,33 @@ impl Lb {
                 }
             }
             Mode::FullNat => {
-                let Some(local) = b.local else {
-                    return Err(drop(counters, Counter::DropNoLocalPort));
-                };
-                let Some(pool) = tables.routes.pool_of(local).copied() else {
+                let Some((local, (lo, hi))) = b.local16 else {
                     return Err(drop(counters, Counter::DropNoLocalPort));
                 };
                 if self.conntrack.is_full() {
                     return Err(drop(counters, Counter::DropConntrackFull));
                 }
-                let (lo, hi) = pool.range;
-                let span = u32::from(hi - lo) + 1;
+                let span = u32::from(hi.wrapping_sub(lo)) + 1;
+                let mut reply = FlowKey {
+                    src: b.addr16,
+                    dst: local,
+                    sport: b.port,
+                    dport: 0,
+                    proto: orig.proto,
+                    v6: b_v6,
+                };
                 let mut inserted = None;
                 for _ in 0..LOCAL_PORT_TRIES {
                     self.port_cursor = self.port_cursor.wrapping_add(1);
                     let lport = (u32::from(lo) + self.port_cursor % span) as u16;
-                    if self.owner(lport) != self.worker {
+                    if (lport & self.owner_mask) as usize != self.worker {
                         continue;
                     }
-                    rec.local = Some((local, lport));
-                    let reply = key_of(b.addr, local, b.port, lport, t.proto);
-                    match self.conntrack.insert(orig, reply, rec, state, now, on_free) {
+                    reply.dport = lport;
+                    match self
+                        .conntrack
+                        .insert(*orig, reply, rec, state, now, on_free)
+                    {
                         Ok(id) => {
                             inserted = Some(id);
                             break;
@@ -832,12 +1235,12 @@ impl Lb {
                     }
                 }
                 match inserted {
-                    Some(id) => Some(id),
+                    Some(id) => Picked::Tracked(id),
                     None => return Err(drop(counters, Counter::DropNoLocalPort)),
                 }
             }
         };
-        if id.is_some() {
+        if matches!(picked, Picked::Tracked(_)) {
             self.vip_stats
                 .add(rec.vip_slot, FlowStat::ActiveConnections, 1);
             self.backend_stats
@@ -848,11 +1251,11 @@ impl Lb {
             .add(rec.vip_slot, FlowStat::NewConnections, 1);
         self.backend_stats
             .add(rec.backend_slot, FlowStat::NewConnections, 1);
-        Ok((rec, id))
+        Ok(picked)
     }
 
     fn forget(&mut self, id: crate::conntrack::EntryId) {
-        let v = self.conntrack.get(id).value;
+        let v = &self.conntrack.get(id).value;
         self.vip_stats
             .sub(v.vip_slot, FlowStat::ActiveConnections, 1);
         self.backend_stats
@@ -862,11 +1265,12 @@ impl Lb {
 
     /// A packet from a backend: to a full-NAT local address (`to_local`) or,
     /// for DNAT, to the client.
+    #[inline(always)]
     fn backend_packet(
         &mut self,
         frame: &mut [u8],
         p: &Parsed,
-        t: Tuple,
+        key: &FlowKey,
         ports: &[PortInfo],
         counters: &mut Counters,
         to_local: bool,
@@ -875,38 +1279,37 @@ impl Lb {
             return drop(counters, Counter::DropTtlExceeded);
         }
         let now = self.now_ms;
-        let key = t.key();
-        let found = self
-            .conntrack
-            .lookup(&key, now)
-            .filter(|(_, d)| *d == Dir::Reply);
-        let (rec, id) = match found {
-            Some((id, _)) => {
-                if t.proto == ip_proto::TCP {
-                    let flags = p.tcp_flags.map_or(0, |f| f.0);
-                    self.conntrack.update_tcp(id, Dir::Reply, flags, now);
+        let id = match self.conntrack.lookup(key, now) {
+            Some((id, Dir::Reply)) => {
+                if key.proto == ip_proto::TCP {
+                    self.conntrack.update_tcp(id, Dir::Reply, flags_of(p), now);
                 } else {
                     self.conntrack.touch(id, now);
                 }
-                (self.conntrack.get(id).value, id)
+                id
             }
-            None if to_local => {
-                let owner = self.owner(t.dport);
+            _ if to_local => {
+                let owner = self.owner(key.dport);
                 if owner != self.worker && owner < self.workers {
                     return Verdict::Handoff { worker: owner };
                 }
                 return drop(counters, Counter::DropNoConntrack);
             }
-            None => return self.dnat_stateless_reply(frame, p, t, ports, counters),
+            _ => return self.dnat_stateless_reply(frame, p, key, ports, counters),
         };
         let len = frame.len();
-        if nat::decrement_ttl(frame, p).is_err() {
-            return drop(counters, Counter::DropTtlExceeded);
-        }
-        let new_dst = if to_local { Some(rec.client) } else { None };
-        if nat::rewrite_addrs(frame, p, Some(rec.vip), new_dst).is_err() {
+        // The backend's packet becomes the original key reversed: from the
+        // VIP to the client (full-NAT; DNAT packets already go to the client).
+        let e = self.conntrack.get_mut(id);
+        let orig = e.orig();
+        if orig.v6 != key.v6 {
             return drop(counters, Counter::DropSlowpathUnhandled);
         }
+        let dst = to_local.then_some((&orig.src, orig.sport));
+        if let Err(err) = nat::forward(frame, p, Some((&orig.dst, orig.dport)), dst) {
+            return drop(counters, forward_drop(err));
+        }
+        let rec = &mut e.value;
         self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
         self.vip_stats
             .add(rec.vip_slot, FlowStat::Bytes, len as u64);
@@ -915,10 +1318,7 @@ impl Lb {
         self.backend_stats
             .add(rec.backend_slot, FlowStat::Bytes, len as u64);
         if rec.pp.is_on() {
-            let mut pp = rec.pp;
-            let r = pp.backend_segment(frame, p, counters);
-            self.conntrack.get_mut(id).value.pp = pp;
-            if let Err(c) = r {
+            if let Err(c) = rec.pp.backend_segment(frame, p, counters) {
                 return drop(counters, c);
             }
         }
@@ -936,29 +1336,35 @@ impl Lb {
         &mut self,
         frame: &mut [u8],
         p: &Parsed,
-        t: Tuple,
+        key: &FlowKey,
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Verdict {
         let Some(tables) = self.tables.as_ref() else {
             return drop(counters, Counter::DropNotLocal);
         };
-        let vi = match tables.dnat_reverse.get(&(t.src, t.sport, t.proto)) {
+        let vi = match tables
+            .dnat_reverse
+            .get(&(key.src_ip(), key.sport, key.proto))
+        {
             Some(Some(vi)) => *vi,
             Some(None) => return drop(counters, Counter::DropNoConntrack),
             None => return drop(counters, Counter::DropNotLocal),
         };
-        let vip = &tables.vips[vi as usize];
-        let (vaddr, vport, slot) = (vip.addr, vip.port, vip.stat_slot);
-        let Some((out, hop)) = tables.routes.route(t.dst) else {
+        let Some(vip) = tables.vips.get(vi as usize) else {
+            return drop(counters, Counter::DropNotLocal);
+        };
+        let (vaddr, vport, slot) = (to16(vip.addr), vip.port, vip.stat_slot);
+        let family_ok = vip.addr.is_ipv6() == key.v6;
+        let Some((out, hop)) = tables.routes.route(key.dst_ip()) else {
             return drop(counters, Counter::DropNoRoute);
         };
         let len = frame.len();
-        if nat::decrement_ttl(frame, p).is_err() {
-            return drop(counters, Counter::DropTtlExceeded);
-        }
-        if nat::rewrite_addrs(frame, p, Some((vaddr, vport)), None).is_err() {
+        if !family_ok {
             return drop(counters, Counter::DropSlowpathUnhandled);
+        }
+        if let Err(err) = nat::forward(frame, p, Some((&vaddr, vport)), None) {
+            return drop(counters, forward_drop(err));
         }
         counters.inc(Counter::DnatStatelessReplies);
         self.vip_stats.add(slot, FlowStat::Packets, 1);
@@ -975,23 +1381,47 @@ impl Lb {
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Verdict {
+        if ports.get(out).is_none() {
+            return drop(counters, Counter::DropNoRoute);
+        }
+        let slot = match self.neighbors.slot(hop) {
+            Some(slot) => slot,
+            // Unknown: a new pending entry with the request due now, or none
+            // for a full table.
+            None => {
+                if self.neighbors.resolve(hop, self.now_ms) == Resolution::Request {
+                    let _ = self.requests.try_push(NeighRequest {
+                        port: out,
+                        target: hop,
+                    });
+                }
+                return drop(counters, Counter::DropNeighborUnresolved);
+            }
+        };
+        self.send_to_hop(frame, out, slot, ports, counters)
+    }
+
+    /// Sends out of data port `out` to the next hop in neighbour slot `hop`.
+    #[inline(always)]
+    fn send_to_hop(
+        &mut self,
+        frame: &mut [u8],
+        out: usize,
+        hop: Slot,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Verdict {
         let Some(port) = ports.get(out) else {
             return drop(counters, Counter::DropNoRoute);
         };
-        let mac = match self.neighbors.resolve(hop, self.now_ms) {
+        let mac = match self.neighbors.resolve_at(hop, self.now_ms) {
             Resolution::Known(m) => m,
             Resolution::KnownRefresh(m) => {
-                let _ = self.requests.try_push(NeighRequest {
-                    port: out,
-                    target: hop,
-                });
+                self.request(out, hop);
                 m
             }
             Resolution::Request => {
-                let _ = self.requests.try_push(NeighRequest {
-                    port: out,
-                    target: hop,
-                });
+                self.request(out, hop);
                 return drop(counters, Counter::DropNeighborUnresolved);
             }
             Resolution::Pending | Resolution::Full => {
@@ -1005,13 +1435,19 @@ impl Lb {
         }
     }
 
+    #[cold]
+    fn request(&mut self, port: usize, hop: Slot) {
+        if let Some(target) = self.neighbors.ip_at(hop) {
+            let _ = self.requests.try_push(NeighRequest { port, target });
+        }
+    }
+
     /// ICMP errors (unreachable, frag-needed, packet-too-big, time exceeded)
     /// about a tracked flow go to the other end of that flow, translated.
     fn icmp_error(
         &mut self,
         frame: &mut [u8],
         p: &Parsed,
-        dst: IpAddr,
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Option<Verdict> {
@@ -1019,22 +1455,29 @@ impl Lb {
         // The quoted packet is one we sent; its reverse is what we received.
         let key = key_of(inner.dst, inner.src, inner.dport, inner.sport, inner.proto);
         let (id, dir) = self.conntrack.lookup(&key, self.now_ms)?;
-        let rec = self.conntrack.get(id).value;
+        let e = self.conntrack.get(id);
+        let rec = e.value;
+        let (orig, reply) = (e.orig(), e.reply());
+        let client = (orig.src_ip(), orig.sport);
+        let vip = (orig.dst_ip(), orig.dport);
+        let backend = (reply.src_ip(), reply.sport);
+        // Where the backend's packets go: the local address (full-NAT) or the client (DNAT).
+        let local = (reply.dst_ip(), reply.dport);
         counters.inc(Counter::IcmpErrorsTranslated);
         match dir {
             // We sent the quoted packet towards the backend: tell the client.
             Dir::Reply => {
                 let outer_src = match rec.mode {
-                    Mode::FullNat => Some(rec.vip.0),
+                    Mode::FullNat => Some(vip.0),
                     Mode::Dnat => None,
                 };
                 let ok = nat::rewrite_icmp_error(
                     frame,
                     p,
                     outer_src,
-                    Some(rec.client.0),
-                    Some(rec.client),
-                    Some(rec.vip),
+                    Some(client.0),
+                    Some(client),
+                    Some(vip),
                 );
                 if ok.is_err() || nat::decrement_ttl(frame, p).is_err() {
                     return Some(drop(counters, Counter::DropSlowpathUnhandled));
@@ -1049,35 +1492,431 @@ impl Lb {
             }
             // We sent the quoted packet towards the client: tell the backend.
             Dir::Original => {
-                let _ = dst;
-                let (outer_src, inner_dst) = match rec.local {
-                    Some(local) => (Some(local.0), local),
-                    None => (None, rec.client),
+                let outer_src = match rec.mode {
+                    Mode::FullNat => Some(local.0),
+                    Mode::Dnat => None,
                 };
                 let ok = nat::rewrite_icmp_error(
                     frame,
                     p,
                     outer_src,
-                    Some(rec.backend.0),
-                    Some(rec.backend),
-                    Some(inner_dst),
+                    Some(backend.0),
+                    Some(backend),
+                    Some(local),
                 );
                 if ok.is_err() || nat::decrement_ttl(frame, p).is_err() {
                     return Some(drop(counters, Counter::DropSlowpathUnhandled));
                 }
-                Some(self.send_via(
-                    frame,
-                    rec.backend_port as usize,
-                    rec.backend_next_hop,
-                    ports,
-                    counters,
-                ))
+                Some(self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters))
             }
         }
     }
 }
 
+/// Rewrites a client's packet for its backend: the reply key reversed
+/// (DNAT keeps the client's source).
+#[inline(always)]
+fn translate_client(
+    frame: &mut [u8],
+    p: &Parsed,
+    rec: &FlowRec,
+    orig: &FlowKey,
+    reply: &FlowKey,
+) -> Result<(), Counter> {
+    if orig.v6 != reply.v6 {
+        return Err(Counter::DropSlowpathUnhandled);
+    }
+    let src = match rec.mode {
+        Mode::FullNat => Some((&reply.dst, reply.dport)),
+        Mode::Dnat => None,
+    };
+    nat::forward(frame, p, src, Some((&reply.src, reply.sport))).map_err(forward_drop)
+}
+
+/// The counter of a refused rewrite.
+#[cold]
+fn forward_drop(e: nat::ForwardError) -> Counter {
+    match e {
+        nat::ForwardError::TtlExpired => Counter::DropTtlExceeded,
+        nat::ForwardError::Nat(_) => Counter::DropSlowpathUnhandled,
+    }
+}
+
+#[cold]
+#[inline(never)]
 fn drop(counters: &mut Counters, c: Counter) -> Verdict {
     counters.inc(c);
     Verdict::Drop(c)
+}
+
+/// The express lane against the general path: two appliances, one with the
+/// lane and one without, get the same packets (handshakes, data both ways,
+/// FINs and RSTs, and the same packets damaged); every verdict, every byte
+/// sent, every counter, statistic and connection state must agree.
+#[cfg(test)]
+mod express_tests {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    use conf::state::{FlowStat, FlowStats};
+    use conf::Config;
+    use etherparse::{PacketBuilder, TcpHeader};
+
+    use super::*;
+    use crate::neigh::NeighborSync;
+    use crate::pipeline::{ports_from_config, Pipeline};
+
+    const EXT: usize = 0;
+    const INT: usize = 1;
+    const EXT_MAC: [u8; 6] = [2, 0, 0, 0, 1, 1];
+    const INT_MAC: [u8; 6] = [2, 0, 0, 0, 2, 1];
+    const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0xc1, 1];
+    const BACKEND_MAC: [u8; 6] = [2, 0, 0, 0, 0xb1, 1];
+
+    const CONFIG: &str = r#"
+instance = "express"
+[dataplane]
+main_lcore = 0
+worker_lcores = [1]
+flow_hash_key = "00112233445566778899aabbccddeeff"
+[[port]]
+name = "ext"
+devargs = "net_null0"
+addresses = ["10.1.0.1/24", "fd00:1::1/64"]
+[[port]]
+name = "int"
+devargs = "net_null1"
+addresses = ["10.2.0.1/16", "fd00:2::1/64"]
+local_addresses = ["10.2.0.1", "fd00:2::1"]
+local_port_range = [1024, 65535]
+[mgmt]
+listen = "unix:///run/border/express.sock"
+
+[[vip]]
+name = "fnat4"
+address = "10.1.0.100"
+port = 80
+mode = "fullnat"
+[[vip.backend]]
+address = "10.2.0.10"
+port = 8080
+[[vip.backend]]
+address = "10.2.0.11"
+port = 8080
+
+[[vip]]
+name = "dnat4"
+address = "10.1.0.101"
+port = 80
+mode = "dnat"
+[[vip.backend]]
+address = "10.2.0.20"
+port = 8080
+
+[[vip]]
+name = "fnat6"
+address = "fd00:1::100"
+port = 80
+mode = "fullnat"
+[[vip.backend]]
+address = "fd00:2::10"
+port = 8080
+
+[[vip]]
+name = "udp4"
+address = "10.1.0.100"
+port = 53
+protocol = "udp"
+mode = "fullnat"
+[[vip.backend]]
+address = "10.2.0.30"
+port = 5353
+
+[[vip]]
+name = "pp4"
+address = "10.1.0.102"
+port = 80
+mode = "fullnat"
+proxy_protocol = "v2"
+[[vip.backend]]
+address = "10.2.0.40"
+port = 8080
+"#;
+
+    fn node(express: bool) -> Pipeline {
+        let cfg = Config::from_toml_str(CONFIG, "express.toml").expect("config");
+        let mut lb = Lb::new(
+            0,
+            1,
+            256,
+            cfg.dataplane.timeouts,
+            NeighborSync::new(1),
+            FlowStats::detached(64),
+            FlowStats::detached(64),
+        );
+        for v in &cfg.vips {
+            for b in &v.backends {
+                lb.neighbors.learn(b.address, BACKEND_MAC, 0);
+            }
+        }
+        lb.adopt(crate::standalone::adopted_from_config(&cfg, 1).expect("tables"));
+        lb.express_off = !express;
+        Pipeline::new(ports_from_config(&cfg, &[EXT_MAC, INT_MAC], false), lb)
+    }
+
+    /// One connection of the test: its client end and VIP, and what the
+    /// appliance made of them (the backend's view), once known.
+    #[derive(Clone, Copy, Debug)]
+    struct Conn {
+        client: (IpAddr, u16),
+        vip: (IpAddr, u16),
+        udp: bool,
+        /// (backend, local-or-client) as the backend sees the connection.
+        seen: Option<((IpAddr, u16), (IpAddr, u16))>,
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn frame(
+        smac: [u8; 6],
+        dmac: [u8; 6],
+        src: (IpAddr, u16),
+        dst: (IpAddr, u16),
+        udp: bool,
+        flags: u8,
+        ttl: u8,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let b = PacketBuilder::ethernet2(smac, dmac);
+        let mut out = Vec::new();
+        let b = match (src.0, dst.0) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => b.ipv4(s.octets(), d.octets(), ttl),
+            (IpAddr::V6(s), IpAddr::V6(d)) => b.ipv6(s.octets(), d.octets(), ttl),
+            _ => unreachable!(),
+        };
+        if udp {
+            b.udp(src.1, dst.1).write(&mut out, payload).unwrap();
+        } else {
+            let mut h = TcpHeader::new(src.1, dst.1, 1000, 4096);
+            h.fin = flags & 0x01 != 0;
+            h.syn = flags & 0x02 != 0;
+            h.rst = flags & 0x04 != 0;
+            h.psh = flags & 0x08 != 0;
+            h.ack = flags & 0x10 != 0;
+            h.acknowledgment_number = 7;
+            b.tcp_header(h).write(&mut out, payload).unwrap();
+        }
+        out
+    }
+
+    /// Addresses and ports of a frame the appliance sent: (src, dst).
+    fn ends(f: &[u8]) -> ((IpAddr, u16), (IpAddr, u16)) {
+        let p = crate::wire::parse_frame(f).expect("sent frames parse");
+        let l3 = p.l3_offset;
+        let (s, d) = match p.l3 {
+            L3Kind::Ipv4 => (
+                IpAddr::from(<[u8; 4]>::try_from(&f[l3 + 12..l3 + 16]).unwrap()),
+                IpAddr::from(<[u8; 4]>::try_from(&f[l3 + 16..l3 + 20]).unwrap()),
+            ),
+            _ => (
+                IpAddr::from(<[u8; 16]>::try_from(&f[l3 + 8..l3 + 24]).unwrap()),
+                IpAddr::from(<[u8; 16]>::try_from(&f[l3 + 24..l3 + 40]).unwrap()),
+            ),
+        };
+        let pt = p.ports.expect("ports");
+        ((s, pt.src), (d, pt.dst))
+    }
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Runs one frame through both appliances and checks they agree.
+    fn both(a: &mut Pipeline, b: &mut Pipeline, port: usize, f: &[u8]) -> Option<Vec<u8>> {
+        let (mut fa, mut fb) = (f.to_vec(), f.to_vec());
+        let va = a.process(port, &mut fa);
+        let vb = b.process(port, &mut fb);
+        assert_eq!(va, vb, "verdicts differ for {f:02x?}");
+        assert_eq!(fa, fb, "frames differ for {f:02x?}");
+        assert_eq!(
+            a.counters.nonzero(),
+            b.counters.nonzero(),
+            "counters after {f:02x?}"
+        );
+        match va {
+            Verdict::Send { len, .. } => Some(fa[..len].to_vec()),
+            _ => None,
+        }
+    }
+
+    fn tick(a: &mut Pipeline, b: &mut Pipeline, now: u64) {
+        let Pipeline { lb, counters, .. } = a;
+        lb.tick(now, counters);
+        let Pipeline { lb, counters, .. } = b;
+        lb.tick(now, counters);
+    }
+
+    #[test]
+    fn express_lane_is_the_general_path() {
+        for seed in [
+            0x9E37_79B9_7F4A_7C15,
+            0x1234_5678_9ABC_DEF1,
+            0x0BAD_CAFE_F00D_D00D,
+        ] {
+            compare(seed);
+        }
+    }
+
+    fn compare(seed: u64) {
+        let (mut a, mut b) = (node(true), node(false));
+        let mut rng = Rng(seed);
+        let v4 = |x: [u8; 4]| IpAddr::V4(Ipv4Addr::from(x));
+        let vips = [
+            ((v4([10, 1, 0, 100]), 80), false),
+            ((v4([10, 1, 0, 101]), 80), false),
+            (
+                (IpAddr::V6("fd00:1::100".parse::<Ipv6Addr>().unwrap()), 80),
+                false,
+            ),
+            ((v4([10, 1, 0, 100]), 53), true),
+            ((v4([10, 1, 0, 102]), 80), false),
+        ];
+        let mut conns = Vec::new();
+        for i in 0..60u16 {
+            let (vip, udp) = vips[usize::from(i) % vips.len()];
+            let client = match vip.0 {
+                IpAddr::V4(_) => v4([10, 1, 0, 50 + (i % 7) as u8]),
+                IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x50 + i)),
+            };
+            conns.push(Conn {
+                client: (client, 20_000 + i),
+                vip,
+                udp,
+                seen: None,
+            });
+        }
+        let mut now = 1_000;
+        tick(&mut a, &mut b, now);
+        let mut sent = 0;
+        for round in 0..4_000u32 {
+            let i = rng.below(conns.len() as u64) as usize;
+            let c = conns[i];
+            // Mostly plain segments; sometimes a SYN, FIN or RST.
+            let flags = match rng.below(40) {
+                0 => 0x02,
+                1 => 0x11,
+                2 => 0x04,
+                3 => 0x14,
+                4 => 0x12,
+                5 => 0x01 | 0x02,
+                _ => 0x18,
+            };
+            let ttl = match rng.below(30) {
+                0 => 0,
+                1 => 1,
+                2 => 2,
+                _ => 64,
+            };
+            let payload = vec![round as u8; rng.below(24) as usize];
+            let from_backend = c.seen.is_some() && rng.below(2) == 0;
+            let (port, mut f) = match c.seen {
+                Some((backend, to)) if from_backend => (
+                    INT,
+                    frame(
+                        BACKEND_MAC,
+                        INT_MAC,
+                        backend,
+                        to,
+                        c.udp,
+                        flags,
+                        ttl,
+                        &payload,
+                    ),
+                ),
+                _ => (
+                    EXT,
+                    frame(
+                        CLIENT_MAC, EXT_MAC, c.client, c.vip, c.udp, flags, ttl, &payload,
+                    ),
+                ),
+            };
+            // Damage some: a byte anywhere in the headers, a cut, a tag.
+            match rng.below(12) {
+                0 => {
+                    let at = rng.below(f.len().min(70) as u64) as usize;
+                    f[at] ^= 1 << rng.below(8);
+                }
+                1 => {
+                    let at = rng.below(f.len().min(70) as u64) as usize;
+                    f[at] = rng.next() as u8;
+                }
+                2 => f.truncate(rng.below(f.len() as u64) as usize),
+                3 => {
+                    let tag = [0x81, 0x00, 0x00, rng.next() as u8];
+                    f.splice(12..12, tag);
+                }
+                _ => {}
+            }
+            if let Some(out) = both(&mut a, &mut b, port, &f) {
+                sent += 1;
+                if port == EXT && out.len() > 54 - 20 {
+                    if let Ok(p) = crate::wire::parse_frame(&out) {
+                        if p.ports.is_some() && (p.l4_proto == ip_proto::UDP) == c.udp {
+                            let (src, dst) = ends(&out);
+                            if dst.1 == 8080 || dst.1 == 5353 {
+                                conns[i].seen = Some((dst, src));
+                            }
+                        }
+                    }
+                }
+            }
+            if rng.below(50) == 0 {
+                let span = if rng.below(20) == 0 { 400_000 } else { 2_000 };
+                now += rng.below(span);
+                tick(&mut a, &mut b, now);
+            }
+        }
+        assert!(sent > 1_000, "only {sent} frames went through");
+        assert!(
+            a.lb.express_taken > 1_000 && b.lb.express_taken == 0,
+            "express lane took {} frames",
+            a.lb.express_taken
+        );
+        // Same connections in the same states, same statistics.
+        assert_eq!(a.lb.conntrack.len(), b.lb.conntrack.len());
+        for c in &conns {
+            let proto = if c.udp { ip_proto::UDP } else { ip_proto::TCP };
+            let key = key_of(c.client.0, c.vip.0, c.client.1, c.vip.1, proto);
+            let sa = a.lb.conntrack.lookup(&key, now).map(|(id, _)| {
+                let e = a.lb.conntrack.get(id);
+                (e.state(), e.expires_at(), *e.reply(), e.value)
+            });
+            let sb = b.lb.conntrack.lookup(&key, now).map(|(id, _)| {
+                let e = b.lb.conntrack.get(id);
+                (e.state(), e.expires_at(), *e.reply(), e.value)
+            });
+            assert_eq!(sa, sb, "{c:?}");
+        }
+        for slot in 0..64 {
+            for stat in FlowStat::ALL {
+                assert_eq!(
+                    a.lb.vip_stats.get(slot, stat),
+                    b.lb.vip_stats.get(slot, stat)
+                );
+                assert_eq!(
+                    a.lb.backend_stats.get(slot, stat),
+                    b.lb.backend_stats.get(slot, stat)
+                );
+            }
+        }
+        assert_eq!(a.lb.pp.emits.len(), b.lb.pp.emits.len());
+    }
 }

@@ -290,6 +290,7 @@ impl Pipeline {
     }
 
     /// The frame is `buf[..len]`; the rest of `buf` is room to grow into.
+    #[inline]
     fn data_port_frame(
         &mut self,
         in_port: usize,
@@ -307,9 +308,19 @@ impl Pipeline {
         if !group && frame[..6] != mac {
             return self.drop(Counter::DropNotOurMac);
         }
-        let parsed = match wire::parse_frame(frame) {
-            Ok(p) => p,
-            Err(m) => return self.slow_drop(SlowDrop::Malformed(m)),
+        if let Some(v) = self.lb.express(buf, len, &self.ports, &mut self.counters) {
+            return v;
+        }
+        let frame = &mut buf[..len];
+        // `parse_frame`, its two halves called here so that the common
+        // case builds its `Parsed` once, in place.
+        let opts = wire::ParseOptions::default();
+        let parsed = match wire::parse_fast(frame, &opts) {
+            Some(p) => p,
+            None => match wire::parse_views(frame, &opts) {
+                Ok(p) => p,
+                Err(m) => return self.slow_drop(SlowDrop::Malformed(m)),
+            },
         };
         match parsed.l3 {
             L3Kind::Arp => {
