@@ -20,6 +20,27 @@ use border::DpView;
 
 const PROGRAM: &str = "borderctl";
 
+/// `println!` that ends the program quietly when stdout is a closed pipe
+/// (`borderctl events | head`) instead of panicking. SIGPIPE stays ignored:
+/// a connection border-mgmt closes must be an error, not a silent death.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        emit_line(&format!($($t)*))
+    };
+}
+
+fn emit_line(s: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = writeln!(o, "{s}") {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("{PROGRAM}: error: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// The border command-line tool.
 ///
 /// Most commands talk to border-mgmt's gRPC API. The server is `--server
@@ -273,12 +294,37 @@ fn one_line(s: &str) -> String {
 fn tidy_chain(s: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for p in s.split(": ") {
-        if p == "transport error" || parts.last() == Some(&p) {
+        if p == "transport error" {
             continue;
         }
         parts.push(p);
+        // `a: b: a: b` -> `a: b`: a cause repeated by its wrapper.
+        'shrink: loop {
+            for k in 1..=parts.len() / 2 {
+                let n = parts.len();
+                if parts[n - k..] == parts[n - 2 * k..n - k] {
+                    parts.truncate(n - k);
+                    continue 'shrink;
+                }
+            }
+            break;
+        }
     }
     parts.join(": ")
+}
+
+/// A refusal in the TLS handshake (certificates, alerts), not a server that
+/// is away.
+fn is_tls_failure(why: &str) -> bool {
+    [
+        "certificate",
+        "alert",
+        "handshake",
+        "AccessDenied",
+        "UnknownIssuer",
+    ]
+    .iter()
+    .any(|w| why.contains(w))
 }
 
 fn show(target: &conf::Listen) -> String {
@@ -336,10 +382,12 @@ impl Conn {
                 )))
             }
             Ok(Err(e @ ConnectError::Connect { .. })) => {
-                return Err(Failure::Unreachable(format!(
-                    "border-mgmt is not reachable: {}",
-                    tidy_chain(&one_line(&e.to_string()))
-                )))
+                let why = tidy_chain(&one_line(&e.to_string()));
+                return Err(if is_tls_failure(&why) {
+                    Failure::Other(format!("TLS with border-mgmt failed: {why}"))
+                } else {
+                    Failure::Unreachable(format!("border-mgmt is not reachable: {why}"))
+                });
             }
             Ok(Err(e)) => return Err(Failure::Other(one_line(&e.to_string()))),
             Ok(Ok(c)) => c,
@@ -392,8 +440,35 @@ fn status_failure(shown: &str, st: &tonic::Status) -> Failure {
         src = s.source();
     }
     let msg = tidy_chain(&msg);
+    // Over TLS 1.3 a client whose certificate the server refuses learns it
+    // only on its first request: as an alert, or as a closed connection.
+    let tls = shown.starts_with("tcp://");
+    let lost = matches!(
+        st.code(),
+        Code::Unknown | Code::Cancelled | Code::Unavailable
+    );
+    if tls && lost && msg.contains("AccessDenied") {
+        return Failure::Other(format!(
+            "TLS with border-mgmt at {shown} failed: it refused this client certificate ({msg}); \
+             is its fingerprint in [mgmt.tls].client_fingerprints?"
+        ));
+    }
+    if tls
+        && lost
+        && ["broken pipe", "connection closed", "connection reset"]
+            .iter()
+            .any(|w| msg.contains(w))
+    {
+        return Failure::Other(format!(
+            "border-mgmt at {shown} closed the connection ({msg}): over TLS that is how it \
+             refuses a client certificate whose fingerprint is not in [mgmt.tls].client_fingerprints"
+        ));
+    }
     match st.code() {
         Code::NotFound | Code::InvalidArgument | Code::FailedPrecondition => Failure::Other(msg),
+        Code::Unavailable if is_tls_failure(&msg) => {
+            Failure::Other(format!("TLS with border-mgmt at {shown} failed: {msg}"))
+        }
         Code::Unavailable => {
             Failure::Unreachable(format!("border-mgmt at {shown} is not reachable: {msg}"))
         }
@@ -413,10 +488,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn main() -> ExitCode {
-    // `borderctl events | head`: end quietly when the reader goes away.
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread
-    // exists; no handler is involved.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Counters { target, all, json } => counters(&target, all, json).map_err(Failure::from),
@@ -634,28 +705,28 @@ fn print_status(shown: &str, st: &pb::GetStatusResponse, as_json: bool) -> Res {
     } else {
         format!(" (zone {})", st.zone)
     };
-    println!("instance      {}{zone}", st.instance);
-    println!(
+    outln!("instance      {}{zone}", st.instance);
+    outln!(
         "border-mgmt   {shown}: generation {published} published; arena {} ({} free)",
         human_bytes(publisher.arena_bytes),
         human_bytes(publisher.arena_free_bytes)
     );
-    println!(
+    outln!(
         "config        {}, applied {}",
         publisher.config_origin,
         utc(publisher.config_applied_unix_ms)
     );
     if !publisher.pending.is_empty() {
-        println!(
+        outln!(
             "pending       {} (border-mgmt retries by itself)",
             publisher.pending
         );
     }
     if !publisher.last_error.is_empty() {
-        println!("last error    {}", publisher.last_error);
+        outln!("last error    {}", publisher.last_error);
     }
     if dp.present {
-        println!(
+        outln!(
             "border-dp     pid {} ({}), {}; {} worker{}",
             dp.pid,
             if dp.pid_alive { "alive" } else { "gone" },
@@ -664,13 +735,13 @@ fn print_status(shown: &str, st: &pb::GetStatusResponse, as_json: bool) -> Res {
             if dp.workers.len() == 1 { "" } else { "s" }
         );
     } else {
-        println!("border-dp     not running (no state region)");
+        outln!("border-dp     not running (no state region)");
     }
     if !dp.problem.is_empty() {
-        println!("              problem: {}", dp.problem);
+        outln!("              problem: {}", dp.problem);
     }
     if !dp.workers.is_empty() {
-        println!();
+        outln!("");
         let mut t = Table::new(&[
             ("WORKER", false),
             ("LCORE", true),
@@ -694,9 +765,9 @@ fn print_status(shown: &str, st: &pb::GetStatusResponse, as_json: bool) -> Res {
         }
         t.print();
     }
-    println!();
+    outln!("");
     if st.vips.is_empty() {
-        println!("(no VIPs configured)");
+        outln!("(no VIPs configured)");
         return Ok(exit(healthy));
     }
     let mut t = Table::new(&[
@@ -730,7 +801,7 @@ fn print_status(shown: &str, st: &pb::GetStatusResponse, as_json: bool) -> Res {
         ]);
     }
     t.print();
-    println!();
+    outln!("");
     let mut t = Table::new(&[
         ("VIP", false),
         ("BACKEND", false),
@@ -803,21 +874,21 @@ fn local_status(
                 }))
                 .collect::<Vec<_>>(),
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
         );
     } else {
-        println!("instance      {instance}");
-        println!("state region  {}", region.path().display());
-        println!(
+        outln!("instance      {instance}");
+        outln!("state region  {}", region.path().display());
+        outln!(
             "border-dp     pid {} ({}), {}",
             view.pid,
             if view.pid_alive { "alive" } else { "gone" },
             view.describe()
         );
-        println!("workers       {}", view.workers.len());
-        println!();
+        outln!("workers       {}", view.workers.len());
+        outln!("");
         let mut table = vec![vec![
             "WORKER".to_string(),
             "LCORE".to_string(),
@@ -888,21 +959,21 @@ fn apply(conn: &Conn, file: &Path, dry_run: bool, as_json: bool) -> Res {
     let f = file.display();
     if dry_run {
         if out.changed {
-            println!(
+            outln!(
                 "{f}: valid; applying it would publish a new generation (dry run: nothing applied)"
             );
         } else {
-            println!("{f}: valid; equals the running config (dry run: nothing applied)");
+            outln!("{f}: valid; equals the running config (dry run: nothing applied)");
         }
     } else if !out.pending.is_empty() {
-        println!(
+        outln!(
             "{f}: applied; the tables are not published yet: {} (border-mgmt retries by itself)",
             out.pending
         );
     } else if out.changed {
-        println!("{f}: applied: generation {} published", out.generation);
+        outln!("{f}: applied: generation {} published", out.generation);
     } else {
-        println!(
+        outln!(
             "{f}: equals the running config: nothing published (generation {})",
             out.generation
         );
@@ -954,7 +1025,7 @@ fn set_backend(
     } else {
         format!("weight {}", b.weight)
     };
-    println!(
+    outln!(
         "{vip} {}: {}, {weight}, {} ring slots: {}",
         b.address,
         state_name(b.state),
@@ -962,14 +1033,14 @@ fn set_backend(
         b.reason
     );
     if !out.pending.is_empty() {
-        println!(
+        outln!(
             "{what}; the tables are not published yet: {} (border-mgmt retries by itself)",
             out.pending
         );
     } else if out.changed {
-        println!("{what}: generation {} published", out.generation);
+        outln!("{what}: generation {} published", out.generation);
     } else {
-        println!(
+        outln!(
             "{what}: it already was; nothing published (generation {})",
             out.generation
         );
@@ -1067,12 +1138,12 @@ fn stats(conn: &Conn, all: bool, as_json: bool) -> Res {
     }
     print_table(&table);
     if table.len() == 1 {
-        println!("(every counter is zero; --all lists them)");
+        outln!("(every counter is zero; --all lists them)");
     }
     if st.vips.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
-    println!();
+    outln!("");
     let mut t = Table::new(&[
         ("VIP", false),
         ("BACKEND", false),
@@ -1140,7 +1211,7 @@ fn counters(target: &Target, all: bool, as_json: bool) -> Result<ExitCode, Strin
                 .collect::<Vec<_>>(),
             "counters": Value::Object(counters),
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
         );
@@ -1159,7 +1230,7 @@ fn counters(target: &Target, all: bool, as_json: bool) -> Result<ExitCode, Strin
     }
     print_table(&table);
     if table.len() == 1 {
-        println!("(every counter is zero; --all lists them)");
+        outln!("(every counter is zero; --all lists them)");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1185,9 +1256,9 @@ fn events(conn: &Conn, as_json: bool, count: Option<u64>) -> Res {
             match stream.message().await {
                 Ok(Some(ev)) => {
                     if as_json {
-                        println!("{}", event_json(&ev));
+                        outln!("{}", event_json(&ev));
                     } else {
-                        println!("{}", event_line(&ev));
+                        outln!("{}", event_line(&ev));
                     }
                     seen += 1;
                     if count.is_some_and(|n| seen >= n) {
@@ -1377,7 +1448,7 @@ fn yes_no(b: bool) -> String {
 
 fn print_json(v: &Value) -> Result<(), Failure> {
     let s = serde_json::to_string_pretty(v).map_err(|e| Failure::Other(e.to_string()))?;
-    println!("{s}");
+    outln!("{s}");
     Ok(())
 }
 
@@ -1465,7 +1536,7 @@ impl Table {
                     }
                 })
                 .collect();
-            println!("{}", cells.join("  ").trim_end());
+            outln!("{}", cells.join("  ").trim_end());
         }
     }
 }
@@ -1512,6 +1583,10 @@ mod tests {
                 "cannot connect to x: transport error: gone (os error 2): gone (os error 2)"
             ),
             "cannot connect to x: gone (os error 2)"
+        );
+        assert_eq!(
+            tidy_chain("cannot connect to x: bad cert: UnknownIssuer: bad cert: UnknownIssuer"),
+            "cannot connect to x: bad cert: UnknownIssuer"
         );
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1536), "1.5 KiB");
