@@ -227,6 +227,13 @@ impl Topo {
     }
 }
 
+impl Drop for Topo {
+    fn drop(&mut self) {
+        // The processes (dropped after this) keep their mappings.
+        clean_instance(&self.plan.instance());
+    }
+}
+
 fn names_of(lines: &[String]) -> Vec<String> {
     lines
         .iter()
