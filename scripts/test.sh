@@ -15,6 +15,13 @@ done
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace --all-targets
-cargo test --workspace --doc
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+cargo test --workspace --all-targets 2>&1 | tee -a "$results"
+cargo test --workspace --doc 2>&1 | tee -a "$results"
 bash scripts/fuzz.sh  # bounded cargo-fuzz runs of dataplane/fuzz (< 3 min once built)
+
+# One closing line over every test binary above (set -o pipefail already
+# stopped the script if any of them failed).
+awk '/^test result: / { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$results"
