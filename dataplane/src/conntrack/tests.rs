@@ -688,9 +688,10 @@ fn million_entries_construct_fast() {
     assert_eq!(ct.capacity(), 1 << 20);
     assert!(ct.is_empty() && !ct.is_full());
     assert_eq!(core::mem::size_of::<Entry<()>>(), 128);
-    assert_eq!(core::mem::size_of::<Entry<[u8; 40]>>(), 168);
+    assert_eq!(core::mem::size_of::<Entry<[u8; 40]>>(), 192);
+    assert_eq!(core::mem::align_of::<Entry<[u8; 40]>>(), 64);
     let per_entry = ct.memory_bytes() / ct.capacity();
-    assert_eq!(per_entry, 168 + 8 + 32, "{} bytes", ct.memory_bytes());
+    assert_eq!(per_entry, 192 + 8 + 32, "{} bytes", ct.memory_bytes());
 }
 
 #[test]
