@@ -10,7 +10,9 @@
 # interfaces are moved into the client and backend namespaces, so real Linux
 # kernels sit on both sides. The demo shows ping to a port address and to the
 # VIP answered by the dataplane, a TCP connection from demo-lb's own kernel to
-# a backend through the kernel twin interface, and the dataplane's counters.
+# a backend through the kernel twin interface, border-mgmt publishing the
+# tables, connections to the VIP spread over three backends, a drain through
+# borderctl, and the dataplane's counters.
 # Everything it creates is removed on exit, also on error or Ctrl-C.
 #
 # Usage: bash scripts/demo.sh        (installs packages and builds on first run)
@@ -49,9 +51,16 @@ cleanup() {
     tail -n 1 "$DIR/border-dp.log" | sed 's/\x1b\[[0-9;]*m//g'
   fi
   [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null
+  for p in ${BACKEND_PIDS:-}; do kill "$p" 2>/dev/null; done
+  if [ -n "${MG_PID:-}" ] && kill -0 "$MG_PID" 2>/dev/null; then
+    kill -TERM "$MG_PID"; wait "$MG_PID" 2>/dev/null
+  fi
   for ns in demo-cli demo-bk demo-lb; do ip netns del "$ns" 2>/dev/null; done
   if [ -n "$DP_RAN" ]; then   # what border-dp keeps after exit, only if this run's came up
     rm -f /dev/shm/border-demo-state /dev/shm/border-demo-tables /run/border/demo.dp.lock
+  fi
+  if [ -n "${MG_RAN:-}" ]; then
+    rm -f /run/border/demo.mgmt.lock /run/border/demo.sock /run/border/demo.overrides.json
   fi
   if [ "$rc" -ne 0 ] && [ -f "$DIR/border-dp.log" ]; then
     echo "--- border-dp log ---" >&2
@@ -186,10 +195,48 @@ kill "$SERVER_PID" 2>/dev/null || true
 wait "$SERVER_PID" 2>/dev/null || true
 SERVER_PID=""
 
+step "Starting border-mgmt in demo-lb: it publishes the tables border-dp follows"
+ip netns exec demo-lb "$BIN/border-mgmt" --config "$DIR/border.toml" >"$DIR/border-mgmt.log" 2>&1 &
+MG_PID=$!
+MG_RAN=1
+for i in $(seq 200); do
+  "$BIN/borderctl" status --instance demo >/dev/null 2>&1 && break
+  kill -0 "$MG_PID" 2>/dev/null || { echo "border-mgmt exited early:" >&2; cat "$DIR/border-mgmt.log" >&2; exit 1; }
+  [ "$i" -eq 200 ] && { echo "border-mgmt did not come up in 20 s" >&2; exit 1; }
+  sleep 0.1
+done
+
+step "Three backends in demo-bk answer on 10.20.0.11-13:8080"
+for b in 11 12 13; do
+  printf '#!/bin/sh\necho "backend 10.20.0.%s answers; it sees you as $SOCAT_PEERADDR (full-NAT: the local address)"\n' "$b" > "$DIR/backend-$b.sh"
+  chmod +x "$DIR/backend-$b.sh"
+  ip netns exec demo-bk socat TCP-LISTEN:8080,bind=10.20.0.$b,reuseaddr,fork EXEC:"$DIR/backend-$b.sh" &
+  BACKEND_PIDS="${BACKEND_PIDS:-} $!"
+done
+for b in 11 12 13; do
+  for i in $(seq 100); do
+    ip netns exec demo-bk ss -ltn | grep -q "10.20.0.$b:8080" && break
+    [ "$i" -eq 100 ] && { echo "backend $b did not start" >&2; exit 1; }
+    sleep 0.05
+  done
+done
+
+vip_once() {
+  ip netns exec demo-cli socat -t 2 -T 3 -u TCP:10.10.0.100:80,connect-timeout=3 STDOUT
+}
+step "Nine connections from the client to the VIP 10.10.0.100:80 (Maglev spreads them)"
+for i in $(seq 50); do vip_once >/dev/null 2>&1 && break; sleep 0.2; done   # first next-hop resolution
+for i in $(seq 9); do vip_once; done
+
+show "$BIN/borderctl" status --instance demo
+
+step "Draining backend 10.20.0.12: new connections go to the others"
+show "$BIN/borderctl" drain --instance demo web 10.20.0.12:8080
+sleep 0.5
+for i in $(seq 6); do vip_once; done
+show "$BIN/borderctl" undrain --instance demo web 10.20.0.12:8080
+
 step "Dataplane counters"
 sleep 0.2   # workers publish their counters after each busy poll
 show "$BIN/borderctl" counters --instance demo
 
-echo
-echo "Load balancing of the VIP (10.10.0.100:80 -> 10.20.0.11-13:8080) is being built;"
-echo "this demo grows with it."
