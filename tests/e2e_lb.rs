@@ -291,8 +291,10 @@ fn udp_vip_answers_requests_from_every_backend() {
     let vip = SocketAddr::new(plan.vip().ip(), 80);
     let replies = in_netns(&topo.cli.name, move || {
         let mut got = Vec::new();
-        for i in 0..150 {
-            let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        for i in 0..150u16 {
+            // Distinct source ports by construction: ephemeral ones repeat
+            // now and then, and a repeated 5-tuple is the same flow.
+            let s = std::net::UdpSocket::bind(("0.0.0.0", 20_000 + i)).unwrap();
             s.set_read_timeout(Some(Duration::from_millis(500)))
                 .unwrap();
             let msg = format!("req-{i}");
