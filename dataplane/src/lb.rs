@@ -423,7 +423,7 @@ pub enum Flow4or6 {
 /// translated to are those of the other direction's key, so they are not
 /// stored twice.
 ///
-/// What every packet needs comes first (24 bytes, in the entry's second
+/// What every packet needs comes first (32 bytes, in the entry's second
 /// cache line with the deadline and the end of the keys); the PROXY
 /// protocol state and the connection id, which only PROXY flows read,
 /// come after.
@@ -443,6 +443,11 @@ pub struct FlowRec {
     pub mode: Mode,
     /// `pp.is_on()`, fixed when the connection starts.
     pub pp_on: bool,
+    /// Checksum changes of the client's packets' rewrite (to the reply key
+    /// reversed) and of the backend's (to the original key reversed, for
+    /// full-NAT), fixed with the keys.
+    pub fwd: nat::Deltas,
+    pub rev: nat::Deltas,
     /// This connection's id: worker number in the top 16 bits, the
     /// worker's connection counter below (the PPv2 `UNIQUE_ID`).
     pub conn_id: u64,
@@ -461,6 +466,8 @@ impl Default for FlowRec {
             client_mac: [0; 6],
             mode: Mode::FullNat,
             pp_on: false,
+            fwd: nat::Deltas::default(),
+            rev: nat::Deltas::default(),
             conn_id: 0,
             pp: PpFlow::default(),
         }
@@ -756,7 +763,7 @@ impl Lb {
     /// [`nat::forward`]'s rewrite, statistics, next hop), without building
     /// a `Parsed`: its header checks are those of `parse_frame` (IPv4
     /// header checksum included) restricted to that shape.
-    #[inline]
+    #[inline(never)]
     pub fn express(
         &mut self,
         buf: &mut [u8],
@@ -801,7 +808,7 @@ impl Lb {
                 Mode::Dnat => None,
             };
             let dst = Some((&reply.src, reply.sport));
-            if let Err(err) = nat::forward_at(frame, at, src, dst) {
+            if let Err(err) = nat::forward_with(frame, at, src, dst, rec.fwd) {
                 return Some(drop(counters, forward_drop(err)));
             }
             let rec = *rec;
@@ -828,7 +835,8 @@ impl Lb {
         let (id, Dir::Reply) = self.conntrack.lookup(&key, now)? else {
             return None;
         };
-        if self.conntrack.get(id).value.pp_on {
+        let rec = &self.conntrack.get(id).value;
+        if rec.pp_on || rec.mode != Mode::FullNat {
             return None;
         }
         #[cfg(test)]
@@ -848,7 +856,7 @@ impl Lb {
         }
         let src = Some((&orig.dst, orig.dport));
         let dst = Some((&orig.src, orig.sport));
-        if let Err(err) = nat::forward_at(frame, at, src, dst) {
+        if let Err(err) = nat::forward_with(frame, at, src, dst, rec.rev) {
             return Some(drop(counters, forward_drop(err)));
         }
         let rec = *rec;
@@ -1168,6 +1176,8 @@ impl Lb {
             client_mac,
             mode: vip.mode,
             pp_on: pp.is_on(),
+            fwd: nat::Deltas::default(),
+            rev: nat::Deltas::default(),
             conn_id: (self.worker as u64) << 48 | (self.conn_counter & 0xFFFF_FFFF_FFFF),
             pp,
         };
@@ -1180,6 +1190,7 @@ impl Lb {
             bs.sub(e.value.backend_slot, FlowStat::ActiveConnections, 1);
         };
         let b_v6 = b.addr.is_ipv6();
+        let mut rec = rec;
         let picked = match vip.mode {
             Mode::Dnat => {
                 let reply = FlowKey {
@@ -1190,6 +1201,7 @@ impl Lb {
                     proto: orig.proto,
                     v6: b_v6 || orig.v6,
                 };
+                (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
                 match self
                     .conntrack
                     .insert(*orig, reply, rec, state, now, on_free)
@@ -1228,6 +1240,7 @@ impl Lb {
                         continue;
                     }
                     reply.dport = lport;
+                    (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
                     match self
                         .conntrack
                         .insert(*orig, reply, rec, state, now, on_free)
@@ -1524,6 +1537,20 @@ impl Lb {
     }
 }
 
+/// The checksum changes of a flow's rewrites (see [`FlowRec::fwd`]).
+fn flow_deltas(mode: Mode, orig: &FlowKey, reply: &FlowKey) -> (nat::Deltas, nat::Deltas) {
+    let (v4, src, dst) = (!orig.v6, (&orig.src, orig.sport), (&orig.dst, orig.dport));
+    let to_backend = (&reply.src, reply.sport);
+    match mode {
+        Mode::FullNat => nat::deltas_both(v4, src, dst, (&reply.dst, reply.dport), to_backend),
+        // DNAT replies are translated by the general path.
+        Mode::Dnat => (
+            nat::deltas(v4, src, dst, None, Some(to_backend)),
+            nat::Deltas::default(),
+        ),
+    }
+}
+
 /// Rewrites a client's packet for its backend: the reply key reversed
 /// (DNAT keeps the client's source).
 #[inline(always)]
@@ -1779,9 +1806,9 @@ port = 8080
     fn what_every_packet_reads_is_in_two_cache_lines() {
         use core::mem::{align_of, offset_of, size_of};
         type E = crate::conntrack::Entry<FlowRec>;
-        assert_eq!(offset_of!(FlowRec, conn_id), 24, "hot part of FlowRec");
+        assert_eq!(offset_of!(FlowRec, conn_id), 32, "hot part of FlowRec");
         assert_eq!(align_of::<E>(), 64);
-        assert!(offset_of!(E, value) + 24 <= 128);
+        assert!(offset_of!(E, value) + 32 <= 128);
         assert_eq!(size_of::<E>(), 192);
     }
 

@@ -902,6 +902,165 @@ pub(crate) fn forward_at(
     Ok(())
 }
 
+/// The checksum changes of one forwarding rewrite, folded: what [`forward`]
+/// adds to the IPv4 header checksum (addresses and the TTL decrement) and to
+/// the TCP/UDP checksum (pseudo-header addresses and ports). They depend
+/// only on the old and new addresses and ports, so a flow's are computed
+/// once ([`deltas`]) and every packet of the flow is rewritten with them
+/// ([`forward_with`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Deltas {
+    pub ip: u16,
+    pub l4: u16,
+}
+
+/// The [`Deltas`] of rewriting a packet from `src` to `dst` (addresses as
+/// [`Endpoint`]s hold them) into one from `new_src` / `new_dst` (`None`:
+/// unchanged), over IPv4 (`v4`) or IPv6.
+pub fn deltas(
+    v4: bool,
+    src: Endpoint<'_>,
+    dst: Endpoint<'_>,
+    new_src: Option<Endpoint<'_>>,
+    new_dst: Option<Endpoint<'_>>,
+) -> Deltas {
+    let (mut a, mut p) = (0u64, 0u64);
+    if let Some(n) = new_src {
+        a += addr_sum(v4, src.0, n.0);
+        p += u64::from(!src.1) + u64::from(n.1);
+    }
+    if let Some(n) = new_dst {
+        a += addr_sum(v4, dst.0, n.0);
+        p += u64::from(!dst.1) + u64::from(n.1);
+    }
+    Deltas::of(a, p)
+}
+
+/// [`deltas`] of a rewrite of all four fields, and of its inverse (the
+/// full-NAT reply: every field back to what it was).
+pub fn deltas_both(
+    v4: bool,
+    src: Endpoint<'_>,
+    dst: Endpoint<'_>,
+    new_src: Endpoint<'_>,
+    new_dst: Endpoint<'_>,
+) -> (Deltas, Deltas) {
+    let a = addr_sum(v4, src.0, new_src.0) + addr_sum(v4, dst.0, new_dst.0);
+    let p = u64::from(!src.1) + u64::from(new_src.1) + u64::from(!dst.1) + u64::from(new_dst.1);
+    // Per word, `(~o + n) + (~n + o)` is twice the word's all-ones, so the
+    // inverse's unfolded sums follow exactly from these.
+    let words: u64 = if v4 { 2 } else { 8 };
+    let (ra, rp) = (2 * words * 0xFFFF_FFFF - a, 4 * 0xFFFF - p);
+    (Deltas::of(a, p), Deltas::of(ra, rp))
+}
+
+impl Deltas {
+    /// From the unfolded sums of the address words and of the port words.
+    fn of(a: u64, p: u64) -> Deltas {
+        // The TTL's word (TTL above 1, protocol): ~w + (w - 0x100) = 0xFEFF.
+        Deltas {
+            ip: checksum::fold(a + 0xFEFF),
+            l4: checksum::fold(a + p),
+        }
+    }
+}
+
+/// `~old + new` over the 32-bit words of an address (one for IPv4, in the
+/// mapped form's last four bytes), unfolded.
+#[inline]
+fn addr_sum(v4: bool, old: &[u8; 16], new: &[u8; 16]) -> u64 {
+    let w = |a: &[u8; 16], i: usize| u32::from_be_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
+    if v4 {
+        u64::from(!w(old, 12)) + u64::from(w(new, 12))
+    } else {
+        [0, 4, 8, 12]
+            .into_iter()
+            .map(|i| u64::from(!w(old, i)) + u64::from(w(new, i)))
+            .sum()
+    }
+}
+
+/// [`forward_at`] with the checksum changes given: the packet's addresses
+/// and ports must be the `src` and `dst` the deltas were computed from
+/// (a connection-table hit guarantees it). The result is the same.
+#[inline(always)]
+pub(crate) fn forward_with(
+    frame: &mut [u8],
+    at: Layout,
+    src: Option<Endpoint<'_>>,
+    dst: Option<Endpoint<'_>>,
+    d: Deltas,
+) -> Result<(), ForwardError> {
+    let malformed = ForwardError::Nat(NatError::Malformed);
+    let csum_at = if at.udp { 6 } else { 16 };
+    let Some((ip, l4)) = frame
+        .get_mut(at.l3..)
+        .and_then(|pkt| pkt.split_at_mut_checked(at.l4.wrapping_sub(at.l3)))
+    else {
+        return Err(malformed);
+    };
+    let Some(l4) = l4.get_mut(..csum_at + 2) else {
+        return Err(malformed);
+    };
+    if at.v4 {
+        let Some(ip) = ip.get_mut(..20) else {
+            return Err(malformed);
+        };
+        let ttl = ip[8];
+        if ttl <= 1 {
+            return Err(ForwardError::TtlExpired);
+        }
+        ip[8] = ttl - 1;
+        if let Some((a, _)) = src {
+            ip[12..16].copy_from_slice(&a[12..]);
+        }
+        if let Some((a, _)) = dst {
+            ip[16..20].copy_from_slice(&a[12..]);
+        }
+        let h = u16::from_be_bytes([ip[10], ip[11]]);
+        ip[10..12].copy_from_slice(&(!fold17(u32::from(!h) + u32::from(d.ip))).to_be_bytes());
+    } else {
+        let Some(ip) = ip.get_mut(..40) else {
+            return Err(malformed);
+        };
+        let hop = ip[7];
+        if hop <= 1 {
+            return Err(ForwardError::TtlExpired);
+        }
+        ip[7] = hop - 1;
+        if let Some((a, _)) = src {
+            ip[8..24].copy_from_slice(a);
+        }
+        if let Some((a, _)) = dst {
+            ip[24..40].copy_from_slice(a);
+        }
+    }
+    if let Some((_, port)) = src {
+        l4[0..2].copy_from_slice(&port.to_be_bytes());
+    }
+    if let Some((_, port)) = dst {
+        l4[2..4].copy_from_slice(&port.to_be_bytes());
+    }
+    let c = u16::from_be_bytes([l4[csum_at], l4[csum_at + 1]]);
+    if !(at.udp && c == 0) {
+        let new = !fold17(u32::from(!c) + u32::from(d.l4));
+        let new = if at.udp {
+            checksum::udp_finish(new)
+        } else {
+            new
+        };
+        l4[csum_at..csum_at + 2].copy_from_slice(&new.to_be_bytes());
+    }
+    Ok(())
+}
+
+/// [`checksum::fold`] of a sum of two 16-bit values.
+#[inline(always)]
+fn fold17(x: u32) -> u16 {
+    let x = (x & 0xFFFF) + (x >> 16);
+    ((x & 0xFFFF) + (x >> 16)) as u16
+}
+
 /// Replaces the 32-bit word at `field` with `new` (both 4 bytes) and
 /// returns its RFC 1624 delta (`~old + new`, unfolded).
 #[inline(always)]
@@ -1132,6 +1291,49 @@ mod tests {
             if got_r.is_err() {
                 prop_assert_eq!(&got, &frame, "an error leaves the frame alone");
             }
+        }
+
+        #[test]
+        fn forward_with_deltas_equals_forward(c in case()) {
+            if c.v6 && (c.v6_dest_opts || c.v6_routing.is_some()) {
+                // Extension headers: not a layout `forward_with` takes.
+                return Ok(());
+            }
+            let frame = build(&c);
+            let no_verify = ParseOptions { verify_ipv4_checksum: false };
+            let p = parse_frame_with(&frame, &no_verify).unwrap();
+            let s = c.new_src.map(|(a, port)| (mapped(c.v6, a), port));
+            let d = c.new_dst.map(|(a, port)| (mapped(c.v6, a), port));
+            let (s, d) = (s.as_ref().map(|(a, p)| (a, *p)), d.as_ref().map(|(a, p)| (a, *p)));
+            let old_s = mapped(c.v6, c.src);
+            let old_d = mapped(c.v6, c.dst);
+            let dl = deltas(!c.v6, (&old_s, c.sport), (&old_d, c.dport), s, d);
+            let at = Layout {
+                l3: p.l3_offset,
+                l4: p.l4_offset,
+                v4: !c.v6,
+                udp: !c.tcp,
+            };
+            let mut want = frame.clone();
+            let want_r = forward(&mut want, &p, s, d);
+            let mut got = frame.clone();
+            let got_r = forward_with(&mut got, at, s, d, dl);
+            prop_assert_eq!(got_r, want_r);
+            prop_assert_eq!(&got, &want);
+        }
+
+        #[test]
+        fn deltas_of_the_inverse_rewrite(
+            v6 in any::<bool>(),
+            a in any::<[u128; 4]>(),
+            p in any::<[u16; 4]>(),
+        ) {
+            let m = a.map(|x| mapped(v6, x));
+            let (fwd, rev) = deltas_both(!v6, (&m[0], p[0]), (&m[1], p[1]), (&m[2], p[2]), (&m[3], p[3]));
+            let want_fwd = deltas(!v6, (&m[0], p[0]), (&m[1], p[1]), Some((&m[2], p[2])), Some((&m[3], p[3])));
+            let want_rev = deltas(!v6, (&m[2], p[2]), (&m[3], p[3]), Some((&m[0], p[0])), Some((&m[1], p[1])));
+            prop_assert_eq!(fwd, want_fwd);
+            prop_assert_eq!(rev, want_rev);
         }
 
         #[test]
