@@ -33,10 +33,10 @@
 //!
 //! `size_of::<Entry<V>>()` (128 bytes of bookkeeping for a zero-sized `V`,
 //! rounded up to whole 64-byte cache lines: 192 bytes with a 40- to 64-byte
-//! `V`), an 8-byte expiry hint per entry, plus the index: 8 bytes per
+//! `V`), a 4-byte expiry hint per entry, plus the index: 8 bytes per
 //! bucket, 32 bytes per entry when `capacity` is a power of two (up to 64
 //! otherwise). [`Conntrack::memory_bytes`] gives the exact figure; 1 Mi
-//! entries of a 40-byte `V` take 232 MiB.
+//! entries of a 40-byte `V` take 228 MiB.
 //!
 //! # Expiry
 //!
@@ -47,8 +47,8 @@
 //! - [`Conntrack::expire`] sweeps a cursor over the slab, examining at most
 //!   `budget` slots per call. An entry that has expired is reclaimed within
 //!   `ceil(capacity / budget)` calls. The sweep reads a dense array of
-//!   per-slot hints (a time at or before the entry's deadline), not the
-//!   entries: refreshing a deadline leaves the hint alone unless the
+//!   per-slot hints (the deadline or an earlier time, in 1.024 s units),
+//!   not the entries: refreshing a deadline leaves the hint alone unless the
 //!   deadline moves earlier (a FIN or RST shortening it), and a sweep that
 //!   finds a passed hint on a live entry moves the hint to its deadline.
 //! - [`Conntrack::insert`] reclaims an expired entry that still holds one of
@@ -412,11 +412,12 @@ pub enum InsertError {
 /// The per-worker connection table. See the [module docs](self).
 pub struct Conntrack<V> {
     slots: Vec<Entry<V>>,
-    /// Per slot, a time at or before the entry's deadline (`u64::MAX` for a
-    /// free slot): [`Conntrack::expire`] sweeps these 8-byte words instead
-    /// of the entries. Refreshing a deadline does not touch the hint unless
-    /// the deadline moves earlier, so packets of live flows never write here.
-    hints: Vec<u64>,
+    /// Per slot, the entry's deadline or an earlier time, in [`coarse`]
+    /// units ([`FREE`] for a free slot): [`Conntrack::expire`] sweeps these
+    /// 4-byte words instead of the entries. Refreshing a deadline does not
+    /// touch the hint unless the deadline moves earlier, so packets of live
+    /// flows never write here.
+    hints: Vec<i32>,
     index: Index,
     /// Secret keys of the index hash, drawn from the `RandomState`.
     keys: [u64; 4],
@@ -488,14 +489,14 @@ impl<V: Copy> Conntrack<V> {
         );
         let index = Index::new(4 * capacity);
         let slots: Vec<Entry<V>> = Vec::with_capacity(capacity);
-        let hints: Vec<u64> = Vec::with_capacity(capacity);
+        let hints: Vec<i32> = Vec::with_capacity(capacity);
         advise_huge(
             slots.as_ptr().cast(),
             capacity * core::mem::size_of::<Entry<V>>(),
         );
         advise_huge(
             hints.as_ptr().cast(),
-            capacity * core::mem::size_of::<u64>(),
+            capacity * core::mem::size_of::<i32>(),
         );
         advise_huge(
             index.buckets.as_ptr().cast(),
@@ -553,7 +554,7 @@ impl<V: Copy> Conntrack<V> {
     /// Heap bytes reserved by this table (slab plus index).
     pub fn memory_bytes(&self) -> usize {
         self.slots.capacity() * core::mem::size_of::<Entry<V>>()
-            + self.hints.capacity() * core::mem::size_of::<u64>()
+            + self.hints.capacity() * core::mem::size_of::<i32>()
             + self.index.buckets.len() * core::mem::size_of::<u64>()
     }
 
@@ -666,14 +667,14 @@ impl<V: Copy> Conntrack<V> {
             let s = self.free as usize;
             self.free = self.slots[s].next_free;
             self.slots[s] = entry;
-            self.hints[s] = deadline;
+            self.hints[s] = coarse(deadline);
             s
         } else {
             // len < capacity and every slot below slots.len() is live, so
             // these pushes stay within the reserved capacity.
             debug_assert!(self.slots.len() < self.slots.capacity());
             self.slots.push(entry);
-            self.hints.push(deadline);
+            self.hints.push(coarse(deadline));
             self.slots.len() - 1
         };
         self.len += 1;
@@ -701,7 +702,7 @@ impl<V: Copy> Conntrack<V> {
         e.next_free = self.free;
         self.free = slot as u32;
         self.len -= 1;
-        self.hints[slot] = u64::MAX;
+        self.hints[slot] = FREE;
     }
 
     /// Removes an entry (expired or not) and returns it so the caller can
@@ -802,7 +803,7 @@ impl<V: Copy> Conntrack<V> {
         let e = &mut self.slots[slot];
         if at < e.expires_at {
             if let Some(h) = self.hints.get_mut(slot) {
-                *h = at;
+                *h = coarse(at);
             }
         }
         e.expires_at = at;
@@ -832,37 +833,47 @@ impl<V: Copy> Conntrack<V> {
             left -= end - start;
             self.cursor = if end >= n { 0 } else { end };
             // The hint is never later than the entry's deadline, so only
-            // slots whose hint has passed need a look at the entry. Eight
-            // hints at a time: their minimum says whether any has.
-            let mut slot = start;
-            while slot < end {
-                let stop = (slot + 8).min(end);
-                let Some(chunk) = self.hints.get(slot..stop) else {
-                    break;
-                };
-                if chunk.iter().fold(u64::MAX, |m, &h| m.min(h)) > now {
-                    slot = stop;
+            // slots whose hint has passed need a look at the entry. Usually
+            // none has: one count over the range (vectorised) says so.
+            let c = coarse(now);
+            let Some(range) = self.hints.get(start..end) else {
+                break;
+            };
+            if range.iter().filter(|&&h| h <= c).count() == 0 {
+                continue;
+            }
+            for s in start..end {
+                if self.hints[s] > c {
                     continue;
                 }
-                for s in slot..stop {
-                    if self.hints[s] > now {
-                        continue;
-                    }
-                    let e = &self.slots[s];
-                    if e.is_live() && e.is_expired(now) {
-                        self.release(s);
-                        on_free(&self.slots[s]);
-                        freed += 1;
+                let e = &self.slots[s];
+                if e.is_live() && e.is_expired(now) {
+                    self.release(s);
+                    on_free(&self.slots[s]);
+                    freed += 1;
+                } else {
+                    self.hints[s] = if e.is_live() {
+                        coarse(e.expires_at)
                     } else {
-                        self.hints[s] = if e.is_live() { e.expires_at } else { u64::MAX };
-                    }
+                        FREE
+                    };
                 }
-                slot = stop;
             }
         }
         freed
     }
 }
+
+/// A time in milliseconds, rounded down to 1.024 s units as an `i32` (so
+/// that a sweep compares four hints per SSE2 instruction). Monotone, so the
+/// hint of a deadline is never later than the deadline.
+#[inline(always)]
+fn coarse(ms: u64) -> i32 {
+    (ms >> 10).min(i32::MAX as u64) as i32
+}
+
+/// The hint of a free slot: after every time.
+const FREE: i32 = i32::MAX;
 
 /// Asks the kernel to back the whole 2 MiB pages of `bytes` at `ptr` with
 /// transparent huge pages: the slab and the index are read at random, one

@@ -580,8 +580,12 @@ fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
             {
                 return None;
             }
-            let w = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
-            if crate::wire::checksum::fold(w(0) + w(4) + w(8) + w(12) + w(16)) != 0xFFFF {
+            // The header checksum verifies: the one's-complement sum is
+            // 0xFFFF, i.e. the plain sum is a non-zero multiple of 0xFFFF.
+            // Either byte order will do for that (RFC 1071 §2(B)).
+            let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            let sum = w(0) + w(4) + w(8) + w(12) + w(16);
+            if sum == 0 || sum % 0xFFFF != 0 {
                 return None;
             }
             let s = u32::from_ne_bytes([h[12], h[13], h[14], h[15]]).to_ne_bytes();

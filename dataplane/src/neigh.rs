@@ -182,6 +182,13 @@ impl Neighbors {
         let Some(e) = self.entries.get_mut(slot.0 as usize) else {
             return Resolution::Full;
         };
+        // The common case first: a fresh binding.
+        if let Some(mac) = e
+            .mac
+            .filter(|_| now_ms.saturating_sub(e.learnt_ms) < REFRESH_MS)
+        {
+            return Resolution::Known(mac);
+        }
         let due = e
             .requested_ms
             .is_none_or(|t| now_ms.saturating_sub(t) >= RETRY_MS);
