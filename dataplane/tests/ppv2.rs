@@ -256,6 +256,8 @@ struct Seg {
     ack: u32,
     mss: Option<u16>,
     sack: Vec<(u32, u32)>,
+    /// URG with this urgent pointer.
+    urgent: Option<u16>,
     payload: Vec<u8>,
 }
 
@@ -271,6 +273,7 @@ impl Seg {
             ack,
             mss: None,
             sack: Vec::new(),
+            urgent: None,
             payload: Vec::new(),
         }
     }
@@ -293,6 +296,11 @@ impl Seg {
         self
     }
 
+    fn urgent(mut self, pointer: u16) -> Seg {
+        self.urgent = Some(pointer);
+        self
+    }
+
     fn sack(mut self, blocks: &[(u32, u32)]) -> Seg {
         self.sack = blocks.to_vec();
         self
@@ -312,6 +320,10 @@ impl Seg {
         h.psh = self.flags & f::PSH != 0;
         h.ack = self.flags & f::ACK != 0;
         h.acknowledgment_number = self.ack;
+        if let Some(p) = self.urgent {
+            h.urg = true;
+            h.urgent_pointer = p;
+        }
         let mut opts = Vec::new();
         if let Some(m) = self.mss {
             opts.push(TcpOptionElement::MaximumSegmentSize(m));
@@ -345,6 +357,7 @@ struct Seen {
     ack: u32,
     mss: Option<u16>,
     sack: Vec<(u32, u32)>,
+    urgent: Option<u16>,
     payload: Vec<u8>,
 }
 
@@ -425,6 +438,7 @@ fn decode(frame: &[u8]) -> Seen {
         ack: t.acknowledgment_number(),
         mss,
         sack,
+        urgent: t.urg().then_some(t.urgent_pointer()),
         payload: t.payload().to_vec(),
     }
 }
@@ -878,6 +892,51 @@ fn header_plus_payload_beyond_the_backend_mss_splits_the_payload() {
 }
 
 #[test]
+fn the_urgent_pointer_follows_the_urgent_byte() {
+    let mut n = node();
+    let client = SocketAddr::from((CLIENT4, 40014));
+    let (conn, _) = handshake(&mut n, client, vip4(), Some(1460));
+    let c1 = ISN.wrapping_add(1);
+    let first = n.one(
+        &conn
+            .c(f::ACK | f::PSH, c1, BISN + 1)
+            .data(b"hello!")
+            .urgent(5),
+    );
+    let l = decode_pp(&first.payload).len;
+    assert_eq!(first.seq, c1);
+    assert_eq!(first.urgent, Some(5 + l as u16), "the header went in front");
+    assert_eq!(&first.payload[l + 4..l + 5], b"o");
+    let later = n.one(
+        &conn
+            .c(f::ACK | f::PSH, c1 + 6, BISN + 1)
+            .data(b"xyz")
+            .urgent(2),
+    );
+    assert_eq!(later.seq, c1 + 6 + l as u32);
+    assert_eq!(
+        later.urgent,
+        Some(2),
+        "relative to a shifted sequence number"
+    );
+
+    // Split: the rest of the payload carries the pointer if it still points
+    // ahead of it.
+    for (urgent, client_port) in [(10u16, 40015u16), (530, 40016)] {
+        let client = SocketAddr::from((CLIENT4, client_port));
+        let (conn, _) = handshake(&mut n, client, vip4(), None);
+        let data = vec![0x11; 536];
+        let parts = n.send(&conn.c(f::ACK, c1, BISN + 1).data(&data).urgent(urgent));
+        assert_eq!(parts.len(), 2);
+        let l = decode_pp(&parts[0].payload).len as u16;
+        let keep = parts[0].payload.len() as u16 - l;
+        assert_eq!(parts[0].urgent, Some(urgent + l));
+        let rest = (urgent > keep).then(|| urgent - keep);
+        assert_eq!(parts[1].urgent, rest, "urgent {urgent}, first part {keep}");
+    }
+}
+
+#[test]
 fn without_room_to_grow_the_payload_is_split_too() {
     // Pipeline::process gives the frame no room at all.
     let mut n = node();
@@ -1140,6 +1199,7 @@ proptest::proptest! {
         cut in 0usize..700,
         shift in proptest::prelude::any::<u32>(),
         sack in proptest::prelude::any::<bool>(),
+        urgent in proptest::option::of(proptest::prelude::any::<u16>()),
     ) {
         use dataplane::ppv2::seg;
         let (src, dst): (SocketAddr, SocketAddr) = if v6 {
@@ -1150,6 +1210,9 @@ proptest::proptest! {
         let mut s = Seg::client(src, dst, f::ACK | f::PSH, 77, 99).data(&payload);
         if sack {
             s = s.sack(&[(1, 2)]);
+        }
+        if let Some(u) = urgent {
+            s = s.urgent(u);
         }
         let frame = s.build();
         let p = dataplane::wire::parse_frame(&frame).unwrap();
@@ -1162,12 +1225,17 @@ proptest::proptest! {
         let mut want = hdr.clone();
         want.extend_from_slice(&payload);
         proptest::prop_assert_eq!(d.payload, want);
+        proptest::prop_assert_eq!(
+            d.urgent,
+            urgent.map(|u| (usize::from(u) + hdr.len()).min(65535) as u16)
+        );
 
         let keep = cut.min(payload.len());
         let mut cutf = frame.clone();
         let c = seg::truncate(&mut cutf, &at, keep);
         let d = decode(&cutf[..c.end]);
         proptest::prop_assert_eq!(&d.payload[..], &payload[..keep]);
+        proptest::prop_assert_eq!(d.urgent, urgent);
 
         let mut out = vec![0u8; 2048];
         if keep < payload.len() {
@@ -1175,6 +1243,9 @@ proptest::proptest! {
             let d = decode(&out[..n]);
             proptest::prop_assert_eq!(&d.payload[..], &payload[keep..]);
             proptest::prop_assert_eq!(d.seq, 77u32.wrapping_add(keep as u32).wrapping_add(shift));
+            // Nothing left behind (keep 0): the segment is the same one.
+            let moved = urgent.and_then(|u| (keep == 0 || usize::from(u) > keep).then(|| u - keep as u16));
+            proptest::prop_assert_eq!(d.urgent, moved);
         } else {
             proptest::prop_assert!(seg::tail(&frame, &at, keep, shift, &mut out).is_none());
         }

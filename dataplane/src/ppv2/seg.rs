@@ -1,6 +1,8 @@
 //! In-place surgery on one TCP segment in an Ethernet frame: sequence and
 //! acknowledgement numbers, flags, inserting bytes before the payload,
 //! cutting the payload short, and building a segment that carries the rest.
+//! The urgent pointer of a URG segment (an offset from its sequence number)
+//! follows the payload it points into.
 //!
 //! Checksums are updated incrementally (RFC 1624 eqn. 3) from the ones the
 //! segment carried, never recomputed: a segment that arrived corrupted stays
@@ -145,6 +147,32 @@ pub fn set_flags(f: &mut [u8], s: &Seg, flags: u8) {
     s.set_csum(f, c);
 }
 
+const URG: u8 = 0x20;
+
+/// Moves the urgent pointer of a URG segment by `delta` bytes, after the
+/// payload moved by as much relative to the sequence number. A point that
+/// falls at or before the start of the segment is past: URG is cleared. One
+/// beyond 65535 bytes cannot be written and stays at 65535.
+fn move_urgent(f: &mut [u8], s: &Seg, delta: i64) {
+    let flags = s.flags(f);
+    if flags & URG == 0 {
+        return;
+    }
+    let old = rd16(f, s.l4 + 18);
+    let moved = i64::from(old) + delta;
+    if moved <= 0 {
+        set_flags(f, s, flags & !URG);
+        let c = checksum::update16(s.csum(f), old, 0);
+        wr16(f, s.l4 + 18, 0);
+        s.set_csum(f, c);
+    } else {
+        let new = moved.min(i64::from(u16::MAX)) as u16;
+        let c = checksum::update16(s.csum(f), old, new);
+        wr16(f, s.l4 + 18, new);
+        s.set_csum(f, c);
+    }
+}
+
 /// Adds `delta` (may be negative) to the IP length field, updating the
 /// IPv4 header checksum. Returns false (nothing changed) on overflow.
 fn add_ip_len(f: &mut [u8], s: &Seg, delta: isize) -> bool {
@@ -192,6 +220,7 @@ pub fn insert(buf: &mut [u8], s: &Seg, hdr: &[u8]) -> Option<Seg> {
     let c = adjust(s.csum(buf), payload_sum, add);
     let out = Seg { end: new_end, ..*s };
     out.set_csum(buf, c);
+    move_urgent(buf, &out, n as i64);
     Some(out)
 }
 
@@ -215,7 +244,7 @@ pub fn truncate(f: &mut [u8], s: &Seg, keep: usize) -> Seg {
 
 /// Writes into `out` the segment that carries the payload of `s` from byte
 /// `from` on: the same headers (flags included), sequence number advanced by
-/// `from + shift`. Returns the frame length, or `None` when it does not fit
+/// `from + shift`, urgent pointer moved back by `from`. Returns the frame length, or `None` when it does not fit
 /// `out` or `from` is not inside the payload.
 pub fn tail(f: &[u8], s: &Seg, from: usize, shift: u32, out: &mut [u8]) -> Option<usize> {
     let p = s.payload_len();
@@ -245,6 +274,9 @@ pub fn tail(f: &[u8], s: &Seg, from: usize, shift: u32, out: &mut [u8]) -> Optio
     t.set_csum(dst, c);
     let _ = add_ip_len(dst, &t, -(from as isize));
     set_seq(dst, &t, seq);
+    // The urgent data moved with the stream (by `shift`) like the sequence
+    // number did: only the `from` bytes left behind count.
+    move_urgent(dst, &t, -(from as i64));
     Some(len)
 }
 
