@@ -327,6 +327,21 @@ pub struct Health {
     /// TLS server name sent by tls/https probes (and the HTTP `Host`); `None`:
     /// no SNI, `Host` is the backend's `addr:port`.
     pub sni: Option<String>,
+    /// What happens to established connections to a backend health takes
+    /// down (default [`OnDown::Keep`]).
+    pub on_down: OnDown,
+}
+
+/// `vip.health.on_down`: established connections to a backend that health
+/// takes down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnDown {
+    /// Keep them on the backend until they end.
+    #[default]
+    Keep,
+    /// Reset them: the next packet of such a TCP connection, from either
+    /// end, is answered with a RST; UDP flows are forgotten.
+    Reset,
 }
 
 /// Health probe kind.
@@ -383,6 +398,7 @@ names!(Mode { FullNat => "fullnat", Dnat => "dnat" });
 names!(ProxyProtocol { None => "none", V2 => "v2" });
 names!(PpTlv { UniqueId => "unique_id", Crc32c => "crc32c", Authority => "authority" });
 names!(HealthKind { Tcp => "tcp", Tls => "tls", Http => "http", Https => "https" });
+names!(OnDown { Keep => "keep", Reset => "reset" });
 
 impl Config {
     /// Reads and validates a config file. Relative `[mgmt.tls]` paths are

@@ -78,6 +78,8 @@ counters! {
     PpMssClamped => "pp_mss_clamped", "backend SYN-ACK MSS options lowered by the PROXY header length";
     PpRetransmitTimerFull => "pp_retransmit_timer_full", "standalone PROXY headers sent without a retransmission timer (timer list full)";
     PpRetransmitGaveUp => "pp_retransmit_gave_up", "standalone PROXY headers still unacknowledged after every retransmission";
+    ResetBackendDown => "reset_backend_down", "TCP packets of a connection to a backend health took down answered with a RST and the connection forgotten (on_down = \"reset\")";
+    ForgotBackendDown => "forgot_backend_down", "UDP flows to a backend health took down forgotten so their next datagram picks again (on_down = \"reset\")";
     DropTxFull => "drop_tx_full", "frames a port's TX queue did not accept";
     DropHostTxFull => "drop_host_tx_full", "frames a kernel twin's queue did not accept";
     DropMalformed => "drop_malformed", "frames that failed parsing (sum of the drop_<reason> below)";

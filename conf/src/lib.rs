@@ -8,5 +8,6 @@ pub mod tables;
 
 pub use config::{
     check_config_file, Backend, Config, ConfigError, Dataplane, Health, HealthKind, IpNet, Listen,
-    Mgmt, MgmtTls, Mode, Peer, PollMode, Port, PpTlv, Protocol, ProxyProtocol, Timeouts, Vip,
+    Mgmt, MgmtTls, Mode, OnDown, Peer, PollMode, Port, PpTlv, Protocol, ProxyProtocol, Timeouts,
+    Vip,
 };

@@ -38,7 +38,7 @@ use memmap2::{Mmap, MmapMut};
 use crate::counters::Counter;
 
 /// Bumped whenever the byte layout or the counter list changes.
-pub const STATE_LAYOUT_VERSION: u32 = 3;
+pub const STATE_LAYOUT_VERSION: u32 = 4;
 /// Statistics slots for VIPs, per worker.
 pub const MAX_VIPS: usize = 4096;
 /// Statistics slots for backends, per worker.
@@ -700,7 +700,8 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         let e = StateRegion::open(&p).unwrap_err().to_string();
         assert!(
-            e.contains("layout version 99") && e.contains("speaks 3"),
+            e.contains("layout version 99")
+                && e.contains(&format!("speaks {STATE_LAYOUT_VERSION}")),
             "{e}"
         );
 

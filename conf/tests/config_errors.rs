@@ -208,6 +208,8 @@ fn CASES() -> Vec<(&'static str, String, &'static str)> {
         ("expect status out of range", edit("path = \"/healthz\"", "path = \"/healthz\"\nexpect_status = [200, 99]"), "border.toml:24:23: vip[0].health.expect_status[1]: 99 is not an HTTP status (expected 100..=599)"),
         ("path on tcp check", edit("kind = \"http\"", "kind = \"tcp\""), r#"border.toml:23:8: vip[0].health.path: is only used by http and https checks (expected kind = "http" or "https", or remove this key)"#),
         ("unknown health kind", edit("kind = \"http\"", "kind = \"icmp\""), r#"border.toml:22:8: vip[0].health.kind: unknown value "icmp" (expected "tcp", "tls", "http" or "https")"#),
+        ("unknown on_down", edit("path = \"/healthz\"", "path = \"/healthz\"\non_down = \"drop\""), r#"border.toml:24:11: vip[0].health.on_down: unknown value "drop" (expected "keep" or "reset")"#),
+        ("on_down not a string", edit("path = \"/healthz\"", "path = \"/healthz\"\non_down = true"), "border.toml:24:11: vip[0].health.on_down: expected a string, found boolean `true`"),
         // --- mgmt peers and quorum (health votes) ---
         ("quorum above checkers", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\nquorum = 2"), "border.toml:17:10: mgmt.quorum: 2 is out of range (expected 1..=1: the checkers are this border-mgmt plus 0 [[mgmt.peer]])"),
         ("quorum zero", edit("listen = \"unix:///run/border/t.sock\"", "listen = \"unix:///run/border/t.sock\"\nquorum = 0"), "border.toml:17:10: mgmt.quorum: 0 is out of range (expected 1..=1: the checkers are this border-mgmt plus 0 [[mgmt.peer]])"),
@@ -241,4 +243,27 @@ fn peers_quorum_and_sni_parse() {
     assert_eq!(h.sni.as_deref(), Some("health.example.com"));
     let plain = Config::from_toml_str(BASE, "border.toml").unwrap();
     assert_eq!((plain.mgmt.quorum, plain.mgmt.peers.len()), (1, 0));
+}
+
+#[test]
+fn on_down_parses_and_defaults_to_keep() {
+    use conf::tables::{config_flags, VipFlags};
+    use conf::OnDown;
+    let plain = Config::from_toml_str(BASE, "border.toml").unwrap();
+    let h = plain.vips[0].health.as_ref().unwrap();
+    assert_eq!(h.on_down, OnDown::Keep);
+    assert!(!config_flags(&plain.vips[0]).contains(VipFlags::RESET_ON_DOWN));
+    for (value, want) in [("keep", OnDown::Keep), ("reset", OnDown::Reset)] {
+        let text = edit(
+            "path = \"/healthz\"",
+            &format!("path = \"/healthz\"\non_down = \"{value}\""),
+        );
+        let c = Config::from_toml_str(&text, "border.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.vips[0].health.as_ref().unwrap().on_down, want);
+        assert_eq!(want.as_str(), value);
+        assert_eq!(
+            config_flags(&c.vips[0]).contains(VipFlags::RESET_ON_DOWN),
+            want == OnDown::Reset
+        );
+    }
 }

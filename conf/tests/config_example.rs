@@ -114,6 +114,7 @@ fn example_parses_as_written() {
     assert_eq!(h.fall, 3);
     assert!(!h.send_proxy_v2);
     assert!(!h.weight_header);
+    assert_eq!(h.on_down, conf::OnDown::Keep);
 
     assert_eq!(v.backends.len(), 3);
     for (b, last) in v.backends.iter().zip([11, 12, 13]) {
@@ -244,6 +245,7 @@ rise = 1
 fall = 1
 send_proxy_v2 = true
 weight_header = true
+on_down = "reset"
 [[vip.backend]]
 address = "10.10.0.30"
 port = 25
@@ -312,6 +314,7 @@ port = 2525
     assert_eq!(h.path.as_deref(), Some("/ready"));
     assert_eq!(h.expect_status, vec![200, 204]);
     assert!(h.send_proxy_v2 && h.weight_header);
+    assert_eq!(h.on_down, conf::OnDown::Reset);
     assert_eq!(smtp.backends[0].weight, 65535);
     assert_eq!(smtp.backends[1].weight, 1);
 }

@@ -296,6 +296,29 @@ maglev_table_size = 2
         assert!(!v.vip(2).unwrap().fail_open());
     }
 
+    /// `on_down = "reset"` becomes the VIP's RESET_ON_DOWN bit, and
+    /// readers see it; a VIP without it does not get it.
+    #[test]
+    fn reset_on_down_flag() {
+        let text = CONFIG.replacen(
+            "zone_affinity = true\n",
+            "zone_affinity = true\n[vip.health]\nkind = \"tcp\"\non_down = \"reset\"\n",
+            1,
+        );
+        let cfg = Config::from_toml_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        let gen = build_generation(&cfg, &no_overrides).unwrap();
+        assert!(gen.vips[0].flags.contains(VipFlags::RESET_ON_DOWN));
+        assert!(!gen.vips[1].flags.contains(VipFlags::RESET_ON_DOWN));
+        let path = TmpPath::new("reset-on-down");
+        let mut w = TablesWriter::create(&path.0, 1 << 20).unwrap();
+        w.publish(&gen, &[]).unwrap();
+        let r = TablesReader::open(&path.0).unwrap();
+        let v = r.view_current().unwrap();
+        assert!(v.vip(0).unwrap().flags().contains(VipFlags::RESET_ON_DOWN));
+        assert!(!v.vip(1).unwrap().flags().contains(VipFlags::RESET_ON_DOWN));
+        assert_eq!(v.vip(0).unwrap().to_table(), *gen.vips[0]);
+    }
+
     #[test]
     fn builder_reuses_unchanged_vips() {
         let cfg = big_config(20, 8, 1021);

@@ -112,6 +112,7 @@ pub(super) struct RawHealth {
     pub send_proxy_v2: Option<S<bool>>,
     pub weight_header: Option<S<bool>>,
     pub sni: Option<S<String>>,
+    pub on_down: Option<S<String>>,
 }
 
 #[derive(Deserialize)]

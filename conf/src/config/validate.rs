@@ -1441,6 +1441,13 @@ impl V {
             name.clone()
         });
 
+        let on_down = self.choice(
+            &h.on_down,
+            &format!("{key}.on_down"),
+            &[("keep", OnDown::Keep), ("reset", OnDown::Reset)],
+            OnDown::Keep,
+        );
+
         Health {
             kind,
             path,
@@ -1452,6 +1459,7 @@ impl V {
             send_proxy_v2: or(&h.send_proxy_v2, false),
             weight_header,
             sni,
+            on_down,
         }
     }
 }

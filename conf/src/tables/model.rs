@@ -133,8 +133,11 @@ impl VipFlags {
     pub const ZONE_AFFINITY: VipFlags = VipFlags(1 << 6);
     /// The ring holds only backends of this appliance's zone.
     pub const ZONE_LOCAL: VipFlags = VipFlags(1 << 7);
+    /// `[vip.health] on_down = "reset"`: workers reset established
+    /// connections to backends in state Down (not while the VIP fails open).
+    pub const RESET_ON_DOWN: VipFlags = VipFlags(1 << 8);
     /// Every defined bit.
-    pub const ALL: VipFlags = VipFlags((1 << 8) - 1);
+    pub const ALL: VipFlags = VipFlags((1 << 9) - 1);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -240,6 +243,12 @@ pub fn config_flags(v: &Vip) -> VipFlags {
         }
     }
     f.set(VipFlags::ZONE_AFFINITY, v.zone_affinity);
+    f.set(
+        VipFlags::RESET_ON_DOWN,
+        v.health
+            .as_ref()
+            .is_some_and(|h| h.on_down == crate::config::OnDown::Reset),
+    );
     f
 }
 
