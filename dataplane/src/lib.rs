@@ -15,6 +15,7 @@ pub mod neigh;
 pub mod pipeline;
 pub mod plan;
 pub mod ppv2;
+pub mod reset;
 pub mod run;
 pub mod slowpath;
 pub mod standalone;
