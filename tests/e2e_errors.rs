@@ -261,6 +261,10 @@ fn devargs_with_an_unknown_driver_fail_in_eal() {
     );
     let e = one_line_error("border-dp", &out);
     assert!(e.contains("EAL") && e.contains("devargs"), "{e}");
+    assert!(
+        e.contains("port `ext` = net_doesnotexist0"),
+        "the device is named: {e}"
+    );
 }
 
 #[test]

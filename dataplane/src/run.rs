@@ -335,7 +335,19 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
 
     let plan = eal_plan(cfg, true);
     info!(args = ?plan.args, "starting EAL");
-    let eal = Eal::init(&plan.args)?;
+    let eal = Eal::init(&plan.args).map_err(|e| {
+        // EAL says which device it could not probe on its own log lines;
+        // the one error line names the candidates.
+        let devices: Vec<String> = plan
+            .ports
+            .iter()
+            .map(|p| format!("port `{}` = {}", p.name, p.device))
+            .collect();
+        e.hint(format!(
+            "check eal_args and the devargs of {}",
+            devices.join(", ")
+        ))
+    })?;
 
     let lcores = &cfg.dataplane.worker_lcores;
     let queues = lcores.len() as u16;
