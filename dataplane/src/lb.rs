@@ -12,6 +12,7 @@ use arrayvec::ArrayVec;
 use conf::counters::Counter;
 use conf::flowhash::FlowHasher;
 use conf::state::{FlowStat, FlowStats};
+use conf::tables::{BackendRecord, BlockId};
 use conf::Mode;
 use hashbrown::HashMap;
 
@@ -67,6 +68,27 @@ pub struct VipRt<'t> {
     pub backends: Vec<BackendRt>,
     /// PROXY protocol v2 settings (off by default).
     pub pp: PpConfig,
+    /// The tables-region block the VIP was read from (`None`: built in
+    /// process). [`Lb::adopt`] keeps the runtime of a VIP whose block the
+    /// previous generation had too, instead of deriving it again.
+    pub src: Option<VipSrc>,
+    /// Backend records of a VIP read from a block, not yet turned into
+    /// `backends`: [`Lb::adopt`] carries them over from the previous
+    /// generation or builds them (then empty).
+    records: &'t [BackendRecord],
+}
+
+/// Where a VIP of an adopted generation was read from: a block of the
+/// tables region `region` ([`conf::tables::TablesReader::region_id`]). Two
+/// VIPs with the same source in consecutive adoptions are the same bytes (a
+/// published block is never written, and is not reused before every live
+/// worker has passed the generation that retired it), so the worker keeps
+/// what it derived from the first: backends with their routes, statistics
+/// slots and neighbour slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VipSrc {
+    pub region: u64,
+    pub block: BlockId,
 }
 
 /// A full-NAT source pool entry: address, the data port it lives on, port range.
@@ -141,10 +163,52 @@ pub struct VipInput<'t> {
     pub proto: u8,
     pub mode: Mode,
     pub ring: &'t [u32],
-    /// (backend id, address, port)
+    /// (backend id, address, port); empty when `block` is set.
     pub backends: Vec<(u32, IpAddr, u16)>,
     /// PROXY protocol v2 settings; `PpConfig::default()` is off.
     pub pp: PpConfig,
+    /// A VIP read in place from a validated tables-region block: its source
+    /// and its backend records. Its backends are built (or carried over from
+    /// the previous generation) by [`Lb::adopt`], not by [`Adopted::new`].
+    pub block: Option<(VipSrc, &'t [BackendRecord])>,
+}
+
+/// A backend's runtime (statistics and neighbour slots unset), reached
+/// through `routes`.
+fn backend_rt(routes: &Routes, mode: Mode, id: u32, addr: IpAddr, port: u16) -> BackendRt {
+    let (out_port, next_hop) = routes.route(addr).unwrap_or((usize::MAX, addr));
+    let local = match mode {
+        Mode::FullNat => routes.pool_for(out_port, addr.is_ipv4()).map(|l| l.addr),
+        Mode::Dnat => None,
+    };
+    let local16 = local
+        .and_then(|l| routes.pool_of(l))
+        .map(|pool| (to16(pool.addr), pool.range));
+    BackendRt {
+        id,
+        stat_slot: u32::MAX,
+        addr,
+        port,
+        out_port,
+        next_hop,
+        local,
+        addr16: to16(addr),
+        local16,
+        hop: Slot::NONE,
+    }
+}
+
+/// `ring` if every entry indexes one of `n` backends, else empty (the VIP
+/// then takes no new flows) and `refused` counts it.
+fn checked_ring<'t>(ring: &'t [u32], n: usize, refused: &mut usize) -> &'t [u32] {
+    // One branch-free pass (vectorises).
+    let max = ring.iter().fold(0u32, |m, &e| m.max(e));
+    if ring.is_empty() || (max as usize) < n {
+        ring
+    } else {
+        *refused += 1;
+        &[]
+    }
 }
 
 type VipKey = (IpAddr, u16, u8);
@@ -239,8 +303,14 @@ pub struct Adopted<'t> {
     dnat_reverse: HashMap<VipKey, Option<u32>, ahash::RandomState>,
     hasher: FlowHasher,
     pub routes: Routes,
-    /// Ring indices that point outside their backend list are refused at build.
+    /// VIPs whose ring points outside their backend list: refused (empty
+    /// ring) when their backends are built.
     pub refused: usize,
+    /// VIPs [`Lb::adopt`] carried over from the previous generation, and
+    /// VIPs whose backends it built (from block records or in
+    /// [`Adopted::new`]).
+    pub carried: usize,
+    pub built: usize,
 }
 
 impl<'t> Adopted<'t> {
@@ -256,52 +326,41 @@ impl<'t> Adopted<'t> {
         let mut dnat_reverse: HashMap<VipKey, Option<u32>, ahash::RandomState> =
             HashMap::with_hasher(ahash::RandomState::new());
         let mut refused = 0;
+        let mut built = 0;
         for v in inputs {
-            let backends: Vec<BackendRt> = v
-                .backends
-                .iter()
-                .map(|&(id, addr, port)| {
-                    let (out_port, next_hop) = routes.route(addr).unwrap_or((usize::MAX, addr));
-                    let local = match v.mode {
-                        Mode::FullNat => routes.pool_for(out_port, addr.is_ipv4()).map(|l| l.addr),
-                        Mode::Dnat => None,
-                    };
-                    let local16 = local
-                        .and_then(|l| routes.pool_of(l))
-                        .map(|pool| (to16(pool.addr), pool.range));
-                    BackendRt {
-                        id,
-                        stat_slot: u32::MAX,
-                        addr,
-                        port,
-                        out_port,
-                        next_hop,
-                        local,
-                        addr16: to16(addr),
-                        local16,
-                        hop: Slot::NONE,
-                    }
-                })
-                .collect();
-            let ring = if v.ring.iter().all(|&i| (i as usize) < backends.len()) {
-                v.ring
-            } else {
-                refused += 1;
-                &[]
-            };
             let index = vips.len() as u32;
+            let (backends, ring, records) = match v.block {
+                // Checked and built on adoption, only if not carried over.
+                Some((_, records)) => (Vec::new(), v.ring, records),
+                None => {
+                    let backends: Vec<BackendRt> = v
+                        .backends
+                        .iter()
+                        .map(|&(id, addr, port)| backend_rt(&routes, v.mode, id, addr, port))
+                        .collect();
+                    built += 1;
+                    let ring = checked_ring(v.ring, backends.len(), &mut refused);
+                    (backends, ring, &[][..])
+                }
+            };
             by_key.insert(RawKey::of(v.addr, v.port, v.proto), index);
             by_addr.entry(RawKey::of(v.addr, 0, 0)).or_default().vip = true;
             if v.mode == Mode::Dnat {
-                for b in &backends {
+                let mut note = |addr: IpAddr, port: u16| {
                     dnat_reverse
-                        .entry((b.addr, b.port, v.proto))
+                        .entry((addr, port, v.proto))
                         .and_modify(|e| {
                             if *e != Some(index) {
                                 *e = None
                             }
                         })
                         .or_insert(Some(index));
+                };
+                for b in &backends {
+                    note(b.addr, b.port);
+                }
+                for r in records {
+                    note(r.ip(), r.port);
                 }
             }
             vips.push(VipRt {
@@ -315,6 +374,8 @@ impl<'t> Adopted<'t> {
                 ring,
                 backends,
                 pp: v.pp,
+                src: v.block.map(|(src, _)| src),
+                records,
             });
         }
         for pool in &routes.pools {
@@ -331,7 +392,70 @@ impl<'t> Adopted<'t> {
             hasher: FlowHasher::new(flow_hash_key),
             routes,
             refused,
+            carried: 0,
+            built,
         }
+    }
+
+    /// Gives VIP `i` its backends if it has only block records: those of the
+    /// previous generation's VIP with the same source (taken out of `old`,
+    /// with their statistics and neighbour slots), else built from the
+    /// records (ring checked). Returns whether they were carried over.
+    fn resolve_vip(
+        &mut self,
+        i: usize,
+        old: Option<&mut Adopted<'t>>,
+        by_src: &mut Option<HashMap<VipSrc, usize>>,
+    ) -> bool {
+        let v = &mut self.vips[i];
+        let Some(src) = v.src else {
+            return false;
+        };
+        if v.records.is_empty() && !v.backends.is_empty() {
+            // Resolved already (an adopted generation adopted again).
+            return false;
+        }
+        if let Some(o) = old {
+            let at = match o.vips.get(i) {
+                Some(ov) if ov.src == Some(src) => Some(i),
+                _ => by_src
+                    .get_or_insert_with(|| {
+                        o.vips
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(j, ov)| Some((ov.src?, j)))
+                            .collect()
+                    })
+                    .get(&src)
+                    .copied(),
+            };
+            if let Some(ov) = at.and_then(|j| o.vips.get_mut(j)) {
+                if ov.src == Some(src) && ov.records.is_empty() {
+                    // Taken: it cannot match a second VIP.
+                    ov.src = None;
+                    v.backends = std::mem::take(&mut ov.backends);
+                    v.stat_slot = ov.stat_slot;
+                    v.records = &[];
+                    if ov.ring.is_empty() && !v.ring.is_empty() {
+                        // Refused before: the same bytes still are.
+                        v.ring = &[];
+                        self.refused += 1;
+                    }
+                    self.carried += 1;
+                    return true;
+                }
+            }
+        }
+        let (routes, mode) = (&self.routes, v.mode);
+        v.backends = v
+            .records
+            .iter()
+            .map(|r| backend_rt(routes, mode, r.id, r.ip(), r.port))
+            .collect();
+        v.records = &[];
+        v.ring = checked_ring(v.ring, v.backends.len(), &mut self.refused);
+        self.built += 1;
+        false
     }
 
     pub fn vip_index(&self, addr: IpAddr, port: u16, proto: u8) -> Option<u32> {
@@ -683,17 +807,26 @@ impl Lb {
     }
 
     /// Switches to a new table generation. Flows keep the backend they have.
+    ///
+    /// A VIP read from the same tables-region block as a VIP of the current
+    /// generation takes over that VIP's runtime as is (backends, routes,
+    /// statistics and neighbour slots): the work is proportional to the VIPs
+    /// that changed, not to all of them. The others get their backends
+    /// built, statistics slots, and neighbour slots with a resolution
+    /// started for next hops not known yet.
     pub fn adopt(&mut self, mut t: Adopted<'static>) {
-        for v in &mut t.vips {
+        let mut old = self.tables.take();
+        let mut by_src = None;
+        for i in 0..t.vips.len() {
+            if t.resolve_vip(i, old.as_mut(), &mut by_src) {
+                continue;
+            }
+            let v = &mut t.vips[i];
             v.stat_slot = self.vip_stats.slot_for(v.stat_key).unwrap_or(u32::MAX);
             for b in &mut v.backends {
                 b.stat_slot = self.backend_stats.slot_for(b.id).unwrap_or(u32::MAX);
-            }
-        }
-        // Make sure the next hops of every backend get resolved before the
-        // first packet needs them, and keep their neighbour slots.
-        for v in &mut t.vips {
-            for b in &mut v.backends {
+                // Make sure the next hop gets resolved before the first
+                // packet needs it, and keep its neighbour slot.
                 if b.out_port != usize::MAX && self.neighbors.get(b.next_hop).is_none() {
                     self.want_neighbor(b.out_port, b.next_hop);
                 }

@@ -14,7 +14,7 @@ use conf::state::vip_stat_key;
 use conf::tables::{Generation, Published, TablesReader, TablesView, VipFlags};
 use crossbeam_queue::ArrayQueue;
 
-use crate::lb::{Adopted, Routes, VipInput};
+use crate::lb::{Adopted, Routes, VipInput, VipSrc};
 use crate::ppv2::PpConfig;
 use crate::worker::{TablePoll, TableSource};
 
@@ -40,8 +40,13 @@ pub fn pp_from_flags(flags: VipFlags, proto: u8, max_len: u16) -> PpConfig {
     }
 }
 
-/// The VIPs of a validated view as the worker's lookup structures take them.
-pub fn inputs_from_view(view: &TablesView<'static>) -> Vec<VipInput<'static>> {
+/// The VIPs of a validated view (of the region `region_id`) as the
+/// worker's lookup structures take them. Nothing per backend: each VIP
+/// names its block, and [`crate::lb::Lb::adopt`] keeps the runtime of VIPs
+/// whose block is unchanged and builds the others' from the records in
+/// place (the reader validated every ring against its backend count once,
+/// when the block was new).
+pub fn inputs_from_view(view: &TablesView<'static>, region_id: u64) -> Vec<VipInput<'static>> {
     view.vips()
         .iter()
         .map(|v| VipInput {
@@ -52,12 +57,15 @@ pub fn inputs_from_view(view: &TablesView<'static>) -> Vec<VipInput<'static>> {
             proto: v.proto(),
             mode: v.mode(),
             ring: v.ring(),
-            backends: v
-                .backends()
-                .iter()
-                .map(|b| (b.id, b.ip(), b.port))
-                .collect(),
+            backends: Vec::new(),
             pp: pp_from_flags(v.flags(), v.proto(), v.pp_max_len()),
+            block: Some((
+                VipSrc {
+                    region: region_id,
+                    block: v.block_id(),
+                },
+                v.backends(),
+            )),
         })
         .collect()
 }
@@ -77,6 +85,7 @@ pub fn inputs_from_generation(gen: &Generation) -> Vec<VipInput<'static>> {
             ring: Box::leak(v.ring.clone().into_boxed_slice()),
             backends: v.backends.iter().map(|b| (b.id, b.addr, b.port)).collect(),
             pp: pp_from_flags(v.flags, v.proto, v.pp_max_len),
+            block: None,
         })
         .collect()
 }
@@ -152,7 +161,7 @@ impl ShmTables {
             Ok(view) => TablePoll::New(Box::new(Adopted::new(
                 view.generation(),
                 view.flow_hash_key(),
-                inputs_from_view(&view),
+                inputs_from_view(&view, r.0.region_id()),
                 self.routes.clone(),
             ))),
             Err(_) => {
@@ -172,5 +181,205 @@ impl TableSource for OneShot {
             Some(t) => TablePoll::New(Box::new(t)),
             None => TablePoll::Nothing,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conntrack::Timeouts;
+    use crate::lb::{BackendRt, Lb};
+    use crate::neigh::NeighborSync;
+    use conf::state::FlowStats;
+    use conf::tables::{BackendState, GenerationBuilder, TablesWriter};
+    use conf::Config;
+    use std::fmt::Write;
+    use std::path::PathBuf;
+
+    /// `n` full-NAT VIPs (VIP `n - 1` DNAT) with 4 backends each.
+    fn config(n: u32) -> Config {
+        let mut c = String::from(
+            r#"instance = "t"
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "000102030405060708090a0b0c0d0e0f"
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["10.0.0.1/16"]
+local_addresses = ["10.0.0.1"]
+"#,
+        );
+        for v in 0..n {
+            let mode = if v == n - 1 { "dnat" } else { "fullnat" };
+            let _ = write!(
+                c,
+                "[[vip]]\nname = \"v{v}\"\naddress = \"10.0.100.{v}\"\nport = 80\nmode = \"{mode}\"\nmaglev_table_size = 1009\n"
+            );
+            for b in 0..4 {
+                let _ = write!(
+                    c,
+                    "[[vip.backend]]\naddress = \"10.0.{}.{}\"\nport = 8080\n",
+                    1 + b,
+                    v + 1
+                );
+            }
+        }
+        Config::from_toml_str(&c, "t.toml").expect("config")
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("border-dp-ts-{}-{name}", std::process::id()))
+    }
+
+    fn new_lb() -> Lb {
+        Lb::new(
+            0,
+            1,
+            64,
+            Timeouts::default(),
+            NeighborSync::new(1),
+            FlowStats::detached(256),
+            FlowStats::detached(1024),
+        )
+    }
+
+    fn poll_adopt(src: &mut ShmTables, lb: &mut Lb) {
+        match src.poll(lb.generation()) {
+            TablePoll::New(t) => {
+                let g = t.generation;
+                lb.adopt(*t);
+                src.adopted(g);
+            }
+            TablePoll::Nothing => panic!("nothing new"),
+            TablePoll::Refused => panic!("refused"),
+        }
+    }
+
+    /// Everything of a backend's runtime but the worker-specific slots.
+    fn shape(b: &BackendRt) -> BackendRt {
+        BackendRt {
+            stat_slot: 0,
+            hop: crate::neigh::Slot::NONE,
+            ..b.clone()
+        }
+    }
+
+    /// A one-backend change among many VIPs: the worker builds the backends
+    /// of that VIP only and carries every other VIP over with its statistics
+    /// and neighbour slots; the result is what a worker adopting the new
+    /// generation from scratch has.
+    #[test]
+    fn one_backend_change_rebuilds_one_vip() {
+        let n = 40u32;
+        let k = 17usize;
+        let cfg = config(n);
+        let path = tmp("one");
+        let _ = std::fs::remove_file(&path);
+        let mut w = TablesWriter::create(&path, 8 << 20).unwrap();
+        let mut builder = GenerationBuilder::new();
+        let g1 = builder.build(&cfg, &conf::tables::no_overrides).unwrap();
+        w.publish(&g1, &[]).unwrap();
+
+        let inbox = reader_inbox();
+        let _ = inbox.push(TablesReader::open(&path).unwrap());
+        let routes = Routes::from_config(&cfg);
+        let mut src = ShmTables::new(inbox, routes.clone(), Box::new(|_| {}));
+        let mut lb = new_lb();
+        poll_adopt(&mut src, &mut lb);
+        let t = lb.tables.as_ref().unwrap();
+        assert_eq!((t.carried, t.built), (0, n as usize), "first adoption");
+        let before: Vec<Vec<BackendRt>> = t.vips.iter().map(|v| v.backends.clone()).collect();
+        let rings: Vec<*const u32> = t.vips.iter().map(|v| v.ring.as_ptr()).collect();
+
+        // Backend 2 of VIP k goes down.
+        let down = |vi: usize, bi: usize| (vi == k && bi == 2).then_some((1, BackendState::Down));
+        let g2 = builder.build(&cfg, &down).unwrap();
+        let s = w.publish(&g2, &[1]).unwrap();
+        assert_eq!(s.blocks_written, 2, "the changed VIP's block and the root");
+        poll_adopt(&mut src, &mut lb);
+        let t = lb.tables.as_ref().unwrap();
+        assert_eq!(t.generation, 2);
+        assert_eq!((t.carried, t.built, t.refused), (n as usize - 1, 1, 0));
+        for (i, v) in t.vips.iter().enumerate() {
+            assert_eq!(v.backends, before[i], "vip {i}: same backends and slots");
+            assert_eq!(v.ring.as_ptr() == rings[i], i != k, "vip {i}: ring");
+            assert!(v.ring.iter().all(|&e| (e as usize) < v.backends.len()));
+        }
+        assert!(
+            t.vips[k].ring.iter().all(|&e| e != 2),
+            "down: out of the ring"
+        );
+
+        // The same generation adopted from scratch by a fresh worker.
+        let r = TablesReader::open(&path).unwrap();
+        let view: &'static TablesReader = Box::leak(Box::new(r));
+        let v = view.view_current().unwrap();
+        let mut fresh = new_lb();
+        fresh.adopt(Adopted::new(
+            v.generation(),
+            v.flow_hash_key(),
+            inputs_from_view(&v, view.region_id()),
+            routes,
+        ));
+        let f = fresh.tables.as_ref().unwrap();
+        assert_eq!((f.carried, f.built), (0, n as usize));
+        for (a, b) in t.vips.iter().zip(&f.vips) {
+            assert_eq!(a.ring, b.ring);
+            let (x, y): (Vec<_>, Vec<_>) = (
+                a.backends.iter().map(shape).collect(),
+                b.backends.iter().map(shape).collect(),
+            );
+            assert_eq!(x, y);
+        }
+        // DNAT replies still find their VIP (the reverse map is rebuilt
+        // from the records of every DNAT VIP).
+        let last = &cfg.vips[n as usize - 1];
+        assert_eq!(
+            t.vip_index(last.address, 80, 6),
+            Some(n - 1),
+            "VIP lookups cover carried VIPs"
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A replaced region (new file, new region id) shares nothing with the
+    /// old one, even where offsets and checksums coincide.
+    #[test]
+    fn a_new_region_rebuilds_everything() {
+        let cfg = config(5);
+        let path = tmp("new");
+        let _ = std::fs::remove_file(&path);
+        let g = conf::tables::build_generation(&cfg, &conf::tables::no_overrides).unwrap();
+        let mut w = TablesWriter::create(&path, 8 << 20).unwrap();
+        w.publish(&g, &[]).unwrap();
+        let inbox = reader_inbox();
+        let _ = inbox.push(TablesReader::open(&path).unwrap());
+        let mut src = ShmTables::new(inbox.clone(), Routes::from_config(&cfg), Box::new(|_| {}));
+        let mut lb = new_lb();
+        poll_adopt(&mut src, &mut lb);
+        let srcs: Vec<VipSrc> = lb
+            .tables
+            .as_ref()
+            .unwrap()
+            .vips
+            .iter()
+            .map(|v| v.src.unwrap())
+            .collect();
+        drop(w);
+        std::fs::remove_file(&path).unwrap();
+        let mut w = TablesWriter::create(&path, 8 << 20).unwrap();
+        // Generation 1 again: same offsets, lengths and checksums.
+        w.publish(&g, &[]).unwrap();
+        let _ = inbox.push(TablesReader::open(&path).unwrap());
+        poll_adopt(&mut src, &mut lb);
+        let t = lb.tables.as_ref().unwrap();
+        assert_eq!((t.carried, t.built), (0, 5));
+        for (v, old) in t.vips.iter().zip(&srcs) {
+            let new = v.src.unwrap();
+            assert_eq!(new.block, old.block, "the blocks coincide");
+            assert_ne!(new.region, old.region);
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -143,7 +143,7 @@ pub use model::{
     PROTO_UDP,
 };
 pub use reader::{
-    Published, TablesReader, TablesView, ValidationStats, VipView, DEFAULT_CACHE_CAPACITY,
+    BlockId, Published, TablesReader, TablesView, ValidationStats, VipView, DEFAULT_CACHE_CAPACITY,
 };
 pub use writer::{PublishStats, TablesWriter};
 

@@ -107,6 +107,20 @@ pub struct ValidationStats {
     pub blocks_cached: u32,
 }
 
+/// A VIP block's identity in its region: where it is, its length and
+/// checksum, and the VIP it describes (see [`VipView::block_id`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BlockId {
+    /// Byte offset of the block in the region.
+    pub offset: u64,
+    /// Bytes of the block.
+    pub len: u64,
+    /// The block's checksum.
+    pub checksum: u64,
+    /// The VIP's id.
+    pub vip_id: u32,
+}
+
 /// Where a block is, and its checksum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BlockRef {
@@ -295,6 +309,20 @@ impl<'a> VipView<'a> {
     /// Byte length of this VIP's block.
     pub fn block_len(&self) -> u64 {
         self.block.len
+    }
+    /// Identity of this VIP's block: two views (of the same region, by the
+    /// same reader, in consecutive adoptions) with equal identities read the
+    /// same bytes, because a block is never written while it is published
+    /// and is not reused before every live reader has passed the generation
+    /// that retired it. A worker uses it to keep what it derived from an
+    /// unchanged VIP instead of deriving it again.
+    pub fn block_id(&self) -> BlockId {
+        BlockId {
+            offset: self.block.offset,
+            len: self.block.len,
+            checksum: self.block.checksum,
+            vip_id: self.rec.id,
+        }
     }
     /// Back to the model (copies).
     pub fn to_table(&self) -> VipTable {
