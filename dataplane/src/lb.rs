@@ -16,7 +16,7 @@ use conf::tables::{BackendRecord, BlockId};
 use conf::Mode;
 use hashbrown::HashMap;
 
-use crate::conntrack::{Conntrack, Dir, EntryId, FlowKey, InsertError, State, Timeouts};
+use crate::conntrack::{Conntrack, Dir, EntryId, FlowKey, InsertError, KeyHash, State, Timeouts};
 use crate::counters::Counters;
 use crate::nat;
 use crate::neigh::{Binding, NeighborSync, Neighbors, Resolution, Slot};
@@ -760,6 +760,18 @@ fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
     Some((nat::Layout { l3, l4, v4, udp }, key, flags))
 }
 
+/// A frame [`Lb::express_prepare`] took: its layout, flow key, TCP flags,
+/// the direction the key must have in the connection table (original: to
+/// a VIP; reply: to a full-NAT local address) and the key's index hash.
+#[derive(Clone, Copy, Debug)]
+pub struct Prepared {
+    at: nat::Layout,
+    key: FlowKey,
+    hash: KeyHash,
+    flags: u8,
+    dir: Dir,
+}
+
 /// What a new flow's pick produced.
 enum Picked {
     /// Tracked under this entry.
@@ -900,7 +912,12 @@ impl Lb {
     /// [`nat::forward`]'s rewrite, statistics, next hop), without building
     /// a `Parsed`: its header checks are those of `parse_frame` (IPv4
     /// header checksum included) restricted to that shape.
-    #[inline(never)]
+    ///
+    /// This is [`Lb::express_prepare`] then [`Lb::express_prepared`]; a
+    /// worker runs the two over a whole burst in separate passes, with
+    /// [`Lb::express_prefetch`] in between, so the connection table's cache
+    /// misses overlap.
+    #[inline]
     pub fn express(
         &mut self,
         buf: &mut [u8],
@@ -908,92 +925,111 @@ impl Lb {
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Option<Verdict> {
+        let prep = self.express_prepare(buf.get(..len)?)?;
+        self.express_prepared(buf, len, &prep, ports, counters)
+    }
+
+    /// The express lane's first step, which changes nothing: parses the
+    /// frame, finds whether it is addressed to a VIP or to a full-NAT local
+    /// address in its pool's port range, hashes its key and starts loading
+    /// the connection table's index bucket for it. `None`: not a frame for
+    /// the lane (the general path takes it).
+    #[inline(always)]
+    pub fn express_prepare(&self, frame: &[u8]) -> Option<Prepared> {
         #[cfg(test)]
         if self.express_off {
             return None;
         }
         let tables = self.tables.as_ref()?;
-        let frame = buf.get_mut(..len)?;
         let (at, key, flags) = express_parse(frame)?;
-        let now = self.now_ms;
-        let tcp = !at.udp;
-        if let Some(_vi) = tables.vip_at(&key.dst, key.v6, key.dport, key.proto) {
-            let (id, Dir::Original) = self.conntrack.lookup(&key, now)? else {
+        let dir = if tables
+            .vip_at(&key.dst, key.v6, key.dport, key.proto)
+            .is_some()
+        {
+            Dir::Original
+        } else {
+            let class = tables.class_of(&key.dst, key.v6);
+            let (lo, hi) = class.pool?;
+            if class.vip || key.dport < lo || key.dport > hi {
                 return None;
-            };
-            let e = self.conntrack.get(id);
-            if e.value.pp_on {
-                return None;
             }
-            #[cfg(test)]
-            {
-                self.express_taken += 1;
-            }
-            // As `client_packet` from here on.
-            if tcp {
-                self.conntrack.update_tcp(id, Dir::Original, flags, now);
-            } else {
-                self.conntrack.touch(id, now);
-            }
-            let e = self.conntrack.get(id);
-            let (rec, reply) = (&e.value, e.reply());
-            if reply.v6 != key.v6 {
-                return Some(drop(counters, Counter::DropSlowpathUnhandled));
-            }
-            let src = match rec.mode {
-                Mode::FullNat => Some((&reply.dst, reply.dport)),
-                Mode::Dnat => None,
-            };
-            let dst = Some((&reply.src, reply.sport));
-            if let Err(err) = nat::forward_with(frame, at, src, dst, rec.fwd) {
-                return Some(drop(counters, forward_drop(err)));
-            }
-            let rec = *rec;
-            self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
-            self.vip_stats
-                .add(rec.vip_slot, FlowStat::Bytes, len as u64);
-            self.backend_stats
-                .add(rec.backend_slot, FlowStat::Packets, 1);
-            self.backend_stats
-                .add(rec.backend_slot, FlowStat::Bytes, len as u64);
-            return Some(self.send_to_hop(
-                frame,
-                rec.backend_port as usize,
-                rec.hop,
-                ports,
-                counters,
-            ));
-        }
-        let class = tables.class_of(&key.dst, key.v6);
-        let (lo, hi) = class.pool?;
-        if class.vip || key.dport < lo || key.dport > hi {
-            return None;
-        }
-        let (id, Dir::Reply) = self.conntrack.lookup(&key, now)? else {
-            return None;
+            Dir::Reply
         };
-        let rec = &self.conntrack.get(id).value;
-        if rec.pp_on || rec.mode != Mode::FullNat {
+        let hash = self.conntrack.hash_of(&key);
+        self.conntrack.prefetch_bucket(hash);
+        Some(Prepared {
+            at,
+            key,
+            hash,
+            flags,
+            dir,
+        })
+    }
+
+    /// The express lane's second step, a hint that changes nothing: starts
+    /// loading the connection-table entry of a prepared frame (its index
+    /// bucket should have arrived since [`Lb::express_prepare`]).
+    #[inline(always)]
+    pub fn express_prefetch(&self, prep: &Prepared) {
+        self.conntrack.prefetch_entry(prep.hash);
+    }
+
+    /// The express lane's last step: the frame in `buf[..len]`, which
+    /// [`Lb::express_prepare`] prepared as `prep` in this poll iteration
+    /// (same tables; the frame unchanged since), as [`Lb::express`] takes
+    /// it. `None`, with nothing changed: the general path takes the frame.
+    #[inline(always)]
+    pub fn express_prepared(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        prep: &Prepared,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Option<Verdict> {
+        let frame = buf.get_mut(..len)?;
+        let Prepared {
+            at,
+            ref key,
+            hash,
+            flags,
+            dir,
+        } = *prep;
+        let now = self.now_ms;
+        let (id, found) = self.conntrack.lookup_hashed(key, hash, now)?;
+        if found != dir {
+            return None;
+        }
+        let e = self.conntrack.get(id);
+        if e.value.pp_on || (dir == Dir::Reply && e.value.mode != Mode::FullNat) {
             return None;
         }
         #[cfg(test)]
         {
             self.express_taken += 1;
         }
-        // As `backend_packet` from here on.
-        if tcp {
-            self.conntrack.update_tcp(id, Dir::Reply, flags, now);
-        } else {
+        // As `client_packet` (original) or `backend_packet` (reply) from here on.
+        if at.udp {
             self.conntrack.touch(id, now);
+        } else {
+            self.conntrack.update_tcp(id, dir, flags, now);
         }
         let e = self.conntrack.get(id);
-        let (rec, orig) = (&e.value, e.orig());
-        if orig.v6 != key.v6 {
+        let rec = &e.value;
+        // The packet becomes the other key reversed.
+        let other = e.key(dir.reverse());
+        if other.v6 != key.v6 {
             return Some(drop(counters, Counter::DropSlowpathUnhandled));
         }
-        let src = Some((&orig.dst, orig.dport));
-        let dst = Some((&orig.src, orig.sport));
-        if let Err(err) = nat::forward_with(frame, at, src, dst, rec.rev) {
+        let (src, deltas) = match dir {
+            Dir::Original => (
+                (rec.mode == Mode::FullNat).then_some((&other.dst, other.dport)),
+                rec.fwd,
+            ),
+            Dir::Reply => (Some((&other.dst, other.dport)), rec.rev),
+        };
+        let dst = Some((&other.src, other.sport));
+        if let Err(err) = nat::forward_with(frame, at, src, dst, deltas) {
             return Some(drop(counters, forward_drop(err)));
         }
         let rec = *rec;
@@ -1004,6 +1040,15 @@ impl Lb {
             .add(rec.backend_slot, FlowStat::Packets, 1);
         self.backend_stats
             .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        if dir == Dir::Original {
+            return Some(self.send_to_hop(
+                frame,
+                rec.backend_port as usize,
+                rec.hop,
+                ports,
+                counters,
+            ));
+        }
         let out = rec.client_port as usize;
         let Some(port) = ports.get(out) else {
             return Some(drop(counters, Counter::DropNoRoute));
@@ -2075,9 +2120,13 @@ port = 8080
             "express lane took {} frames",
             a.lb.express_taken
         );
-        // Same connections in the same states, same statistics.
+        same_state(&a, &b, &conns, now);
+    }
+
+    /// Same connections in the same states, same statistics.
+    fn same_state(a: &Pipeline, b: &Pipeline, conns: &[Conn], now: u64) {
         assert_eq!(a.lb.conntrack.len(), b.lb.conntrack.len());
-        for c in &conns {
+        for c in conns {
             let proto = if c.udp { ip_proto::UDP } else { ip_proto::TCP };
             let key = key_of(c.client.0, c.vip.0, c.client.1, c.vip.1, proto);
             let sa = a.lb.conntrack.lookup(&key, now).map(|(id, _)| {
@@ -2103,5 +2152,184 @@ port = 8080
             }
         }
         assert_eq!(a.lb.pp.emits.len(), b.lb.pp.emits.len());
+    }
+
+    /// A random frame of the differential tests: a segment of connection
+    /// `c` from its client or (once seen) its backend, mostly plain, some
+    /// opening or closing, some with a low TTL, some damaged.
+    fn random_frame(rng: &mut Rng, c: &Conn, round: u32) -> (usize, Vec<u8>) {
+        let flags = match rng.below(40) {
+            0 => 0x02,
+            1 => 0x11,
+            2 => 0x04,
+            3 => 0x14,
+            4 => 0x12,
+            5 => 0x01 | 0x02,
+            _ => 0x18,
+        };
+        let ttl = match rng.below(30) {
+            0 => 0,
+            1 => 1,
+            2 => 2,
+            _ => 64,
+        };
+        let payload = vec![round as u8; rng.below(24) as usize];
+        let from_backend = c.seen.is_some() && rng.below(2) == 0;
+        let (port, mut f) = match c.seen {
+            Some((backend, to)) if from_backend => (
+                INT,
+                frame(
+                    BACKEND_MAC,
+                    INT_MAC,
+                    backend,
+                    to,
+                    c.udp,
+                    flags,
+                    ttl,
+                    &payload,
+                ),
+            ),
+            _ => (
+                EXT,
+                frame(
+                    CLIENT_MAC, EXT_MAC, c.client, c.vip, c.udp, flags, ttl, &payload,
+                ),
+            ),
+        };
+        match rng.below(12) {
+            0 => {
+                let at = rng.below(f.len().min(70) as u64) as usize;
+                f[at] ^= 1 << rng.below(8);
+            }
+            1 => {
+                let at = rng.below(f.len().min(70) as u64) as usize;
+                f[at] = rng.next() as u8;
+            }
+            2 => f.truncate(rng.below(f.len() as u64) as usize),
+            3 => {
+                let tag = [0x81, 0x00, 0x00, rng.next() as u8];
+                f.splice(12..12, tag);
+            }
+            4 => f[0] = 0xff, // not to the port's MAC: never prepared
+            _ => {}
+        }
+        (port, f)
+    }
+
+    #[derive(Clone)]
+    struct TestClock(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl crate::worker::Clock for TestClock {
+        fn now_ms(&self) -> u64 {
+            self.0.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    type TestWorker =
+        crate::worker::Worker<crate::io::MemPorts, TestClock, crate::worker::NoTables>;
+
+    fn worker(express: bool, clock: &TestClock) -> TestWorker {
+        crate::worker::Worker::new(
+            crate::io::MemPorts::new(2),
+            node(express),
+            crate::worker::Poll::Busy,
+            clock.clone(),
+            crate::worker::NoTables,
+            crate::worker::Handoff::new(1),
+        )
+    }
+
+    /// The worker's burst passes (prepare and prefetch the whole burst,
+    /// then each frame) against the general path frame by frame in the
+    /// same worker loop: bursts of 1 to 40 frames over both ports, several
+    /// frames of one connection in a burst (a RST or FIN ahead of a data
+    /// segment, a SYN re-opening a closed tuple), expiry in between.
+    #[test]
+    fn express_bursts_are_the_general_path() {
+        for seed in [0x51ED_2701_F00D_0001_u64, 0x0DDB_A11C_AFE5_7EA7] {
+            compare_bursts(seed);
+        }
+    }
+
+    fn compare_bursts(seed: u64) {
+        use std::sync::atomic::Ordering;
+        let clock = TestClock(Default::default());
+        let (mut a, mut b) = (worker(true, &clock), worker(false, &clock));
+        let mut rng = Rng(seed);
+        let v4 = |x: [u8; 4]| IpAddr::V4(Ipv4Addr::from(x));
+        let vips = [
+            ((v4([10, 1, 0, 100]), 80), false),
+            ((v4([10, 1, 0, 101]), 80), false),
+            (
+                (IpAddr::V6("fd00:1::100".parse::<Ipv6Addr>().unwrap()), 80),
+                false,
+            ),
+            ((v4([10, 1, 0, 100]), 53), true),
+            ((v4([10, 1, 0, 102]), 80), false),
+        ];
+        // Few connections, so that a burst often holds several frames of one.
+        let mut conns: Vec<Conn> = (0..12u16)
+            .map(|i| {
+                let (vip, udp) = vips[usize::from(i) % vips.len()];
+                let client = match vip.0 {
+                    IpAddr::V4(_) => v4([10, 1, 0, 50 + (i % 7) as u8]),
+                    IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x50 + i)),
+                };
+                Conn {
+                    client: (client, 20_000 + i),
+                    vip,
+                    udp,
+                    seen: None,
+                }
+            })
+            .collect();
+        let mut now = 1_000;
+        clock.0.store(now, Ordering::Relaxed);
+        let mut sent = 0;
+        for round in 0..400u32 {
+            for _ in 0..=rng.below(40) {
+                let i = rng.below(conns.len() as u64) as usize;
+                let (port, f) = random_frame(&mut rng, &conns[i], round);
+                a.io.inject(port, &f);
+                b.io.inject(port, &f);
+            }
+            while a.io.rx.iter().any(|q| !q.is_empty()) {
+                a.poll_once();
+                b.poll_once();
+            }
+            assert!(b.io.rx.iter().all(|q| q.is_empty()));
+            for port in [EXT, INT] {
+                let (ta, tb) = (a.io.take_tx(port), b.io.take_tx(port));
+                assert_eq!(ta, tb, "round {round}: frames sent on port {port}");
+                sent += ta.len();
+            }
+            assert_eq!(
+                a.pipeline.counters.nonzero(),
+                b.pipeline.counters.nonzero(),
+                "round {round}: counters"
+            );
+            // Learn where the connections went.
+            for c in conns.iter_mut() {
+                let proto = if c.udp { ip_proto::UDP } else { ip_proto::TCP };
+                let key = key_of(c.client.0, c.vip.0, c.client.1, c.vip.1, proto);
+                if let Some((id, Dir::Original)) = a.pipeline.lb.conntrack.lookup(&key, now) {
+                    let r = *a.pipeline.lb.conntrack.get(id).reply();
+                    c.seen = Some(((r.src_ip(), r.sport), (r.dst_ip(), r.dport)));
+                }
+            }
+            if rng.below(10) == 0 {
+                let span = if rng.below(20) == 0 { 400_000 } else { 2_000 };
+                now += rng.below(span);
+                clock.0.store(now, Ordering::Relaxed);
+            }
+        }
+        let (pa, pb) = (&a.pipeline, &b.pipeline);
+        assert!(sent > 2_000, "only {sent} frames went through");
+        assert!(
+            pa.lb.express_taken > 2_000 && pb.lb.express_taken == 0,
+            "express lane took {} frames",
+            pa.lb.express_taken
+        );
+        same_state(pa, pb, &conns, now);
     }
 }

@@ -231,6 +231,48 @@ impl Pipeline {
         }
     }
 
+    /// Whether frames received on `in_port` may go to the express lane's
+    /// burst passes, and the MAC they must be addressed to: a data port's
+    /// (what `process_buf` checks before the lane).
+    #[inline]
+    pub fn express_port(&self, in_port: usize) -> Option<[u8; 6]> {
+        match self.ports.get(in_port) {
+            Some(p) if matches!(p.role, PortRole::Data { .. }) && self.lb.tables.is_some() => {
+                Some(p.mac)
+            }
+            _ => None,
+        }
+    }
+
+    /// [`Pipeline::process_buf`] for a frame of data port `in_port`,
+    /// addressed to its MAC ([`Pipeline::express_port`]), that
+    /// [`Lb::express_prepare`] prepared as `prep`: the express lane with
+    /// that preparation, else the general path.
+    #[inline(always)]
+    pub fn process_prepared(
+        &mut self,
+        in_port: usize,
+        buf: &mut [u8],
+        len: usize,
+        prep: &crate::lb::Prepared,
+    ) -> Verdict {
+        let Pipeline {
+            lb,
+            ports,
+            counters,
+            ..
+        } = self;
+        match lb.express_prepared(buf, len, prep, ports, counters) {
+            Some(v) => {
+                self.last_in_port = in_port;
+                self.counters.inc(Counter::RxPackets);
+                self.counters.add(Counter::RxBytes, len as u64);
+                v
+            }
+            None => self.process_buf(in_port, buf, len),
+        }
+    }
+
     fn host_bound(&mut self, twin: Option<usize>, len: usize) -> Verdict {
         match twin {
             Some(port) => {

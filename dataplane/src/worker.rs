@@ -13,12 +13,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrayvec::ArrayVec;
 use conf::counters::Counter;
 use conf::state::CounterBlock;
 use crossbeam_queue::ArrayQueue;
 
-use crate::io::{Burst, Frame, PortIo};
-use crate::lb::Adopted;
+use crate::io::{Burst, Frame, PortIo, BURST};
+use crate::lb::{Adopted, Prepared};
 use crate::neigh;
 use crate::pipeline::{Pipeline, Verdict};
 
@@ -110,6 +111,8 @@ pub struct Worker<P: PortIo, C: Clock, T: TableSource> {
     handoff: Handoff<P::Frame>,
     me: usize,
     rx: Burst<P::Frame>,
+    /// The express lane's preparation of each frame of `rx` (see `poll_once`).
+    prep: ArrayVec<Option<Prepared>, BURST>,
     tx: Vec<Burst<P::Frame>>,
     poll: Poll,
     empty_polls: u32,
@@ -135,6 +138,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             handoff,
             me,
             rx: Burst::new(),
+            prep: ArrayVec::new(),
             tx: (0..ports).map(|_| Burst::new()).collect(),
             poll,
             empty_polls: 0,
@@ -163,6 +167,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             me,
             rx,
             tx,
+            prep,
             ..
         } = self;
         pipeline.lb.tick(now, &mut pipeline.counters);
@@ -182,9 +187,31 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
         for port in 0..tx.len() {
             io.rx_burst(port, rx);
             received += rx.len();
-            for mut frame in rx.drain(..) {
+            prep.clear();
+            if let Some(mac) = pipeline.express_port(port) {
+                // Pass 1: parse and hash every frame the express lane may
+                // take, starting the loads of their index buckets; pass 2:
+                // with the buckets (mostly) in, start the loads of their
+                // entries. The misses of the whole burst overlap instead of
+                // coming one after the other, two per frame.
+                for frame in rx.iter() {
+                    let d = frame.data();
+                    prep.push(if frame.is_contiguous() && d.get(..6) == Some(&mac[..]) {
+                        pipeline.lb.express_prepare(d)
+                    } else {
+                        None
+                    });
+                }
+                for p in prep.iter().flatten() {
+                    pipeline.lb.express_prefetch(p);
+                }
+            }
+            // Pass 3: each frame through the pipeline, in order.
+            for (i, mut frame) in rx.drain(..).enumerate() {
                 let len = frame.data().len();
-                let verdict = if frame.is_contiguous() {
+                let verdict = if let Some(Some(p)) = prep.get(i) {
+                    pipeline.process_prepared(port, frame.buf_mut(), len, p)
+                } else if frame.is_contiguous() {
                     pipeline.process_buf(port, frame.buf_mut(), len)
                 } else {
                     pipeline.refuse(port, Counter::DropMultiSegment)
