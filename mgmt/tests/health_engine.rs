@@ -527,6 +527,30 @@ fn reconfigure_keeps_unchanged_backends() {
     assert!(t.no_data(1));
 }
 
+/// `on_down` decides what the dataplane does with established connections;
+/// changing it keeps every verdict (a down backend stays down, so the new
+/// setting applies to it at once).
+#[test]
+fn reconfigure_on_down_keeps_verdicts() {
+    let cfg = config(0, 1, false);
+    let mut t = T::new(&cfg);
+    for _ in 0..3 {
+        t.round(&[(1, refused()), (2, ok())]);
+    }
+    assert_eq!(t.state(1), State::Down);
+    let reset =
+        Config::from_toml_str(&toml_with_fall("fall = 3\non_down = \"reset\""), "he.toml").unwrap();
+    assert_eq!(
+        reset.vips[0].health.as_ref().unwrap().on_down,
+        conf::OnDown::Reset
+    );
+    t.e.reconfigure(&reset);
+    t.idle(0);
+    assert_eq!(t.state(1), State::Down, "on_down changed: state kept");
+    assert!(!t.no_data(1));
+    assert_eq!(t.state(2), State::Up);
+}
+
 fn cfg_text_fall(fall: u32) -> String {
     format!("fall = {fall}")
 }

@@ -321,10 +321,16 @@ impl Engine {
                 })
             })
             .collect();
+        // `on_down` is the dataplane's business, not the probes': changing
+        // it keeps the verdicts.
+        let probing = |h: &Health| Health {
+            on_down: Default::default(),
+            ..h.clone()
+        };
         let keep: BTreeSet<Key> = self
             .vips
             .iter()
-            .filter(|v| old.get(&v.name) == Some(&v.health))
+            .filter(|v| old.get(&v.name).map(probing) == Some(probing(&v.health)))
             .flat_map(|v| v.backends.iter().map(|b| (v.name.clone(), *b)))
             .collect();
         self.local.retain(|k, _| keep.contains(k));
