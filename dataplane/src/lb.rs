@@ -311,6 +311,50 @@ pub struct Adopted<'t> {
     /// [`Adopted::new`]).
     pub carried: usize,
     pub built: usize,
+    /// Backends whose established flows are reset (`on_down = "reset"`,
+    /// health-down, VIP not failing open): see [`Adopted::with_resets`].
+    resets: hashbrown::HashSet<ResetKey, ahash::RandomState>,
+    /// `resets` is not empty: the express lane leaves every packet to the
+    /// general path, which checks each flow's backend.
+    pub reset_pending: bool,
+}
+
+/// A backend of a VIP whose established flows a worker resets, as a
+/// connection-table entry names them: the VIP (the original key's
+/// destination) and the backend (the reply key's source).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ResetKey {
+    vip: [u8; 16],
+    backend: [u8; 16],
+    vip_port: u16,
+    backend_port: u16,
+    proto: u8,
+}
+
+impl ResetKey {
+    /// Backend `backend:backend_port` of the VIP `vip:vip_port` (protocol
+    /// number `proto`).
+    pub fn new(vip: IpAddr, vip_port: u16, proto: u8, backend: IpAddr, backend_port: u16) -> Self {
+        ResetKey {
+            vip: to16(vip),
+            backend: to16(backend),
+            vip_port,
+            backend_port,
+            proto,
+        }
+    }
+
+    /// The backend of the flow with these keys.
+    #[inline]
+    fn of_flow(orig: &FlowKey, reply: &FlowKey) -> Self {
+        ResetKey {
+            vip: orig.dst,
+            backend: reply.src,
+            vip_port: orig.dport,
+            backend_port: reply.sport,
+            proto: orig.proto,
+        }
+    }
 }
 
 impl<'t> Adopted<'t> {
@@ -394,7 +438,24 @@ impl<'t> Adopted<'t> {
             refused,
             carried: 0,
             built,
+            resets: Default::default(),
+            reset_pending: false,
         }
+    }
+
+    /// Established flows to these backends are reset: the next packet of
+    /// such a TCP connection, from either end, is answered with a RST and
+    /// the entry removed; a UDP flow is forgotten, so its next datagram
+    /// picks a backend again (see `tables_source::resets_from_view`).
+    pub fn with_resets(mut self, keys: impl IntoIterator<Item = ResetKey>) -> Self {
+        self.resets.extend(keys);
+        self.reset_pending = !self.resets.is_empty();
+        self
+    }
+
+    /// Whether flows to this backend are reset.
+    pub fn resets(&self, k: &ResetKey) -> bool {
+        self.reset_pending && self.resets.contains(k)
     }
 
     /// Gives VIP `i` its backends if it has only block records: those of the
@@ -941,6 +1002,10 @@ impl Lb {
             return None;
         }
         let tables = self.tables.as_ref()?;
+        // Some flow may have to be reset: the general path checks each.
+        if tables.reset_pending {
+            return None;
+        }
         let (at, key, flags) = express_parse(frame)?;
         let dir = if tables
             .vip_at(&key.dst, key.v6, key.dport, key.proto)
@@ -1114,7 +1179,7 @@ impl Lb {
             if pt.dst < lo || pt.dst > hi {
                 return None; // the kernel twin's own connection
             }
-            return Some(self.backend_packet(frame, p, &key(pt), ports, counters, true));
+            return Some(self.backend_packet(frame, p, in_port, &key(pt), ports, counters, true));
         }
         // DNAT replies are addressed to the client, not to us.
         let k = key(pt);
@@ -1124,7 +1189,7 @@ impl Lb {
         {
             return None;
         }
-        Some(self.backend_packet(frame, p, &k, ports, counters, false))
+        Some(self.backend_packet(frame, p, in_port, &k, ports, counters, false))
     }
 
     // The packet, its parse, where it came from and what it matched travel
@@ -1166,6 +1231,14 @@ impl Lb {
             }
             _ => return self.client_miss(buf, len, p, in_port, vi, key, None, ports, counters),
         };
+        // Its backend went down and the VIP resets such flows (a RST ends
+        // the connection by itself: it goes on as usual).
+        if self.tables.as_ref().is_some_and(|t| t.reset_pending)
+            && flags & 0x04 == 0
+            && self.must_reset(id)
+        {
+            return self.reset_client(buf, len, p, in_port, vi, key, id, ports, counters);
+        }
         // An established flow.
         if tcp {
             self.conntrack.update_tcp(id, Dir::Original, flags, now);
@@ -1460,6 +1533,98 @@ impl Lb {
         Ok(picked)
     }
 
+    /// Whether the flow of entry `id` goes to a backend whose flows the
+    /// adopted generation resets.
+    #[inline(never)]
+    fn must_reset(&self, id: EntryId) -> bool {
+        let Some(t) = self.tables.as_ref() else {
+            return false;
+        };
+        let e = self.conntrack.get(id);
+        t.resets(&ResetKey::of_flow(e.orig(), e.reply()))
+    }
+
+    /// A client's packet of flow `id`, whose backend went down on a VIP
+    /// with `on_down = "reset"`. TCP: answered with a RST from the VIP
+    /// (built from the packet itself, so in the client's sequence space)
+    /// and the entry removed; a SYN instead starts a new connection. UDP:
+    /// the flow is forgotten and the datagram picks a backend again.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
+    fn reset_client(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        p: &Parsed,
+        in_port: usize,
+        vi: u32,
+        key: &FlowKey,
+        id: EntryId,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Verdict {
+        let syn = flags_of(p) & 0x02 != 0;
+        if key.proto != ip_proto::TCP || syn {
+            self.forget(id);
+            counters.inc(Counter::ForgotBackendDown);
+            return self.client_miss(buf, len, p, in_port, vi, key, None, ports, counters);
+        }
+        let Some(frame) = buf.get_mut(..len) else {
+            return drop(counters, Counter::DropSlowpathUnhandled);
+        };
+        self.send_rst(frame, p, in_port, id, ports, counters)
+    }
+
+    /// A backend's packet of flow `id`, whose backend went down on a VIP
+    /// with `on_down = "reset"`. TCP: answered with a RST to the backend
+    /// from the address it knows (the full-NAT local address, or the
+    /// client for DNAT), built from the packet itself (so in the backend's
+    /// sequence space, PROXY header included), and the entry removed. UDP:
+    /// the flow is forgotten, the datagram dropped.
+    #[cold]
+    #[inline(never)]
+    fn reset_backend(
+        &mut self,
+        frame: &mut [u8],
+        p: &Parsed,
+        in_port: usize,
+        id: EntryId,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Verdict {
+        if p.l4_proto != ip_proto::TCP {
+            self.forget(id);
+            counters.inc(Counter::ForgotBackendDown);
+            return drop(counters, Counter::DropNoConntrack);
+        }
+        self.send_rst(frame, p, in_port, id, ports, counters)
+    }
+
+    /// Turns `frame` into the RST that answers it, back out of `in_port`,
+    /// and removes entry `id`.
+    fn send_rst(
+        &mut self,
+        frame: &mut [u8],
+        p: &Parsed,
+        in_port: usize,
+        id: EntryId,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Verdict {
+        self.forget(id);
+        let Some(port) = ports.get(in_port) else {
+            return drop(counters, Counter::DropNoRoute);
+        };
+        match crate::reset::rst_reply(frame, p, port.mac) {
+            Ok(len) => {
+                counters.inc(Counter::ResetBackendDown);
+                Verdict::Send { port: in_port, len }
+            }
+            Err(_) => drop(counters, Counter::DropSlowpathUnhandled),
+        }
+    }
+
     fn forget(&mut self, id: crate::conntrack::EntryId) {
         let v = &self.conntrack.get(id).value;
         self.vip_stats
@@ -1472,10 +1637,12 @@ impl Lb {
     /// A packet from a backend: to a full-NAT local address (`to_local`) or,
     /// for DNAT, to the client.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn backend_packet(
         &mut self,
         frame: &mut [u8],
         p: &Parsed,
+        in_port: usize,
         key: &FlowKey,
         ports: &[PortInfo],
         counters: &mut Counters,
@@ -1487,6 +1654,14 @@ impl Lb {
         let now = self.now_ms;
         let id = match self.conntrack.lookup(key, now) {
             Some((id, Dir::Reply)) => {
+                // As for the client's packets: the backend's connection
+                // to a down backend is reset.
+                if self.tables.as_ref().is_some_and(|t| t.reset_pending)
+                    && flags_of(p) & 0x04 == 0
+                    && self.must_reset(id)
+                {
+                    return self.reset_backend(frame, p, in_port, id, ports, counters);
+                }
                 if key.proto == ip_proto::TCP {
                     self.conntrack.update_tcp(id, Dir::Reply, flags_of(p), now);
                 } else {

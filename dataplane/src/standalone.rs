@@ -6,7 +6,7 @@ use conf::tables::{build_generation, no_overrides, TablesError};
 use conf::Config;
 
 use crate::lb::{Adopted, Routes};
-use crate::tables_source::inputs_from_generation;
+use crate::tables_source::{inputs_from_generation, resets_from_generation};
 
 pub use crate::tables_source::OneShot;
 
@@ -19,5 +19,6 @@ pub fn adopted_from_config(cfg: &Config, generation: u64) -> Result<Adopted<'sta
         gen.flow_hash_key,
         inputs_from_generation(&gen),
         Routes::from_config(cfg),
-    ))
+    )
+    .with_resets(resets_from_generation(&gen)))
 }

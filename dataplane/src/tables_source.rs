@@ -11,10 +11,10 @@
 use std::sync::Arc;
 
 use conf::state::vip_stat_key;
-use conf::tables::{Generation, Published, TablesReader, TablesView, VipFlags};
+use conf::tables::{BackendState, Generation, Published, TablesReader, TablesView, VipFlags};
 use crossbeam_queue::ArrayQueue;
 
-use crate::lb::{Adopted, Routes, VipInput, VipSrc};
+use crate::lb::{Adopted, ResetKey, Routes, VipInput, VipSrc};
 use crate::ppv2::PpConfig;
 use crate::worker::{TablePoll, TableSource};
 
@@ -90,6 +90,43 @@ pub fn inputs_from_generation(gen: &Generation) -> Vec<VipInput<'static>> {
         .collect()
 }
 
+/// Whether a VIP with these flags resets the established flows of its
+/// health-down backends: `on_down = "reset"`, and the VIP does not fail
+/// open (then every backend is down and all of them serve, so nothing is
+/// reset).
+fn resets_down(flags: VipFlags) -> bool {
+    flags.contains(VipFlags::RESET_ON_DOWN) && !flags.contains(VipFlags::FAIL_OPEN)
+}
+
+/// The backends whose established flows workers reset
+/// ([`Adopted::with_resets`]): those health took down (state Down; not
+/// drained, not weight 0) of VIPs that [`resets_down`]. Empty, without
+/// allocating, when no VIP asks for it.
+pub fn resets_from_view(view: &TablesView<'_>) -> Vec<ResetKey> {
+    let mut out = Vec::new();
+    for v in view.vips().iter().filter(|v| resets_down(v.flags())) {
+        for b in v.backends() {
+            if b.backend_state() == BackendState::Down {
+                out.push(ResetKey::new(v.addr(), v.port(), v.proto(), b.ip(), b.port));
+            }
+        }
+    }
+    out
+}
+
+/// [`resets_from_view`] for an in-process generation.
+pub fn resets_from_generation(gen: &Generation) -> Vec<ResetKey> {
+    let mut out = Vec::new();
+    for v in gen.vips.iter().filter(|v| resets_down(v.flags)) {
+        for b in &v.backends {
+            if b.state == BackendState::Down {
+                out.push(ResetKey::new(v.addr, v.port, v.proto, b.addr, b.port));
+            }
+        }
+    }
+    out
+}
+
 /// A reader leaked for the `'static` lifetime of the views into it, and
 /// used by exactly one worker.
 #[derive(Clone, Copy)]
@@ -158,12 +195,15 @@ impl TableSource for ShmTables {
 impl ShmTables {
     fn adopt(&mut self, r: OwnReader, p: Published) -> TablePoll {
         match r.0.view(p) {
-            Ok(view) => TablePoll::New(Box::new(Adopted::new(
-                view.generation(),
-                view.flow_hash_key(),
-                inputs_from_view(&view, r.0.region_id()),
-                self.routes.clone(),
-            ))),
+            Ok(view) => TablePoll::New(Box::new(
+                Adopted::new(
+                    view.generation(),
+                    view.flow_hash_key(),
+                    inputs_from_view(&view, r.0.region_id()),
+                    self.routes.clone(),
+                )
+                .with_resets(resets_from_view(&view)),
+            )),
             Err(_) => {
                 self.refused = Some(p);
                 TablePoll::Refused
