@@ -238,8 +238,7 @@ impl Manager {
     /// not: the generation stays). Returns the published generation.
     pub fn publish_now(&self, cause: &str) -> Result<Outcome, PublishError> {
         let mut core = lock(&self.core);
-        let next = core.store.clone();
-        match self.publish(&mut core, &next, cause)? {
+        match self.publish(&mut core, None, None, cause)? {
             Published::New(g) => Ok(Outcome {
                 generation: g,
                 changed: true,
@@ -302,23 +301,48 @@ impl Manager {
         snap
     }
 
-    /// Builds `next` and publishes it. On success (or pending) the caller
-    /// commits `next`.
+    /// Builds the generation of `next` (of the running store if `None`)
+    /// and publishes it. `changed`: positions of the VIPs whose inputs
+    /// (config entry, overrides of their backends) changed since the last
+    /// build; only those are looked at (`None`: every VIP). On success (or
+    /// pending) the caller commits `next`; on error it takes the change
+    /// back (the builder then forgets what it built from it).
     fn publish(
         &self,
         core: &mut Core,
-        next: &Store,
+        next: Option<&Store>,
+        changed: Option<&[usize]>,
         cause: &str,
     ) -> Result<Published, PublishError> {
-        let gen = core.publisher.build(next)?;
+        let Core {
+            store,
+            publisher,
+            pending,
+            last_error,
+        } = core;
+        let next = next.unwrap_or(store);
+        let built = match changed {
+            Some(c) => publisher.build_changed(next, c),
+            None => publisher.build(next),
+        };
+        let gen = match built {
+            Ok(g) => g,
+            Err(e) => {
+                publisher.invalidate();
+                return Err(e.into());
+            }
+        };
         let snap = self.sample_dp();
-        match core.publisher.publish(next.config(), gen, &snap) {
+        match publisher.publish(next.config(), gen, &snap) {
             Ok(Some(stats)) => {
-                core.pending = None;
-                core.last_error = None;
+                *pending = None;
+                *last_error = None;
+                let b = publisher.last_build();
                 tracing::info!(
                     generation = stats.generation,
                     cause,
+                    vips_examined = b.vips_examined,
+                    rings_built = b.rings_built,
                     blocks_written = stats.blocks_written,
                     bytes_written = stats.bytes_written,
                     blocks_reclaimed = stats.blocks_reclaimed,
@@ -335,13 +359,13 @@ impl Manager {
                 Ok(Published::New(stats.generation))
             }
             Ok(None) => {
-                core.pending = None;
-                Ok(Published::Same(core.publisher.published_generation()))
+                *pending = None;
+                Ok(Published::Same(publisher.published_generation()))
             }
             Err(e) => {
                 let retry = e.is_retryable();
                 let msg = e.to_string();
-                core.last_error = Some(msg.clone());
+                *last_error = Some(msg.clone());
                 self.events
                     .emit(pb::event::Kind::PublishFailed(pb::PublishFailed {
                         error: msg.clone(),
@@ -349,10 +373,11 @@ impl Manager {
                     }));
                 if retry {
                     tracing::warn!(error = %msg, cause, "publish deferred: retrying when the workers pass older generations");
-                    core.pending = Some(msg.clone());
+                    *pending = Some(msg.clone());
                     Ok(Published::Pending(msg))
                 } else {
                     tracing::error!(error = %msg, cause, "publish failed");
+                    publisher.invalidate();
                     Err(e)
                 }
             }
@@ -441,9 +466,12 @@ impl Manager {
                 pending: None,
             });
         }
+        // Only the VIPs whose config entry differs (or that are new) are
+        // built again: the overrides of the others' backends stay as they are.
+        let vips = changed_vips(core.store.config(), &cfg);
         let mut next = core.store.clone();
         let pruned = next.replace_config(cfg, text, origin.to_string());
-        let p = match self.publish(&mut core, &next, "config") {
+        let p = match self.publish(&mut core, Some(&next), Some(&vips), "config") {
             Ok(p) => p,
             Err(e) => {
                 drop(core);
@@ -485,12 +513,19 @@ impl Manager {
             .map_err(|_| SetError::BadAddress(backend.to_string()))?;
         let key = BackendKey::new(vip, addr);
         let mut core = lock(&self.core);
-        let mut next = core.store.clone();
-        let changed = next.set_backend(&key, action, note)?;
-        let p = self.publish(&mut core, &next, "backend")?;
-        core.store = next;
-        core.store.save();
+        // Changed in place (nothing copied), taken back if it cannot be
+        // published; only this backend's VIP is built again.
+        let undo = core.store.undo_point(&key);
+        let changed = core.store.set_backend(&key, action, note)?;
         let (vi, bi) = core.store.find(&key).expect("checked by set_backend");
+        let p = match self.publish(&mut core, None, Some(&[vi]), "backend") {
+            Ok(p) => p,
+            Err(e) => {
+                core.store.undo(undo);
+                return Err(e.into());
+            }
+        };
+        core.store.save();
         let share = ring_share(core.publisher.published(), vip);
         let status = backend_status(&core.store, &share, vi, bi);
         if changed {
@@ -514,13 +549,18 @@ impl Manager {
         verdict: Option<HealthVerdict>,
     ) -> Result<Option<Outcome>, PublishError> {
         let mut core = lock(&self.core);
-        let mut next = core.store.clone();
-        if !next.set_health(key, verdict) {
-            core.store = next;
+        let undo = core.store.undo_point(key);
+        if !core.store.set_health(key, verdict) {
             return Ok(None);
         }
-        let p = self.publish(&mut core, &next, "health")?;
-        core.store = next;
+        let vi = core.store.find(key).map(|(vi, _)| vi);
+        let p = match self.publish(&mut core, None, Some(vi.as_slice()), "health") {
+            Ok(p) => p,
+            Err(e) => {
+                core.store.undo(undo);
+                return Err(e);
+            }
+        };
         if let Some((vi, bi)) = core.store.find(key) {
             let share = ring_share(core.publisher.published(), &key.vip);
             let status = backend_status(&core.store, &share, vi, bi);
@@ -542,19 +582,30 @@ impl Manager {
         batch: Vec<(BackendKey, Option<HealthVerdict>)>,
     ) -> Result<Option<Outcome>, PublishError> {
         let mut core = lock(&self.core);
-        let mut next = core.store.clone();
         let mut changed = Vec::new();
+        let mut vips = Vec::new();
+        let mut undo = Vec::with_capacity(batch.len());
         for (key, verdict) in batch {
-            if next.set_health(&key, verdict) {
+            undo.push(core.store.undo_point(&key));
+            if core.store.set_health(&key, verdict) {
+                vips.extend(core.store.find(&key).map(|(vi, _)| vi));
                 changed.push(key);
             }
         }
         if changed.is_empty() {
-            core.store = next;
             return Ok(None);
         }
-        let p = self.publish(&mut core, &next, "health")?;
-        core.store = next;
+        vips.sort_unstable();
+        vips.dedup();
+        let p = match self.publish(&mut core, None, Some(&vips), "health") {
+            Ok(p) => p,
+            Err(e) => {
+                for u in undo.into_iter().rev() {
+                    core.store.undo(u);
+                }
+                return Err(e);
+            }
+        };
         for key in &changed {
             if let Some((vi, bi)) = core.store.find(key) {
                 let share = ring_share(core.publisher.published(), &key.vip);
@@ -575,8 +626,8 @@ impl Manager {
         self.sample_dp();
         let mut core = lock(&self.core);
         if core.pending.is_some() {
-            let next = core.store.clone();
-            let _ = self.publish(&mut core, &next, "retry");
+            // The last build is the running store's: nothing to look at again.
+            let _ = self.publish(&mut core, None, Some(&[]), "retry");
         }
     }
 
@@ -711,6 +762,16 @@ impl Manager {
     }
 }
 
+/// Positions of the VIPs of `new` whose config entry differs from `old`'s
+/// at the same position (new ones included): the only VIPs whose tables a
+/// config change can change, besides a change of `zone`, which the builder
+/// sees by itself.
+pub fn changed_vips(old: &Config, new: &Config) -> Vec<usize> {
+    (0..new.vips.len())
+        .filter(|&i| old.vips.get(i) != Some(&new.vips[i]))
+        .collect()
+}
+
 /// Why a backend is down right after a restart of border-mgmt.
 pub const KEPT_ACROSS_RESTART: &str =
     "down (no data: kept from the published tables across a restart of border-mgmt)";
@@ -814,5 +875,234 @@ fn dataplane_status(s: &DpSnap) -> pb::DataplaneStatus {
             })
             .collect(),
         problem: s.problem.clone().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use conf::tables::{build_generation, TablesReader};
+    use std::fmt::Write;
+
+    /// `n` VIPs of 4 backends (2 in zone a, 2 in zone b; VIP 1 has zone
+    /// affinity); `weight` sets (VIP, backend 0) weights, `zone` the
+    /// appliance's zone.
+    fn text(n: u32, weight: Option<(u32, u32)>, zone: &str) -> String {
+        let mut c = format!(
+            r#"instance = "t"
+zone = "{zone}"
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "000102030405060708090a0b0c0d0e0f"
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["10.0.0.1/16"]
+local_addresses = ["10.0.0.1"]
+"#
+        );
+        for v in 0..n {
+            let _ = write!(
+                c,
+                "[[vip]]\nname = \"v{v}\"\naddress = \"10.0.100.{v}\"\nport = 80\nmaglev_table_size = 1009\nzone_affinity = {}\n",
+                v == 1
+            );
+            for b in 0..4u32 {
+                let w = match weight {
+                    Some((wv, w)) if wv == v && b == 0 => w,
+                    _ => 1,
+                };
+                let z = if b < 2 { "a" } else { "b" };
+                let _ = write!(
+                    c,
+                    "[[vip.backend]]\naddress = \"10.0.{}.{}\"\nport = 8080\nweight = {w}\nzone = \"{z}\"\n",
+                    1 + b,
+                    v + 1
+                );
+            }
+        }
+        c
+    }
+
+    fn manager(dir: &Path, n: u32) -> Arc<Manager> {
+        let t = text(n, None, "a");
+        let cfg = Config::from_toml_str(&t, "t.toml").unwrap();
+        let (m, _) =
+            Manager::new(cfg, t, "t.toml".into(), Options::new(Paths::in_dir(dir))).unwrap();
+        m.publish_now("start").unwrap();
+        m
+    }
+
+    /// Block offsets of the published VIPs.
+    fn offsets(dir: &Path) -> Vec<u64> {
+        let r = TablesReader::open(&Paths::in_dir(dir).tables).unwrap();
+        let v = r.view_current().unwrap();
+        v.vips().iter().map(|v| v.block_offset()).collect()
+    }
+
+    /// Which VIPs got a new block since `before`.
+    fn moved(dir: &Path, before: &[u64]) -> Vec<usize> {
+        let after = offsets(dir);
+        (0..after.len())
+            .filter(|&i| before.get(i) != Some(&after[i]))
+            .collect()
+    }
+
+    /// The published generation is what a build from scratch of the
+    /// running config and overrides gives.
+    fn assert_same_as_full_build(m: &Manager) {
+        let core = lock(&m.core);
+        let s = &core.store;
+        let full = build_generation(s.config(), &|vi, bi| s.overrides(vi, bi)).unwrap();
+        assert_eq!(core.publisher.published(), Some(&full));
+    }
+
+    fn last_build(m: &Manager) -> conf::tables::BuildStats {
+        lock(&m.core).publisher.last_build()
+    }
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("border-mgmt-mgr-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A change to one backend among many VIPs looks at that VIP only,
+    /// builds its ring only, and writes its block only: every other VIP's
+    /// block keeps its offset. Same for a health verdict and for an
+    /// ApplyConfig of the whole config that changes one backend's weight.
+    #[test]
+    fn a_one_backend_change_rebuilds_one_vip_block() {
+        let n = 64;
+        let dir = tmpdir("one");
+        let m = manager(&dir, n);
+        assert!(last_build(&m).full);
+        assert_eq!(last_build(&m).vips_examined, n);
+
+        let before = offsets(&dir);
+        let (o, _) = m
+            .set_backend("v37", "10.0.2.38:8080", BackendAction::Weight(3), "")
+            .unwrap();
+        assert!(o.changed && o.generation == 2, "{o:?}");
+        let b = last_build(&m);
+        assert_eq!(
+            (b.full, b.vips_examined, b.vips_changed, b.rings_built),
+            (false, 1, 1, 1)
+        );
+        assert_eq!(moved(&dir, &before), vec![37]);
+        assert_same_as_full_build(&m);
+
+        // A drain of a drained backend: the VIP is looked at, nothing is
+        // published.
+        m.set_backend("v5", "10.0.1.6:8080", BackendAction::Drain, "")
+            .unwrap();
+        let before = offsets(&dir);
+        let (o, _) = m
+            .set_backend("v5", "10.0.1.6:8080", BackendAction::Drain, "")
+            .unwrap();
+        assert!(!o.changed && o.generation == 3, "{o:?}");
+        assert_eq!(last_build(&m).vips_examined, 1);
+        assert!(moved(&dir, &before).is_empty());
+
+        // Health: two verdicts on two VIPs, one generation.
+        let before = offsets(&dir);
+        let down = |reason: &str| {
+            Some(HealthVerdict {
+                up: false,
+                reason: reason.into(),
+                since_unix_ms: 1,
+                weight: None,
+            })
+        };
+        let o = m
+            .set_health_batch(vec![
+                (
+                    BackendKey::new("v9", "10.0.3.10:8080".parse().unwrap()),
+                    down("x"),
+                ),
+                (
+                    BackendKey::new("v60", "10.0.4.61:8080".parse().unwrap()),
+                    down("y"),
+                ),
+            ])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.generation, 4);
+        assert_eq!(last_build(&m).vips_examined, 2);
+        assert_eq!(moved(&dir, &before), vec![9, 60]);
+        assert_same_as_full_build(&m);
+
+        // ApplyConfig of the whole text, backend 0 of VIP 12 at weight 2.
+        let before = offsets(&dir);
+        let o = m
+            .apply_config(&text(n, Some((12, 2)), "a"), "<api>", false)
+            .unwrap();
+        assert!(o.changed && o.generation == 5, "{o:?}");
+        let b = last_build(&m);
+        assert_eq!((b.full, b.vips_examined, b.rings_built), (false, 1, 1));
+        assert_eq!(moved(&dir, &before), vec![12]);
+        assert_same_as_full_build(&m);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Whatever changes — VIPs added or removed, the zone, overrides on
+    /// VIPs that move — the incremental builds publish what a full build
+    /// gives.
+    #[test]
+    fn incremental_builds_equal_full_builds() {
+        let dir = tmpdir("equal");
+        let m = manager(&dir, 6);
+        type Step = Box<dyn Fn(&Manager)>;
+        let steps: Vec<Step> = vec![
+            Box::new(|m| {
+                m.set_backend("v1", "10.0.1.2:8080", BackendAction::Drain, "")
+                    .unwrap();
+            }),
+            // Zone b: VIP 1 (affinity) changes without being named.
+            Box::new(|m| {
+                m.apply_config(&text(6, None, "b"), "<api>", false).unwrap();
+            }),
+            // Fewer VIPs, then more again (the drained backend's override
+            // stays with its VIP).
+            Box::new(|m| {
+                m.apply_config(&text(3, None, "b"), "<api>", false).unwrap();
+            }),
+            Box::new(|m| {
+                m.apply_config(&text(8, Some((7, 4)), "b"), "<api>", false)
+                    .unwrap();
+            }),
+            Box::new(|m| {
+                m.set_health(
+                    &BackendKey::new("v7", "10.0.1.8:8080".parse().unwrap()),
+                    Some(HealthVerdict {
+                        up: false,
+                        reason: "down".into(),
+                        since_unix_ms: 1,
+                        weight: None,
+                    }),
+                )
+                .unwrap();
+            }),
+            // VIPs reordered: v0 and v1 swap names and places.
+            Box::new(|m| {
+                let t = text(8, Some((7, 4)), "b")
+                    .replacen("name = \"v0\"", "name = \"tmp\"", 1)
+                    .replacen("name = \"v1\"", "name = \"v0\"", 1)
+                    .replacen("name = \"tmp\"", "name = \"v1\"", 1);
+                m.apply_config(&t, "<api>", false).unwrap();
+            }),
+            Box::new(|m| {
+                m.set_backend("v0", "10.0.1.2:8080", BackendAction::Undrain, "")
+                    .unwrap();
+            }),
+        ];
+        for (i, step) in steps.iter().enumerate() {
+            step(&m);
+            let b = last_build(&m);
+            assert!(!b.full || i == 1, "step {i}: {b:?}");
+            assert_same_as_full_build(&m);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

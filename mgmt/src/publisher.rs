@@ -15,8 +15,8 @@
 use std::path::{Path, PathBuf};
 
 use conf::tables::{
-    Generation, GenerationBuilder, PublishStats, TablesError, TablesReader, TablesWriter,
-    HEADER_LEN, MAX_REGION_LEN, UNIT,
+    BuildStats, Generation, GenerationBuilder, PublishStats, TablesError, TablesReader,
+    TablesWriter, HEADER_LEN, MAX_REGION_LEN, UNIT,
 };
 use conf::Config;
 
@@ -215,10 +215,36 @@ impl Publisher {
     }
 
     /// Builds the generation `store` describes (Maglev per VIP; unchanged
-    /// VIPs are reused, not rebuilt).
+    /// VIPs are reused, not rebuilt), looking at every VIP.
     pub fn build(&mut self, store: &Store) -> Result<Generation, TablesError> {
         self.builder
             .build(store.config(), &|vi, bi| store.overrides(vi, bi))
+    }
+
+    /// Builds the generation `store` describes when only the VIPs at the
+    /// positions `changed` can differ from the last build (their config
+    /// entry or the overrides of their backends): those are looked at,
+    /// every other VIP is the last build's, untouched
+    /// ([`GenerationBuilder::build_changed`]). A one-backend change thus
+    /// costs one VIP however many there are.
+    pub fn build_changed(
+        &mut self,
+        store: &Store,
+        changed: &[usize],
+    ) -> Result<Generation, TablesError> {
+        self.builder
+            .build_changed(store.config(), &|vi, bi| store.overrides(vi, bi), changed)
+    }
+
+    /// What the last build did.
+    pub fn last_build(&self) -> BuildStats {
+        self.builder.last_build()
+    }
+
+    /// The last build was not kept (its change was taken back): the next
+    /// [`Publisher::build_changed`] looks at every VIP again.
+    pub fn invalidate(&mut self) {
+        self.builder.invalidate();
     }
 
     /// Publishes `gen` unless it equals the published generation (`Ok(None)`).

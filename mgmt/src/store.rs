@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use conf::tables::BackendState;
 use conf::{Config, ConfigError};
@@ -132,11 +133,16 @@ pub enum SetBackendError {
 
 /// The running config and the overrides on top of it. Cloning gives a
 /// candidate to change and build from; commit it by replacing the original
-/// and calling [`Store::save`].
+/// and calling [`Store::save`]. The config and its text are shared between
+/// clones (cloning does not copy them); a change to one backend can also be
+/// made in place and taken back ([`Store::undo_point`], [`Store::undo`]),
+/// which copies nothing at all.
 #[derive(Debug, Clone)]
 pub struct Store {
-    config: Config,
-    text: String,
+    config: Arc<Config>,
+    text: Arc<str>,
+    /// VIP name -> position in `config.vips`.
+    index: Arc<HashMap<String, usize>>,
     origin: String,
     applied_unix_ms: u64,
     operator: BTreeMap<BackendKey, OperatorOverride>,
@@ -148,14 +154,34 @@ pub struct Store {
 /// config no longer has.
 pub type Pruned = Vec<BackendKey>;
 
+/// What one backend had before a change made in place: [`Store::undo`]
+/// puts it back.
+#[derive(Debug, Clone)]
+pub struct Undo {
+    key: BackendKey,
+    operator: Option<OperatorOverride>,
+    health: Option<HealthVerdict>,
+}
+
+fn name_index(cfg: &Config) -> Arc<HashMap<String, usize>> {
+    Arc::new(
+        cfg.vips
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (v.name.clone(), i))
+            .collect(),
+    )
+}
+
 impl Store {
     /// A store running `config` (parsed from `text`, named `origin`). With
     /// `persist`, operator overrides are loaded from and saved to that file
     /// (entries for backends the config does not have are dropped).
     pub fn new(config: Config, text: String, origin: String, persist: Option<PathBuf>) -> Store {
         let mut s = Store {
-            config,
-            text,
+            index: name_index(&config),
+            config: Arc::new(config),
+            text: text.into(),
             origin,
             applied_unix_ms: now_unix_ms(),
             operator: BTreeMap::new(),
@@ -204,9 +230,19 @@ impl Store {
         &self.operator
     }
 
+    /// The running config, shared.
+    pub fn config_arc(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// Position of the VIP called `name` in the running config.
+    pub fn vip_position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     /// (VIP index, backend index) of a key in the running config.
     pub fn find(&self, key: &BackendKey) -> Option<(usize, usize)> {
-        let vi = self.config.vips.iter().position(|v| v.name == key.vip)?;
+        let vi = self.vip_position(&key.vip)?;
         let bi = self.config.vips[vi]
             .backends
             .iter()
@@ -288,8 +324,9 @@ impl Store {
     /// Makes `config` the running config. Overrides of backends it no longer
     /// has are dropped and returned.
     pub fn replace_config(&mut self, config: Config, text: String, origin: String) -> Pruned {
-        self.config = config;
-        self.text = text;
+        self.index = name_index(&config);
+        self.config = Arc::new(config);
+        self.text = text.into();
         self.origin = origin;
         self.applied_unix_ms = now_unix_ms();
         let gone: Vec<BackendKey> = self
@@ -301,15 +338,38 @@ impl Store {
         for k in &gone {
             self.operator.remove(k);
         }
+        let (config, index) = (&self.config, &self.index);
         self.health.retain(|k, _| {
-            self.config.vips.iter().any(|v| {
-                v.name == k.vip
-                    && v.backends
-                        .iter()
-                        .any(|b| SocketAddr::new(b.address, b.port) == k.backend)
+            index.get(&k.vip).is_some_and(|&vi| {
+                config.vips[vi]
+                    .backends
+                    .iter()
+                    .any(|b| SocketAddr::new(b.address, b.port) == k.backend)
             })
         });
         gone
+    }
+
+    /// What `key` has now (operator override, health verdict), to take a
+    /// change made in place back with [`Store::undo`].
+    pub fn undo_point(&self, key: &BackendKey) -> Undo {
+        Undo {
+            key: key.clone(),
+            operator: self.operator.get(key).cloned(),
+            health: self.health.get(key).cloned(),
+        }
+    }
+
+    /// Puts back what [`Store::undo_point`] recorded.
+    pub fn undo(&mut self, u: Undo) {
+        match u.operator {
+            Some(o) => self.operator.insert(u.key.clone(), o),
+            None => self.operator.remove(&u.key),
+        };
+        match u.health {
+            Some(h) => self.health.insert(u.key, h),
+            None => self.health.remove(&u.key),
+        };
     }
 
     /// Applies an operator action. Returns whether the effective backend changed.
@@ -319,7 +379,7 @@ impl Store {
         action: BackendAction,
         note: &str,
     ) -> Result<bool, SetBackendError> {
-        if !self.config.vips.iter().any(|v| v.name == key.vip) {
+        if self.vip_position(&key.vip).is_none() {
             return Err(SetBackendError::NoVip(key.vip.clone()));
         }
         let Some((vi, bi)) = self.find(key) else {

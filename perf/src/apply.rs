@@ -31,9 +31,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use conf::state::FlowStats;
 use conf::state::{RunState, StateRegion};
 use conf::tables::TablesReader;
-use dataplane::lb::{Adopted, Routes};
+use dataplane::conntrack::Timeouts;
+use dataplane::lb::{Lb, Routes};
+use dataplane::neigh::NeighborSync;
 use dataplane::tables_source::{reader_inbox, ShmTables};
 use dataplane::worker::{TablePoll, TableSource};
 use mgmt::pb;
@@ -169,19 +172,30 @@ fn sim_worker(
             }
         });
         let mut tables = ShmTables::new(inbox, routes, applied);
-        let mut current: Option<Box<Adopted<'static>>> = None;
+        // The worker's load-balancing state: adopting a generation is
+        // ShmTables::poll (validation, lookup maps) then Lb::adopt (backends
+        // of the VIPs whose block changed; the others are carried over).
+        let mut lb = Lb::new(
+            0,
+            1,
+            1024,
+            Timeouts::default(),
+            NeighborSync::new(1),
+            FlowStats::detached(conf::state::MAX_VIPS),
+            FlowStats::detached(conf::state::MAX_BACKENDS),
+        );
         let (mut empty, mut idle) = (0u32, Duration::from_micros(10));
         let mut refused = 0u64;
         let mut adopt_ms = Vec::new();
         let counters = state.worker(w).map(|b| b.counters());
         while !stop.load(Ordering::Relaxed) {
             let t0 = Instant::now();
-            match tables.poll(current.as_ref().map(|t| t.generation)) {
+            match tables.poll(lb.generation()) {
                 TablePoll::New(t) => {
-                    adopt_ms.push(ms(t0.elapsed()));
                     let g = t.generation;
                     // The old generation is dropped before it is reported.
-                    current = Some(t);
+                    lb.adopt(*t);
+                    adopt_ms.push(ms(t0.elapsed()));
                     tables.adopted(g);
                 }
                 TablePoll::Refused => refused += 1,
@@ -607,7 +621,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         );
         row(
             &mut t,
-            &label("worker: one adopting poll (validate + build lookups)"),
+            &label("worker: one adopting poll (validate, lookups, Lb::adopt)"),
             &mut o.adopt,
         );
         p99s.push((n, p99.unwrap_or(f64::NAN)));
@@ -637,7 +651,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
     t.note("-> all workers applied: until every worker's applied generation in the state region reached the answered one.");
     t.note("ApplyConfig: the whole config text parsed, validated, diffed and published (backend 0 of one VIP changes).");
     if args.dp.is_none() {
-        t.note("worker: ShmTables::poll that returned a new generation (every adoption of the run); the worker forwards nothing meanwhile.");
+        t.note("worker: ShmTables::poll that returned a new generation, then Lb::adopt (every adoption of the run); the worker forwards nothing meanwhile.");
     }
     Ok(t)
 }

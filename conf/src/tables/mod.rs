@@ -139,8 +139,8 @@ pub use layout::{
 };
 pub use model::{
     backend_ids, build_generation, config_flags, no_overrides, proto_number, BackendEntry,
-    BackendState, Generation, GenerationBuilder, Overrides, VipFlags, VipTable, PROTO_TCP,
-    PROTO_UDP,
+    BackendState, BuildStats, Generation, GenerationBuilder, Overrides, VipFlags, VipTable,
+    PROTO_TCP, PROTO_UDP,
 };
 pub use reader::{
     BlockId, Published, TablesReader, TablesView, ValidationStats, VipView, DEFAULT_CACHE_CAPACITY,

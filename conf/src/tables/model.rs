@@ -278,6 +278,11 @@ struct Cached {
 /// returned as the *same* [`Arc`] (so [`super::TablesWriter::publish`]
 /// recognises it in O(1)); a VIP whose ring inputs did not change keeps its
 /// ring without running Maglev.
+///
+/// [`GenerationBuilder::build_changed`] goes further: told which VIPs'
+/// inputs changed, it looks at those only and takes every other VIP from
+/// the previous build as is, so a change to one backend costs one VIP
+/// whatever the number of VIPs ([`BuildStats`] says what a build did).
 #[derive(Debug, Default)]
 pub struct GenerationBuilder {
     scratch: MaglevScratch,
@@ -285,6 +290,27 @@ pub struct GenerationBuilder {
     cache: Vec<Option<Cached>>,
     members: Vec<MaglevBackend>,
     member_idx: Vec<u32>,
+    /// The `zone` of the last build (`None`: nothing built yet): an input
+    /// of every VIP.
+    zone: Option<Option<String>>,
+    stats: BuildStats,
+}
+
+/// What one build did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BuildStats {
+    /// VIPs whose inputs (config entry and overrides) were looked at; the
+    /// others were taken from the previous build without a look.
+    pub vips_examined: u32,
+    /// VIPs that came out different from the previous build (a new
+    /// [`Arc`]; a new block for the publisher to write).
+    pub vips_changed: u32,
+    /// Maglev rings computed.
+    pub rings_built: u32,
+    /// The whole config was looked at ([`GenerationBuilder::build`], or a
+    /// [`GenerationBuilder::build_changed`] that could not take VIPs from
+    /// the previous build: the first build, or `zone` changed).
+    pub full: bool,
 }
 
 impl GenerationBuilder {
@@ -316,16 +342,78 @@ impl GenerationBuilder {
         cfg: &Config,
         overrides: Overrides<'_>,
     ) -> Result<Generation, TablesError> {
+        self.stats = BuildStats {
+            full: true,
+            ..BuildStats::default()
+        };
+        self.zone = None;
         self.cache.resize_with(cfg.vips.len(), || None);
         self.cache.truncate(cfg.vips.len());
         let mut vips = Vec::with_capacity(cfg.vips.len());
         for (vi, v) in cfg.vips.iter().enumerate() {
             vips.push(self.build_vip(cfg, vi, v, overrides)?);
         }
+        self.zone = Some(cfg.zone.clone());
         Ok(Generation {
             flow_hash_key: cfg.dataplane.flow_hash_key,
             vips,
         })
+    }
+
+    /// Like [`GenerationBuilder::build`], when the caller knows which VIPs'
+    /// inputs may have changed since the previous build: `changed` holds
+    /// their positions in `cfg.vips` (a VIP's inputs are its config entry,
+    /// its position, and the overrides of its backends). Only those are
+    /// looked at; every other VIP is the previous build's [`Arc`], untouched.
+    /// VIPs past the previous build's count are built too, and a shorter
+    /// config drops the last ones. Falls back to a full
+    /// [`GenerationBuilder::build`] for the first build and when `zone`
+    /// changed (an input of every VIP).
+    ///
+    /// The result equals a full build's as long as `changed` lists every VIP
+    /// whose inputs changed; a VIP left out keeps its previous table.
+    pub fn build_changed(
+        &mut self,
+        cfg: &Config,
+        overrides: Overrides<'_>,
+        changed: &[usize],
+    ) -> Result<Generation, TablesError> {
+        if self.zone.as_ref() != Some(&cfg.zone) {
+            return self.build(cfg, overrides);
+        }
+        self.stats = BuildStats::default();
+        let n = cfg.vips.len();
+        self.cache.resize_with(n, || None);
+        self.cache.truncate(n);
+        for &vi in changed {
+            if let Some(v) = cfg.vips.get(vi) {
+                self.build_vip(cfg, vi, v, overrides)?;
+            }
+        }
+        let mut vips = Vec::with_capacity(n);
+        for (vi, v) in cfg.vips.iter().enumerate() {
+            match &self.cache[vi] {
+                Some(c) => vips.push(Arc::clone(&c.vip)),
+                None => vips.push(self.build_vip(cfg, vi, v, overrides)?),
+            }
+        }
+        Ok(Generation {
+            flow_hash_key: cfg.dataplane.flow_hash_key,
+            vips,
+        })
+    }
+
+    /// What the last build did.
+    pub fn last_build(&self) -> BuildStats {
+        self.stats
+    }
+
+    /// Forgets which VIPs are up to date: the next
+    /// [`GenerationBuilder::build_changed`] looks at every VIP (rings whose
+    /// inputs did not change are still reused). For a caller that built a
+    /// generation it then did not keep.
+    pub fn invalidate(&mut self) {
+        self.zone = None;
     }
 
     fn build_vip(
@@ -337,6 +425,7 @@ impl GenerationBuilder {
     ) -> Result<Arc<VipTable>, TablesError> {
         let id = u32::try_from(vi)
             .map_err(|_| TablesError::InvalidGeneration(format!("{vi} VIPs are too many")))?;
+        self.stats.vips_examined += 1;
         let addrs: Vec<(IpAddr, u16)> = v.backends.iter().map(|b| (b.address, b.port)).collect();
         let ids = backend_ids(&v.name, &addrs);
         let backends: Vec<BackendEntry> = v
@@ -424,6 +513,7 @@ impl GenerationBuilder {
                 if same_rest {
                     return Ok(Arc::clone(&c.vip));
                 }
+                self.stats.vips_changed += 1;
                 table.ring = old.ring.clone();
                 let vip = Arc::new(table);
                 self.cache[vi] = Some(Cached {
@@ -434,7 +524,9 @@ impl GenerationBuilder {
             }
         }
 
+        self.stats.vips_changed += 1;
         if !input.members.is_empty() {
+            self.stats.rings_built += 1;
             self.members.clear();
             self.member_idx.clear();
             for &(bi, bid, w) in &input.members {
