@@ -368,3 +368,75 @@ fn other_flows_are_untouched_and_an_up_backend_resets_nothing() {
     assert_eq!(decode(&n.forward(EXT, &client_data(c1, vip), INT)).dst, b1);
     assert_eq!(n.counter(Counter::ResetBackendDown), 0);
 }
+
+/// PROXY protocol v2 shifts the client's sequence numbers towards the
+/// backend by the header length L. A RST made from a packet needs no
+/// translation: to the backend it carries the backend's acknowledgment
+/// (which counts the header), to the client the client's.
+#[test]
+fn proxy_protocol_flows_are_reset_in_each_end_s_own_sequence_space() {
+    let text = config_text(&[1, 1, 1]).replacen(
+        "mode = \"fullnat\"\nmaglev_table_size = 1021\n",
+        "mode = \"fullnat\"\nproxy_protocol = \"v2\"\nmaglev_table_size = 1021\n\
+         [vip.health]\nkind = \"tcp\"\non_down = \"reset\"\n",
+        1,
+    );
+    let cfg = Config::from_toml_str(&text, "pp.toml").unwrap_or_else(|e| panic!("{e}"));
+    let mut n = node();
+    adopt(&mut n, generation(&cfg, 2, &|_, _| None));
+    let vip = sa(VIP4, 80);
+    // Two connections, each with a first data segment (header inserted) and
+    // the backend's acknowledgment of it.
+    let mut conns = Vec::new();
+    for port in [40000, 40001] {
+        let client = client_of(vip, port);
+        let mut syn = Pkt::tcp(client, vip, SYN);
+        syn.seq = 1000;
+        let fwd = decode(&n.forward(EXT, &syn.build(), INT));
+        let (backend, local) = (fwd.dst, fwd.src);
+        let mut synack = Pkt::tcp(backend, local, SYN | ACK).by_backend();
+        (synack.seq, synack.ack) = (9000, 1001);
+        n.forward(INT, &synack.build(), EXT);
+        let mut ack = Pkt::tcp(client, vip, ACK);
+        (ack.seq, ack.ack) = (1001, 9001);
+        n.exchange(EXT, &ack.build());
+        let mut data = Pkt::tcp(client, vip, ACK | PSH).payload(b"hello");
+        (data.seq, data.ack) = (1001, 9001);
+        let out = decode(&n.forward(EXT, &data.build(), INT));
+        let l = out.payload.len() as u32 - 5;
+        assert!(l >= 28 && out.payload.ends_with(b"hello"), "header + data");
+        let backend_ack = 1001 + l + 5;
+        let mut bk = Pkt::tcp(backend, local, ACK).by_backend();
+        (bk.seq, bk.ack) = (9001, backend_ack);
+        let back = decode(&n.forward(INT, &bk.build(), EXT));
+        assert_eq!(back.ack, 1006, "the client sees its own sequence space");
+        conns.push((client, backend, local, backend_ack));
+    }
+    let downs: Vec<IpAddr> = conns.iter().map(|c| c.1.ip()).collect();
+    let t = generation(&cfg, 3, &|vi, a| {
+        (vi == VIP_TCP4 as usize && downs.contains(&a)).then_some((1, BackendState::Down))
+    });
+    assert!(t.reset_pending);
+    adopt(&mut n, t);
+
+    // The backend's next segment: RST in the backend's space (header counted).
+    let (_, backend, local, backend_ack) = conns[0];
+    let mut bk = Pkt::tcp(backend, local, ACK | PSH)
+        .payload(b"late")
+        .by_backend();
+    (bk.seq, bk.ack) = (9001, backend_ack);
+    let rst = decode(&n.forward(INT, &bk.build(), INT));
+    assert_eq!((rst.src, rst.dst), (local, backend));
+    assert_eq!((rst.tcp, rst.seq), (Some(RST), backend_ack));
+
+    // The client's next segment: RST in the client's space.
+    let (client, ..) = conns[1];
+    let mut data = Pkt::tcp(client, vip, ACK | PSH).payload(b"more");
+    (data.seq, data.ack) = (1006, 9001);
+    let rst = decode(&n.forward(EXT, &data.build(), EXT));
+    assert_eq!((rst.src, rst.dst), (vip, client));
+    assert_eq!((rst.tcp, rst.seq), (Some(RST), 9001));
+    assert_eq!(n.counter(Counter::ResetBackendDown), 2);
+    assert_eq!(entries(&n), 0);
+    assert_eq!(n.drops(), vec![]);
+}
