@@ -354,8 +354,18 @@ fn other_flows_are_untouched_and_an_up_backend_resets_nothing() {
     assert_ne!(b2, b1, "a second backend");
     let c6 = client_of(vip6, 40000);
     let (b6, _) = handshake(&mut n, c6, vip6);
+    // The express lane takes established flows, except while some flow
+    // may have to be reset.
+    let lane = |n: &Node| {
+        n.w.pipeline
+            .lb
+            .express_prepare(&client_data(c2, vip))
+            .is_some()
+    };
+    assert!(lane(&n));
     down(&mut n, &cfg, VIP_TCP4, b1.ip());
     assert!(n.w.pipeline.lb.tables.as_ref().unwrap().reset_pending);
+    assert!(!lane(&n));
     for _ in 0..3 {
         assert_eq!(decode(&n.forward(EXT, &client_data(c2, vip), INT)).dst, b2);
         assert_eq!(decode(&n.forward(EXT, &client_data(c6, vip6), INT)).dst, b6);
@@ -365,6 +375,7 @@ fn other_flows_are_untouched_and_an_up_backend_resets_nothing() {
     let up = generation(&cfg, 3, &|_, _| None);
     assert!(!up.reset_pending);
     adopt(&mut n, up);
+    assert!(lane(&n));
     assert_eq!(decode(&n.forward(EXT, &client_data(c1, vip), INT)).dst, b1);
     assert_eq!(n.counter(Counter::ResetBackendDown), 0);
 }
