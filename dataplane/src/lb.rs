@@ -1564,8 +1564,8 @@ impl Lb {
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Verdict {
-        let syn = flags_of(p) & 0x02 != 0;
-        if key.proto != ip_proto::TCP || syn {
+        let syn_only = flags_of(p) & 0x12 == 0x02;
+        if key.proto != ip_proto::TCP || syn_only {
             self.forget(id);
             counters.inc(Counter::ForgotBackendDown);
             return self.client_miss(buf, len, p, in_port, vi, key, None, ports, counters);
