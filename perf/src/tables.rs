@@ -5,7 +5,11 @@
 //! Each timed run flips backend 0 of one VIP between up and down (both rings
 //! precomputed, so only the publication is timed, not Maglev), publishes,
 //! and lets a reader adopt the new generation (timed separately: that is
-//! the worker's cost, a cached validation). The region lives in `--dir`
+//! the worker's cost, a cached validation), then a worker's whole adoption:
+//! border-dp's table source ([`ShmTables::poll`]: validation and lookup
+//! maps) and [`Lb::adopt`] (backends of the VIPs whose block changed, the
+//! others carried over), during which the worker forwards nothing. The
+//! region lives in `--dir`
 //! (tmpfs, like `/dev/shm` in production). Goal: the 512-VIP publish costs
 //! about what the 1-VIP publish costs, because only the changed VIP's block
 //! and the root are written.
@@ -18,11 +22,17 @@ use crate::clock;
 use crate::report::Table;
 use crate::stats::Summary;
 use conf::maglev::{build_into, is_prime, BackendId, MaglevBackend, MaglevScratch, DEFAULT_M};
+use conf::state::FlowStats;
 use conf::tables::{
     BackendEntry, BackendState, Generation, TablesReader, TablesWriter, VipFlags, VipTable,
     PROTO_TCP,
 };
 use conf::Mode;
+use dataplane::conntrack::Timeouts;
+use dataplane::lb::{Lb, LocalPool, Routes};
+use dataplane::neigh::NeighborSync;
+use dataplane::tables_source::{reader_inbox, ShmTables};
+use dataplane::worker::{TablePoll, TableSource};
 
 /// Options of the `tables` benchmark.
 #[derive(Debug, Clone, clap::Args)]
@@ -101,6 +111,8 @@ fn vip(
 struct Outcome {
     publish: Vec<f64>,
     adopt: Vec<f64>,
+    worker: Vec<f64>,
+    first_worker_ms: f64,
     bytes_written: u64,
     blocks_written: u32,
     first_publish_ms: f64,
@@ -138,9 +150,34 @@ fn scenario(args: &Args, n_vips: u32) -> anyhow::Result<Outcome> {
         let mut applied = v?;
         let full_validation_ms = dt.as_secs_f64() * 1e3;
 
+        // A worker: its own reader, border-dp's table source, an Lb.
+        let inbox = reader_inbox();
+        let _ = inbox.push(TablesReader::open(&path)?);
+        let mut source = ShmTables::new(inbox, routes(), Box::new(|_| {}));
+        let mut lb = Lb::new(
+            0,
+            1,
+            1024,
+            Timeouts::default(),
+            NeighborSync::new(1),
+            FlowStats::detached(conf::state::MAX_VIPS),
+            FlowStats::detached(conf::state::MAX_BACKENDS),
+        );
+        let mut worker_adopts = |lb: &mut Lb| -> anyhow::Result<f64> {
+            let t0 = std::time::Instant::now();
+            match source.poll(lb.generation()) {
+                TablePoll::New(t) => lb.adopt(*t),
+                _ => anyhow::bail!("the worker found no new generation"),
+            }
+            Ok(t0.elapsed().as_secs_f64() * 1e6)
+        };
+        let first_worker_ms = worker_adopts(&mut lb)? / 1e3;
+
         let mut out = Outcome {
             publish: Vec::with_capacity(args.runs),
             adopt: Vec::with_capacity(args.runs),
+            worker: Vec::with_capacity(args.runs),
+            first_worker_ms,
             bytes_written: 0,
             blocks_written: 0,
             first_publish_ms,
@@ -161,9 +198,18 @@ fn scenario(args: &Args, n_vips: u32) -> anyhow::Result<Outcome> {
                 "reader did not adopt {}",
                 s.generation
             );
+            let dw = worker_adopts(&mut lb)?;
+            let t = lb.tables.as_ref().expect("adopted");
+            anyhow::ensure!(
+                t.generation == s.generation && t.built == 1,
+                "the worker built {} VIPs for generation {}",
+                t.built,
+                t.generation
+            );
             if i >= args.warmup {
                 out.publish.push(dt.as_secs_f64() * 1e6);
                 out.adopt.push(da.as_secs_f64() * 1e6);
+                out.worker.push(dw);
                 out.bytes_written = s.bytes_written;
                 out.blocks_written = s.blocks_written;
             }
@@ -172,6 +218,20 @@ fn scenario(args: &Args, n_vips: u32) -> anyhow::Result<Outcome> {
     })();
     let _ = std::fs::remove_file(&path);
     result
+}
+
+/// Every backend (10.0.0.0/8) on-link on data port 0, full-NAT from its
+/// pool, as a worker's routes.
+fn routes() -> Routes {
+    let local = IpAddr::V4(Ipv4Addr::new(10, 255, 255, 254));
+    Routes {
+        ports: vec![(0, vec![conf::IpNet::new(local, 8).expect("prefix")], None)],
+        pools: vec![LocalPool {
+            addr: local,
+            port: 0,
+            range: (1024, 65535),
+        }],
+    }
 }
 
 fn row(t: &mut Table, name: &str, us: &[f64], extra: String) {
@@ -220,10 +280,16 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
             &o.adopt,
             "-".into(),
         );
+        row(
+            &mut t,
+            &format!("{n} VIP(s): worker adopts (ShmTables::poll + Lb::adopt)"),
+            &o.worker,
+            "1 VIP built".into(),
+        );
         medians.push(Summary::of(&o.publish).map_or(0.0, |s| s.median));
         t.note(format!(
-            "{n} VIP(s): first publish (every block) {:.2} ms, first full validation {:.2} ms",
-            o.first_publish_ms, o.full_validation_ms
+            "{n} VIP(s): first publish (every block) {:.2} ms, first full validation {:.2} ms, first worker adoption (every VIP built) {:.2} ms",
+            o.first_publish_ms, o.full_validation_ms, o.first_worker_ms
         ));
         if n == args.vips {
             break;
@@ -238,6 +304,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
     }
     t.note("publish = TablesWriter::publish (serialise + checksum the changed block, new root, one Release store);");
     t.note("adopt = TablesReader::view of the new generation (root + changed block hashed, others from the cache).");
+    t.note("worker adopts = border-dp's ShmTables::poll (validation, lookup maps) + Lb::adopt (the changed VIP's backends built, the others carried over): the worker's pause.");
     Ok(t)
 }
 
@@ -256,7 +323,7 @@ mod tests {
             dir: std::env::temp_dir(),
         };
         let t = run(&args).unwrap();
-        assert_eq!(t.rows.len(), 4);
+        assert_eq!(t.rows.len(), 6);
         assert!(t.rows[0][5].starts_with("2 blocks"));
         assert!(run(&Args { m: 300, ..args }).is_err());
     }
