@@ -344,6 +344,7 @@ struct Outcome {
     e2e: Vec<f64>,
     manager: Vec<f64>,
     apply: Vec<f64>,
+    parse: Vec<f64>,
     adopt: Vec<f64>,
     startup_ms: f64,
     config_bytes: usize,
@@ -546,6 +547,12 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
         for i in 0..args.applies + args.applies.min(args.warmup) {
             let heavy = i.is_multiple_of(2).then_some((i / 2) as u32 % n_vips);
             let t = config(args, n_vips, &socket, heavy);
+            // What parsing and validating the text costs by itself (untimed
+            // in the ApplyConfig row's sense: done before the call).
+            let p0 = Instant::now();
+            conf::Config::from_toml_str(&t, "perf")
+                .map_err(|e| anyhow::anyhow!("generated config: {e}"))?;
+            let parse = ms(p0.elapsed());
             jitter(&mut seed);
             let t0 = Instant::now();
             let r = rt
@@ -562,6 +569,7 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
             wait_applied(&workers, r.generation)?;
             if i >= args.applies.min(args.warmup) {
                 out.apply.push(ms(t0.elapsed()));
+                out.parse.push(parse);
             }
         }
         Ok(())
@@ -621,6 +629,11 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         );
         row(
             &mut t,
+            &label("  of which: parsing the text (Config::from_toml_str)"),
+            &mut o.parse,
+        );
+        row(
+            &mut t,
             &label("worker: one adopting poll (validate, lookups, Lb::adopt)"),
             &mut o.adopt,
         );
@@ -675,7 +688,7 @@ mod tests {
             dir: std::env::temp_dir(),
         };
         let t = run(&args).unwrap();
-        assert_eq!(t.rows.len(), 10, "{t}");
+        assert_eq!(t.rows.len(), 12, "{t}");
         assert!(t.rows.iter().all(|r| r[1] != "0"), "{t}");
     }
 
