@@ -108,6 +108,43 @@ async fn invalid_config_is_refused_with_its_position_and_the_old_one_stays() {
         (r.text.as_str(), 1)
     );
 
+    // PROXY v2 sent at connect time cannot carry the authority (the
+    // client's first data comes later): refused with the validator's
+    // position and words, dry run or not.
+    let pp = r.text.replace(
+        "port = 80\n",
+        "port = 80\nproxy_protocol = \"v2\"\nproxy_protocol_send_on_connect = true\nproxy_protocol_tlvs = [\"unique_id\", \"authority\"]\n",
+    );
+    assert_ne!(pp, r.text);
+    let line = pp
+        .lines()
+        .position(|l| l.starts_with("proxy_protocol_tlvs"))
+        .unwrap()
+        + 1;
+    let want = format!("<api>:{line}:37: vip[0].proxy_protocol_tlvs[1]: authority cannot be sent with proxy_protocol_send_on_connect = true: the header then leaves right after the handshake, before the client's first data that the authority (TLS SNI) is read from (expected proxy_protocol_send_on_connect = false, or remove \"authority\")");
+    for dry_run in [false, true] {
+        let e = c
+            .apply_config(pb::ApplyConfigRequest {
+                config_toml: pp.clone(),
+                dry_run,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "dry_run {dry_run}");
+        assert_eq!(e.message(), want, "dry_run {dry_run}");
+    }
+    // Without the authority the same VIP is fine (a dry run says so).
+    let ok = pp.replace(", \"authority\"]", "]");
+    let dry = c
+        .apply_config(pb::ApplyConfigRequest {
+            config_toml: ok,
+            dry_run: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((dry.generation, dry.changed), (0, true));
+
     // Something only a restart changes.
     let restart = r
         .text

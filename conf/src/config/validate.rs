@@ -1148,6 +1148,15 @@ impl V {
                                 tkey,
                                 format!("{tlv} is listed twice (also proxy_protocol_tlvs[{j}])"),
                             );
+                        } else if tlv == PpTlv::Authority && proxy_protocol_send_on_connect {
+                            // The authority is the SNI of the client's first
+                            // data; a header sent at connect time leaves
+                            // before it, so the TLV could never be filled.
+                            self.err(
+                                at(t),
+                                tkey,
+                                "authority cannot be sent with proxy_protocol_send_on_connect = true: the header then leaves right after the handshake, before the client's first data that the authority (TLS SNI) is read from (expected proxy_protocol_send_on_connect = false, or remove \"authority\")",
+                            );
                         } else {
                             tlvs.push(tlv);
                         }
