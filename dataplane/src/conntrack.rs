@@ -116,7 +116,7 @@ const NIL: u32 = u32::MAX;
 /// IPv4 addresses are stored IPv4-mapped (`::ffff:a.b.c.d`) with `v6 = false`;
 /// `v6` is part of the key, so an IPv4 flow and an IPv6 flow between the
 /// mapped addresses never collide. For protocols without ports, set them to 0.
-#[derive(Clone, Copy, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Default, Eq, PartialOrd, Ord)]
 pub struct FlowKey {
     pub src: [u8; 16],
     pub dst: [u8; 16],
@@ -920,7 +920,7 @@ impl<V: Copy> Conntrack<V> {
 }
 
 /// A key's index hash, from [`Conntrack::hash_of`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyHash(u32);
 
 /// Asks the CPU to start loading the cache line at `p` into all cache

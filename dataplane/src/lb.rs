@@ -824,14 +824,22 @@ fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
 /// A frame [`Lb::express_prepare`] took: its layout, flow key, TCP flags,
 /// the direction the key must have in the connection table (original: to
 /// a VIP; reply: to a full-NAT local address) and the key's index hash.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Prepared {
-    at: nat::Layout,
     key: FlowKey,
     hash: KeyHash,
+    /// `nat::Layout`'s offsets (at most 18 and 58).
+    l3: u8,
+    l4: u8,
     flags: u8,
-    dir: Dir,
+    /// [`PREP_V4`], [`PREP_UDP`], [`PREP_REPLY`].
+    bits: u8,
 }
+
+const PREP_V4: u8 = 1;
+const PREP_UDP: u8 = 2;
+/// The key must be a reply key (else an original key).
+const PREP_REPLY: u8 = 4;
 
 /// What a new flow's pick produced.
 enum Picked {
@@ -997,6 +1005,20 @@ impl Lb {
     /// the lane (the general path takes it).
     #[inline(always)]
     pub fn express_prepare(&self, frame: &[u8]) -> Option<Prepared> {
+        let mut prep = Prepared::default();
+        self.express_prepare_into(frame, &mut prep).then_some(prep)
+    }
+
+    /// [`Lb::express_prepare`] into `out`, in place (a worker's array for
+    /// the burst). False: not a frame for the lane; `out` may have
+    /// changed, but means nothing.
+    #[inline(always)]
+    pub fn express_prepare_into(&self, frame: &[u8], out: &mut Prepared) -> bool {
+        self.express_prepare_opt(frame, out).is_some()
+    }
+
+    #[inline(always)]
+    fn express_prepare_opt(&self, frame: &[u8], out: &mut Prepared) -> Option<()> {
         #[cfg(test)]
         if self.express_off {
             return None;
@@ -1022,13 +1044,15 @@ impl Lb {
         };
         let hash = self.conntrack.hash_of(&key);
         self.conntrack.prefetch_bucket(hash);
-        Some(Prepared {
-            at,
-            key,
-            hash,
-            flags,
-            dir,
-        })
+        out.key = key;
+        out.hash = hash;
+        out.l3 = at.l3 as u8;
+        out.l4 = at.l4 as u8;
+        out.flags = flags;
+        out.bits = (u8::from(at.v4) * PREP_V4)
+            | (u8::from(at.udp) * PREP_UDP)
+            | (u8::from(dir == Dir::Reply) * PREP_REPLY);
+        Some(())
     }
 
     /// The express lane's second step, a hint that changes nothing: starts
@@ -1054,12 +1078,24 @@ impl Lb {
     ) -> Option<Verdict> {
         let frame = buf.get_mut(..len)?;
         let Prepared {
-            at,
             ref key,
             hash,
+            l3,
+            l4,
             flags,
-            dir,
+            bits,
         } = *prep;
+        let at = nat::Layout {
+            l3: usize::from(l3),
+            l4: usize::from(l4),
+            v4: bits & PREP_V4 != 0,
+            udp: bits & PREP_UDP != 0,
+        };
+        let dir = if bits & PREP_REPLY != 0 {
+            Dir::Reply
+        } else {
+            Dir::Original
+        };
         let now = self.now_ms;
         let (id, found) = self.conntrack.lookup_hashed(key, hash, now)?;
         if found != dir {

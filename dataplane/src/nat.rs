@@ -519,8 +519,9 @@ pub fn decrement_ttl(frame: &mut [u8], p: &Parsed) -> Result<(), TtlExpired> {
 
 /// Set the Ethernet source and destination MAC addresses. A frame shorter
 /// than the two addresses (12 bytes) is left untouched.
+#[inline]
 pub fn set_macs(frame: &mut [u8], src: MacAddr, dst: MacAddr) {
-    if let Some(h) = frame.get_mut(..12) {
+    if let Some(h) = frame.first_chunk_mut::<12>() {
         h[..6].copy_from_slice(&dst);
         h[6..].copy_from_slice(&src);
     }

@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrayvec::ArrayVec;
 use conf::counters::Counter;
 use conf::state::CounterBlock;
 use crossbeam_queue::ArrayQueue;
@@ -22,6 +21,9 @@ use crate::io::{Burst, Frame, PortIo, BURST};
 use crate::lb::{Adopted, Prepared};
 use crate::neigh;
 use crate::pipeline::{Pipeline, Verdict};
+
+// `poll_once` marks the prepared frames of a burst in a `u32`.
+const _: () = assert!(BURST <= 32);
 
 /// How a worker waits when there is nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,9 +113,10 @@ pub struct Worker<P: PortIo, C: Clock, T: TableSource> {
     handoff: Handoff<P::Frame>,
     me: usize,
     rx: Burst<P::Frame>,
-    /// The express lane's preparation of each frame of `rx` (see `poll_once`).
-    prep: ArrayVec<Option<Prepared>, BURST>,
-    tx: Vec<Burst<P::Frame>>,
+    /// The express lane's preparation of each frame of `rx` (see
+    /// `poll_once`); only those whose bit is set in `ready` mean anything.
+    prep: [Prepared; BURST],
+    tx: Vec<TxQueue<P::Frame>>,
     poll: Poll,
     empty_polls: u32,
     idle_sleep: Duration,
@@ -138,8 +141,8 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             handoff,
             me,
             rx: Burst::new(),
-            prep: ArrayVec::new(),
-            tx: (0..ports).map(|_| Burst::new()).collect(),
+            prep: [Prepared::default(); BURST],
+            tx: (0..ports).map(|_| TxQueue::new()).collect(),
             poll,
             empty_polls: 0,
             idle_sleep: MIN_IDLE_SLEEP,
@@ -187,34 +190,36 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
         for port in 0..tx.len() {
             io.rx_burst(port, rx);
             received += rx.len();
-            prep.clear();
+            // Bit i: frame i was prepared into `prep[i]`.
+            let mut ready = 0u32;
             if let Some(mac) = pipeline.express_port(port) {
                 // Pass 1: parse and hash every frame the express lane may
                 // take, starting the loads of their index buckets; pass 2:
                 // with the buckets (mostly) in, start the loads of their
                 // entries. The misses of the whole burst overlap instead of
                 // coming one after the other, two per frame.
-                for frame in rx.iter() {
+                for (i, (frame, p)) in rx.iter().zip(prep.iter_mut()).enumerate() {
                     let d = frame.data();
-                    prep.push(if frame.is_contiguous() && d.get(..6) == Some(&mac[..]) {
-                        pipeline.lb.express_prepare(d)
-                    } else {
-                        None
-                    });
+                    let ok = frame.is_contiguous()
+                        && d.get(..6) == Some(&mac[..])
+                        && pipeline.lb.express_prepare_into(d, p);
+                    ready |= u32::from(ok) << i;
                 }
-                for p in prep.iter().flatten() {
-                    pipeline.lb.express_prefetch(p);
+                for (i, p) in prep.iter().enumerate() {
+                    if ready >> i & 1 != 0 {
+                        pipeline.lb.express_prefetch(p);
+                    }
                 }
             }
             // Pass 3: each frame through the pipeline, in order.
             for (i, mut frame) in rx.drain(..).enumerate() {
                 let len = frame.data().len();
-                let verdict = if let Some(Some(p)) = prep.get(i) {
-                    pipeline.process_prepared(port, frame.buf_mut(), len, p)
-                } else if frame.is_contiguous() {
-                    pipeline.process_buf(port, frame.buf_mut(), len)
-                } else {
-                    pipeline.refuse(port, Counter::DropMultiSegment)
+                let verdict = match prep.get(i) {
+                    Some(p) if ready >> i & 1 != 0 => {
+                        pipeline.process_prepared(port, frame.buf_mut(), len, p)
+                    }
+                    _ if frame.is_contiguous() => pipeline.process_buf(port, frame.buf_mut(), len),
+                    _ => pipeline.refuse(port, Counter::DropMultiSegment),
                 };
                 dispatch(io, pipeline, tx, handoff, frame, len, verdict);
                 if !pipeline.lb.pp.emits.is_empty() {
@@ -224,8 +229,8 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
         }
         send_requests(io, pipeline, tx);
         send_emits(io, pipeline, tx);
-        for (port, burst) in tx.iter_mut().enumerate() {
-            flush(io, pipeline, burst, port);
+        for (port, q) in tx.iter_mut().enumerate() {
+            q.flush(io, pipeline, port);
         }
         received
     }
@@ -252,10 +257,71 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
     }
 }
 
+/// Frames queued for one port's next TX burst, with their lengths (for
+/// the byte counters of what the port accepts).
+struct TxQueue<F> {
+    frames: Burst<F>,
+    lens: [u32; BURST],
+    /// The sum of `lens[..frames.len()]`.
+    bytes: usize,
+}
+
+impl<F: Frame> TxQueue<F> {
+    fn new() -> Self {
+        TxQueue {
+            frames: Burst::new(),
+            lens: [0; BURST],
+            bytes: 0,
+        }
+    }
+
+    /// Queues a frame, sending the queue first when it is full.
+    #[inline(always)]
+    fn push<P: PortIo<Frame = F>>(
+        &mut self,
+        io: &mut P,
+        pipeline: &mut Pipeline,
+        port: usize,
+        frame: F,
+    ) {
+        if self.frames.is_full() {
+            self.flush(io, pipeline, port);
+        }
+        let n = self.frames.len();
+        let len = frame.data().len();
+        if let Some(l) = self.lens.get_mut(n) {
+            *l = len as u32;
+        }
+        self.bytes += len;
+        self.frames.push(frame);
+    }
+
+    /// Sends what is queued with one TX burst and counts it.
+    fn flush<P: PortIo<Frame = F>>(&mut self, io: &mut P, pipeline: &mut Pipeline, port: usize) {
+        let queued = self.frames.len();
+        if queued == 0 {
+            return;
+        }
+        let sent = io.tx_burst(port, &mut self.frames);
+        let bytes = if sent >= queued {
+            self.bytes
+        } else {
+            self.lens[..sent.min(queued)]
+                .iter()
+                .map(|&l| l as usize)
+                .sum()
+        };
+        self.bytes = 0;
+        pipeline.count_tx(port, sent, queued - sent.min(queued), bytes);
+    }
+}
+
+/// Carries out a verdict on a frame.
+#[inline(always)]
 fn dispatch<P: PortIo>(
     io: &mut P,
     pipeline: &mut Pipeline,
-    tx: &mut [Burst<P::Frame>],
+    tx: &mut [TxQueue<P::Frame>],
     handoff: &Handoff<P::Frame>,
     mut frame: P::Frame,
     received_len: usize,
@@ -263,7 +329,7 @@ fn dispatch<P: PortIo>(
 ) {
     match verdict {
         Verdict::Send { port: out, len } => {
-            let Some(burst) = tx.get_mut(out) else {
+            let Some(q) = tx.get_mut(out) else {
                 pipeline.counters.inc(Counter::DropNoRoute);
                 return;
             };
@@ -271,39 +337,41 @@ fn dispatch<P: PortIo>(
                 pipeline.counters.inc(Counter::DropNoAllocation);
                 return;
             }
-            if burst.is_full() {
-                flush(io, pipeline, burst, out);
-            }
-            burst.push(frame);
+            q.push(io, pipeline, out, frame);
         }
         Verdict::Drop(_) => drop(frame),
-        Verdict::Handoff { worker } => {
-            // The frame goes over unchanged, as it was received.
-            frame.set_len(received_len);
-            let port = frame_port_hint(pipeline);
-            match handoff.queues.get(worker).map(|q| q.push((port, frame))) {
-                Some(Ok(())) => pipeline.counters.inc(Counter::HandoffSent),
-                _ => pipeline.counters.inc(Counter::DropHandoffFull),
-            }
-        }
+        Verdict::Handoff { worker } => hand_off(pipeline, handoff, frame, received_len, worker),
     }
 }
 
-/// The port a handed-over frame is processed as arriving on: the pipeline
-/// records it while handling the frame.
-fn frame_port_hint(pipeline: &Pipeline) -> usize {
-    pipeline.last_in_port()
+/// Passes a full-NAT reply to the worker that owns its local port.
+#[cold]
+#[inline(never)]
+fn hand_off<F: Frame>(
+    pipeline: &mut Pipeline,
+    handoff: &Handoff<F>,
+    mut frame: F,
+    received_len: usize,
+    worker: usize,
+) {
+    // The frame goes over unchanged, as it was received.
+    frame.set_len(received_len);
+    let port = pipeline.last_in_port();
+    match handoff.queues.get(worker).map(|q| q.push((port, frame))) {
+        Some(Ok(())) => pipeline.counters.inc(Counter::HandoffSent),
+        _ => pipeline.counters.inc(Counter::DropHandoffFull),
+    }
 }
 
 /// Queues the extra frames the pipeline asked for (the rest of a split
 /// segment, PROXY header retransmissions) right behind what it sent, so a
 /// split segment's parts leave in order.
-fn send_emits<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [Burst<P::Frame>]) {
+fn send_emits<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [TxQueue<P::Frame>]) {
     while let Some((port, bytes)) = pipeline.lb.pp.emits.front() {
-        let Some(burst) = tx.get_mut(port) else {
+        if port >= tx.len() {
             pipeline.lb.pp.emits.pop();
             continue;
-        };
+        }
         let Some(mut frame) = io.alloc(bytes.len()) else {
             pipeline.lb.pp.emits.pop();
             pipeline.counters.inc(Counter::DropNoAllocation);
@@ -320,15 +388,12 @@ fn send_emits<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [Burst<P:
         }
         frame.set_len(n);
         pipeline.lb.pp.emits.pop();
-        if burst.is_full() {
-            flush(io, pipeline, burst, port);
-        }
-        burst.push(frame);
+        tx[port].push(io, pipeline, port, frame);
     }
 }
 
 /// Writes and queues the ARP requests / neighbour solicitations the pipeline asked for.
-fn send_requests<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [Burst<P::Frame>]) {
+fn send_requests<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [TxQueue<P::Frame>]) {
     while let Some(req) = pipeline.lb.requests.pop() {
         let Some(info) = pipeline.ports().get(req.port) else {
             continue;
@@ -355,25 +420,8 @@ fn send_requests<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [Burst
         };
         frame.set_len(len);
         pipeline.counters.inc(Counter::NeighborRequests);
-        if let Some(burst) = tx.get_mut(req.port) {
-            if burst.is_full() {
-                flush(io, pipeline, burst, req.port);
-            }
-            burst.push(frame);
+        if let Some(q) = tx.get_mut(req.port) {
+            q.push(io, pipeline, req.port, frame);
         }
     }
-}
-
-fn flush<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, burst: &mut Burst<P::Frame>, port: usize) {
-    let queued = burst.len();
-    if queued == 0 {
-        return;
-    }
-    let mut lens = [0usize; crate::io::BURST];
-    for (len, frame) in lens.iter_mut().zip(burst.iter()) {
-        *len = frame.data().len();
-    }
-    let sent = io.tx_burst(port, burst);
-    let bytes = lens[..sent].iter().sum();
-    pipeline.count_tx(port, sent, queued - sent, bytes);
 }

@@ -105,6 +105,10 @@ pub struct Args {
     /// Only run cases whose name contains this.
     #[arg(long)]
     pub only: Option<String>,
+    /// MiB of memory the random-access latency probe chases pointers
+    /// through (0: skip it).
+    #[arg(long, default_value_t = 256)]
+    pub memlat_mib: usize,
 }
 
 // ---------------------------------------------------------------------------
@@ -260,6 +264,80 @@ fn bare_loop(io: &mut BenchPorts, rx: usize, tx: usize) -> u64 {
         moved += io.tx_burst(tx, &mut out) as u64;
     }
     moved
+}
+
+// ---------------------------------------------------------------------------
+// Memory latency.
+
+/// One cache line of the pointer chase: the index of the next line.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line {
+    next: usize,
+    _pad: [usize; 7],
+}
+
+/// TSC ticks per access of `chains` interleaved pointer chases through
+/// `bytes` of cache lines linked in one random cycle (Sattolo's shuffle),
+/// so each access depends on the previous one of its chain and lands on a
+/// random line: with 1 chain, the latency of one random access (a
+/// connection-table lookup's miss); with several, the time per access
+/// when that many misses overlap (what prefetching a burst can reach).
+/// `huge`: the memory is advised for transparent huge pages, as the
+/// connection table's is; else 4 KiB pages (a TLB miss on top).
+fn chase(bytes: usize, chains: usize, huge: bool, steps: usize) -> f64 {
+    let n = (bytes / 64).max(chains * 2);
+    let mut v: Vec<Line> = Vec::with_capacity(n);
+    if huge {
+        const HUGE: usize = 2 << 20;
+        let p = v.as_ptr() as usize;
+        let start = p.next_multiple_of(HUGE);
+        let end = (p + n * 64) & !(HUGE - 1);
+        if end > start {
+            // SAFETY: `start..end` lies inside the vector's allocation, which
+            // nothing references yet; MADV_HUGEPAGE only changes how the
+            // kernel backs those pages, not their contents.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v.extend((0..n).map(|i| Line {
+        next: i,
+        _pad: [0; 7],
+    }));
+    // Sattolo: one cycle through every line, in random order.
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let j = (x % i as u64) as usize;
+        let (a, b) = (v[i].next, v[j].next);
+        v[i].next = b;
+        v[j].next = a;
+    }
+    // Chains start spread along the cycle.
+    let mut at = [0usize; 32];
+    let chains = chains.clamp(1, at.len());
+    let mut p = 0;
+    for (k, a) in at.iter_mut().enumerate().take(chains) {
+        while p < k * (n / chains) {
+            p += 1;
+        }
+        *a = p;
+    }
+    let mut walk = |steps: usize| {
+        for _ in 0..steps {
+            for a in at.iter_mut().take(chains) {
+                *a = v[*a].next;
+            }
+        }
+        std::hint::black_box(&at);
+    };
+    walk(steps / 4); // fault in and warm the TLB
+    let ((), _, ticks) = clock::measure(|| walk(steps));
+    ticks as f64 / (steps * chains) as f64
 }
 
 // ---------------------------------------------------------------------------
@@ -838,6 +916,21 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         "Mpps on one core; for new-flow rows that is millions of new flows per second per core.",
     );
     t.note("allocs = heap allocations during the timed pipeline samples (goal 0).");
+    if args.memlat_mib > 0 {
+        let bytes = args.memlat_mib << 20;
+        let one_4k = chase(bytes, 1, false, 1 << 20);
+        let one = chase(bytes, 1, true, 1 << 20);
+        let par: Vec<String> = [4, 8, 16, 32]
+            .iter()
+            .map(|&c| format!("{c}: {:.0}", chase(bytes, c, true, (1 << 20) / c)))
+            .collect();
+        t.note(format!(
+            "memory ({} MiB, random lines, pointer chase): one access {one:.0} ticks ({:.0} ns) with huge pages, {one_4k:.0} with 4 KiB pages; ticks per access with N overlapping {}",
+            args.memlat_mib,
+            one / hz * 1e9,
+            par.join(", ")
+        ));
+    }
     let est: Vec<&Row> = rows
         .iter()
         .filter(|r| r.case.starts_with("established"))
@@ -880,6 +973,7 @@ mod tests {
             samples: 2,
             backends: 4,
             only: None,
+            memlat_mib: 1,
         })
         .unwrap();
         // 4 established rows + 2 rows per new-flow VIP.
