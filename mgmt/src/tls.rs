@@ -205,9 +205,143 @@ pub fn client_config(tls: &ClientTls) -> Result<Arc<rustls::ClientConfig>, TlsEr
     Ok(Arc::new(cfg))
 }
 
+/// The server closed a mutual-TLS connection right after the handshake,
+/// before sending anything: what a TLS 1.3 server does (sometimes without
+/// an alert reaching the client) when it refuses the client's certificate.
+#[derive(Debug, thiserror::Error)]
+#[error("the server closed the connection right after the TLS handshake, before any data")]
+pub struct ClosedAfterHandshake;
+
+/// A TLS client stream whose first bytes from the server were read ahead
+/// by [`connect_primed`]; they are read again first.
+#[derive(Debug)]
+pub struct Primed<S> {
+    head: Vec<u8>,
+    pos: usize,
+    inner: S,
+}
+
+impl<S> Primed<S> {
+    /// The stream underneath.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Primed<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.pos < self.head.len() {
+            let n = (self.head.len() - self.pos).min(buf.remaining());
+            let at = self.pos;
+            buf.put_slice(&self.head[at..at + n]);
+            self.pos += n;
+            if self.pos == self.head.len() {
+                self.head = Vec::new();
+                self.pos = 0;
+            }
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Primed<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// A mutual-TLS client connection over `tcp` that is known to be accepted.
+///
+/// With TLS 1.3 the client's handshake is over before the server has
+/// looked at the client certificate: a refused certificate only shows up
+/// later, as an alert or a bare close racing the first request ("connection
+/// closed", "broken pipe"). border-mgmt's server speaks first (HTTP/2
+/// SETTINGS), so this waits up to `wait` for its first data: a refusal
+/// becomes an error here, naming the alert (`received fatal alert:
+/// AccessDenied`) or [`ClosedAfterHandshake`]. If nothing arrives within
+/// `wait` the connection is returned as it is.
+pub async fn connect_primed(
+    connector: &tokio_rustls::TlsConnector,
+    name: rustls::pki_types::ServerName<'static>,
+    tcp: tokio::net::TcpStream,
+    wait: std::time::Duration,
+) -> std::io::Result<Primed<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>> {
+    use tokio::io::AsyncReadExt;
+    let mut s = connector.connect(name, tcp).await?;
+    let mut head = vec![0u8; 4096];
+    let n = match tokio::time::timeout(wait, s.read(&mut head)).await {
+        Err(_) => 0,
+        Ok(Ok(0)) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                ClosedAfterHandshake,
+            ))
+        }
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => return Err(e),
+    };
+    head.truncate(n);
+    Ok(Primed {
+        head,
+        pos: 0,
+        inner: s,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn primed_stream_reads_the_head_first_then_the_rest() {
+        use tokio::io::AsyncReadExt;
+        let mut p = Primed {
+            head: b"SETTINGS".to_vec(),
+            pos: 0,
+            inner: &b" and the rest"[..],
+        };
+        let mut small = [0u8; 3];
+        p.read_exact(&mut small).await.unwrap();
+        assert_eq!(&small, b"SET");
+        let mut all = Vec::new();
+        p.read_to_end(&mut all).await.unwrap();
+        assert_eq!(all, b"TINGS and the rest");
+    }
 
     #[test]
     fn fingerprint_format() {

@@ -4,49 +4,10 @@
 
 mod common;
 
-use std::path::Path;
-
+use common::ca::{client, mgmt_tls_section, Ca};
 use common::{config_text, free_port, Running, TempDir};
 use mgmt::pb;
-use mgmt::tls::{fingerprint, ClientTls};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-
-struct Ca(CertifiedIssuer<'static, KeyPair>);
-
-impl Ca {
-    fn new(name: &str) -> Ca {
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        p.distinguished_name.push(DnType::CommonName, name);
-        Ca(CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap())
-    }
-
-    /// Writes a certificate for `names` signed by this CA; returns its
-    /// fingerprint.
-    fn issue(&self, dir: &Path, stem: &str, names: &[&str]) -> String {
-        let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-            .unwrap();
-        p.distinguished_name.push(DnType::CommonName, stem);
-        let key = KeyPair::generate().unwrap();
-        let cert = p.signed_by(&key, &self.0).unwrap();
-        std::fs::write(dir.join(format!("{stem}.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{stem}.key")), key.serialize_pem()).unwrap();
-        fingerprint(cert.der())
-    }
-
-    fn write(&self, dir: &Path, stem: &str) {
-        std::fs::write(dir.join(format!("{stem}.pem")), self.0.pem()).unwrap();
-    }
-}
-
-fn client(dir: &Path, stem: &str) -> ClientTls {
-    ClientTls {
-        server_ca: dir.join("ca.pem"),
-        cert: dir.join(format!("{stem}.pem")),
-        key: dir.join(format!("{stem}.key")),
-        server_name: None,
-    }
-}
+use mgmt::tls::ClientTls;
 
 async fn call(addr: std::net::SocketAddr, tls: &ClientTls) -> Result<u64, String> {
     let mut c = mgmt::client::connect_tls(addr, tls)
@@ -71,13 +32,7 @@ async fn pinned_client_is_served_unpinned_and_foreign_clients_are_refused() {
     let foreign = other.issue(&d, "foreign", &["foreign"]);
 
     let port = free_port();
-    // Relative paths resolve against the config file's directory.
-    let tls = format!(
-        "[mgmt.tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\nclient_fingerprints = [\"{pinned}\", \"{foreign}\"]\n",
-        d.join("server.pem").display(),
-        d.join("server.key").display(),
-        d.join("ca.pem").display(),
-    );
+    let tls = mgmt_tls_section(&d, "server", &d.join("ca.pem"), &[&pinned, &foreign]);
     let text = config_text(&format!("tcp://127.0.0.1:{port}"), None, &tls);
     let mut r = Running::start_with(dir, text, d.join("unused.sock")).await;
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));

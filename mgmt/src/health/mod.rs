@@ -359,7 +359,10 @@ impl Runner {
             .observations
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Arc::new(self.engine.local_observations());
-        if changes.is_empty() {
+        // A checker's status (fresh, its last error) changes without any
+        // verdict changing: GetHealth must not show a stale one.
+        let witnesses = self.engine.witnesses();
+        if changes.is_empty() && self.view.verdicts.borrow().witnesses == witnesses {
             return;
         }
         for c in &changes {
@@ -398,7 +401,7 @@ impl Runner {
             quorum: self.engine.quorum() as u32,
             verdicts: self.engine.verdicts().clone(),
             vips: self.engine.vip_health().clone(),
-            witnesses: self.engine.witnesses(),
+            witnesses,
         };
         self.view.verdicts.send_replace(Arc::new(snap));
     }

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod backend;
+pub mod ca;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
