@@ -294,6 +294,11 @@ async fn unpinned_and_foreign_ca_peers_are_refused_with_a_reason_and_take_nothin
         foreign(&peer(&health(px, &ops).await, pz).error).then_some(())
     })
     .await;
+    // X started before Y: it hears Y from its next round on.
+    eventually("x hears y", within, async || {
+        peer(&health(px, &ops).await, py).fresh.then_some(())
+    })
+    .await;
     // Over several rounds of asking (one a second) the reasons stay exactly
     // that (a refusal is not reported as a bare "connection closed" one
     // time and an alert the next), the refused peers stay silent, and
