@@ -119,6 +119,10 @@ pub async fn connect_tls(addr: SocketAddr, tls: &ClientTls) -> Result<Client, Co
     connect_tls_with(addr, cfg, name).await
 }
 
+/// How long a TLS connect waits for the server's first bytes (its HTTP/2
+/// settings, or the alert refusing our certificate).
+const FIRST_DATA_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Connects over TCP with a prepared rustls client config.
 pub async fn connect_tls_with(
     addr: SocketAddr,
@@ -133,7 +137,11 @@ pub async fn connect_tls_with(
             async move {
                 let tcp = tokio::net::TcpStream::connect(addr).await?;
                 tcp.set_nodelay(true)?;
-                let s = connector.connect(name, tcp).await?;
+                // Under TLS 1.3 a refused client certificate arrives as an
+                // alert after the handshake; waiting for the server's first
+                // bytes makes it this connect's error instead of a vague
+                // transport error on the first call.
+                let s = crate::tls::connect_primed(&connector, name, tcp, FIRST_DATA_WAIT).await?;
                 Ok::<_, std::io::Error>(TokioIo::new(s))
             }
         }))
