@@ -198,6 +198,25 @@ fn backend_rt(routes: &Routes, mode: Mode, id: u32, addr: IpAddr, port: u16) -> 
     }
 }
 
+/// Records `backends` of the DNAT VIP at `index` in the reverse map: a
+/// backend of two VIPs (same protocol) is ambiguous (`None`).
+fn note_dnat(
+    map: &mut HashMap<VipKey, Option<u32>, ahash::RandomState>,
+    backends: &[BackendRt],
+    proto: u8,
+    index: u32,
+) {
+    for b in backends {
+        map.entry((b.addr, b.port, proto))
+            .and_modify(|e| {
+                if *e != Some(index) {
+                    *e = None
+                }
+            })
+            .or_insert(Some(index));
+    }
+}
+
 /// `ring` if every entry indexes one of `n` backends, else empty (the VIP
 /// then takes no new flows) and `refused` counts it.
 fn checked_ring<'t>(ring: &'t [u32], n: usize, refused: &mut usize) -> &'t [u32] {
@@ -301,6 +320,12 @@ pub struct Adopted<'t> {
     by_addr: RawMap<AddrClass>,
     /// DNAT backend (addr, port, proto) -> VIP index; None when ambiguous.
     dnat_reverse: HashMap<VipKey, Option<u32>, ahash::RandomState>,
+    /// `dnat_reverse` lacks the VIPs read from blocks: [`Lb::adopt`]
+    /// completes it (patching the previous generation's where it can).
+    dnat_stale: bool,
+    /// [`Lb::adopt`] patched the previous generation's DNAT reverse map
+    /// instead of building one.
+    pub dnat_patched: bool,
     hasher: FlowHasher,
     pub routes: Routes,
     /// VIPs whose ring points outside their backend list: refused (empty
@@ -371,6 +396,7 @@ impl<'t> Adopted<'t> {
             HashMap::with_hasher(ahash::RandomState::new());
         let mut refused = 0;
         let mut built = 0;
+        let mut dnat_stale = false;
         for v in inputs {
             let index = vips.len() as u32;
             let (backends, ring, records) = match v.block {
@@ -390,22 +416,9 @@ impl<'t> Adopted<'t> {
             by_key.insert(RawKey::of(v.addr, v.port, v.proto), index);
             by_addr.entry(RawKey::of(v.addr, 0, 0)).or_default().vip = true;
             if v.mode == Mode::Dnat {
-                let mut note = |addr: IpAddr, port: u16| {
-                    dnat_reverse
-                        .entry((addr, port, v.proto))
-                        .and_modify(|e| {
-                            if *e != Some(index) {
-                                *e = None
-                            }
-                        })
-                        .or_insert(Some(index));
-                };
-                for b in &backends {
-                    note(b.addr, b.port);
-                }
-                for r in records {
-                    note(r.ip(), r.port);
-                }
+                // VIPs read from blocks are added by `Lb::adopt`.
+                dnat_stale |= v.block.is_some();
+                note_dnat(&mut dnat_reverse, &backends, v.proto, index);
             }
             vips.push(VipRt {
                 id: v.id,
@@ -433,6 +446,8 @@ impl<'t> Adopted<'t> {
             by_key: RawMap::from_map(by_key),
             by_addr: RawMap::from_map(by_addr),
             dnat_reverse,
+            dnat_stale,
+            dnat_patched: false,
             hasher: FlowHasher::new(flow_hash_key),
             routes,
             refused,
@@ -461,20 +476,19 @@ impl<'t> Adopted<'t> {
     /// Gives VIP `i` its backends if it has only block records: those of the
     /// previous generation's VIP with the same source (taken out of `old`,
     /// with their statistics and neighbour slots), else built from the
-    /// records (ring checked). Returns whether they were carried over.
+    /// records (ring checked). Returns the old VIP's position if they were
+    /// carried over.
     fn resolve_vip(
         &mut self,
         i: usize,
         old: Option<&mut Adopted<'t>>,
         by_src: &mut Option<HashMap<VipSrc, usize>>,
-    ) -> bool {
+    ) -> Option<usize> {
         let v = &mut self.vips[i];
-        let Some(src) = v.src else {
-            return false;
-        };
+        let src = v.src?;
         if v.records.is_empty() && !v.backends.is_empty() {
             // Resolved already (an adopted generation adopted again).
-            return false;
+            return None;
         }
         if let Some(o) = old {
             let at = match o.vips.get(i) {
@@ -490,7 +504,7 @@ impl<'t> Adopted<'t> {
                     .get(&src)
                     .copied(),
             };
-            if let Some(ov) = at.and_then(|j| o.vips.get_mut(j)) {
+            if let Some((j, ov)) = at.and_then(|j| Some((j, o.vips.get_mut(j)?))) {
                 if ov.src == Some(src) && ov.records.is_empty() {
                     // Taken: it cannot match a second VIP.
                     ov.src = None;
@@ -503,7 +517,7 @@ impl<'t> Adopted<'t> {
                         self.refused += 1;
                     }
                     self.carried += 1;
-                    return true;
+                    return Some(j);
                 }
             }
         }
@@ -516,11 +530,89 @@ impl<'t> Adopted<'t> {
         v.records = &[];
         v.ring = checked_ring(v.ring, v.backends.len(), &mut self.refused);
         self.built += 1;
-        false
+        None
+    }
+
+    /// Completes `dnat_reverse` once every VIP has its backends. `old`: the
+    /// previous generation, if every VIP carried over from it kept its
+    /// position; then its map is taken and patched for the VIPs at the
+    /// positions `built` (their old backends out, their new ones in), so a
+    /// change to one VIP costs that VIP, not every DNAT backend. A backend
+    /// claimed by two VIPs (ambiguous) in the way makes it build the map
+    /// from scratch.
+    fn finish_dnat(&mut self, old: Option<&mut Adopted<'t>>, built: &[usize]) {
+        if !std::mem::take(&mut self.dnat_stale) {
+            return;
+        }
+        if let Some(o) = old.filter(|o| !o.dnat_stale && o.vips.len() == self.vips.len()) {
+            let mut map = std::mem::take(&mut o.dnat_reverse);
+            if self.patch_dnat(&mut map, o, built) {
+                self.dnat_reverse = map;
+                self.dnat_patched = true;
+                return;
+            }
+        }
+        let mut map = HashMap::with_hasher(ahash::RandomState::new());
+        for (i, v) in self.vips.iter().enumerate() {
+            if v.mode == Mode::Dnat {
+                note_dnat(&mut map, &v.backends, v.proto, i as u32);
+            }
+        }
+        self.dnat_reverse = map;
+    }
+
+    /// [`Adopted::finish_dnat`]'s patch; false if the map cannot be patched
+    /// (then it is left half done).
+    fn patch_dnat(
+        &self,
+        map: &mut HashMap<VipKey, Option<u32>, ahash::RandomState>,
+        old: &Adopted<'t>,
+        built: &[usize],
+    ) -> bool {
+        for &i in built {
+            let index = i as u32;
+            if let Some(ov) = old.vips.get(i).filter(|ov| ov.mode == Mode::Dnat) {
+                for b in &ov.backends {
+                    let k = (b.addr, b.port, ov.proto);
+                    if map.get(&k) != Some(&Some(index)) {
+                        return false;
+                    }
+                    map.remove(&k);
+                }
+            }
+        }
+        for &i in built {
+            let index = i as u32;
+            if let Some(v) = self.vips.get(i).filter(|v| v.mode == Mode::Dnat) {
+                for b in &v.backends {
+                    match map.entry((b.addr, b.port, v.proto)) {
+                        hashbrown::hash_map::Entry::Vacant(e) => {
+                            e.insert(Some(index));
+                        }
+                        hashbrown::hash_map::Entry::Occupied(e) if *e.get() == Some(index) => {}
+                        hashbrown::hash_map::Entry::Occupied(_) => return false,
+                    }
+                }
+            }
+        }
+        true
     }
 
     pub fn vip_index(&self, addr: IpAddr, port: u16, proto: u8) -> Option<u32> {
         self.by_key.get(&RawKey::of(addr, port, proto))
+    }
+
+    /// The DNAT VIP whose backend `addr:port` is (`Some(None)`: of several).
+    pub fn dnat_vip(&self, addr: IpAddr, port: u16, proto: u8) -> Option<Option<u32>> {
+        self.dnat_reverse.get(&(addr, port, proto)).copied()
+    }
+
+    /// The whole DNAT reverse map, sorted (tests).
+    #[cfg(test)]
+    pub(crate) fn dnat_entries(&self) -> Vec<(VipKey, Option<u32>)> {
+        let mut v: Vec<_> = self.dnat_reverse.iter().map(|(k, v)| (*k, *v)).collect();
+        v.sort_unstable();
+        v
     }
 
     /// [`Adopted::vip_index`] on a [`FlowKey`] address.
@@ -898,10 +990,15 @@ impl Lb {
     pub fn adopt(&mut self, mut t: Adopted<'static>) {
         let mut old = self.tables.take();
         let mut by_src = None;
+        // Every carried VIP kept its position, and which VIPs were built.
+        let mut in_place = true;
+        let mut built = Vec::new();
         for i in 0..t.vips.len() {
-            if t.resolve_vip(i, old.as_mut(), &mut by_src) {
+            if let Some(j) = t.resolve_vip(i, old.as_mut(), &mut by_src) {
+                in_place &= j == i;
                 continue;
             }
+            built.push(i);
             let v = &mut t.vips[i];
             v.stat_slot = self.vip_stats.slot_for(v.stat_key).unwrap_or(u32::MAX);
             for b in &mut v.backends {
@@ -914,6 +1011,7 @@ impl Lb {
                 b.hop = self.neighbors.slot(b.next_hop).unwrap_or(Slot::NONE);
             }
         }
+        t.finish_dnat(old.as_mut().filter(|_| in_place), &built);
         self.tables = Some(t);
     }
 

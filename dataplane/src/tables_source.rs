@@ -236,8 +236,13 @@ mod tests {
     use std::fmt::Write;
     use std::path::PathBuf;
 
-    /// `n` full-NAT VIPs (VIP `n - 1` DNAT) with 4 backends each.
+    /// `n` VIPs (every fourth DNAT, from VIP 3 on) with 4 backends each.
     fn config(n: u32) -> Config {
+        config_with(n, |_, _| None)
+    }
+
+    /// [`config`], with backend addresses changed by `addr(vip, backend)`.
+    fn config_with(n: u32, addr: impl Fn(u32, u32) -> Option<String>) -> Config {
         let mut c = String::from(
             r#"instance = "t"
 [dataplane]
@@ -251,18 +256,14 @@ local_addresses = ["10.0.0.1"]
 "#,
         );
         for v in 0..n {
-            let mode = if v == n - 1 { "dnat" } else { "fullnat" };
+            let mode = if v % 4 == 3 { "dnat" } else { "fullnat" };
             let _ = write!(
                 c,
                 "[[vip]]\nname = \"v{v}\"\naddress = \"10.0.100.{v}\"\nport = 80\nmode = \"{mode}\"\nmaglev_table_size = 1009\n"
             );
             for b in 0..4 {
-                let _ = write!(
-                    c,
-                    "[[vip.backend]]\naddress = \"10.0.{}.{}\"\nport = 8080\n",
-                    1 + b,
-                    v + 1
-                );
+                let a = addr(v, b).unwrap_or(format!("10.0.{}.{}", 1 + b, v + 1));
+                let _ = write!(c, "[[vip.backend]]\naddress = \"{a}\"\nport = 8080\n");
             }
         }
         Config::from_toml_str(&c, "t.toml").expect("config")
@@ -380,6 +381,95 @@ local_addresses = ["10.0.0.1"]
             Some(n - 1),
             "VIP lookups cover carried VIPs"
         );
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// The DNAT reverse map (backend -> VIP, for stateless replies) of a
+    /// generation that changed one DNAT VIP's backends is the previous one
+    /// patched for that VIP, and equals a fresh adoption's; a backend that
+    /// becomes ambiguous (claimed by two VIPs) makes it build the map anew,
+    /// with the same result.
+    #[test]
+    fn dnat_reverse_map_is_patched_for_the_changed_vip() {
+        let n = 40u32;
+        let k = 19u32;
+        let path = tmp("dnat");
+        let _ = std::fs::remove_file(&path);
+        let mut w = TablesWriter::create(&path, 8 << 20).unwrap();
+        let mut builder = GenerationBuilder::new();
+        let cfg = config(n);
+        w.publish(
+            &builder.build(&cfg, &conf::tables::no_overrides).unwrap(),
+            &[],
+        )
+        .unwrap();
+        let inbox = reader_inbox();
+        let _ = inbox.push(TablesReader::open(&path).unwrap());
+        let routes = Routes::from_config(&cfg);
+        let mut src = ShmTables::new(inbox, routes.clone(), Box::new(|_| {}));
+        let mut lb = new_lb();
+        poll_adopt(&mut src, &mut lb);
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let t = lb.tables.as_ref().unwrap();
+        assert_eq!(t.dnat_vip(ip("10.0.4.20"), 8080, 6), Some(Some(k)));
+        assert_eq!(t.dnat_vip(ip("10.0.4.19"), 8080, 6), None, "full-NAT VIP");
+
+        let fresh = |lb_gen: u64| {
+            let r: &'static TablesReader = Box::leak(Box::new(TablesReader::open(&path).unwrap()));
+            let v = r.view_current().unwrap();
+            assert_eq!(v.generation(), lb_gen);
+            let mut f = new_lb();
+            f.adopt(Adopted::new(
+                v.generation(),
+                v.flow_hash_key(),
+                inputs_from_view(&v, r.region_id()),
+                routes.clone(),
+            ));
+            f.tables.take().unwrap()
+        };
+
+        // VIP k's backend 3 moves to another address.
+        let cfg2 = config_with(n, |v, b| (v == k && b == 3).then(|| "10.0.9.9".into()));
+        w.publish(
+            &builder.build(&cfg2, &conf::tables::no_overrides).unwrap(),
+            &[1],
+        )
+        .unwrap();
+        poll_adopt(&mut src, &mut lb);
+        let t = lb.tables.as_ref().unwrap();
+        assert_eq!((t.carried, t.built), (n as usize - 1, 1));
+        assert!(t.dnat_patched);
+        assert_eq!(t.dnat_vip(ip("10.0.4.20"), 8080, 6), None);
+        assert_eq!(t.dnat_vip(ip("10.0.9.9"), 8080, 6), Some(Some(k)));
+        assert_eq!(t.dnat_vip(ip("10.0.3.20"), 8080, 6), Some(Some(k)));
+        assert_eq!(t.dnat_entries(), fresh(2).dnat_entries());
+        assert_eq!(t.dnat_entries().len(), 10 * 4);
+
+        // VIP k's backend 3 becomes VIP 23's backend 0 too: ambiguous.
+        let cfg3 = config_with(n, |v, b| (v == k && b == 3).then(|| "10.0.1.24".into()));
+        w.publish(
+            &builder.build(&cfg3, &conf::tables::no_overrides).unwrap(),
+            &[2],
+        )
+        .unwrap();
+        poll_adopt(&mut src, &mut lb);
+        let t = lb.tables.as_ref().unwrap();
+        assert_eq!((t.carried, t.built), (n as usize - 1, 1));
+        assert!(!t.dnat_patched, "built anew");
+        assert_eq!(t.dnat_vip(ip("10.0.1.24"), 8080, 6), Some(None));
+        assert_eq!(t.dnat_entries(), fresh(3).dnat_entries());
+
+        // And back: the ambiguous entry is in the way, built anew again.
+        w.publish(
+            &builder.build(&cfg2, &conf::tables::no_overrides).unwrap(),
+            &[3],
+        )
+        .unwrap();
+        poll_adopt(&mut src, &mut lb);
+        let t = lb.tables.as_ref().unwrap();
+        assert!(!t.dnat_patched);
+        assert_eq!(t.dnat_vip(ip("10.0.1.24"), 8080, 6), Some(Some(23)));
+        assert_eq!(t.dnat_entries(), fresh(4).dnat_entries());
         std::fs::remove_file(&path).unwrap();
     }
 
