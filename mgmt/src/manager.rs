@@ -526,7 +526,7 @@ impl Manager {
             }
         };
         core.store.save();
-        let share = ring_share(core.publisher.published(), vip);
+        let share = ring_share(core.publisher.published(), &core.store, vi);
         let status = backend_status(&core.store, &share, vi, bi);
         if changed {
             tracing::info!(vip, backend = %addr, ?action, state = ?status.state, weight = status.weight, "backend changed by the operator");
@@ -562,7 +562,7 @@ impl Manager {
             }
         };
         if let Some((vi, bi)) = core.store.find(key) {
-            let share = ring_share(core.publisher.published(), &key.vip);
+            let share = ring_share(core.publisher.published(), &core.store, vi);
             let status = backend_status(&core.store, &share, vi, bi);
             self.events
                 .emit(pb::event::Kind::BackendChanged(pb::BackendChanged {
@@ -608,7 +608,7 @@ impl Manager {
         };
         for key in &changed {
             if let Some((vi, bi)) = core.store.find(key) {
-                let share = ring_share(core.publisher.published(), &key.vip);
+                let share = ring_share(core.publisher.published(), &core.store, vi);
                 let status = backend_status(&core.store, &share, vi, bi);
                 self.events
                     .emit(pb::event::Kind::BackendChanged(pb::BackendChanged {
@@ -654,10 +654,9 @@ impl Manager {
             .iter()
             .enumerate()
             .map(|(vi, v)| {
-                let flags = published
-                    .and_then(|g| g.vips.iter().find(|t| t.name == v.name))
-                    .map_or(VipFlags::EMPTY, |t| t.flags);
-                let share = ring_share(published, &v.name);
+                let flags =
+                    published_vip(published, vi, &v.name).map_or(VipFlags::EMPTY, |t| t.flags);
+                let share = ring_share(published, &core.store, vi);
                 pb::VipStatus {
                     name: v.name.clone(),
                     address: SocketAddr::new(v.address, v.port).to_string(),
@@ -812,10 +811,32 @@ pub fn pb_state(s: BackendState) -> pb::BackendState {
     }
 }
 
-/// Ring slots per backend id of VIP `name` in the published tables.
-fn ring_share(published: Option<&Generation>, name: &str) -> HashMap<u32, u32> {
-    let mut out = HashMap::new();
-    if let Some(t) = published.and_then(|g| g.vips.iter().find(|t| t.name == name)) {
+/// The published table of the VIP called `name`, which is at position `vi`
+/// unless the config changed since.
+fn published_vip<'g>(
+    published: Option<&'g Generation>,
+    vi: usize,
+    name: &str,
+) -> Option<&'g conf::tables::VipTable> {
+    let g = published?;
+    match g.vips.get(vi) {
+        Some(t) if t.name == name => Some(t),
+        _ => g.vips.iter().find(|t| t.name == name).map(|t| &**t),
+    }
+}
+
+/// The backend ids of config VIP `vi`, and the ring slots per backend id of
+/// its published table.
+struct Share {
+    ids: Vec<u32>,
+    slots: HashMap<u32, u32>,
+}
+
+fn ring_share(published: Option<&Generation>, store: &Store, vi: usize) -> Share {
+    let v = &store.config().vips[vi];
+    let addrs: Vec<_> = v.backends.iter().map(|b| (b.address, b.port)).collect();
+    let mut slots = HashMap::new();
+    if let Some(t) = published_vip(published, vi, &v.name) {
         let mut counts = vec![0u32; t.backends.len()];
         for &r in &t.ring {
             if let Some(c) = counts.get_mut(r as usize) {
@@ -823,24 +844,21 @@ fn ring_share(published: Option<&Generation>, name: &str) -> HashMap<u32, u32> {
             }
         }
         for (b, c) in t.backends.iter().zip(counts) {
-            out.insert(b.id, c);
+            slots.insert(b.id, c);
         }
     }
-    out
+    Share {
+        ids: backend_ids(&v.name, &addrs),
+        slots,
+    }
 }
 
-fn backend_status(
-    store: &Store,
-    share: &HashMap<u32, u32>,
-    vi: usize,
-    bi: usize,
-) -> pb::BackendStatus {
+fn backend_status(store: &Store, share: &Share, vi: usize, bi: usize) -> pb::BackendStatus {
     let cfg = store.config();
     let v = &cfg.vips[vi];
     let b = &v.backends[bi];
     let e = store.effective(vi, bi).expect("indices from the config");
-    let addrs: Vec<_> = v.backends.iter().map(|b| (b.address, b.port)).collect();
-    let id = backend_ids(&v.name, &addrs)[bi];
+    let id = share.ids[bi];
     pb::BackendStatus {
         address: SocketAddr::new(b.address, b.port).to_string(),
         id,
@@ -850,7 +868,7 @@ fn backend_status(
         config_weight: e.config_weight,
         weight_overridden: e.weight_overridden,
         drained: e.drained,
-        ring_slots: share.get(&id).copied().unwrap_or(0),
+        ring_slots: share.slots.get(&id).copied().unwrap_or(0),
         zone: b.zone.clone().unwrap_or_default(),
     }
 }
