@@ -7,6 +7,17 @@
 //! batches with one TX burst each, and expire a bounded slice of the
 //! connection table. Nothing here allocates: bursts are fixed-size arrays
 //! created with the worker, and the handoff queues are bounded.
+//!
+//! A data port's RX burst goes through the express lane in three passes
+//! (see [`Lb::express`](crate::lb::Lb::express)): parse and hash every
+//! frame and prefetch its connection-table index bucket; prefetch the
+//! entries those buckets point to; then run each frame in order, prepared
+//! ones through the lane (the general path when the lane declines). A
+//! packet costs two dependent cache misses (bucket, then entry) when the
+//! table is larger than the caches; this way the misses of a whole burst
+//! are in flight together instead of one after the other. The passes
+//! change nothing before the third, which looks every frame up again, so
+//! a frame sees what the frames before it in the burst did.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
