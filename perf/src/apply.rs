@@ -9,7 +9,9 @@
 //! workers do with tables and nothing else: each owns a
 //! [`dataplane::tables_source::ShmTables`] (the worker's own table source:
 //! one atomic load per poll, validation of a new generation, building the
-//! lookup structures), adopts what it returns, records the generation in a
+//! lookup structures), adopts what it returns into a
+//! [`dataplane::lb::Lb`] (`Lb::adopt`: backends of the VIPs whose block
+//! changed, the others carried over), records the generation in a
 //! state region as its quiescent state and beats its heartbeat; idle, it
 //! backs off like border-dp's adaptive poll (spin 512 polls, then sleep
 //! 10 µs doubling to 1 ms) or spins (`--poll busy`). With `--dp PATH` a real
