@@ -208,6 +208,26 @@ impl Pipeline {
     /// Decides the fate of the frame in `buf[..len]`; the rest of `buf` is
     /// room the frame may grow into (a returned `Send` length may exceed `len`).
     pub fn process_buf(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
+        self.process_with(in_port, buf, len, true)
+    }
+
+    /// [`Pipeline::process_buf`] for a frame of data port `in_port`,
+    /// addressed to its MAC ([`Pipeline::express_port`]), that the express
+    /// lane declined in this poll iteration ([`Lb::express_prepare`] or
+    /// [`Lb::express_prepared`] said no, and nothing changed the frame
+    /// since): the general path, without asking the lane again.
+    pub fn process_declined(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
+        self.process_with(in_port, buf, len, false)
+    }
+
+    #[inline]
+    fn process_with(
+        &mut self,
+        in_port: usize,
+        buf: &mut [u8],
+        len: usize,
+        express: bool,
+    ) -> Verdict {
         self.last_in_port = in_port;
         let Some(frame) = buf.get_mut(..len) else {
             return self.drop(Counter::DropSlowpathUnhandled);
@@ -226,7 +246,7 @@ impl Pipeline {
             PortRole::Data { twin } => {
                 self.counters.inc(Counter::RxPackets);
                 self.counters.add(Counter::RxBytes, len as u64);
-                self.data_port_frame(in_port, twin, buf, len)
+                self.data_port_frame(in_port, twin, buf, len, express)
             }
         }
     }
@@ -269,7 +289,7 @@ impl Pipeline {
                 self.counters.add(Counter::RxBytes, len as u64);
                 v
             }
-            None => self.process_buf(in_port, buf, len),
+            None => self.process_declined(in_port, buf, len),
         }
     }
 
@@ -339,6 +359,7 @@ impl Pipeline {
         twin: Option<usize>,
         buf: &mut [u8],
         len: usize,
+        express: bool,
     ) -> Verdict {
         let port = &self.ports[in_port];
         let mac = port.mac;
@@ -350,8 +371,10 @@ impl Pipeline {
         if !group && frame[..6] != mac {
             return self.drop(Counter::DropNotOurMac);
         }
-        if let Some(v) = self.lb.express(buf, len, &self.ports, &mut self.counters) {
-            return v;
+        if express {
+            if let Some(v) = self.lb.express(buf, len, &self.ports, &mut self.counters) {
+                return v;
+            }
         }
         let frame = &mut buf[..len];
         // `parse_frame`, its two halves called here so that the common

@@ -201,8 +201,10 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
         for port in 0..tx.len() {
             io.rx_burst(port, rx);
             received += rx.len();
-            // Bit i: frame i was prepared into `prep[i]`.
+            // Bit i: frame i was prepared into `prep[i]`; in `declined`:
+            // frame i is addressed to the port and the lane declined it.
             let mut ready = 0u32;
+            let mut declined = 0u32;
             if let Some(mac) = pipeline.express_port(port) {
                 // Pass 1: parse and hash every frame the express lane may
                 // take, starting the loads of their index buckets; pass 2:
@@ -211,10 +213,10 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 // coming one after the other, two per frame.
                 for (i, (frame, p)) in rx.iter().zip(prep.iter_mut()).enumerate() {
                     let d = frame.data();
-                    let ok = frame.is_contiguous()
-                        && d.get(..6) == Some(&mac[..])
-                        && pipeline.lb.express_prepare_into(d, p);
+                    let ours = frame.is_contiguous() && d.get(..6) == Some(&mac[..]);
+                    let ok = ours && pipeline.lb.express_prepare_into(d, p);
                     ready |= u32::from(ok) << i;
+                    declined |= u32::from(ours && !ok) << i;
                 }
                 for (i, p) in prep.iter().enumerate() {
                     if ready >> i & 1 != 0 {
@@ -228,6 +230,9 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 let verdict = match prep.get(i) {
                     Some(p) if ready >> i & 1 != 0 => {
                         pipeline.process_prepared(port, frame.buf_mut(), len, p)
+                    }
+                    _ if declined >> i & 1 != 0 => {
+                        pipeline.process_declined(port, frame.buf_mut(), len)
                     }
                     _ if frame.is_contiguous() => pipeline.process_buf(port, frame.buf_mut(), len),
                     _ => pipeline.refuse(port, Counter::DropMultiSegment),
