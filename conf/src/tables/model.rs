@@ -552,3 +552,84 @@ impl GenerationBuilder {
         Ok(vip)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fmt::Write;
+
+    /// `n` VIPs of 3 backends (zones a, a, b; VIP 0 with zone affinity).
+    fn config(n: usize, zone: &str) -> Config {
+        let mut c = format!(
+            "instance = \"t\"\nzone = \"{zone}\"\n[dataplane]\nworker_lcores = [1]\nflow_hash_key = \"000102030405060708090a0b0c0d0e0f\"\n[[port]]\nname = \"p\"\ndevargs = \"net_null0\"\naddresses = [\"10.0.0.1/16\"]\nlocal_addresses = [\"10.0.0.1\"]\n"
+        );
+        for v in 0..n {
+            let _ = write!(
+                c,
+                "[[vip]]\nname = \"v{v}\"\naddress = \"10.0.100.{v}\"\nport = 80\nmaglev_table_size = 307\nzone_affinity = {}\n",
+                v == 0
+            );
+            for (b, z) in ["a", "a", "b"].iter().enumerate() {
+                let _ = write!(
+                    c,
+                    "[[vip.backend]]\naddress = \"10.0.{}.{}\"\nport = 80\nzone = \"{z}\"\n",
+                    b + 1,
+                    v + 1
+                );
+            }
+        }
+        Config::from_toml_str(&c, "t.toml").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn build_changed_looks_at_the_listed_vips_only() {
+        let cfg = config(10, "a");
+        let mut b = GenerationBuilder::new();
+        // The first build is a full one, whatever the list says.
+        let g1 = b.build_changed(&cfg, &no_overrides, &[]).unwrap();
+        assert_eq!(g1, build_generation(&cfg, &no_overrides).unwrap());
+        assert!(b.last_build().full);
+        assert_eq!(b.last_build().rings_built, 10);
+
+        // Backend 1 of VIP 4 down: listed, VIP 4 is built, the rest shared.
+        let down = |vi: usize, bi: usize| (vi == 4 && bi == 1).then_some((1, BackendState::Down));
+        let g2 = b.build_changed(&cfg, &down, &[4]).unwrap();
+        let s = b.last_build();
+        assert_eq!(
+            (s.full, s.vips_examined, s.vips_changed, s.rings_built),
+            (false, 1, 1, 1)
+        );
+        assert_eq!(g2, build_generation(&cfg, &down).unwrap());
+        for (i, (x, y)) in g1.vips.iter().zip(&g2.vips).enumerate() {
+            assert_eq!(Arc::ptr_eq(x, y), i != 4, "vip {i}");
+        }
+
+        // Not listed: not looked at (the caller's contract), VIP 4 stays.
+        let g3 = b.build_changed(&cfg, &no_overrides, &[]).unwrap();
+        assert_eq!(b.last_build().vips_examined, 0);
+        assert!(Arc::ptr_eq(&g3.vips[4], &g2.vips[4]));
+        // After invalidate every VIP is looked at again: VIP 4 is back up,
+        // without running Maglev for the nine others.
+        b.invalidate();
+        let g4 = b.build_changed(&cfg, &no_overrides, &[]).unwrap();
+        let s = b.last_build();
+        assert_eq!((s.full, s.vips_examined, s.rings_built), (true, 10, 1));
+        assert_eq!(g4, g1);
+
+        // A zone change reaches VIP 0 (zone affinity) without being listed.
+        let cfg_b = config(10, "b");
+        let g5 = b.build_changed(&cfg_b, &no_overrides, &[]).unwrap();
+        assert!(b.last_build().full);
+        assert_eq!(g5, build_generation(&cfg_b, &no_overrides).unwrap());
+        assert_ne!(g5.vips[0], g4.vips[0]);
+
+        // More VIPs, then fewer: the new ones are built, the others shared.
+        let cfg12 = config(12, "b");
+        let g6 = b.build_changed(&cfg12, &no_overrides, &[]).unwrap();
+        assert_eq!(b.last_build().vips_examined, 2);
+        assert_eq!(g6, build_generation(&cfg12, &no_overrides).unwrap());
+        let g7 = b.build_changed(&cfg_b, &no_overrides, &[]).unwrap();
+        assert_eq!(b.last_build().vips_examined, 0);
+        assert_eq!(g7, g5);
+    }
+}
