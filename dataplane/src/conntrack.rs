@@ -610,28 +610,58 @@ impl<V: Copy> Conntrack<V> {
     /// packet reads (keys, state, deadline and the hot part of the value).
     /// Reads the index (best done after [`Conntrack::prefetch_bucket`] had
     /// time to complete); changes nothing.
+    ///
+    /// Returns the entry it found as a hint for [`Conntrack::lookup_hinted`].
     #[inline(always)]
-    pub fn prefetch_entry(&self, hash: KeyHash) {
+    pub fn prefetch_entry(&self, hash: KeyHash) -> Hint {
         let buckets = &self.index.buckets;
         let mut i = self.index.home(hash.0);
         // A short look: a hit is in its home bucket or the next one almost
         // always (load <= 50 %); a miss gets no prefetch.
         for _ in 0..2 {
             let Some(&b) = buckets.get(i) else {
-                return;
+                break;
             };
             if b == 0 {
-                return;
+                break;
             }
             if (b >> 32) as u32 == hash.0 {
                 let slot = slot_of((b as u32).wrapping_sub(1));
                 let e = self.slots.as_ptr().wrapping_add(slot).cast::<u8>();
                 prefetch(e);
                 prefetch(e.wrapping_add(64));
-                return;
+                return Hint(b as u32);
             }
             i = (i + 1) & self.index.mask;
         }
+        Hint(0)
+    }
+
+    /// [`Conntrack::lookup_hashed`], trying first the entry `hint` names
+    /// (from [`Conntrack::prefetch_entry`] of the same hash, possibly
+    /// stale): if that slot holds a live entry with `key` in the hinted
+    /// direction, that is the lookup's answer, because the index holds
+    /// every key of every live entry exactly once; else the full lookup.
+    #[inline(always)]
+    pub fn lookup_hinted(
+        &self,
+        key: &FlowKey,
+        hash: KeyHash,
+        hint: Hint,
+        now: u64,
+    ) -> Option<(EntryId, Dir)> {
+        if hint.0 != 0 {
+            let r = hint.0 - 1;
+            if let Some(e) = self.slots.get(slot_of(r)) {
+                if e.is_live() && e.keys[r as usize & 1] == *key {
+                    if e.is_expired(now) {
+                        return None;
+                    }
+                    return Some((EntryId(r >> 1), dir_of(r)));
+                }
+            }
+        }
+        self.lookup_hashed(key, hash, now)
     }
 
     /// [`Conntrack::lookup`] with the key's hash already known (from
@@ -918,6 +948,11 @@ impl<V: Copy> Conntrack<V> {
         freed
     }
 }
+
+/// Where [`Conntrack::prefetch_entry`] found an entry of a hash (index
+/// reference + 1; 0: none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hint(u32);
 
 /// A key's index hash, from [`Conntrack::hash_of`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -16,7 +16,9 @@ use conf::tables::{BackendRecord, BlockId};
 use conf::Mode;
 use hashbrown::HashMap;
 
-use crate::conntrack::{Conntrack, Dir, EntryId, FlowKey, InsertError, KeyHash, State, Timeouts};
+use crate::conntrack::{
+    Conntrack, Dir, EntryId, FlowKey, Hint, InsertError, KeyHash, State, Timeouts,
+};
 use crate::counters::Counters;
 use crate::nat;
 use crate::neigh::{Binding, NeighborSync, Neighbors, Resolution, Slot};
@@ -920,6 +922,8 @@ fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
 pub struct Prepared {
     key: FlowKey,
     hash: KeyHash,
+    /// Set by [`Lb::express_prefetch`] (none without it).
+    hint: Hint,
     /// `nat::Layout`'s offsets (at most 18 and 58).
     l3: u8,
     l4: u8,
@@ -1144,6 +1148,7 @@ impl Lb {
         self.conntrack.prefetch_bucket(hash);
         out.key = key;
         out.hash = hash;
+        out.hint = Hint::default();
         out.l3 = at.l3 as u8;
         out.l4 = at.l4 as u8;
         out.flags = flags;
@@ -1157,8 +1162,8 @@ impl Lb {
     /// loading the connection-table entry of a prepared frame (its index
     /// bucket should have arrived since [`Lb::express_prepare`]).
     #[inline(always)]
-    pub fn express_prefetch(&self, prep: &Prepared) {
-        self.conntrack.prefetch_entry(prep.hash);
+    pub fn express_prefetch(&self, prep: &mut Prepared) {
+        prep.hint = self.conntrack.prefetch_entry(prep.hash);
     }
 
     /// The express lane's last step: the frame in `buf[..len]`, which
@@ -1178,6 +1183,7 @@ impl Lb {
         let Prepared {
             ref key,
             hash,
+            hint,
             l3,
             l4,
             flags,
@@ -1195,7 +1201,7 @@ impl Lb {
             Dir::Original
         };
         let now = self.now_ms;
-        let (id, found) = self.conntrack.lookup_hashed(key, hash, now)?;
+        let (id, found) = self.conntrack.lookup_hinted(key, hash, hint, now)?;
         if found != dir {
             return None;
         }

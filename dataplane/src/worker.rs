@@ -218,8 +218,11 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                     ready |= u32::from(ok) << i;
                     declined |= u32::from(ours && !ok) << i;
                 }
-                for (i, p) in prep.iter().enumerate() {
-                    if ready >> i & 1 != 0 {
+                let mut left = ready;
+                while left != 0 {
+                    let i = left.trailing_zeros() as usize;
+                    left &= left - 1;
+                    if let Some(p) = prep.get_mut(i) {
                         pipeline.lb.express_prefetch(p);
                     }
                 }

@@ -1105,3 +1105,47 @@ fn deadlines_moved_earlier_are_swept_in_time() {
     assert!(ct.is_empty());
     ct.check();
 }
+
+/// A hint from `prefetch_entry` gives the lookup's answer, also once it
+/// went stale: its entry removed, expired, or its slot reused by another
+/// flow (or by the same key in the other direction).
+#[test]
+fn hinted_lookups_are_lookups() {
+    let mut ct: Conntrack<u32> = seeded(8, T);
+    let (a, ra) = (client(1000), fullnat_reply(5000));
+    let id = ct.insert(a, ra, 1, State::Established, 0, none).unwrap();
+    let hint_a = ct.prefetch_entry(ct.hash_of(&a));
+    let hint_ra = ct.prefetch_entry(ct.hash_of(&ra));
+    assert_ne!(hint_a, Hint::default());
+    let same = |ct: &Conntrack<u32>, k: &FlowKey, h: Hint, now: u64| {
+        let want = ct.lookup(k, now);
+        assert_eq!(
+            ct.lookup_hinted(k, ct.hash_of(k), h, now),
+            want,
+            "{k:?} at {now}"
+        );
+        want
+    };
+    assert_eq!(same(&ct, &a, hint_a, 1), Some((id, Dir::Original)));
+    assert_eq!(same(&ct, &ra, hint_ra, 1), Some((id, Dir::Reply)));
+    // A hint of another key, and no hint.
+    assert_eq!(same(&ct, &a, hint_ra, 1), Some((id, Dir::Original)));
+    assert_eq!(same(&ct, &a, Hint::default(), 1), Some((id, Dir::Original)));
+    // Expired, not reclaimed.
+    let late = ct.get(id).expires_at();
+    assert_eq!(same(&ct, &a, hint_a, late), None);
+    // Removed; the slot reused by another flow, then by a's keys swapped.
+    ct.remove(id).unwrap();
+    assert_eq!(same(&ct, &a, hint_a, 1), None);
+    let (b, rb) = (client(1001), fullnat_reply(5001));
+    let id_b = ct.insert(b, rb, 2, State::Established, 1, none).unwrap();
+    assert_eq!(id_b, id, "the freed slot is reused");
+    assert_eq!(same(&ct, &a, hint_a, 2), None);
+    assert_eq!(same(&ct, &b, hint_a, 2), Some((id_b, Dir::Original)));
+    ct.remove(id_b).unwrap();
+    let id_c = ct.insert(ra, a, 3, State::Established, 2, none).unwrap();
+    assert_eq!(id_c, id);
+    assert_eq!(same(&ct, &a, hint_a, 3), Some((id_c, Dir::Reply)));
+    assert_eq!(same(&ct, &ra, hint_ra, 3), Some((id_c, Dir::Original)));
+    ct.check();
+}
