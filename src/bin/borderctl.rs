@@ -383,7 +383,16 @@ impl Conn {
             }
             Ok(Err(e @ ConnectError::Connect { .. })) => {
                 let why = tidy_chain(&one_line(&e.to_string()));
-                return Err(if is_tls_failure(&why) {
+                // TLS 1.3 refuses a client certificate after the handshake;
+                // the connect waits for it (mgmt::tls::connect_primed).
+                let refused = why.contains("AccessDenied")
+                    || why.contains("closed the connection right after the TLS handshake");
+                return Err(if refused {
+                    Failure::Other(format!(
+                        "TLS with border-mgmt failed: it refused this client \
+                         certificate ({why}); is its fingerprint in [mgmt.tls].client_fingerprints?"
+                    ))
+                } else if is_tls_failure(&why) {
                     Failure::Other(format!("TLS with border-mgmt failed: {why}"))
                 } else {
                     Failure::Unreachable(format!("border-mgmt is not reachable: {why}"))
