@@ -944,11 +944,14 @@ fn forged_tables_and_bad_api_input_are_refused_and_the_running_config_stays() {
     forge_word(&f, pack(g + 1, root_at));
     refused_and_still_forwarding(&t, &streams, 4, g, "a corrupt VIP block");
 
-    assert!(
-        t.dp.log_text()
-            .contains("workers refused a published table generation (kept the previous one)"),
-        "{}",
-        t.dp.log_text()
+    // border-dp's main loop logs refusals every 500 ms.
+    wait_until(
+        "border-dp logs the refusals",
+        Duration::from_secs(5),
+        || {
+            t.dp.log_text()
+                .contains("workers refused a published table generation (kept the previous one)")
+        },
     );
     wait_until(
         "border-mgmt reports the refusals as events",
