@@ -439,13 +439,16 @@ impl Config {
     /// (a file name, or e.g. `<api>`). Paths are kept as written.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let (table, mut syntax) = toml::de::DeTable::parse_recoverable(text);
-        let index = error::SpanIndex::build(&table);
+        // Key paths by span are only needed to explain an error, and indexing
+        // every key of a large config costs as much as parsing it: the index
+        // is built from a second parse when there is something to explain.
+        let index = || error::SpanIndex::build(&toml::de::DeTable::parse_recoverable(text).0);
         syntax.sort_by_key(|e| e.span().map_or(0, |s| s.start));
         if let Some(e) = syntax.first() {
-            return Err(index.error(text, origin, e));
+            return Err(index().error(text, origin, e));
         }
         let raw = raw::RawConfig::deserialize(toml::de::Deserializer::from(table))
-            .map_err(|e| index.error(text, origin, &e))?;
+            .map_err(|e| index().error(text, origin, &e))?;
         validate::validate(raw).map_err(|d| d.into_error(text, origin))
     }
 
