@@ -302,7 +302,9 @@ fn wait_applied(w: &Workers, g: u64) -> anyhow::Result<()> {
             }
             anyhow::bail!("workers did not apply generation {g} within 10 s (applied {a:?})");
         }
-        std::thread::yield_now();
+        // Sleep rather than spin: on a small box a spinning waiter takes the
+        // CPU border-mgmt and border-dp need to get there.
+        std::thread::sleep(Duration::from_micros(20));
     }
 }
 
