@@ -2354,62 +2354,7 @@ port = 8080
         for round in 0..4_000u32 {
             let i = rng.below(conns.len() as u64) as usize;
             let c = conns[i];
-            // Mostly plain segments; sometimes a SYN, FIN or RST.
-            let flags = match rng.below(40) {
-                0 => 0x02,
-                1 => 0x11,
-                2 => 0x04,
-                3 => 0x14,
-                4 => 0x12,
-                5 => 0x01 | 0x02,
-                _ => 0x18,
-            };
-            let ttl = match rng.below(30) {
-                0 => 0,
-                1 => 1,
-                2 => 2,
-                _ => 64,
-            };
-            let payload = vec![round as u8; rng.below(24) as usize];
-            let from_backend = c.seen.is_some() && rng.below(2) == 0;
-            let (port, mut f) = match c.seen {
-                Some((backend, to)) if from_backend => (
-                    INT,
-                    frame(
-                        BACKEND_MAC,
-                        INT_MAC,
-                        backend,
-                        to,
-                        c.udp,
-                        flags,
-                        ttl,
-                        &payload,
-                    ),
-                ),
-                _ => (
-                    EXT,
-                    frame(
-                        CLIENT_MAC, EXT_MAC, c.client, c.vip, c.udp, flags, ttl, &payload,
-                    ),
-                ),
-            };
-            // Damage some: a byte anywhere in the headers, a cut, a tag.
-            match rng.below(12) {
-                0 => {
-                    let at = rng.below(f.len().min(70) as u64) as usize;
-                    f[at] ^= 1 << rng.below(8);
-                }
-                1 => {
-                    let at = rng.below(f.len().min(70) as u64) as usize;
-                    f[at] = rng.next() as u8;
-                }
-                2 => f.truncate(rng.below(f.len() as u64) as usize),
-                3 => {
-                    let tag = [0x81, 0x00, 0x00, rng.next() as u8];
-                    f.splice(12..12, tag);
-                }
-                _ => {}
-            }
+            let (port, f) = random_frame(&mut rng, &c, round);
             if let Some(out) = both(&mut a, &mut b, port, &f) {
                 sent += 1;
                 if port == EXT && out.len() > 54 - 20 {
