@@ -313,36 +313,14 @@ fn backend(i: u8) -> SocketAddr {
 const FORWARDER: &str = "10.82.0.14:9443";
 
 fn config(instance: &str, socket: &Path, peers: &[&Path], quorum: u32) -> String {
-    let mut c = format!(
-        r#"
-instance = "{instance}"
-[dataplane]
-main_lcore = 0
-worker_lcores = [1]
-eal_args = ["--no-huge", "-m", "256", "--no-pci", "--no-shconf"]
-conntrack_per_worker = 16384
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "ext"
-devargs = "net_tap0,iface=hl-ext"
-addresses = ["10.81.0.1/24"]
-host_interface = "khl-ext"
-
-[[port]]
-name = "int"
-devargs = "net_tap1,iface=hl-int"
-addresses = ["10.82.0.1/24"]
-host_interface = "khl-int"
-local_addresses = ["10.82.0.1"]
-local_port_range = [1024, 32767]
-
-[mgmt]
-listen = "unix://{socket}"
-quorum = {quorum}
-"#,
-        socket = socket.display()
+    let mut c = two_port_config(
+        instance,
+        "hl",
+        "10.81.0.1/24",
+        "10.82.0.1/24",
+        &format!("unix://{}", socket.display()),
     );
+    c += &format!("quorum = {quorum}\n");
     for p in peers {
         c += &format!("[[mgmt.peer]]\naddress = \"unix://{}\"\n", p.display());
     }

@@ -62,33 +62,15 @@ impl Plan {
     }
     fn config(&self) -> String {
         let t = self.tag;
-        let mut c = format!(
+        let mut c = two_port_config(
+            &format!("e2e{t}"),
+            t,
+            &format!("{}/{}", self.ext(1), self.plen()),
+            &format!("{}/{}", self.int(1), self.plen()),
+            &format!("unix:///run/border/e2e{t}.sock"),
+        );
+        c += &format!(
             r#"
-instance = "e2e{t}"
-[dataplane]
-main_lcore = 0
-worker_lcores = [1]
-eal_args = ["--no-huge", "-m", "256", "--no-pci", "--no-shconf"]
-conntrack_per_worker = 16384
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "ext"
-devargs = "net_tap0,iface={t}-ext"
-addresses = ["{ext}/{plen}"]
-host_interface = "k{t}-ext"
-
-[[port]]
-name = "int"
-devargs = "net_tap1,iface={t}-int"
-addresses = ["{int}/{plen}"]
-host_interface = "k{t}-int"
-local_addresses = ["{int}"]
-local_port_range = [1024, 32767]
-
-[mgmt]
-listen = "unix:///run/border/e2e{t}.sock"
-
 [[vip]]
 name = "v"
 address = "{vip}"
@@ -97,9 +79,6 @@ protocol = "{proto}"
 mode = "{mode}"
 maglev_table_size = 1021
 "#,
-            ext = self.ext(1),
-            int = self.int(1),
-            plen = self.plen(),
             vip = self.ext(100),
             proto = self.proto,
             mode = self.mode,

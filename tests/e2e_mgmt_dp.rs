@@ -61,34 +61,15 @@ impl Plan {
 
     /// The config both processes read. `weights` (if given) per backend.
     fn config(&self, socket: &Path, weights: &[u32]) -> String {
-        let t = self.tag;
-        let mut c = format!(
-            r#"instance = "{inst}"
-
-[dataplane]
-main_lcore = 0
-worker_lcores = [1]
-eal_args = ["--no-huge", "-m", "256", "--no-pci", "--no-shconf"]
-conntrack_per_worker = 16384
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "ext"
-devargs = "net_tap0,iface={t}-ext"
-addresses = ["{ext}/24"]
-host_interface = "k{t}-ext"
-
-[[port]]
-name = "int"
-devargs = "net_tap1,iface={t}-int"
-addresses = ["{int}/24"]
-host_interface = "k{t}-int"
-local_addresses = ["{int}"]
-local_port_range = [1024, 32767]
-
-[mgmt]
-listen = "unix://{socket}"
-
+        let mut c = two_port_config(
+            &self.instance(),
+            self.tag,
+            &format!("{}/24", self.ext(1)),
+            &format!("{}/24", self.int(1)),
+            &format!("unix://{}", socket.display()),
+        );
+        c += &format!(
+            r#"
 [[vip]]
 name = "v"
 address = "{vip}"
@@ -97,11 +78,7 @@ protocol = "tcp"
 mode = "fullnat"
 maglev_table_size = 1021
 "#,
-            inst = self.instance(),
-            ext = self.ext(1),
-            int = self.int(1),
             vip = self.ext(100),
-            socket = socket.display(),
         );
         for i in 0..self.backends {
             c += &format!(

@@ -38,34 +38,12 @@ fn backend(i: u8) -> SocketAddr {
 }
 
 fn config(socket: &Path, keep_on_down: &str) -> String {
-    let mut c = format!(
-        r#"
-instance = "e2ers"
-[dataplane]
-main_lcore = 0
-worker_lcores = [1]
-eal_args = ["--no-huge", "-m", "256", "--no-pci", "--no-shconf"]
-conntrack_per_worker = 16384
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "ext"
-devargs = "net_tap0,iface=rs-ext"
-addresses = ["10.91.0.1/24"]
-host_interface = "krs-ext"
-
-[[port]]
-name = "int"
-devargs = "net_tap1,iface=rs-int"
-addresses = ["10.92.0.1/24"]
-host_interface = "krs-int"
-local_addresses = ["10.92.0.1"]
-local_port_range = [1024, 32767]
-
-[mgmt]
-listen = "unix://{socket}"
-"#,
-        socket = socket.display()
+    let mut c = two_port_config(
+        "e2ers",
+        "rs",
+        "10.91.0.1/24",
+        "10.92.0.1/24",
+        &format!("unix://{}", socket.display()),
     );
     for (name, addr, on_down) in [
         ("rst", "10.91.0.100", "on_down = \"reset\"\n"),

@@ -486,6 +486,42 @@ pub fn tally(names: &[String]) -> std::collections::BTreeMap<String, usize> {
 
 // ---- border-mgmt, borderctl and traffic that checks every byte ------------
 
+/// The start of an e2e appliance's config: `[dataplane]` with one worker,
+/// ports `ext` and `int` on net_tap (`<tag>-ext`/`<tag>-int`, kernel twins
+/// `k<tag>-ext`/`k<tag>-int`), `ext`/`int` as `address/prefix`, the `int`
+/// address also the full-NAT local address, and `[mgmt] listen`. Tests append
+/// more `[mgmt]` keys and their VIPs.
+pub fn two_port_config(instance: &str, tag: &str, ext: &str, int: &str, listen: &str) -> String {
+    let local = int.split('/').next().unwrap_or(int);
+    format!(
+        r#"instance = "{instance}"
+[dataplane]
+main_lcore = 0
+worker_lcores = [1]
+eal_args = ["--no-huge", "-m", "256", "--no-pci", "--no-shconf"]
+conntrack_per_worker = 16384
+flow_hash_key = "00112233445566778899aabbccddeeff"
+
+[[port]]
+name = "ext"
+devargs = "net_tap0,iface={tag}-ext"
+addresses = ["{ext}"]
+host_interface = "k{tag}-ext"
+
+[[port]]
+name = "int"
+devargs = "net_tap1,iface={tag}-int"
+addresses = ["{int}"]
+host_interface = "k{tag}-int"
+local_addresses = ["{local}"]
+local_port_range = [1024, 32767]
+
+[mgmt]
+listen = "{listen}"
+"#
+    )
+}
+
 pub fn border_mgmt_bin() -> &'static str {
     env!("CARGO_BIN_EXE_border-mgmt")
 }
