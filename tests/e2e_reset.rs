@@ -20,7 +20,6 @@ mod common;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -65,37 +64,20 @@ fn config(socket: &Path, keep_on_down: &str) -> String {
 
 /// border-mgmt in the appliance's namespace.
 struct Mgmt {
-    child: Option<Child>,
-    log: PathBuf,
+    process: BorderMgmt,
     socket: PathBuf,
 }
 
 impl Mgmt {
     fn start(ns: &str, cfg: &Path, log: PathBuf, socket: PathBuf) -> Mgmt {
-        let child = Command::new("ip")
-            .args(["netns", "exec", ns, border_mgmt_bin(), "--config"])
-            .arg(cfg)
-            .args(["--watch-interval-ms", "100"])
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start border-mgmt");
-        let m = Mgmt {
-            child: Some(child),
-            log,
+        Mgmt {
+            process: BorderMgmt::start_in(Some(ns), cfg, log),
             socket,
-        };
-        wait_until("border-mgmt running", Duration::from_secs(20), || {
-            m.text().contains("border-mgmt running")
-        });
-        m
+        }
     }
 
     fn text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log_text()
     }
 
     fn client(&self) -> (tokio::runtime::Runtime, mgmt::client::Client) {
@@ -161,15 +143,6 @@ impl Mgmt {
             .unwrap()
             .into_inner();
         (r.config_toml, r.generation)
-    }
-}
-
-impl Drop for Mgmt {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 

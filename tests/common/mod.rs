@@ -68,13 +68,18 @@ impl Netns {
     }
 
     /// Starts `args` inside the namespace in the background.
-    pub fn spawn(&self, args: &[&str]) -> Child {
-        Command::new("ip")
+    pub fn spawn(&self, args: &[&str]) -> Spawned {
+        // Output goes nowhere: a process that outlived its test must not hold
+        // the test harness's pipes open (the run would never end).
+        let child = Command::new("ip")
             .args(["netns", "exec", &self.name])
             .args(args)
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {args:?} in {}: {e}", self.name))
+            .unwrap_or_else(|e| panic!("cannot start {args:?} in {}: {e}", self.name));
+        Spawned(child)
     }
 
     /// Moves interface `iface` from namespace `from` into this one and gives it addresses.
@@ -96,6 +101,31 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         let _ = try_run(&["ip", "netns", "del", &self.name]);
+    }
+}
+
+/// A process started in a namespace by [`Netns::spawn`], killed and reaped
+/// when dropped (also when its test panics: deleting a namespace does not
+/// stop the processes in it).
+pub struct Spawned(pub Child);
+
+impl std::ops::Deref for Spawned {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Spawned {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -586,7 +616,22 @@ impl BorderMgmt {
     /// Starts border-mgmt on `config` (looking at the dataplane every
     /// 100 ms), logging to `log`, and waits until it serves.
     pub fn start(config: &Path, log: PathBuf) -> BorderMgmt {
-        let child = Command::new(border_mgmt_bin())
+        Self::start_in(None, config, log)
+    }
+
+    /// [`BorderMgmt::start`] inside network namespace `ns` (if given): its
+    /// probes then leave through that namespace's interfaces.
+    pub fn start_in(ns: Option<&str>, config: &Path, log: PathBuf) -> BorderMgmt {
+        let mut command = match ns {
+            // `ip netns exec` execs the program: the child is border-mgmt.
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, border_mgmt_bin()]);
+                c
+            }
+            None => Command::new(border_mgmt_bin()),
+        };
+        let child = command
             .arg("--config")
             .arg(config)
             .args(["--watch-interval-ms", "100"])
