@@ -59,6 +59,14 @@ impl Plan {
             .collect()
     }
 
+    /// Real TCP servers on every backend address, in the topology's backend
+    /// namespace.
+    fn serve(&self, t: &Topo) -> TcpBackends {
+        let servers = self.servers();
+        let refs: Vec<(&str, SocketAddr)> = servers.iter().map(|(n, a)| (n.as_str(), *a)).collect();
+        TcpBackends::start(&t.bk.name, &refs)
+    }
+
     /// The config both processes read. `weights` (if given) per backend.
     fn config(&self, socket: &Path, weights: &[u32]) -> String {
         let mut c = two_port_config(
@@ -274,9 +282,7 @@ fn a_drained_backend_gets_no_new_connection_and_keeps_its_open_one() {
         backends: 3,
     };
     let t = plan.start();
-    let servers = plan.servers();
-    let refs: Vec<(&str, SocketAddr)> = servers.iter().map(|(n, a)| (n.as_str(), *a)).collect();
-    let _servers = TcpBackends::start(&t.bk.name, &refs);
+    let _servers = plan.serve(&t);
     let b1 = plan.backend(1).to_string();
     let b0 = plan.backend(0).to_string();
     let vip = plan.vip();
@@ -437,9 +443,7 @@ fn tables_republished_every_10ms_under_load_lose_no_packet_and_reset_no_connecti
         backends: 3,
     };
     let t = plan.start();
-    let servers = plan.servers();
-    let refs: Vec<(&str, SocketAddr)> = servers.iter().map(|(n, a)| (n.as_str(), *a)).collect();
-    let _servers = TcpBackends::start(&t.bk.name, &refs);
+    let _servers = plan.serve(&t);
     let vip = plan.vip();
     // Neighbours resolved before anything is measured.
     tcp_names(&t.cli.name, vip, 6);
@@ -587,9 +591,7 @@ fn border_mgmt_and_border_dp_die_and_come_back_independently() {
         backends: 2,
     };
     let mut t = plan.start();
-    let servers = plan.servers();
-    let refs: Vec<(&str, SocketAddr)> = servers.iter().map(|(n, a)| (n.as_str(), *a)).collect();
-    let _servers = TcpBackends::start(&t.bk.name, &refs);
+    let _servers = plan.serve(&t);
     let vip = plan.vip();
     tcp_names(&t.cli.name, vip, 6);
     let g = t.published();
@@ -839,9 +841,7 @@ fn forged_tables_and_bad_api_input_are_refused_and_the_running_config_stays() {
         backends: 2,
     };
     let t = plan.start();
-    let servers = plan.servers();
-    let refs: Vec<(&str, SocketAddr)> = servers.iter().map(|(n, a)| (n.as_str(), *a)).collect();
-    let _servers = TcpBackends::start(&t.bk.name, &refs);
+    let _servers = plan.serve(&t);
     let vip = plan.vip();
     tcp_names(&t.cli.name, vip, 6);
     let g = t.published();
