@@ -17,11 +17,14 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-cargo test --workspace --all-targets 2>&1 | tee -a "$results"
-cargo test --workspace --doc 2>&1 | tee -a "$results"
-bash scripts/fuzz.sh  # bounded cargo-fuzz runs of dataplane/fuzz (< 3 min once built)
+# --no-fail-fast: one failing test binary must not hide the others' results.
+status=0
+cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee -a "$results" || status=1
+cargo test --workspace --doc --no-fail-fast 2>&1 | tee -a "$results" || status=1
+bash scripts/fuzz.sh || status=1  # bounded cargo-fuzz runs of dataplane/fuzz (< 3 min once built)
 
-# One closing line over every test binary above (set -o pipefail already
-# stopped the script if any of them failed).
+# One closing line over every test binary above.
 awk '/^test result: / { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$results"
+grep -E '^test .* FAILED$' "$results" | sed 's/^/failed: /' || true
+exit "$status"

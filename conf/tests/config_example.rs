@@ -143,16 +143,51 @@ fn example_parses_as_written() {
     );
 }
 
+fn contract_path() -> &'static Path {
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/contract.border.example.toml"
+    ))
+}
+
+/// The public format may be extended, never changed: every line of the
+/// contract (shared/border.example.toml, kept verbatim in tests/data) must
+/// appear, in order, in the annotated example the project ships.
 #[test]
-fn example_in_shared_matches_copy_when_present() {
-    // CI has ../shared beside the repo; keep the committed copy identical.
+fn annotated_example_extends_the_contract_line_by_line() {
+    let contract = std::fs::read_to_string(contract_path()).unwrap();
+    let ours = std::fs::read_to_string(example_path()).unwrap();
+    let mut our_lines = ours.lines().enumerate();
+    for (n, line) in contract.lines().enumerate() {
+        assert!(
+            our_lines.any(|(_, l)| l == line),
+            "contract line {} is missing or out of order in conf/tests/data/border.example.toml: {line:?}",
+            n + 1
+        );
+    }
+}
+
+#[test]
+fn contract_example_parses() {
+    check_config_file(contract_path()).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The contract file lives beside the repository (../shared) on development
+/// and CI machines; the vendored copy must not drift from it. A fresh clone
+/// without ../shared still runs both tests above against the vendored copy.
+#[test]
+fn vendored_contract_matches_shared_beside_the_repo() {
     let shared = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../shared/border.example.toml"
     ));
-    if let Ok(text) = std::fs::read_to_string(shared) {
-        let copy = std::fs::read_to_string(example_path()).unwrap();
-        assert_eq!(text, copy, "conf/tests/data/border.example.toml is stale");
+    let vendored = std::fs::read_to_string(contract_path()).unwrap();
+    match std::fs::read_to_string(shared) {
+        Ok(text) => assert_eq!(
+            text, vendored,
+            "conf/tests/data/contract.border.example.toml differs from ../shared/border.example.toml"
+        ),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{}: {e}", shared.display()),
     }
 }
 
