@@ -15,9 +15,14 @@
 //! ones through the lane (the general path when the lane declines). A
 //! packet costs two dependent cache misses (bucket, then entry) when the
 //! table is larger than the caches; this way the misses of a whole burst
-//! are in flight together instead of one after the other. The passes
-//! change nothing before the third, which looks every frame up again, so
-//! a frame sees what the frames before it in the burst did.
+//! are in flight together instead of one after the other. While a port
+//! delivers full bursts (up to [`MAX_BURSTS_PER_POLL`] per iteration), the
+//! next burst is received and prepared between the entry prefetches of a
+//! burst and its run, so those loads have a burst's time to land
+//! (`border-perf pipeline`, 100k flows: 360-420 -> 309-339 ticks on top of
+//! the bare loop). The passes change nothing before the third, which looks
+//! every frame up again, so a frame sees what the frames before it did,
+//! in its own burst and in the one before.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,6 +55,10 @@ pub enum Poll {
 const SPIN_BEFORE_SLEEP: u32 = 512;
 const MIN_IDLE_SLEEP: Duration = Duration::from_micros(10);
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
+/// Full RX bursts a port may deliver in one poll iteration before the
+/// worker moves on to the next port: enough for the two-burst overlap of
+/// `poll_once` to pay, few enough that every port is polled often.
+const MAX_BURSTS_PER_POLL: usize = 4;
 /// Frames in each worker's handoff queue.
 pub const HANDOFF_DEPTH: usize = 1024;
 /// Room for a generated ARP request or neighbour solicitation.
@@ -123,10 +132,11 @@ pub struct Worker<P: PortIo, C: Clock, T: TableSource> {
     tables: T,
     handoff: Handoff<P::Frame>,
     me: usize,
-    rx: Burst<P::Frame>,
-    /// The express lane's preparation of each frame of `rx` (see
-    /// `poll_once`); only those whose bit is set in `ready` mean anything.
-    prep: [Prepared; BURST],
+    /// The burst being run and the next one (see `poll_once`).
+    rx: [Burst<P::Frame>; 2],
+    /// The express lane's preparation of each frame of `rx[i]`; only those
+    /// marked ready mean anything.
+    prep: [[Prepared; BURST]; 2],
     tx: Vec<TxQueue<P::Frame>>,
     poll: Poll,
     empty_polls: u32,
@@ -151,8 +161,8 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             tables,
             handoff,
             me,
-            rx: Burst::new(),
-            prep: [Prepared::default(); BURST],
+            rx: [Burst::new(), Burst::new()],
+            prep: [[Prepared::default(); BURST]; 2],
             tx: (0..ports).map(|_| TxQueue::new()).collect(),
             poll,
             empty_polls: 0,
@@ -199,51 +209,39 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             }
         }
         for port in 0..tx.len() {
-            io.rx_burst(port, rx);
-            received += rx.len();
-            // Bit i: frame i was prepared into `prep[i]`; in `declined`:
-            // frame i is addressed to the port and the lane declined it.
-            let mut ready = 0u32;
-            let mut declined = 0u32;
-            if let Some(mac) = pipeline.express_port(port) {
-                // Pass 1: parse and hash every frame the express lane may
-                // take, starting the loads of their index buckets; pass 2:
-                // with the buckets (mostly) in, start the loads of their
-                // entries. The misses of the whole burst overlap instead of
-                // coming one after the other, two per frame.
-                for (i, (frame, p)) in rx.iter().zip(prep.iter_mut()).enumerate() {
-                    let d = frame.data();
-                    let ours = frame.is_contiguous() && d.get(..6) == Some(&mac[..]);
-                    let ok = ours && pipeline.lb.express_prepare_into(d, p);
-                    ready |= u32::from(ok) << i;
-                    declined |= u32::from(ours && !ok) << i;
+            let express = pipeline.express_port(port);
+            // Two bursts in flight: while one is run (pass 3), the next one
+            // is received and prepared (pass 1), which gives the entry loads
+            // of the first (pass 2) a whole burst's time to land.
+            let mut cur = 0;
+            io.rx_burst(port, &mut rx[cur]);
+            let mut more = rx[cur].is_full();
+            let mut marks = prepare_burst(pipeline, express, &rx[cur], &mut prep[cur]);
+            for burst in 1.. {
+                if rx[cur].is_empty() {
+                    break;
                 }
-                let mut left = ready;
-                while left != 0 {
-                    let i = left.trailing_zeros() as usize;
-                    left &= left - 1;
-                    if let Some(p) = prep.get_mut(i) {
-                        pipeline.lb.express_prefetch(p);
-                    }
+                received += rx[cur].len();
+                prefetch_entries(pipeline, &mut prep[cur], marks);
+                let next = cur ^ 1;
+                let mut next_marks = Marks::default();
+                if more && burst < MAX_BURSTS_PER_POLL {
+                    io.rx_burst(port, &mut rx[next]);
+                    more = rx[next].is_full();
+                    next_marks = prepare_burst(pipeline, express, &rx[next], &mut prep[next]);
                 }
-            }
-            // Pass 3: each frame through the pipeline, in order.
-            for (i, mut frame) in rx.drain(..).enumerate() {
-                let len = frame.data().len();
-                let verdict = match prep.get(i) {
-                    Some(p) if ready >> i & 1 != 0 => {
-                        pipeline.process_prepared(port, frame.buf_mut(), len, p)
-                    }
-                    _ if declined >> i & 1 != 0 => {
-                        pipeline.process_declined(port, frame.buf_mut(), len)
-                    }
-                    _ if frame.is_contiguous() => pipeline.process_buf(port, frame.buf_mut(), len),
-                    _ => pipeline.refuse(port, Counter::DropMultiSegment),
-                };
-                dispatch(io, pipeline, tx, handoff, frame, len, verdict);
-                if !pipeline.lb.pp.emits.is_empty() {
-                    send_emits(io, pipeline, tx);
-                }
+                run_burst(
+                    io,
+                    pipeline,
+                    tx,
+                    handoff,
+                    port,
+                    &mut rx[cur],
+                    &prep[cur],
+                    marks,
+                );
+                cur = next;
+                marks = next_marks;
             }
         }
         send_requests(io, pipeline, tx);
@@ -273,6 +271,86 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             }
         }
         self.pipeline.counters.publish(shared);
+    }
+}
+
+/// Which frames of a burst pass 1 prepared (bit i: frame i, in `ready`)
+/// and which are addressed to the port but were declined by the lane (in
+/// `declined`).
+#[derive(Clone, Copy, Default)]
+struct Marks {
+    ready: u32,
+    declined: u32,
+}
+
+/// Pass 1: parses and hashes every frame the express lane may take and
+/// starts the loads of their index buckets. Changes nothing.
+#[inline(always)]
+fn prepare_burst<F: Frame>(
+    pipeline: &Pipeline,
+    express: Option<[u8; 6]>,
+    rx: &Burst<F>,
+    prep: &mut [Prepared; BURST],
+) -> Marks {
+    let mut marks = Marks::default();
+    let Some(mac) = express else {
+        return marks;
+    };
+    for (i, (frame, p)) in rx.iter().zip(prep.iter_mut()).enumerate() {
+        let d = frame.data();
+        let ours = frame.is_contiguous() && d.get(..6) == Some(&mac[..]);
+        let ok = ours && pipeline.lb.express_prepare_into(d, p);
+        marks.ready |= u32::from(ok) << i;
+        marks.declined |= u32::from(ours && !ok) << i;
+    }
+    marks
+}
+
+/// Pass 2: with the index buckets (mostly) in, starts the loads of the
+/// entries they point to. Changes nothing but the hints in `prep`.
+#[inline(always)]
+fn prefetch_entries(pipeline: &Pipeline, prep: &mut [Prepared; BURST], marks: Marks) {
+    let mut left = marks.ready;
+    while left != 0 {
+        let i = left.trailing_zeros() as usize;
+        left &= left - 1;
+        if let Some(p) = prep.get_mut(i) {
+            pipeline.lb.express_prefetch(p);
+        }
+    }
+}
+
+/// Pass 3: each frame of the burst through the pipeline, in order;
+/// prepared ones through the express lane (which looks each up again, so a
+/// frame sees what the frames before it did).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn run_burst<P: PortIo>(
+    io: &mut P,
+    pipeline: &mut Pipeline,
+    tx: &mut [TxQueue<P::Frame>],
+    handoff: &Handoff<P::Frame>,
+    port: usize,
+    rx: &mut Burst<P::Frame>,
+    prep: &[Prepared; BURST],
+    marks: Marks,
+) {
+    for (i, mut frame) in rx.drain(..).enumerate() {
+        let len = frame.data().len();
+        let verdict = match prep.get(i) {
+            Some(p) if marks.ready >> i & 1 != 0 => {
+                pipeline.process_prepared(port, frame.buf_mut(), len, p)
+            }
+            _ if marks.declined >> i & 1 != 0 => {
+                pipeline.process_declined(port, frame.buf_mut(), len)
+            }
+            _ if frame.is_contiguous() => pipeline.process_buf(port, frame.buf_mut(), len),
+            _ => pipeline.refuse(port, Counter::DropMultiSegment),
+        };
+        dispatch(io, pipeline, tx, handoff, frame, len, verdict);
+        if !pipeline.lb.pp.emits.is_empty() {
+            send_emits(io, pipeline, tx);
+        }
     }
 }
 
