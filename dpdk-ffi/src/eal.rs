@@ -174,7 +174,7 @@ impl Drop for EalInner {
         let me = lcore::lcore_id();
         if me != sys::LCORE_ID_ANY && me != lcore::main_lcore() {
             eprintln!(
-                "border dpdk-ffi: last EAL handle dropped on worker lcore {me}; skipping rte_eal_cleanup"
+                "border dpdk-ffi: last EAL handle dropped on worker lcore {me}; rte_eal_cleanup is left to the process exit"
             );
             return;
         }

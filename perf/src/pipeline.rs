@@ -944,19 +944,21 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
             par.join(", ")
         ));
     }
-    let est: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.case.starts_with("established"))
-        .collect();
-    if let Some(worst) = est
-        .iter()
-        .map(|r| r.pipeline.median - r.bare.map_or(0.0, |b| b.median))
-        .max_by(f64::total_cmp)
-    {
-        t.note(format!(
-            "goal established <= 150 ticks/pkt on top of the bare loop: worst case {worst:.1} ({})",
-            if worst <= 150.0 { "met" } else { "MISSED" }
-        ));
+    // One verdict per flow count: with more flows than the caches hold,
+    // the per-packet cost is the memory's (see the memory line), not ours.
+    for &n in &args.flows {
+        let flows = n.to_string();
+        if let Some(worst) = rows
+            .iter()
+            .filter(|r| r.case.starts_with("established") && r.flows == flows)
+            .map(|r| r.pipeline.median - r.bare.map_or(0.0, |b| b.median))
+            .max_by(f64::total_cmp)
+        {
+            t.note(format!(
+                "goal established <= 150 ticks/pkt on top of the bare loop, {n} flows: worst case {worst:.1} ({})",
+                if worst <= 150.0 { "met" } else { "MISSED" }
+            ));
+        }
     }
     if let Some(worst) = rows
         .iter()

@@ -209,7 +209,8 @@ impl<K: Copy> Timers<K> {
                 out.get_mut(..frame.len())?.copy_from_slice(frame);
                 Some(frame.len())
             }) {
-                return; // no room now: the next tick tries again
+                // No room now: the next tick tries again.
+                return;
             }
             counters.inc(Counter::PpHeadersRetransmitted);
             let slot = &mut self.slots[i];
