@@ -2499,6 +2499,76 @@ port = 8080
         )
     }
 
+    /// A table generation that shows up at the worker's `at`-th look
+    /// between bursts.
+    struct ArrivesBetweenBursts {
+        looks: std::cell::Cell<usize>,
+        at: usize,
+        next: Option<Adopted<'static>>,
+    }
+
+    impl crate::worker::TableSource for ArrivesBetweenBursts {
+        fn poll(&mut self, _current: Option<u64>) -> crate::worker::TablePoll {
+            match self.next.take_if(|_| self.looks.get() >= self.at) {
+                Some(t) => crate::worker::TablePoll::New(Box::new(t)),
+                None => crate::worker::TablePoll::Nothing,
+            }
+        }
+        fn has_news(&self, _current: Option<u64>) -> bool {
+            self.looks.set(self.looks.get() + 1);
+            self.looks.get() >= self.at && self.next.is_some()
+        }
+    }
+
+    /// The worker looks for a new generation before every RX burst, not
+    /// once per poll iteration, and adopts it right after the burst it
+    /// already prepared under the old one; the rest waits for the next
+    /// iteration (and runs under the new generation).
+    #[test]
+    fn a_new_generation_is_seen_between_bursts() {
+        let cfg = Config::from_toml_str(CONFIG, "express.toml").expect("config");
+        for (at, first) in [(1, 32), (3, 96)] {
+            let clock = TestClock(Default::default());
+            let source = ArrivesBetweenBursts {
+                looks: Default::default(),
+                at,
+                next: Some(crate::standalone::adopted_from_config(&cfg, 2).expect("tables")),
+            };
+            let mut w = crate::worker::Worker::new(
+                crate::io::MemPorts::new(2),
+                node(true),
+                crate::worker::Poll::Busy,
+                clock.clone(),
+                source,
+                crate::worker::Handoff::new(1),
+            );
+            let vip = (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 100)), 80);
+            for i in 0..100u16 {
+                let client = (IpAddr::V4(Ipv4Addr::new(10, 9, 0, 1)), 30_000 + i);
+                w.io.inject(
+                    EXT,
+                    &frame(CLIENT_MAC, EXT_MAC, client, vip, false, 0x02, 64, &[]),
+                );
+            }
+            let before = w.pipeline.lb.generation();
+            assert_eq!(w.poll_once(), first, "at {at}");
+            assert_eq!(w.io.take_tx(INT).len(), first, "at {at}: SYNs forwarded");
+            assert_eq!(
+                w.pipeline.lb.generation(),
+                Some(2),
+                "at {at}: adopted after burst"
+            );
+            assert_ne!(before, Some(2));
+            assert_eq!(
+                w.io.rx[EXT].len(),
+                100 - first,
+                "at {at}: left for the next round"
+            );
+            assert_eq!(w.poll_once(), 100 - first);
+            assert_eq!(w.io.take_tx(INT).len(), 100 - first);
+        }
+    }
+
     /// The worker's burst passes (prepare and prefetch the whole burst,
     /// then each frame) against the general path frame by frame in the
     /// same worker loop: bursts of 1 to 40 frames over both ports, several

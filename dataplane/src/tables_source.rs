@@ -187,6 +187,16 @@ impl TableSource for ShmTables {
         self.adopt(r, p)
     }
 
+    fn has_news(&self, current: Option<u64>) -> bool {
+        if !self.inbox.is_empty() {
+            return true;
+        }
+        self.reader.is_some_and(|r| {
+            let p = r.0.current();
+            p.generation != 0 && Some(p.generation) != current && self.refused != Some(p)
+        })
+    }
+
     fn adopted(&mut self, generation: u64) {
         (self.applied)(generation);
     }
@@ -221,6 +231,9 @@ impl TableSource for OneShot {
             Some(t) => TablePoll::New(Box::new(t)),
             None => TablePoll::Nothing,
         }
+    }
+    fn has_news(&self, _current: Option<u64>) -> bool {
+        self.0.is_some()
     }
 }
 

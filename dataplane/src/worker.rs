@@ -1,8 +1,9 @@
 //! The run-to-completion poll loop of one worker.
 //!
-//! Every iteration: look for a new table generation (one check), take the
-//! full-NAT replies other workers handed over, poll each port's RX queue of
-//! this worker, run each frame through the pipeline, batch the results per
+//! Every iteration: look for a new table generation (one check, repeated
+//! before every further RX burst, DESIGN §3), take the full-NAT replies
+//! other workers handed over, poll each port's RX queue of this worker, run
+//! each frame through the pipeline, batch the results per
 //! output port, send the neighbour requests the pipeline asked for, flush the
 //! batches with one TX burst each, and expire a bounded slice of the
 //! connection table. Nothing here allocates: bursts are fixed-size arrays
@@ -86,6 +87,9 @@ pub trait TableSource: Send {
     /// there is one. Called once per poll iteration: must be cheap when
     /// nothing changed.
     fn poll(&mut self, current: Option<u64>) -> TablePoll;
+    /// Whether [`TableSource::poll`] would have something other than
+    /// `Nothing` now. Called before every RX burst: one or two loads.
+    fn has_news(&self, current: Option<u64>) -> bool;
     /// Called after a generation was adopted (the worker's quiescent state).
     fn adopted(&mut self, _generation: u64) {}
 }
@@ -96,6 +100,9 @@ pub struct NoTables;
 impl TableSource for NoTables {
     fn poll(&mut self, _current: Option<u64>) -> TablePoll {
         TablePoll::Nothing
+    }
+    fn has_news(&self, _current: Option<u64>) -> bool {
+        false
     }
 }
 
@@ -174,19 +181,10 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
     /// (received or handed over).
     pub fn poll_once(&mut self) -> usize {
         let now = self.clock.now_ms();
-        match self.tables.poll(self.pipeline.lb.generation()) {
-            TablePoll::Nothing => {}
-            TablePoll::New(t) => {
-                let g = t.generation;
-                self.pipeline.lb.adopt(*t);
-                self.tables.adopted(g);
-                self.pipeline.counters.inc(Counter::TablesAdopted);
-            }
-            TablePoll::Refused => self.pipeline.counters.inc(Counter::TablesRefused),
-        }
         let Worker {
             io,
             pipeline,
+            tables,
             handoff,
             me,
             rx,
@@ -194,6 +192,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             prep,
             ..
         } = self;
+        check_tables(tables, pipeline);
         pipeline.lb.tick(now, &mut pipeline.counters);
         let mut received = 0;
         if let Some(q) = handoff.queues.get(*me) {
@@ -225,7 +224,12 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 prefetch_entries(pipeline, &mut prep[cur], marks);
                 let next = cur ^ 1;
                 let mut next_marks = Marks::default();
-                if more && burst < MAX_BURSTS_PER_POLL {
+                // The generation is checked before every burst; a new one
+                // is adopted only once the burst prepared under the old
+                // one has run, so the next burst waits for the next round.
+                let changed =
+                    more && burst < MAX_BURSTS_PER_POLL && tables_changed(tables, pipeline);
+                if more && burst < MAX_BURSTS_PER_POLL && !changed {
                     io.rx_burst(port, &mut rx[next]);
                     more = rx[next].is_full();
                     next_marks = prepare_burst(pipeline, express, &rx[next], &mut prep[next]);
@@ -240,6 +244,10 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                     &prep[cur],
                     marks,
                 );
+                if changed {
+                    check_tables(tables, pipeline);
+                    break;
+                }
                 cur = next;
                 marks = next_marks;
             }
@@ -272,6 +280,26 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
         }
         self.pipeline.counters.publish(shared);
     }
+}
+
+/// Adopts a new table generation if there is one (or counts its refusal).
+fn check_tables<T: TableSource>(tables: &mut T, pipeline: &mut Pipeline) {
+    match tables.poll(pipeline.lb.generation()) {
+        TablePoll::Nothing => {}
+        TablePoll::New(t) => {
+            let g = t.generation;
+            pipeline.lb.adopt(*t);
+            tables.adopted(g);
+            pipeline.counters.inc(Counter::TablesAdopted);
+        }
+        TablePoll::Refused => pipeline.counters.inc(Counter::TablesRefused),
+    }
+}
+
+/// Whether the source has a generation the worker has not adopted or
+/// refused yet (a look only; `check_tables` takes it).
+fn tables_changed<T: TableSource>(tables: &T, pipeline: &Pipeline) -> bool {
+    tables.has_news(pipeline.lb.generation())
 }
 
 /// Which frames of a burst pass 1 prepared (bit i: frame i, in `ready`)

@@ -199,6 +199,9 @@ impl TableSource for Feed {
             None => TablePoll::Nothing,
         }
     }
+    fn has_news(&self, _current: Option<u64>) -> bool {
+        self.0.lock().unwrap().is_some()
+    }
 }
 
 pub type TestWorker = Worker<MemPorts, TestClock, Feed>;
