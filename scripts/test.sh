@@ -22,6 +22,7 @@ status=0
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee -a "$results" || status=1
 cargo test --workspace --doc --no-fail-fast 2>&1 | tee -a "$results" || status=1
 bash scripts/fuzz.sh || status=1  # bounded cargo-fuzz runs of dataplane/fuzz (< 3 min once built)
+bash scripts/check-demo.sh || status=1  # README's demo (release build), checked line by line
 
 # One closing line over every test binary above.
 awk '/^test result: / { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
