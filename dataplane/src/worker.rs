@@ -227,9 +227,9 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 // The generation is checked before every burst; a new one
                 // is adopted only once the burst prepared under the old
                 // one has run, so the next burst waits for the next round.
-                let changed =
-                    more && burst < MAX_BURSTS_PER_POLL && tables_changed(tables, pipeline);
-                if more && burst < MAX_BURSTS_PER_POLL && !changed {
+                let another = more && burst < MAX_BURSTS_PER_POLL;
+                let changed = another && tables.has_news(pipeline.lb.generation());
+                if another && !changed {
                     io.rx_burst(port, &mut rx[next]);
                     more = rx[next].is_full();
                     next_marks = prepare_burst(pipeline, express, &rx[next], &mut prep[next]);
@@ -294,12 +294,6 @@ fn check_tables<T: TableSource>(tables: &mut T, pipeline: &mut Pipeline) {
         }
         TablePoll::Refused => pipeline.counters.inc(Counter::TablesRefused),
     }
-}
-
-/// Whether the source has a generation the worker has not adopted or
-/// refused yet (a look only; `check_tables` takes it).
-fn tables_changed<T: TableSource>(tables: &T, pipeline: &Pipeline) -> bool {
-    tables.has_news(pipeline.lb.generation())
 }
 
 /// Which frames of a burst pass 1 prepared (bit i: frame i, in `ready`)
