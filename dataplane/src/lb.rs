@@ -936,6 +936,9 @@ const PREP_V4: u8 = 1;
 const PREP_UDP: u8 = 2;
 /// The key must be a reply key (else an original key).
 const PREP_REPLY: u8 = 4;
+/// The destination is no VIP or local address: only a DNAT reply (to an
+/// address the input port does not own) is the lane's.
+const PREP_NOT_LOCAL: u8 = 8;
 
 /// What a new flow's pick produced.
 enum Picked {
@@ -1069,8 +1072,9 @@ impl Lb {
         (local_port & self.owner_mask) as usize
     }
 
-    /// The express lane: a packet of an established flow, client -> VIP or
-    /// backend -> full-NAT local address, in the frame's most common shape
+    /// The express lane: a packet of an established flow, client -> VIP,
+    /// backend -> full-NAT local address or backend -> client (DNAT), in
+    /// the frame's most common shape
     /// (Ethernet with at most one VLAN tag; IPv4 without options and not a
     /// fragment, or IPv6 without extension headers; TCP without SYN, or
     /// UDP), of a flow without PROXY protocol. Everything else, and every
@@ -1093,16 +1097,18 @@ impl Lb {
         &mut self,
         buf: &mut [u8],
         len: usize,
+        in_port: usize,
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Option<Verdict> {
         let prep = self.express_prepare(buf.get(..len)?)?;
-        self.express_prepared(buf, len, &prep, ports, counters)
+        self.express_prepared(buf, len, &prep, in_port, ports, counters)
     }
 
     /// The express lane's first step, which changes nothing: parses the
-    /// frame, finds whether it is addressed to a VIP or to a full-NAT local
-    /// address in its pool's port range, hashes its key and starts loading
+    /// frame, finds whether it is addressed to a VIP, to a full-NAT local
+    /// address in its pool's port range or to no address of ours (a DNAT
+    /// reply on its way to the client), hashes its key and starts loading
     /// the connection table's index bucket for it. `None`: not a frame for
     /// the lane (the general path takes it).
     #[inline(always)]
@@ -1131,6 +1137,7 @@ impl Lb {
             return None;
         }
         let (at, key, flags) = express_parse(frame)?;
+        let mut not_local = false;
         let dir = if tables
             .vip_at(&key.dst, key.v6, key.dport, key.proto)
             .is_some()
@@ -1138,9 +1145,13 @@ impl Lb {
             Dir::Original
         } else {
             let class = tables.class_of(&key.dst, key.v6);
-            let (lo, hi) = class.pool?;
-            if class.vip || key.dport < lo || key.dport > hi {
-                return None;
+            match class.pool {
+                _ if class.vip => return None,
+                Some((lo, hi)) if key.dport < lo || key.dport > hi => return None,
+                Some(_) => {}
+                // Not a VIP or local address; unless a port owns it (checked
+                // once the flow is found), a DNAT reply.
+                None => not_local = true,
             }
             Dir::Reply
         };
@@ -1154,7 +1165,8 @@ impl Lb {
         out.flags = flags;
         out.bits = (u8::from(at.v4) * PREP_V4)
             | (u8::from(at.udp) * PREP_UDP)
-            | (u8::from(dir == Dir::Reply) * PREP_REPLY);
+            | (u8::from(dir == Dir::Reply) * PREP_REPLY)
+            | (u8::from(not_local) * PREP_NOT_LOCAL);
         Some(())
     }
 
@@ -1176,6 +1188,7 @@ impl Lb {
         buf: &mut [u8],
         len: usize,
         prep: &Prepared,
+        in_port: usize,
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Option<Verdict> {
@@ -1206,7 +1219,17 @@ impl Lb {
             return None;
         }
         let e = self.conntrack.get(id);
-        if e.value.pp_on || (dir == Dir::Reply && e.value.mode != Mode::FullNat) {
+        if e.value.pp_on {
+            return None;
+        }
+        // As `handle`: a packet to an address the port owns is not a DNAT
+        // reply (the local stack takes it).
+        if bits & PREP_NOT_LOCAL != 0
+            && (e.value.mode != Mode::Dnat
+                || ports
+                    .get(in_port)
+                    .is_none_or(|port| port.owns_any(key.dst_ip())))
+        {
             return None;
         }
         #[cfg(test)]
@@ -2040,10 +2063,10 @@ fn flow_deltas(mode: Mode, orig: &FlowKey, reply: &FlowKey) -> (nat::Deltas, nat
     let to_backend = (&reply.src, reply.sport);
     match mode {
         Mode::FullNat => nat::deltas_both(v4, src, dst, (&reply.dst, reply.dport), to_backend),
-        // DNAT replies are translated by the general path.
+        // The backend's packets to the client: from the VIP.
         Mode::Dnat => (
             nat::deltas(v4, src, dst, None, Some(to_backend)),
-            nat::Deltas::default(),
+            nat::deltas(v4, to_backend, (&reply.dst, reply.dport), Some(dst), None),
         ),
     }
 }
@@ -2175,6 +2198,25 @@ proxy_protocol = "v2"
 [[vip.backend]]
 address = "10.2.0.40"
 port = 8080
+
+[[vip]]
+name = "udpdnat4"
+address = "10.1.0.101"
+port = 53
+protocol = "udp"
+mode = "dnat"
+[[vip.backend]]
+address = "10.2.0.21"
+port = 5353
+
+[[vip]]
+name = "dnat6"
+address = "fd00:1::101"
+port = 80
+mode = "dnat"
+[[vip.backend]]
+address = "fd00:2::20"
+port = 8080
 "#;
 
     fn node(express: bool) -> Pipeline {
@@ -2299,6 +2341,62 @@ port = 8080
         lb.tick(now, counters);
     }
 
+    /// A DNAT backend's packets to the client take the express lane (they
+    /// used to go the general path only) and come out the same: from the
+    /// VIP, to the client, out of the client's port, checksums right.
+    #[test]
+    fn dnat_replies_take_the_express_lane() {
+        let (mut a, mut b) = (node(true), node(false));
+        tick(&mut a, &mut b, 1_000);
+        let v4 = |x: [u8; 4]| IpAddr::V4(Ipv4Addr::from(x));
+        let client = (v4([10, 1, 0, 50]), 40_000);
+        for udp in [false, true] {
+            let vip = (v4([10, 1, 0, 101]), if udp { 53 } else { 80 });
+            let flags = if udp { 0 } else { 0x02 };
+            let syn = frame(CLIENT_MAC, EXT_MAC, client, vip, udp, flags, 64, b"q");
+            let out = both(&mut a, &mut b, EXT, &syn).expect("forwarded to a backend");
+            let (from, backend) = ends(&out);
+            assert_eq!(from, client, "DNAT keeps the client's source");
+            let taken = a.lb.express_taken;
+            for (flags, payload) in [(0x12, &b""[..]), (0x18, &b"reply"[..])] {
+                let reply = frame(
+                    BACKEND_MAC,
+                    INT_MAC,
+                    backend,
+                    client,
+                    udp,
+                    flags,
+                    64,
+                    payload,
+                );
+                let out = both(&mut a, &mut b, INT, &reply).expect("reply forwarded");
+                assert_eq!(ends(&out), (vip, client), "from the VIP to the client");
+                assert_eq!(&out[..12], &[CLIENT_MAC, EXT_MAC].concat()[..]);
+                let p = crate::wire::parse_frame(&out).expect("valid frame");
+                assert_eq!(p.ttl, 63);
+                use crate::wire::checksum;
+                assert!(checksum::verify(&out[14..34]), "IPv4 header checksum");
+                let at = p.l4_offset + if udp { 6 } else { 16 };
+                let mut seg = out[p.l4_offset..].to_vec();
+                seg[at - p.l4_offset..at - p.l4_offset + 2].fill(0);
+                let (IpAddr::V4(s), IpAddr::V4(d)) = (vip.0, client.0) else {
+                    unreachable!()
+                };
+                let proto = if udp { ip_proto::UDP } else { ip_proto::TCP };
+                let mut want = checksum::l4_checksum_v4(s, d, proto, &seg);
+                if udp {
+                    want = checksum::udp_finish(want);
+                }
+                assert_eq!(out[at..at + 2], want.to_be_bytes(), "L4 checksum");
+            }
+            // The SYN-ACK changes the TCP state (the general path); the
+            // data segment, and both UDP replies, are the lane's.
+            let express = if udp { 2 } else { 1 };
+            assert_eq!(a.lb.express_taken - taken, express, "udp {udp}");
+            assert_eq!(b.lb.express_taken, 0);
+        }
+    }
+
     #[test]
     fn what_every_packet_reads_is_in_two_cache_lines() {
         use core::mem::{align_of, offset_of, size_of};
@@ -2333,6 +2431,11 @@ port = 8080
             ),
             ((v4([10, 1, 0, 100]), 53), true),
             ((v4([10, 1, 0, 102]), 80), false),
+            ((v4([10, 1, 0, 101]), 53), true),
+            (
+                (IpAddr::V6("fd00:1::101".parse::<Ipv6Addr>().unwrap()), 80),
+                false,
+            ),
         ];
         let mut conns = Vec::new();
         for i in 0..60u16 {
@@ -2596,6 +2699,11 @@ port = 8080
             ),
             ((v4([10, 1, 0, 100]), 53), true),
             ((v4([10, 1, 0, 102]), 80), false),
+            ((v4([10, 1, 0, 101]), 53), true),
+            (
+                (IpAddr::V6("fd00:1::101".parse::<Ipv6Addr>().unwrap()), 80),
+                false,
+            ),
         ];
         // Few connections, so that a burst often holds several frames of one.
         let mut conns: Vec<Conn> = (0..12u16)

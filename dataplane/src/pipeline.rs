@@ -282,7 +282,7 @@ impl Pipeline {
             counters,
             ..
         } = self;
-        match lb.express_prepared(buf, len, prep, ports, counters) {
+        match lb.express_prepared(buf, len, prep, in_port, ports, counters) {
             Some(v) => {
                 self.last_in_port = in_port;
                 self.counters.inc(Counter::RxPackets);
@@ -372,7 +372,10 @@ impl Pipeline {
             return self.drop(Counter::DropNotOurMac);
         }
         if express {
-            if let Some(v) = self.lb.express(buf, len, &self.ports, &mut self.counters) {
+            if let Some(v) = self
+                .lb
+                .express(buf, len, in_port, &self.ports, &mut self.counters)
+            {
                 return v;
             }
         }

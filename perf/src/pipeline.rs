@@ -791,7 +791,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         for vip in [Vip::FullNat4, Vip::Dnat4, Vip::FullNat6] {
             let fwd_name = format!("established {}, client->backend", vip.name());
             let rev_name = format!("established {}, backend->client", vip.name());
-            let do_rev = vip == Vip::FullNat4 && wanted(&rev_name);
+            let do_rev = vip != Vip::FullNat6 && wanted(&rev_name);
             if !wanted(&fwd_name) && !do_rev {
                 continue;
             }
