@@ -2418,25 +2418,27 @@ port = 8080
         }
     }
 
+    /// The VIPs of `CONFIG` the differential tests send traffic to, with
+    /// whether they are UDP: both modes, both families, TCP and UDP, PROXY.
+    fn traffic_vips() -> [((IpAddr, u16), bool); 7] {
+        let v4 = |x: [u8; 4]| IpAddr::V4(Ipv4Addr::from(x));
+        let v6 = |s: &str| IpAddr::V6(s.parse::<Ipv6Addr>().unwrap());
+        [
+            ((v4([10, 1, 0, 100]), 80), false),
+            ((v4([10, 1, 0, 101]), 80), false),
+            ((v6("fd00:1::100"), 80), false),
+            ((v4([10, 1, 0, 100]), 53), true),
+            ((v4([10, 1, 0, 102]), 80), false),
+            ((v4([10, 1, 0, 101]), 53), true),
+            ((v6("fd00:1::101"), 80), false),
+        ]
+    }
+
     fn compare(seed: u64) {
         let (mut a, mut b) = (node(true), node(false));
         let mut rng = Rng(seed);
         let v4 = |x: [u8; 4]| IpAddr::V4(Ipv4Addr::from(x));
-        let vips = [
-            ((v4([10, 1, 0, 100]), 80), false),
-            ((v4([10, 1, 0, 101]), 80), false),
-            (
-                (IpAddr::V6("fd00:1::100".parse::<Ipv6Addr>().unwrap()), 80),
-                false,
-            ),
-            ((v4([10, 1, 0, 100]), 53), true),
-            ((v4([10, 1, 0, 102]), 80), false),
-            ((v4([10, 1, 0, 101]), 53), true),
-            (
-                (IpAddr::V6("fd00:1::101".parse::<Ipv6Addr>().unwrap()), 80),
-                false,
-            ),
-        ];
+        let vips = traffic_vips();
         let mut conns = Vec::new();
         for i in 0..60u16 {
             let (vip, udp) = vips[usize::from(i) % vips.len()];
@@ -2690,21 +2692,7 @@ port = 8080
         let (mut a, mut b) = (worker(true, &clock), worker(false, &clock));
         let mut rng = Rng(seed);
         let v4 = |x: [u8; 4]| IpAddr::V4(Ipv4Addr::from(x));
-        let vips = [
-            ((v4([10, 1, 0, 100]), 80), false),
-            ((v4([10, 1, 0, 101]), 80), false),
-            (
-                (IpAddr::V6("fd00:1::100".parse::<Ipv6Addr>().unwrap()), 80),
-                false,
-            ),
-            ((v4([10, 1, 0, 100]), 53), true),
-            ((v4([10, 1, 0, 102]), 80), false),
-            ((v4([10, 1, 0, 101]), 53), true),
-            (
-                (IpAddr::V6("fd00:1::101".parse::<Ipv6Addr>().unwrap()), 80),
-                false,
-            ),
-        ];
+        let vips = traffic_vips();
         // Few connections, so that a burst often holds several frames of one.
         let mut conns: Vec<Conn> = (0..12u16)
             .map(|i| {
