@@ -991,8 +991,9 @@ mod tests {
             memlat_mib: 1,
         })
         .unwrap();
-        // 4 established rows + 2 rows per new-flow VIP.
-        assert_eq!(t.rows.len(), 4 + 6);
+        // 5 established rows (3 VIPs, 2 with their replies) + 2 rows per
+        // new-flow VIP.
+        assert_eq!(t.rows.len(), 5 + 6);
         for r in &t.rows {
             assert_eq!(r[10], "0", "drops in {}", r[0]);
         }
