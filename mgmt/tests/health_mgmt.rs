@@ -22,46 +22,14 @@ fn config(
     backends: &[&Backend],
     weight_header: bool,
 ) -> String {
-    let mut t = format!(
-        r#"instance = "{instance}"
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "000102030405060708090a0b0c0d0e0f"
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.0.0.1/24"]
-local_addresses = ["10.0.0.1"]
-[mgmt]
-listen = "unix://{socket}"
-quorum = {quorum}
-"#
-    );
+    let mut t = common::health_config_head(instance, &format!("unix://{socket}"), quorum);
     for p in peers {
         t.push_str(&format!("[[mgmt.peer]]\naddress = \"unix://{p}\"\n"));
     }
-    t.push_str(&format!(
-        r#"[[vip]]
-name = "web"
-address = "10.0.0.100"
-port = 80
-maglev_table_size = 1009
-[vip.health]
-kind = "http"
-path = "/healthz"
-interval_ms = 200
-timeout_ms = 150
-rise = 2
-fall = 2
-weight_header = {weight_header}
-"#
+    t.push_str(&common::web_vip_checked(
+        &format!("weight_header = {weight_header}\n"),
+        backends,
     ));
-    for b in backends {
-        t.push_str(&format!(
-            "[[vip.backend]]\naddress = \"127.0.0.1\"\nport = {}\n",
-            b.addr.port()
-        ));
-    }
     t
 }
 

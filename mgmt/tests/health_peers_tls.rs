@@ -34,49 +34,15 @@ struct Node<'a> {
 }
 
 fn config(n: &Node, quorum: u32, backends: &[&Backend], certs: &Path) -> String {
-    let mut t = format!(
-        r#"instance = "{}"
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "000102030405060708090a0b0c0d0e0f"
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.0.0.1/24"]
-local_addresses = ["10.0.0.1"]
-[mgmt]
-listen = "tcp://127.0.0.1:{}"
-quorum = {quorum}
-"#,
-        n.instance, n.port
-    );
+    let listen = format!("tcp://127.0.0.1:{}", n.port);
+    let mut t = common::health_config_head(n.instance, &listen, quorum);
     for p in &n.peers {
         t.push_str(&format!(
             "[[mgmt.peer]]\naddress = \"tcp://127.0.0.1:{p}\"\n"
         ));
     }
     t.push_str(&mgmt_tls_section(certs, n.stem, n.client_ca, &n.pins));
-    t.push_str(
-        r#"[[vip]]
-name = "web"
-address = "10.0.0.100"
-port = 80
-maglev_table_size = 1009
-[vip.health]
-kind = "http"
-path = "/healthz"
-interval_ms = 200
-timeout_ms = 150
-rise = 2
-fall = 2
-"#,
-    );
-    for b in backends {
-        t.push_str(&format!(
-            "[[vip.backend]]\naddress = \"127.0.0.1\"\nport = {}\n",
-            b.addr.port()
-        ));
-    }
+    t.push_str(&common::web_vip_checked("", backends));
     t
 }
 

@@ -177,3 +177,52 @@ pub fn read_region(path: &Path) -> conf::tables::Generation {
         .unwrap()
         .to_generation()
 }
+
+/// The start of the health tests' configs: `[dataplane]`, one null port
+/// with 10.0.0.1, and `[mgmt]` listening on `listen` with `quorum` (peers
+/// and TLS may follow).
+pub fn health_config_head(instance: &str, listen: &str, quorum: u32) -> String {
+    format!(
+        r#"instance = "{instance}"
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "000102030405060708090a0b0c0d0e0f"
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["10.0.0.1/24"]
+local_addresses = ["10.0.0.1"]
+[mgmt]
+listen = "{listen}"
+quorum = {quorum}
+"#
+    )
+}
+
+/// The health tests' VIP `web` (10.0.0.100:80): an HTTP check of /healthz
+/// every 200 ms (timeout 150, rise 2, fall 2) plus `extra_health` lines,
+/// over `backends` on 127.0.0.1.
+pub fn web_vip_checked(extra_health: &str, backends: &[&backend::Backend]) -> String {
+    let mut t = format!(
+        r#"[[vip]]
+name = "web"
+address = "10.0.0.100"
+port = 80
+maglev_table_size = 1009
+[vip.health]
+kind = "http"
+path = "/healthz"
+interval_ms = 200
+timeout_ms = 150
+rise = 2
+fall = 2
+{extra_health}"#
+    );
+    for b in backends {
+        t.push_str(&format!(
+            "[[vip.backend]]\naddress = \"127.0.0.1\"\nport = {}\n",
+            b.addr.port()
+        ));
+    }
+    t
+}
