@@ -2,29 +2,18 @@
 //! fail-open, quorum across checkers, unreliable witnesses, the weight
 //! header, reconfiguration.
 
+mod common;
+
 use std::net::SocketAddr;
 
 use conf::Config;
 use mgmt::health::engine::{Change, Engine, Key, Observation, ProbeOutcome, State, WeightObs};
 
 const INTERVAL: u64 = 1000;
+const HE_LISTEN: &str = "unix:///run/border/he.sock";
 
 fn config(peers: usize, quorum: u32, weight_header: bool) -> Config {
-    let mut t = String::from(
-        r#"instance = "he"
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "000102030405060708090a0b0c0d0e0f"
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.0.0.1/24"]
-local_addresses = ["10.0.0.1"]
-[mgmt]
-listen = "unix:///run/border/he.sock"
-"#,
-    );
-    t.push_str(&format!("quorum = {quorum}\n"));
+    let mut t = common::health_config_head("he", HE_LISTEN, quorum);
     for i in 0..peers {
         t.push_str(&format!(
             "[[mgmt.peer]]\naddress = \"unix:///run/border/peer{i}.sock\"\n"
@@ -556,19 +545,9 @@ fn cfg_text_fall(fall: u32) -> String {
 }
 
 fn toml_with_fall(fall_line: &str) -> String {
+    let head = common::health_config_head("he", HE_LISTEN, 1);
     format!(
-        r#"instance = "he"
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "000102030405060708090a0b0c0d0e0f"
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.0.0.1/24"]
-local_addresses = ["10.0.0.1"]
-[mgmt]
-listen = "unix:///run/border/he.sock"
-[[vip]]
+        r#"{head}[[vip]]
 name = "web"
 address = "10.0.0.100"
 port = 80
