@@ -10,6 +10,7 @@
 mod error;
 mod net;
 mod raw;
+mod reparse;
 mod validate;
 
 use std::net::{IpAddr, SocketAddr};
@@ -19,6 +20,7 @@ use serde::Deserialize;
 
 pub use error::ConfigError;
 pub use net::{format_mac, is_prime, next_prime, IpNet};
+pub use reparse::ConfigText;
 
 /// Default `dataplane.conntrack_per_worker`.
 pub const DEFAULT_CONNTRACK_PER_WORKER: u32 = 1 << 20;

@@ -123,3 +123,10 @@ pub(super) struct RawBackend {
     pub weight: Option<S<u32>>,
     pub zone: Option<S<String>>,
 }
+
+/// One `[[vip]]` entry parsed on its own (see `reparse`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawVipEntry {
+    pub vip: List<RawVip>,
+}

@@ -53,6 +53,64 @@ struct V {
     diags: Vec<Diag>,
 }
 
+/// Validates one `[[vip]]` entry, parsed on its own, as entry `index` of
+/// `config` (whose other sections are valid): the VIP, or `None` when the
+/// entry breaks a rule (the caller then validates the whole text to report it).
+pub(super) fn lone_vip(config: &Config, raw: &S<RawVip>, index: usize) -> Option<Vip> {
+    let mut v = V { diags: Vec::new() };
+    let key = format!("vip[{index}]");
+    let vip = v.vip(raw, &key, &config.ports, true, config.zone.is_some());
+    v.diags.is_empty().then_some(vip)
+}
+
+/// What a VIP repeats of an earlier one.
+pub(super) enum Clash {
+    /// Its name.
+    Name,
+    /// Its address, port and protocol.
+    Listener,
+}
+
+/// VIP `vip` repeats `kind` of VIP `earlier`.
+pub(super) struct Found {
+    pub vip: usize,
+    pub kind: Clash,
+    pub earlier: usize,
+}
+
+/// The rules between VIPs: names are unique, and so is each (address, port,
+/// protocol) a VIP listens on. Every repetition, named after the first VIP
+/// that had it.
+pub(super) fn clashes(vips: &[Vip]) -> Vec<Found> {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut listeners: HashMap<(IpAddr, u16, Protocol), usize> = HashMap::new();
+    let mut found = Vec::new();
+    for (i, vip) in vips.iter().enumerate() {
+        if let Some(&earlier) = names.get(vip.name.as_str()) {
+            found.push(Found {
+                vip: i,
+                kind: Clash::Name,
+                earlier,
+            });
+        } else {
+            names.insert(&vip.name, i);
+        }
+        if !vip.address.is_unspecified() {
+            let l = (vip.address, vip.port, vip.protocol);
+            if let Some(&earlier) = listeners.get(&l) {
+                found.push(Found {
+                    vip: i,
+                    kind: Clash::Listener,
+                    earlier,
+                });
+            } else {
+                listeners.insert(l, i);
+            }
+        }
+    }
+    found
+}
+
 fn at<T>(s: &S<T>) -> usize {
     s.span().start
 }
@@ -962,42 +1020,32 @@ impl V {
         have_zone: bool,
     ) -> Vec<Vip> {
         let items: &[S<RawVip>] = list.map_or(&[], |l| l.get_ref());
-        let mut vips: Vec<Vip> = Vec::new();
-        let mut names: HashMap<String, usize> = HashMap::new();
-        let mut listeners: HashMap<(IpAddr, u16, Protocol), usize> = HashMap::new();
-        for (i, sv) in items.iter().enumerate() {
-            let key = format!("vip[{i}]");
-            let vip = self.vip(sv, &key, ports, ports_ok, have_zone);
-            let raw = sv.get_ref();
-            if let Some(j) = names.get(&vip.name) {
-                self.err(
+        let vips: Vec<Vip> = items
+            .iter()
+            .enumerate()
+            .map(|(i, sv)| self.vip(sv, &format!("vip[{i}]"), ports, ports_ok, have_zone))
+            .collect();
+        for clash in clashes(&vips) {
+            let (vip, raw) = (&vips[clash.vip], items[clash.vip].get_ref());
+            let key = format!("vip[{}]", clash.vip);
+            match clash.kind {
+                Clash::Name => self.err(
                     at(&raw.name),
                     format!("{key}.name"),
                     format!(
-                        "{:?} is already the name of vip[{j}] (expected unique VIP names)",
-                        vip.name
+                        "{:?} is already the name of vip[{}] (expected unique VIP names)",
+                        vip.name, clash.earlier
                     ),
-                );
-            } else {
-                names.insert(vip.name.clone(), i);
+                ),
+                Clash::Listener => self.err(
+                    at(&raw.address),
+                    format!("{key}.address"),
+                    format!(
+                        "{} port {}/{} is already served by vip {:?} (vip[{}]) (expected each address, port and protocol once)",
+                        vip.address, vip.port, vip.protocol, vips[clash.earlier].name, clash.earlier
+                    ),
+                ),
             }
-            if !vip.address.is_unspecified() {
-                let l = (vip.address, vip.port, vip.protocol);
-                if let Some(j) = listeners.get(&l) {
-                    let other = vips.get(*j).map_or("", |v| v.name.as_str());
-                    self.err(
-                        at(&raw.address),
-                        format!("{key}.address"),
-                        format!(
-                            "{} port {}/{} is already served by vip {other:?} (vip[{j}]) (expected each address, port and protocol once)",
-                            vip.address, vip.port, vip.protocol
-                        ),
-                    );
-                } else {
-                    listeners.insert(l, i);
-                }
-            }
-            vips.push(vip);
         }
         vips
     }
