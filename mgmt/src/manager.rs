@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use conf::state::{state_path, vip_stat_key};
 use conf::tables::{backend_ids, tables_path, BackendState, Generation, TablesError, VipFlags};
-use conf::{Config, ConfigError};
+use conf::{Config, ConfigError, ConfigText};
 use tokio::sync::broadcast;
 
 use crate::dp::{read_stats, DpSnap, DpWatcher, StatKeys};
@@ -184,6 +184,11 @@ struct Core {
 pub struct Manager {
     opts: Options,
     core: Mutex<Core>,
+    /// The last config text that validated (paths as written), so that the
+    /// next one parses only the VIP entry that changed. A parse cache, not
+    /// the running config: ApplyConfig with `dry_run`, or one refused
+    /// later as not reloadable, may leave a text here that never ran.
+    parsed: Mutex<Option<ConfigText>>,
     dp: Mutex<DpWatcher>,
     events: EventBus,
 }
@@ -215,6 +220,9 @@ impl Manager {
         let mut dp = DpWatcher::new(opts.paths.state.clone(), opts.liveness_grace);
         let (snap, _) = dp.sample();
         let (publisher, opened) = Publisher::open(&opts.paths.tables, &cfg, &snap)?;
+        // Parsed once more so that the first ApplyConfig of a large config
+        // is as fast as the next ones.
+        let parsed = ConfigText::parse(&text, &origin).ok();
         let mut store = Store::new(cfg, text, origin, opts.paths.overrides.clone());
         if let Some(g) = publisher.published() {
             seed_health(&mut store, g);
@@ -227,6 +235,7 @@ impl Manager {
                 pending: None,
                 last_error: None,
             }),
+            parsed: Mutex::new(parsed),
             dp: Mutex::new(dp),
             events: EventBus::new(),
         };
@@ -413,12 +422,8 @@ impl Manager {
         origin: &str,
         dry_run: bool,
     ) -> Result<Outcome, ApplyError> {
-        let parsed = Config::from_toml_str(text, origin).map(|mut c| {
-            let dir = self.opts.config_path.as_deref().and_then(Path::parent);
-            resolve_tls_paths(&mut c, dir);
-            c
-        });
-        match parsed {
+        let dir = self.opts.config_path.as_deref().and_then(Path::parent);
+        match self.parse(text, origin, dir) {
             Ok(cfg) => self.apply_parsed(cfg, text.to_string(), origin, dry_run),
             Err(e) => Err(self.rejected(origin, e.into())),
         }
@@ -430,10 +435,37 @@ impl Manager {
             return Err(ApplyError::NoFile);
         };
         let origin = path.display().to_string();
-        match load_config_file(&path) {
+        let loaded = match std::fs::read_to_string(&path) {
+            Ok(text) => self.parse(&text, &origin, path.parent()).map(|c| (c, text)),
+            // Unreadable or not UTF-8: said the way the file loader says it.
+            Err(_) => load_config_file(&path),
+        };
+        match loaded {
             Ok((cfg, text)) => self.apply_parsed(cfg, text, &origin, false),
             Err(e) => Err(self.rejected(&origin, e.into())),
         }
+    }
+
+    /// Validates `text` (reusing the last validated text's parse where it
+    /// is unchanged) and resolves relative TLS paths against `dir`.
+    fn parse(&self, text: &str, origin: &str, dir: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut last = lock(&self.parsed);
+        let next = match last.as_ref() {
+            Some(prev) => prev.reparse(text, origin)?,
+            None => ConfigText::parse(text, origin)?,
+        };
+        if let Some(vip) = next.parsed_alone() {
+            tracing::debug!(
+                origin,
+                vip,
+                "config validated: only this VIP entry was parsed"
+            );
+        }
+        let mut cfg = next.config().clone();
+        *last = Some(next);
+        drop(last);
+        resolve_tls_paths(&mut cfg, dir);
+        Ok(cfg)
     }
 
     fn rejected(&self, origin: &str, e: ApplyError) -> ApplyError {
@@ -1057,9 +1089,57 @@ local_addresses = ["10.0.0.1"]
             .apply_config(&text(n, Some((12, 2)), "a"), "<api>", false)
             .unwrap();
         assert!(o.changed && o.generation == 5, "{o:?}");
+        let parsed_alone = lock(&m.parsed).as_ref().and_then(|p| p.parsed_alone());
+        assert_eq!(parsed_alone, Some(12), "only VIP 12's entry is parsed");
         let b = last_build(&m);
         assert_eq!((b.full, b.vips_examined, b.rings_built), (false, 1, 1));
         assert_eq!(moved(&dir, &before), vec![12]);
+        assert_same_as_full_build(&m);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// ApplyConfig texts that differ in one VIP entry are validated from
+    /// that entry alone, with the full parse's errors when they are wrong;
+    /// a refused text leaves the running config and the next change works.
+    #[test]
+    fn apply_config_reparses_the_changed_vip_with_full_errors() {
+        let dir = tmpdir("reparse");
+        let m = manager(&dir, 8);
+        let running = |m: &Manager| lock(&m.core).store.config().clone();
+        let good = text(8, Some((5, 7)), "a");
+        let o = m.apply_config(&good, "<api>", false).unwrap();
+        assert!(o.changed && o.generation == 2, "{o:?}");
+        assert_eq!(running(&m).vips[5].backends[0].weight, 7);
+        assert_eq!(
+            lock(&m.parsed).as_ref().and_then(|p| p.parsed_alone()),
+            Some(5)
+        );
+
+        let bad = good.replacen("name = \"v6\"", "name = \"v2\"", 1);
+        let expected = Config::from_toml_str(&bad, "<api>")
+            .unwrap_err()
+            .to_string();
+        let e = m.apply_config(&bad, "<api>", false).unwrap_err();
+        assert_eq!(e.to_string(), expected);
+        assert!(
+            expected.contains("already the name of vip[2]"),
+            "{expected}"
+        );
+        assert_eq!(running(&m).vips[5].backends[0].weight, 7);
+        assert_eq!(lock(&m.core).store.text(), good);
+
+        let next = text(8, Some((6, 3)), "a");
+        let o = m.apply_config(&next, "<api>", false).unwrap();
+        assert!(o.changed && o.generation == 3, "{o:?}");
+        let cfg = running(&m);
+        assert_eq!(
+            (
+                cfg.vips[5].backends[0].weight,
+                cfg.vips[6].backends[0].weight
+            ),
+            (1, 3)
+        );
+        assert_eq!(cfg, Config::from_toml_str(&next, "x").unwrap());
         assert_same_as_full_build(&m);
         std::fs::remove_dir_all(&dir).unwrap();
     }
