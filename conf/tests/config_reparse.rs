@@ -73,6 +73,16 @@ fn a_changed_weight_parses_only_its_vip() {
 }
 
 #[test]
+fn crlf_line_ends_take_the_fast_path_too() {
+    let text = config_text(5).replace('\n', "\r\n");
+    let base = ConfigText::parse(&text, "t.toml").unwrap();
+    let next = edit(&text, "name = \"gen-2\"", "weight = 4", "weight = 8");
+    let re = reparse_checked(&base, &next).unwrap();
+    assert_eq!(re.parsed_alone(), Some(3));
+    assert_eq!(re.config().vips[3].backends[1].weight, 8);
+}
+
+#[test]
 fn added_and_removed_backends_and_health_keys_parse_alone() {
     let text = config_text(10);
     let base = ConfigText::parse(&text, "t.toml").unwrap();
