@@ -53,22 +53,22 @@ fn reparse_checked(prev: &ConfigText, next: &str) -> Result<ConfigText, String> 
 fn a_changed_weight_parses_only_its_vip() {
     let text = config_text(40);
     let base = ConfigText::parse(&text, "t.toml").unwrap();
-    assert_eq!(base.parsed_alone(), None);
+    assert_eq!(base.reparsed(), None);
     let next = edit(&text, "name = \"gen-17\"", "weight = 19", "weight = 7");
     let re = reparse_checked(&base, &next).unwrap();
     // The example's own VIP is entry 0.
-    assert_eq!(re.parsed_alone(), Some(18));
+    assert_eq!(re.reparsed(), Some(18..18 + 1));
     assert_eq!(re.config().vips[18].backends[1].weight, 7);
     // Chained: the next change reparses from the reparsed text.
     let again = edit(&next, "name = \"gen-39\"", "port = 80\n", "port = 81\n");
     let re2 = reparse_checked(&re, &again).unwrap();
-    assert_eq!(re2.parsed_alone(), Some(40));
+    assert_eq!(re2.reparsed(), Some(40..40 + 1));
     assert_eq!(re2.config().vips[40].backends[0].port, 81);
     // And back to an earlier entry, with the offsets of the others shifted.
     let third = edit(&again, "name = \"gen-3\"", "weight = 4", "weight = 40000");
     assert_eq!(
-        reparse_checked(&re2, &third).unwrap().parsed_alone(),
-        Some(4)
+        reparse_checked(&re2, &third).unwrap().reparsed(),
+        Some(4..5)
     );
 }
 
@@ -78,7 +78,7 @@ fn crlf_line_ends_take_the_fast_path_too() {
     let base = ConfigText::parse(&text, "t.toml").unwrap();
     let next = edit(&text, "name = \"gen-2\"", "weight = 4", "weight = 8");
     let re = reparse_checked(&base, &next).unwrap();
-    assert_eq!(re.parsed_alone(), Some(3));
+    assert_eq!(re.reparsed(), Some(3..3 + 1));
     assert_eq!(re.config().vips[3].backends[1].weight, 8);
 }
 
@@ -93,7 +93,7 @@ fn added_and_removed_backends_and_health_keys_parse_alone() {
         "[[vip.backend]]\naddress = \"10.20.0.19\"\nport = 80\n[[vip.backend]]",
     );
     let re = reparse_checked(&base, &added).unwrap();
-    assert_eq!(re.parsed_alone(), Some(6));
+    assert_eq!(re.reparsed(), Some(6..6 + 1));
     assert_eq!(re.config().vips[6].backends.len(), 4);
     let removed = edit(
         &text,
@@ -102,7 +102,7 @@ fn added_and_removed_backends_and_health_keys_parse_alone() {
         "",
     );
     let re = reparse_checked(&base, &removed).unwrap();
-    assert_eq!(re.parsed_alone(), Some(10));
+    assert_eq!(re.reparsed(), Some(10..10 + 1));
     assert_eq!(re.config().vips[10].backends.len(), 2);
     let health = edit(
         &text,
@@ -111,43 +111,75 @@ fn added_and_removed_backends_and_health_keys_parse_alone() {
         "kind = \"tcp\"\nfall = 5",
     );
     assert_eq!(
-        reparse_checked(&base, &health).unwrap().parsed_alone(),
-        Some(3)
+        reparse_checked(&base, &health).unwrap().reparsed(),
+        Some(3..4)
     );
 }
 
 #[test]
-fn what_the_fast_path_cannot_vouch_for_is_parsed_in_full() {
+fn changes_among_the_vips_parse_the_entries_they_touch() {
     let text = config_text(8);
     let base = ConfigText::parse(&text, "t.toml").unwrap();
-    let full = |next: &str| reparse_checked(&base, next).map(|c| c.parsed_alone());
-    // Outside the VIPs.
+    let reparsed = |next: &str| reparse_checked(&base, next).unwrap().reparsed();
+    // Two entries, and everything between them.
+    let two = edit(&text, "name = \"gen-1\"", "weight = 2", "weight = 9");
+    let two = edit(&two, "name = \"gen-3\"", "weight = 4", "weight = 9");
+    assert_eq!(reparsed(&two), Some(2..5));
+    // A new entry inside an entry, and two appended after the last.
+    let new_vip =
+        |n: u32| format!("[[vip]]\nname = \"new{n}\"\naddress = \"10.10.0.25{n}\"\nport = 1\n");
+    let split = edit(
+        &text,
+        "name = \"gen-4\"",
+        "[[vip.backend]]",
+        &format!("{}[[vip.backend]]", new_vip(0)),
+    );
+    let re = reparse_checked(&base, &split).unwrap();
+    assert_eq!(re.reparsed(), Some(5..7));
+    assert_eq!(re.config().vips.len(), 10);
+    let appended = format!("{text}\n{}\n{}", new_vip(1), new_vip(2));
+    let re = reparse_checked(&base, &appended).unwrap();
+    assert_eq!(re.reparsed(), Some(8..11));
+    // A VIP removed: the texts differ from its name on, so the entry that
+    // now holds the next VIP is parsed again.
+    let gen5 = text.find("\n[[vip]]\nname = \"gen-5\"").unwrap();
+    let gen6 = text.find("\n[[vip]]\nname = \"gen-6\"").unwrap();
+    let removed = format!("{}{}", &text[..gen5], &text[gen6..]);
+    let re = reparse_checked(&base, &removed).unwrap();
+    assert_eq!(re.reparsed(), Some(6..7));
+    assert_eq!(re.config().vips.len(), 8);
+    // An entry header rewritten: from the entry before it.
+    let header = edit(&text, "weight = 4\n", "[[vip]]", "[[vip]] # renamed");
+    assert_eq!(reparsed(&header), Some(2..4));
+    // And the offsets of every entry stay right for the next change.
+    let appended_again = reparse_checked(&base, &appended).unwrap();
+    let next = edit(&appended, "name = \"new2\"", "port = 1", "port = 2");
+    let re2 = reparse_checked(&appended_again, &next).unwrap();
+    assert_eq!(re2.reparsed(), Some(10..11));
+    assert_eq!(re2.config().vips[10].port, 2);
+}
+
+#[test]
+fn changes_outside_the_vips_are_parsed_in_full() {
+    let text = config_text(8);
+    let base = ConfigText::parse(&text, "t.toml").unwrap();
+    let full = |next: &str| reparse_checked(&base, next).map(|c| c.reparsed());
     let same = reparse_checked(&base, &text).unwrap();
-    assert_eq!((same.parsed_alone(), same.config()), (None, base.config()));
+    assert_eq!((same.reparsed(), same.config()), (None, base.config()));
     assert_eq!(
         full(&edit(&text, "", "tcp_closing = 10", "tcp_closing = 11")),
         Ok(None)
     );
     let head = edit(&text, "", "[1024, 49151]", "[1024, 49150]");
     assert_eq!(full(&head), Ok(None));
-    // Across two entries.
-    let two = edit(&text, "name = \"gen-1\"", "weight = 2", "weight = 9");
-    let two = edit(&two, "name = \"gen-2\"", "weight = 3", "weight = 9");
-    assert_eq!(full(&two), Ok(None));
-    // A new entry, inside or after an entry.
-    let split = edit(
+    // The first entry's header line.
+    let first = edit(
         &text,
-        "name = \"gen-4\"",
-        "[[vip.backend]]",
-        "[[vip]]\nname = \"new\"\naddress = \"10.10.0.250\"\nport = 1\n[[vip.backend]]",
+        "",
+        "[[vip]]\nname = \"web\"",
+        "[[vip]]  \nname = \"web\"",
     );
-    assert_eq!(full(&split), Ok(None));
-    let appended =
-        format!("{text}\n[[vip]]\nname = \"new\"\naddress = \"10.10.0.250\"\nport = 1\n");
-    assert_eq!(full(&appended), Ok(None));
-    // An entry header changed.
-    let header = edit(&text, "weight = 4\n", "[[vip]]", "[[vip]] # renamed");
-    assert_eq!(full(&header), Ok(None));
+    assert_eq!(full(&first), Ok(None));
 }
 
 #[test]
@@ -216,7 +248,7 @@ fn an_unusual_layout_is_always_parsed_in_full() {
     );
     let base = ConfigText::parse(&moved, "t.toml").unwrap_or_else(|e| panic!("{e}"));
     let next = edit(&moved, "name = \"web\"", "port = 80", "port = 81");
-    assert_eq!(reparse_checked(&base, &next).unwrap().parsed_alone(), None);
+    assert_eq!(reparse_checked(&base, &next).unwrap().reparsed(), None);
 }
 
 /// Snippets an edit inserts: values, keys, headers, quotes, brackets.
@@ -267,6 +299,104 @@ proptest! {
         if let Ok(re) = reparse_checked(&base, &next) {
             let third = mutate(&next, second_at);
             let _ = reparse_checked(&re, &third);
+        }
+    }
+}
+
+/// A valid change to the generated config: what operators do.
+#[derive(Debug, Clone)]
+enum Change {
+    Weight { vip: u32, weight: u32 },
+    AddBackend { vip: u32, host: u8 },
+    RemoveVip { vip: u32 },
+    InsertVip { before: u32, id: u32 },
+    Comment { vip: u32 },
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        (0u32..12, 0u32..=65535).prop_map(|(vip, weight)| Change::Weight { vip, weight }),
+        (0u32..12, 110u8..250).prop_map(|(vip, host)| Change::AddBackend { vip, host }),
+        (0u32..12).prop_map(|vip| Change::RemoveVip { vip }),
+        (0u32..13, 0u32..1000).prop_map(|(before, id)| Change::InsertVip { before, id }),
+        (0u32..12).prop_map(|vip| Change::Comment { vip }),
+    ]
+}
+
+/// `text` with `change` made, or unchanged when its VIP is gone.
+fn apply(text: &str, change: &Change) -> String {
+    let entry = |v: u32| text.find(&format!("[[vip]]\nname = \"gen-{v}\"\n"));
+    match *change {
+        Change::Weight { vip, weight } => match entry(vip) {
+            Some(at) => {
+                let w = at + text[at..].find("weight = ").unwrap() + "weight = ".len();
+                let end = w + text[w..].find('\n').unwrap();
+                format!("{}{weight}{}", &text[..w], &text[end..])
+            }
+            None => text.to_owned(),
+        },
+        Change::AddBackend { vip, host } => match entry(vip) {
+            Some(_) if text.contains(&format!("\"10.20.0.{host}\"\nport = 81")) => text.to_owned(),
+            Some(at) => {
+                let b = at + text[at..].find("[[vip.backend]]").unwrap();
+                format!(
+                    "{}[[vip.backend]]\naddress = \"10.20.0.{host}\"\nport = 81\n{}",
+                    &text[..b],
+                    &text[b..]
+                )
+            }
+            None => text.to_owned(),
+        },
+        Change::RemoveVip { vip } => match entry(vip) {
+            Some(at) => {
+                let end = text[at + 1..]
+                    .find("[[vip]]")
+                    .map_or(text.len(), |n| at + 1 + n);
+                format!("{}{}", &text[..at], &text[end..])
+            }
+            None => text.to_owned(),
+        },
+        Change::InsertVip { before, id } => {
+            let vip = format!(
+                "[[vip]]\nname = \"ins-{id}\"\naddress = \"10.10.0.{}\"\nport = {}\n",
+                id % 200 + 20,
+                20000 + id
+            );
+            match entry(before) {
+                Some(at) if !text.contains(&format!("\"ins-{id}\"")) => {
+                    format!("{}{vip}\n{}", &text[..at], &text[at..])
+                }
+                _ => text.to_owned(),
+            }
+        }
+        Change::Comment { vip } => match entry(vip) {
+            Some(at) => {
+                let line = at + text[at..].find('\n').unwrap() + 1;
+                format!("{}# changed\n{}", &text[..line], &text[line..])
+            }
+            None => text.to_owned(),
+        },
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Chains of operator changes (weights, backends, VIPs added and
+    /// removed, comments), each reparsed from the previous result, equal
+    /// full parses, and each takes the fast path.
+    #[test]
+    fn operator_changes_reparse_like_full_parses(
+        changes in proptest::collection::vec(change(), 1..6),
+    ) {
+        let mut text = config_text(12);
+        let mut prev = ConfigText::parse(&text, "t.toml").unwrap();
+        for c in &changes {
+            let next = apply(&text, c);
+            let re = reparse_checked(&prev, &next).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+            prop_assert!(next == text || re.reparsed().is_some(), "{:?} was parsed in full", c);
+            text = next;
+            prev = re;
         }
     }
 }

@@ -454,11 +454,11 @@ impl Manager {
             Some(prev) => prev.reparse(text, origin)?,
             None => ConfigText::parse(text, origin)?,
         };
-        if let Some(vip) = next.parsed_alone() {
+        if let Some(vips) = next.reparsed() {
             tracing::debug!(
                 origin,
-                vip,
-                "config validated: only this VIP entry was parsed"
+                ?vips,
+                "config validated: only these VIP entries were parsed"
             );
         }
         let mut cfg = next.config().clone();
@@ -1089,8 +1089,8 @@ local_addresses = ["10.0.0.1"]
             .apply_config(&text(n, Some((12, 2)), "a"), "<api>", false)
             .unwrap();
         assert!(o.changed && o.generation == 5, "{o:?}");
-        let parsed_alone = lock(&m.parsed).as_ref().and_then(|p| p.parsed_alone());
-        assert_eq!(parsed_alone, Some(12), "only VIP 12's entry is parsed");
+        let reparsed = lock(&m.parsed).as_ref().and_then(|p| p.reparsed());
+        assert_eq!(reparsed, Some(12..13), "only VIP 12's entry is parsed");
         let b = last_build(&m);
         assert_eq!((b.full, b.vips_examined, b.rings_built), (false, 1, 1));
         assert_eq!(moved(&dir, &before), vec![12]);
@@ -1111,8 +1111,8 @@ local_addresses = ["10.0.0.1"]
         assert!(o.changed && o.generation == 2, "{o:?}");
         assert_eq!(running(&m).vips[5].backends[0].weight, 7);
         assert_eq!(
-            lock(&m.parsed).as_ref().and_then(|p| p.parsed_alone()),
-            Some(5)
+            lock(&m.parsed).as_ref().and_then(|p| p.reparsed()),
+            Some(5..6)
         );
 
         let bad = good.replacen("name = \"v6\"", "name = \"v2\"", 1);

@@ -564,7 +564,7 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
                 .map_err(|e| anyhow::anyhow!("generated config: {e}"))?;
             let parse = ms(p0.elapsed());
             anyhow::ensure!(
-                next.parsed_alone().is_some(),
+                next.reparsed().is_some_and(|r| r.len() == 1),
                 "a one-backend change was parsed in full"
             );
             parsed = next;

@@ -5,20 +5,24 @@
 //! (~120 ms) would dwarf the publish (~2 ms). [`ConfigText`] keeps the last
 //! validated text with its config and where each `[[vip]]` entry lies in it;
 //! [`ConfigText::reparse`] finds the bytes that changed and, when they lie
-//! inside one VIP entry below its header line, parses and validates that
-//! entry alone and reuses everything else.
+//! after the first VIP entry's header line, parses and validates only the
+//! entries they touch (the region from the last entry header before the
+//! change to the end of the entry where it ends: one entry for a weight,
+//! the last entry and the new ones for VIPs appended) and reuses the rest.
 //!
-//! Why that equals a full parse: the text before the entry is byte-identical,
-//! so the TOML parser reaches the entry's `[[vip]]` header in the same state
-//! (top level, start of a line). The entry must parse on its own into exactly
-//! one `[[vip]]` table and nothing else, which rules out an edit that opens a
-//! string or array running past its end, adds a table header, or defines
-//! keys outside the entry. It must end at a line break before the next entry,
-//! whose header then starts a line as before. After the first `[[vip]]`
-//! header the text holds only VIP headers (checked when the entry ranges are
-//! taken), so nothing after the entry can add to it. Whatever the fast path
-//! cannot vouch for, including every invalid text, goes through the full
-//! parse, so errors are exactly those of [`Config::from_toml_str`].
+//! Why that equals a full parse: the text before the region is
+//! byte-identical, so the TOML parser reaches the region's first `[[vip]]`
+//! header in the same state (top level, start of a line). The region must
+//! parse on its own into `[[vip]]` tables and nothing else, which rules out
+//! an edit that opens a string or array running past its end, adds another
+//! table, or defines keys outside the VIPs. It must end at a line break
+//! before the next entry, whose header then starts a line as before. After
+//! the first `[[vip]]` header the text holds only VIP headers (checked when
+//! the entry ranges are taken), so nothing after the region can add to its
+//! tables. VIPs are validated one by one and then against each other (names,
+//! listeners), as the full validation does. Whatever the fast path cannot
+//! vouch for, including every invalid text, goes through the full parse, so
+//! errors are exactly those of [`Config::from_toml_str`].
 
 use std::ops::Range;
 
@@ -37,8 +41,9 @@ pub struct ConfigText {
     /// one (or the end); empty when the layout is not one the fast path can
     /// vouch for.
     vip_entries: Vec<Range<usize>>,
-    /// The entry that was parsed alone while everything else was reused.
-    parsed_alone: Option<usize>,
+    /// The VIP entries that were parsed again while everything else was
+    /// reused (indices in `config.vips`).
+    reparsed: Option<Range<usize>>,
 }
 
 impl ConfigText {
@@ -50,15 +55,15 @@ impl ConfigText {
             text: text.to_owned(),
             config,
             vip_entries,
-            parsed_alone: None,
+            reparsed: None,
         })
     }
 
     /// Parses and validates `text`, a later version of this one: the same
-    /// result as [`ConfigText::parse`], faster when the change lies inside
-    /// one VIP entry.
+    /// result as [`ConfigText::parse`], faster when the change lies among
+    /// the VIP entries.
     pub fn reparse(&self, text: &str, origin: &str) -> Result<ConfigText, ConfigError> {
-        match self.one_vip_changed(text) {
+        match self.entries_changed(text) {
             Some(next) => Ok(next),
             None => ConfigText::parse(text, origin),
         }
@@ -74,65 +79,86 @@ impl ConfigText {
         &self.text
     }
 
-    /// The index of the VIP entry that [`ConfigText::reparse`] parsed on its
-    /// own, reusing the rest; `None` after a full parse or when the text is
-    /// unchanged.
-    pub fn parsed_alone(&self) -> Option<usize> {
-        self.parsed_alone
+    /// The VIPs (indices in [`Config::vips`]) whose entries
+    /// [`ConfigText::reparse`] parsed again while it reused the rest; `None`
+    /// after a full parse or when the text is unchanged.
+    pub fn reparsed(&self) -> Option<Range<usize>> {
+        self.reparsed.clone()
     }
 
-    fn one_vip_changed(&self, text: &str) -> Option<ConfigText> {
+    fn entries_changed(&self, text: &str) -> Option<ConfigText> {
         let (old, new) = (self.text.as_bytes(), text.as_bytes());
         let prefix = common_prefix(old, new);
         if prefix == old.len() && prefix == new.len() {
             return Some(ConfigText {
-                parsed_alone: None,
+                reparsed: None,
                 ..self.clone()
             });
         }
         let suffix = common_suffix(old, new, old.len().min(new.len()) - prefix);
         let changed_until = old.len() - suffix;
-        let k = self
-            .vip_entries
-            .partition_point(|e| e.start <= prefix)
+        let entries = &self.vip_entries;
+        // From the last entry whose header line is unchanged, to the one
+        // where the change ends.
+        let first = entries
+            .partition_point(|e| line_end(old, e.start) < prefix)
             .checked_sub(1)?;
-        let entry = self.vip_entries.get(k)?;
-        let header_end = line_end(old, entry.start) + 1;
-        if prefix < header_end || changed_until > entry.end {
+        let last = first
+            + entries
+                .get(first..)?
+                .partition_point(|e| e.end < changed_until);
+        let start = entries.get(first)?.start;
+        let old_end = entries.get(last)?.end;
+        let new_end = (old_end + new.len()).checked_sub(old.len())?;
+        let region = text.get(start..new_end)?;
+        if last + 1 < entries.len() && !region.ends_with('\n') {
             return None;
         }
-        let new_end = (entry.end + new.len()).checked_sub(old.len())?;
-        let lone = text.get(entry.start..new_end)?;
-        let last = k + 1 == self.vip_entries.len();
-        if !last && !lone.ends_with('\n') {
-            return None;
-        }
-        let (table, syntax) = toml::de::DeTable::parse_recoverable(lone);
+        let (table, syntax) = toml::de::DeTable::parse_recoverable(region);
         if !syntax.is_empty() {
             return None;
         }
         let parsed = RawVipEntry::deserialize(toml::de::Deserializer::from(table)).ok()?;
-        let [raw] = parsed.vip.get_ref().as_slice() else {
+        let raws = parsed.vip.get_ref();
+        // The region parsed, so the lexer can be trusted with it: one entry
+        // header per table, the first on the region's first line.
+        let offsets = vip_headers(region.as_bytes())?;
+        if offsets.len() != raws.len() || offsets.first() != Some(&0) {
             return None;
-        };
-        let vip = lone_vip(&self.config, raw, k)?;
+        }
+        let vips = raws
+            .iter()
+            .enumerate()
+            .map(|(i, raw)| lone_vip(&self.config, raw, first + i))
+            .collect::<Option<Vec<_>>>()?;
         let mut config = self.config.clone();
-        *config.vips.get_mut(k)? = vip;
+        config.vips.splice(first..=last, vips);
         if !clashes(&config.vips).is_empty() {
             return None;
         }
-        let mut vip_entries = self.vip_entries.clone();
-        for (i, e) in vip_entries.iter_mut().enumerate().skip(k) {
-            if i > k {
-                e.start = e.start + new.len() - old.len();
-            }
-            e.end = e.end + new.len() - old.len();
-        }
+        let parsed_ends = offsets.iter().skip(1).copied().chain([region.len()]);
+        let vip_entries = entries[..first]
+            .iter()
+            .cloned()
+            .chain(
+                offsets
+                    .iter()
+                    .zip(parsed_ends)
+                    .map(|(&s, e)| start + s..start + e),
+            )
+            .chain(
+                entries[last + 1..]
+                    .iter()
+                    .map(|e| e.start + new.len() - old.len()..e.end + new.len() - old.len()),
+            )
+            .collect();
+        // What the next reparse relies on (tests run with debug assertions).
+        debug_assert_eq!(vip_entries, self::vip_entries(text, config.vips.len()));
         Some(ConfigText {
             text: text.to_owned(),
             config,
             vip_entries,
-            parsed_alone: Some(k),
+            reparsed: Some(first..first + raws.len()),
         })
     }
 }
