@@ -22,8 +22,8 @@ use crate::dp::{read_stats, DpSnap, DpWatcher, StatKeys};
 use crate::pb;
 use crate::publisher::{Opened, PublishError, Publisher};
 use crate::store::{
-    check_reloadable, load_config_file, now_unix_ms, resolve_tls_paths, BackendAction, BackendKey,
-    HealthVerdict, SetBackendError, Store,
+    check_reloadable, load_config_file, now_unix_ms, resolve_tls_paths, tls_paths_to_resolve,
+    BackendAction, BackendKey, HealthVerdict, SetBackendError, Store,
 };
 
 /// Where an instance's files are. Injectable for tests.
@@ -424,7 +424,7 @@ impl Manager {
     ) -> Result<Outcome, ApplyError> {
         let dir = self.opts.config_path.as_deref().and_then(Path::parent);
         match self.parse(text, origin, dir) {
-            Ok(cfg) => self.apply_parsed(cfg, text.to_string(), origin, dry_run),
+            Ok((cfg, text)) => self.apply_parsed(cfg, text, origin, dry_run),
             Err(e) => Err(self.rejected(origin, e.into())),
         }
     }
@@ -436,9 +436,9 @@ impl Manager {
         };
         let origin = path.display().to_string();
         let loaded = match std::fs::read_to_string(&path) {
-            Ok(text) => self.parse(&text, &origin, path.parent()).map(|c| (c, text)),
+            Ok(text) => self.parse(&text, &origin, path.parent()),
             // Unreadable or not UTF-8: said the way the file loader says it.
-            Err(_) => load_config_file(&path),
+            Err(_) => load_config_file(&path).map(|(c, t)| (Arc::new(c), t.into())),
         };
         match loaded {
             Ok((cfg, text)) => self.apply_parsed(cfg, text, &origin, false),
@@ -447,8 +447,14 @@ impl Manager {
     }
 
     /// Validates `text` (reusing the last validated text's parse where it
-    /// is unchanged) and resolves relative TLS paths against `dir`.
-    fn parse(&self, text: &str, origin: &str, dir: Option<&Path>) -> Result<Config, ConfigError> {
+    /// is unchanged) and resolves relative TLS paths against `dir`. The
+    /// config and text are shared with the parse cache, not copied.
+    fn parse(
+        &self,
+        text: &str,
+        origin: &str,
+        dir: Option<&Path>,
+    ) -> Result<(Arc<Config>, Arc<str>), ConfigError> {
         let mut last = lock(&self.parsed);
         let next = match last.as_ref() {
             Some(prev) => prev.reparse(text, origin)?,
@@ -461,11 +467,13 @@ impl Manager {
                 "config validated: only these VIP entries were parsed"
             );
         }
-        let mut cfg = next.config().clone();
+        let (mut cfg, text) = (next.shared_config(), next.shared_text());
         *last = Some(next);
         drop(last);
-        resolve_tls_paths(&mut cfg, dir);
-        Ok(cfg)
+        if tls_paths_to_resolve(&cfg, dir) {
+            resolve_tls_paths(Arc::make_mut(&mut cfg), dir);
+        }
+        Ok((cfg, text))
     }
 
     fn rejected(&self, origin: &str, e: ApplyError) -> ApplyError {
@@ -480,8 +488,8 @@ impl Manager {
 
     fn apply_parsed(
         &self,
-        cfg: Config,
-        text: String,
+        cfg: Arc<Config>,
+        text: Arc<str>,
         origin: &str,
         dry_run: bool,
     ) -> Result<Outcome, ApplyError> {
@@ -490,7 +498,7 @@ impl Manager {
             drop(core);
             return Err(self.rejected(origin, ApplyError::NotReloadable { section }));
         }
-        let changed = *core.store.config() != cfg;
+        let changed = *core.store.config() != *cfg;
         if dry_run {
             return Ok(Outcome {
                 generation: 0,
@@ -1141,6 +1149,43 @@ local_addresses = ["10.0.0.1"]
         );
         assert_eq!(cfg, Config::from_toml_str(&next, "x").unwrap());
         assert_same_as_full_build(&m);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Relative `[mgmt.tls]` paths of an ApplyConfig resolve against the
+    /// config file's directory, as the file's own did: the shared parse is
+    /// copied for that, and the cached parse keeps the paths as written.
+    #[test]
+    fn apply_config_resolves_relative_tls_paths_like_the_file() {
+        let dir = tmpdir("tls");
+        let tls = format!(
+            "[mgmt]\nlisten = \"unix:///run/border/t.sock\"\n[mgmt.tls]\ncert = \"c.pem\"\nkey = \"/abs/k.pem\"\nclient_ca = \"ca.pem\"\nclient_fingerprints = [\"sha256:{}\"]\n",
+            "ab".repeat(32)
+        );
+        let with_tls = |t: String| t.replacen("[[vip]]", &format!("{tls}[[vip]]"), 1);
+        let t = with_tls(text(4, None, "a"));
+        let file = dir.join("border.toml");
+        std::fs::write(&file, &t).unwrap();
+        let cfg = Config::from_file(&file).unwrap();
+        let mut opts = Options::new(Paths::in_dir(&dir));
+        opts.config_path = Some(file.clone());
+        let (m, _) = Manager::new(cfg, t, file.display().to_string(), opts).unwrap();
+        m.publish_now("start").unwrap();
+
+        let o = m
+            .apply_config(&with_tls(text(4, Some((2, 5)), "a")), "<api>", false)
+            .unwrap();
+        assert!(o.changed, "{o:?}");
+        let running = lock(&m.core).store.config().clone();
+        let resolved = running.mgmt.tls.as_ref().unwrap();
+        assert_eq!(resolved.cert, dir.join("c.pem"));
+        assert_eq!(resolved.key, PathBuf::from("/abs/k.pem"));
+        assert_eq!(resolved.client_ca, dir.join("ca.pem"));
+        assert_eq!(running.vips[2].backends[0].weight, 5);
+        let cached = lock(&m.parsed).as_ref().unwrap().config().mgmt.tls.clone();
+        assert_eq!(cached.unwrap().cert, PathBuf::from("c.pem"));
+        assert!(!tls_paths_to_resolve(&running, Some(&dir)));
+        assert!(!tls_paths_to_resolve(&running, None));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -334,7 +334,7 @@ port = 8080
 
     fn store() -> Store {
         let cfg = Config::from_toml_str(CFG, "t").unwrap();
-        Store::new(cfg, CFG.into(), "t".into(), None)
+        Store::new(cfg, CFG, "t".into(), None)
     }
 
     fn reader_view(path: &Path) -> Generation {

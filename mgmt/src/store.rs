@@ -177,10 +177,16 @@ impl Store {
     /// A store running `config` (parsed from `text`, named `origin`). With
     /// `persist`, operator overrides are loaded from and saved to that file
     /// (entries for backends the config does not have are dropped).
-    pub fn new(config: Config, text: String, origin: String, persist: Option<PathBuf>) -> Store {
+    pub fn new(
+        config: impl Into<Arc<Config>>,
+        text: impl Into<Arc<str>>,
+        origin: String,
+        persist: Option<PathBuf>,
+    ) -> Store {
+        let config = config.into();
         let mut s = Store {
             index: name_index(&config),
-            config: Arc::new(config),
+            config,
             text: text.into(),
             origin,
             applied_unix_ms: now_unix_ms(),
@@ -323,9 +329,15 @@ impl Store {
 
     /// Makes `config` the running config. Overrides of backends it no longer
     /// has are dropped and returned.
-    pub fn replace_config(&mut self, config: Config, text: String, origin: String) -> Pruned {
+    pub fn replace_config(
+        &mut self,
+        config: impl Into<Arc<Config>>,
+        text: impl Into<Arc<str>>,
+        origin: String,
+    ) -> Pruned {
+        let config = config.into();
         self.index = name_index(&config);
-        self.config = Arc::new(config);
+        self.config = config;
         self.text = text.into();
         self.origin = origin;
         self.applied_unix_ms = now_unix_ms();
@@ -504,6 +516,17 @@ pub fn load_config_file(path: &Path) -> Result<(Config, String), ConfigError> {
     }
 }
 
+/// Whether [`resolve_tls_paths`] would change `cfg`.
+pub fn tls_paths_to_resolve(cfg: &Config, dir: Option<&Path>) -> bool {
+    let Some(tls) = &cfg.mgmt.tls else {
+        return false;
+    };
+    dir.is_some_and(|d| !d.as_os_str().is_empty())
+        && [&tls.cert, &tls.key, &tls.client_ca]
+            .iter()
+            .any(|p| p.is_relative())
+}
+
 /// Resolves relative `[mgmt.tls]` paths against `dir`, as
 /// [`Config::from_file`] does for a file in `dir`.
 pub fn resolve_tls_paths(cfg: &mut Config, dir: Option<&Path>) {
@@ -567,7 +590,7 @@ weight = 2
 
     fn store(persist: Option<PathBuf>) -> Store {
         let cfg = Config::from_toml_str(CFG, "t.toml").unwrap();
-        Store::new(cfg, CFG.into(), "t.toml".into(), persist)
+        Store::new(cfg, CFG, "t.toml".into(), persist)
     }
 
     fn key(b: &str) -> BackendKey {

@@ -25,6 +25,7 @@
 //! errors are exactly those of [`Config::from_toml_str`].
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -35,8 +36,8 @@ use super::{Config, ConfigError};
 /// A validated config with the text it came from (paths as written).
 #[derive(Debug, Clone)]
 pub struct ConfigText {
-    text: String,
-    config: Config,
+    text: Arc<str>,
+    config: Arc<Config>,
     /// Byte range of each `[[vip]]` entry, from its header line to the next
     /// one (or the end); empty when the layout is not one the fast path can
     /// vouch for.
@@ -52,8 +53,8 @@ impl ConfigText {
         let config = Config::from_toml_str(text, origin)?;
         let vip_entries = vip_entries(text, config.vips.len());
         Ok(ConfigText {
-            text: text.to_owned(),
-            config,
+            text: text.into(),
+            config: Arc::new(config),
             vip_entries,
             reparsed: None,
         })
@@ -72,6 +73,17 @@ impl ConfigText {
     /// The validated config.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The validated config, shared (a running config can hold it without
+    /// a copy).
+    pub fn shared_config(&self) -> Arc<Config> {
+        self.config.clone()
+    }
+
+    /// The text, shared.
+    pub fn shared_text(&self) -> Arc<str> {
+        self.text.clone()
     }
 
     /// The text.
@@ -131,7 +143,7 @@ impl ConfigText {
             .enumerate()
             .map(|(i, raw)| lone_vip(&self.config, raw, first + i))
             .collect::<Option<Vec<_>>>()?;
-        let mut config = self.config.clone();
+        let mut config = Config::clone(&self.config);
         config.vips.splice(first..=last, vips);
         if !clashes(&config.vips).is_empty() {
             return None;
@@ -155,8 +167,8 @@ impl ConfigText {
         // What the next reparse relies on (tests run with debug assertions).
         debug_assert_eq!(vip_entries, self::vip_entries(text, config.vips.len()));
         Some(ConfigText {
-            text: text.to_owned(),
-            config,
+            text: text.into(),
+            config: Arc::new(config),
             vip_entries,
             reparsed: Some(first..first + raws.len()),
         })
