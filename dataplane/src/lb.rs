@@ -832,6 +832,10 @@ fn addrs_of(frame: &[u8], p: &Parsed) -> Option<([u8; 16], [u8; 16], bool)> {
     }
 }
 
+/// TCP flags the express lane looks at.
+const TCP_SYN: u8 = 0x02;
+const TCP_ACK: u8 = 0x10;
+
 /// The express lane's parse: the layout, the flow key and the TCP flags
 /// (0 for UDP) of a frame of the shape [`Lb::express`] takes, with the
 /// checks `parse_frame` makes of such a frame (`parse_fast` accepts every
@@ -1219,7 +1223,15 @@ impl Lb {
             return None;
         }
         let e = self.conntrack.get(id);
-        if e.value.pp_on {
+        // PROXY protocol flows once past their header: only sequence or
+        // acknowledgement numbers move (no SYN: the SYN-ACK's MSS is clamped
+        // on the general path; replies need the ACK they translate).
+        if e.value.pp_on
+            && !(e.value.pp.steady()
+                && !at.udp
+                && flags & TCP_SYN == 0
+                && (dir == Dir::Original || flags & TCP_ACK != 0))
+        {
             return None;
         }
         // As `handle`: a packet to an address the port owns is not a DNAT
@@ -1268,14 +1280,24 @@ impl Lb {
             .add(rec.backend_slot, FlowStat::Packets, 1);
         self.backend_stats
             .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        // PROXY protocol: as `pp_client` / `PpFlow::backend_segment` do for
+        // a steady flow, at the same points.
+        let segment = |frame: &[u8]| ppv2::seg::locate_at(frame, !at.v4, at.l3, at.l4);
         if dir == Dir::Original {
-            return Some(self.send_to_hop(
-                frame,
-                rec.backend_port as usize,
-                rec.hop,
-                ports,
-                counters,
-            ));
+            let v = self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters);
+            if rec.pp_on && matches!(v, Verdict::Send { .. }) {
+                let Some(s) = segment(frame) else {
+                    return Some(drop(counters, Counter::DropPpBadSegment));
+                };
+                rec.pp.shift_client(frame, &s);
+            }
+            return Some(v);
+        }
+        if rec.pp_on {
+            let Some(s) = segment(frame) else {
+                return Some(drop(counters, Counter::DropPpBadSegment));
+            };
+            rec.pp.map_backend(frame, &s);
         }
         let out = rec.client_port as usize;
         let Some(port) = ports.get(out) else {
@@ -2317,10 +2339,13 @@ port = 8080
     }
 
     /// Runs one frame through both appliances and checks they agree.
+    /// Each frame gets room to grow, as in an mbuf (a PROXY header).
     fn both(a: &mut Pipeline, b: &mut Pipeline, port: usize, f: &[u8]) -> Option<Vec<u8>> {
-        let (mut fa, mut fb) = (f.to_vec(), f.to_vec());
-        let va = a.process(port, &mut fa);
-        let vb = b.process(port, &mut fb);
+        let mut fa = f.to_vec();
+        fa.resize(f.len() + 256, 0);
+        let mut fb = fa.clone();
+        let va = a.process_buf(port, &mut fa, f.len());
+        let vb = b.process_buf(port, &mut fb, f.len());
         assert_eq!(va, vb, "verdicts differ for {f:02x?}");
         assert_eq!(fa, fb, "frames differ for {f:02x?}");
         assert_eq!(
@@ -2395,6 +2420,195 @@ port = 8080
             assert_eq!(a.lb.express_taken - taken, express, "udp {udp}");
             assert_eq!(b.lb.express_taken, 0);
         }
+    }
+
+    /// A TCP segment with sequence and acknowledgement numbers and at most
+    /// one SACK block (after a NOP, so its edges sit at odd offsets).
+    #[allow(clippy::too_many_arguments)]
+    fn numbered(
+        smac: [u8; 6],
+        dmac: [u8; 6],
+        src: (IpAddr, u16),
+        dst: (IpAddr, u16),
+        flags: u8,
+        (seq, ack): (u32, u32),
+        sack: Option<(u32, u32)>,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        use etherparse::TcpOptionElement;
+        let (IpAddr::V4(s), IpAddr::V4(d)) = (src.0, dst.0) else {
+            unreachable!("IPv4 only")
+        };
+        let b = PacketBuilder::ethernet2(smac, dmac).ipv4(s.octets(), d.octets(), 64);
+        let mut h = TcpHeader::new(src.1, dst.1, seq, 4096);
+        h.fin = flags & 0x01 != 0;
+        h.syn = flags & 0x02 != 0;
+        h.rst = flags & 0x04 != 0;
+        h.psh = flags & 0x08 != 0;
+        h.ack = flags & 0x10 != 0;
+        h.acknowledgment_number = ack;
+        if let Some(block) = sack {
+            h.set_options(&[
+                TcpOptionElement::Noop,
+                TcpOptionElement::SelectiveAcknowledgement(block, [None, None, None]),
+            ])
+            .unwrap();
+        }
+        let mut out = Vec::new();
+        b.tcp_header(h).write(&mut out, payload).unwrap();
+        out
+    }
+
+    /// PROXY protocol flows past their header take the express lane both
+    /// ways (sequence numbers shifted, acknowledgements and SACK edges
+    /// mapped back, values inside the header too), exactly as the general
+    /// path translates them; FINs, RSTs and retransmissions of the first
+    /// segment included, sequence numbers wrapping.
+    #[test]
+    fn steady_proxy_flows_take_the_express_lane_as_the_general_path() {
+        const ACK: u8 = 0x10;
+        const PSH_ACK: u8 = 0x18;
+        let (mut a, mut b) = (node(true), node(false));
+        tick(&mut a, &mut b, 1_000);
+        let mut rng = Rng(0x5EED_0F9E_3779_B9A1);
+        let vip = (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 102)), 80);
+        let mut conns = Vec::new();
+        let mut steady_frames = 0;
+        for c in 0..12u16 {
+            let client = (
+                IpAddr::V4(Ipv4Addr::new(10, 1, 0, 60 + c as u8)),
+                30_000 + c,
+            );
+            // Some connections start right below the wrap of the sequence space.
+            let isn = if c % 3 == 0 {
+                u32::MAX - 2 - u32::from(c)
+            } else {
+                rng.next() as u32
+            };
+            let bisn = rng.next() as u32;
+            let c1 = isn.wrapping_add(1);
+            let from_client = |flags, seq: u32, ack: u32, payload: &[u8]| {
+                numbered(
+                    CLIENT_MAC,
+                    EXT_MAC,
+                    client,
+                    vip,
+                    flags,
+                    (seq, ack),
+                    None,
+                    payload,
+                )
+            };
+            let syn = from_client(0x02, isn, 0, &[]);
+            let out = both(&mut a, &mut b, EXT, &syn).expect("SYN forwarded");
+            let (local, backend) = ends(&out);
+            let from_backend = |flags, seq: u32, ack: u32, sack, payload: &[u8]| {
+                numbered(
+                    BACKEND_MAC,
+                    INT_MAC,
+                    backend,
+                    local,
+                    flags,
+                    (seq, ack),
+                    sack,
+                    payload,
+                )
+            };
+            let b1 = bisn.wrapping_add(1);
+            both(
+                &mut a,
+                &mut b,
+                INT,
+                &from_backend(0x12, bisn, c1, None, &[]),
+            )
+            .expect("SYN-ACK");
+            both(&mut a, &mut b, EXT, &from_client(ACK, c1, b1, &[])).expect("ACK");
+            let first = b"GET / HTTP/1.0\r\n\r\n";
+            let out = both(&mut a, &mut b, EXT, &from_client(PSH_ACK, c1, b1, first))
+                .expect("first data");
+            let header = out.len() - 54 - first.len();
+            assert!(header >= 16, "the header goes into the first data");
+            let edge = c1.wrapping_add(header as u32);
+            let sent = edge.wrapping_add(first.len() as u32);
+            both(&mut a, &mut b, INT, &from_backend(ACK, b1, sent, None, &[])).expect("ACK of it");
+            let key = key_of(client.0, vip.0, client.1, vip.1, ip_proto::TCP);
+            let (id, _) = a.lb.conntrack.lookup(&key, 1_000).expect("entry");
+            assert!(a.lb.conntrack.get(id).value.pp.steady());
+
+            let taken = a.lb.express_taken;
+            let mut ours = first.len() as u32;
+            for step in 0..60u32 {
+                let payload = vec![step as u8; rng.below(30) as usize];
+                let frame = match rng.below(9) {
+                    // Client data and ACKs, now and then a retransmission
+                    // of the first segment.
+                    0..=2 => from_client(PSH_ACK, c1.wrapping_add(ours), b1, &payload),
+                    3 => from_client(PSH_ACK, c1, b1, first),
+                    // Backend data acknowledging something past, inside or
+                    // before the header, some with a SACK block.
+                    4..=6 => {
+                        let ack = match rng.below(4) {
+                            0 => c1.wrapping_add(rng.below(u64::from(header as u32)) as u32),
+                            1 => isn,
+                            _ => sent.wrapping_add(rng.below(u64::from(ours)) as u32),
+                        };
+                        let sack = (rng.below(3) == 0).then(|| {
+                            let l = edge.wrapping_add(rng.below(40) as u32);
+                            (l, l.wrapping_add(8))
+                        });
+                        from_backend(PSH_ACK, b1, ack, sack, &payload)
+                    }
+                    7 => from_client(ACK, c1.wrapping_add(ours), b1, &[]),
+                    _ => from_backend(ACK, b1, sent, Some((c1, edge)), &[]),
+                };
+                ours += payload.len() as u32;
+                if both(
+                    &mut a,
+                    &mut b,
+                    if frame[6..12] == CLIENT_MAC { EXT } else { INT },
+                    &frame,
+                )
+                .is_some()
+                {
+                    steady_frames += 1;
+                }
+            }
+            // A FIN each way, then an RST from the client.
+            both(
+                &mut a,
+                &mut b,
+                EXT,
+                &from_client(0x11, c1.wrapping_add(ours), b1, &[]),
+            );
+            both(
+                &mut a,
+                &mut b,
+                INT,
+                &from_backend(0x11, b1, sent, None, &[]),
+            );
+            if c % 2 == 0 {
+                both(
+                    &mut a,
+                    &mut b,
+                    EXT,
+                    &from_client(0x14, c1.wrapping_add(ours + 1), b1, &[]),
+                );
+            }
+            assert!(
+                a.lb.express_taken - taken >= 50,
+                "express lane took {} of connection {c}'s frames",
+                a.lb.express_taken - taken
+            );
+            conns.push(Conn {
+                client,
+                vip,
+                udp: false,
+                seen: Some((backend, local)),
+            });
+        }
+        assert!(steady_frames > 600, "{steady_frames} frames sent");
+        assert_eq!(b.lb.express_taken, 0);
+        same_state(&a, &b, &conns, 1_000);
     }
 
     #[test]

@@ -131,6 +131,15 @@ impl PpFlow {
         self.has(bit::COMMITTED)
     }
 
+    /// Past the header: it went out and the backend acknowledged it, so
+    /// every later segment only has its sequence (client side) or
+    /// acknowledgement numbers (backend side) shifted, which the express
+    /// lane does with [`PpFlow::shift_client`] / [`PpFlow::map_backend`].
+    pub fn steady(&self) -> bool {
+        const ALL: u8 = bit::ISN | bit::COMMITTED | bit::SENT | bit::ACKED;
+        self.bits & ALL == ALL
+    }
+
     /// What a retransmission timer of this flow should do.
     pub fn pending(&self) -> Pending {
         if self.acked() {
@@ -223,10 +232,19 @@ impl PpFlow {
             return self.carry(e, buf, s, out_port, entry, now, wk, counters);
         }
         let untouched = first && plen == 0 && !fin && !self.has(bit::SENT);
-        if after_eq(seq, c1) && !untouched {
-            seg::set_seq(buf, &s, seq.wrapping_add(u32::from(self.hdr_len)));
+        if !untouched {
+            self.shift_client(buf, &s);
         }
         Ok(len)
+    }
+
+    /// Moves a client segment's sequence number past the header (segments
+    /// before the first data byte keep theirs).
+    pub fn shift_client(&self, frame: &mut [u8], s: &seg::Seg) {
+        let seq = s.seq(frame);
+        if after_eq(seq, self.client_isn.wrapping_add(1)) {
+            seg::set_seq(frame, s, seq.wrapping_add(u32::from(self.hdr_len)));
+        }
     }
 
     /// Writes the header into the segment at `isn + 1` (splitting its
@@ -329,6 +347,21 @@ impl PpFlow {
         if !self.has(bit::COMMITTED) || !self.has(bit::ISN) || flags & ACK == 0 {
             return Ok(());
         }
+        let edge = self
+            .client_isn
+            .wrapping_add(1)
+            .wrapping_add(u32::from(self.hdr_len));
+        if self.has(bit::SENT) && after_eq(s.ack(frame), edge) {
+            self.bits |= bit::ACKED;
+        }
+        self.map_backend(frame, &s);
+        Ok(())
+    }
+
+    /// Moves a backend segment's acknowledgement number and SACK edges back
+    /// over the header: values past it by `L`, values inside it to the
+    /// client's first data byte.
+    pub fn map_backend(&self, frame: &mut [u8], s: &seg::Seg) {
         let l = u32::from(self.hdr_len);
         let c1 = self.client_isn.wrapping_add(1);
         let edge = c1.wrapping_add(l);
@@ -342,14 +375,10 @@ impl PpFlow {
             }
         };
         let ack = s.ack(frame);
-        if self.has(bit::SENT) && after_eq(ack, edge) {
-            self.bits |= bit::ACKED;
-        }
         let new = map(ack);
         if new != ack {
-            seg::set_ack(frame, &s, new);
+            seg::set_ack(frame, s, new);
         }
-        seg::map_sack_edges(frame, &s, map);
-        Ok(())
+        seg::map_sack_edges(frame, s, map);
     }
 }

@@ -55,25 +55,32 @@ pub fn locate(frame: &[u8], p: &Parsed) -> Option<Seg> {
         L3Kind::Ipv6 => true,
         _ => return None,
     };
-    let (l3, l4, end) = (p.l3_offset, p.l4_offset, p.l3_end);
+    locate_at(frame, v6, p.l3_offset, p.l4_offset)
+        .filter(|s| s.end == p.l3_end && s.payload == p.payload_offset)
+}
+
+/// Validates that `frame` holds a TCP segment at `l4` in the IPv4 or IPv6
+/// packet at `l3` (lengths from the IP header) and returns its layout.
+pub fn locate_at(frame: &[u8], v6: bool, l3: usize, l4: usize) -> Option<Seg> {
+    let end = if v6 {
+        if l3.checked_add(40)? > l4 || l4.checked_add(20)? > frame.len() || frame[l3] >> 4 != 6 {
+            return None;
+        }
+        l3 + 40 + usize::from(rd16(frame, l3 + 4))
+    } else {
+        let ihl = usize::from(*frame.get(l3)? & 0x0F) * 4;
+        if l3 + ihl != l4 || l4.checked_add(20)? > frame.len() || frame[l3] >> 4 != 4 {
+            return None;
+        }
+        l3 + usize::from(rd16(frame, l3 + 2))
+    };
     if !(l3 < l4 && l4.checked_add(20)? <= end && end <= frame.len()) {
         return None;
     }
     let doff = usize::from(frame[l4 + 12] >> 4) * 4;
     let payload = l4 + doff;
-    if doff < 20 || payload > end || payload != p.payload_offset {
+    if doff < 20 || payload > end {
         return None;
-    }
-    if v6 {
-        if l3 + 40 > l4 || frame[l3] >> 4 != 6 || usize::from(rd16(frame, l3 + 4)) + 40 != end - l3
-        {
-            return None;
-        }
-    } else {
-        let ihl = usize::from(frame[l3] & 0x0F) * 4;
-        if frame[l3] >> 4 != 4 || l3 + ihl != l4 || usize::from(rd16(frame, l3 + 2)) != end - l3 {
-            return None;
-        }
     }
     Some(Seg {
         v6,
