@@ -2561,15 +2561,19 @@ port = 8080
                     7 => from_client(ACK, c1.wrapping_add(ours), b1, &[]),
                     _ => from_backend(ACK, b1, sent, Some((c1, edge)), &[]),
                 };
-                ours += payload.len() as u32;
-                if both(
-                    &mut a,
-                    &mut b,
-                    if frame[6..12] == CLIENT_MAC { EXT } else { INT },
-                    &frame,
-                )
-                .is_some()
-                {
+                // Some damaged, as on a bad link: a flipped bit in the
+                // headers or a cut frame.
+                let port = if frame[6..12] == CLIENT_MAC { EXT } else { INT };
+                let mut frame = frame;
+                match rng.below(12) {
+                    0 => {
+                        let at = rng.below(frame.len().min(70) as u64) as usize;
+                        frame[at] ^= 1 << rng.below(8);
+                    }
+                    1 => frame.truncate(rng.below(frame.len() as u64) as usize),
+                    _ => ours += payload.len() as u32,
+                }
+                if both(&mut a, &mut b, port, &frame).is_some() {
                     steady_frames += 1;
                 }
             }
