@@ -34,7 +34,7 @@ addresses = ["10.62.0.1/24"]
 host_interface = "kpg-int"
 mac = "02:00:00:62:00:01"
 local_addresses = ["10.62.0.1"]
-local_port_range = [1024, 49151]
+local_port_range = [1024, 32767]
 
 [mgmt]
 listen = "unix:///run/border/e2eping.sock"

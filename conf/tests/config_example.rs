@@ -76,7 +76,7 @@ fn example_parses_as_written() {
     assert_eq!(int.gateway, None);
     assert_eq!(int.host_interface, "kni-int"); // the default
     assert_eq!(int.local_addresses, vec![ip("10.20.0.1")]);
-    assert_eq!(int.local_port_range, Some((1024, 49151)));
+    assert_eq!(int.local_port_range, Some((1024, 32767)));
     assert_eq!(int.mac, None);
 
     assert_eq!(c.mgmt.listen, "unix:///run/border/demo.sock");

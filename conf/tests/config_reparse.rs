@@ -170,7 +170,7 @@ fn changes_outside_the_vips_are_parsed_in_full() {
         full(&edit(&text, "", "tcp_closing = 10", "tcp_closing = 11")),
         Ok(None)
     );
-    let head = edit(&text, "", "[1024, 49151]", "[1024, 49150]");
+    let head = edit(&text, "", "[1024, 32767]", "[1024, 32766]");
     assert_eq!(full(&head), Ok(None));
     // The first entry's header line.
     let first = edit(
