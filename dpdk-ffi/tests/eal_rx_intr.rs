@@ -75,11 +75,8 @@ fn tap_queue_wakes_its_waiter_and_null_has_no_interrupts() {
         "this test needs /dev/net/tun (net_tap creates TAP devices)"
     );
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test needs root (net_tap)"
-    );
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "this test needs root (net_tap)");
     let iface = format!("brxi{}", std::process::id() % 10_000_000);
     let args: Vec<String> = [
         "-l",
@@ -106,7 +103,7 @@ fn tap_queue_wakes_its_waiter_and_null_has_no_interrupts() {
     tap.configure(2, 2, 256, 256, &pool).unwrap();
     tap.start().unwrap();
     let mut rxq = tap.rx_queue(0).unwrap();
-    let rxq1 = tap.rx_queue(1).unwrap();
+    let mut rxq1 = tap.rx_queue(1).unwrap();
     let bell = eventfd();
     let mut waiter = RxWaiter::new().unwrap();
     waiter
@@ -153,7 +150,7 @@ fn tap_queue_wakes_its_waiter_and_null_has_no_interrupts() {
         waiter.arm();
         waiter.wait(5000);
         waiter.disarm();
-        for q in [&mut rxq] {
+        for q in [&mut rxq, &mut rxq1] {
             burst.clear();
             q.rx_burst(&mut burst);
             got |= burst.drain().any(|m| m.data().get(11) == Some(&0x5a));
