@@ -102,8 +102,7 @@ impl RxWaiter {
             )
         };
         if ret != 0 {
-            return Err(DpdkError::from_ret(what(), ret)
-                .hint("the port has no Rx interrupts (driver, or intr_conf.rxq not set)"));
+            return Err(DpdkError::from_ret(what(), ret));
         }
         // SAFETY: as above; enabling only touches the queue's interrupt state.
         let ret = unsafe { sys::rte_eth_dev_rx_intr_enable(port_id, queue_id) };
