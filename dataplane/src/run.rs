@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use conf::state::{state_path, RunState, StateRegion};
 use conf::{Config, PollMode};
@@ -26,7 +26,7 @@ use crate::pipeline::{ports_from_config, Pipeline};
 use crate::plan::eal_plan;
 use crate::tables_source::{reader_inbox, ReaderInbox, ShmTables};
 use crate::worker::{Clock, Handoff, Poll, Worker};
-use conf::tables::{tables_path, GenerationBuilder, TablesReader, TablesWriter};
+use conf::tables::{tables_path, GenerationBuilder, Published, TablesReader, TablesWriter};
 
 /// Milliseconds from the TSC: no system call on the worker's path.
 struct TscClock {
@@ -38,6 +38,11 @@ impl Clock for TscClock {
         dpdk_ffi::tsc_cycles() / self.per_ms
     }
 }
+
+/// How long the main thread sleeps between looks at signals and workers.
+const MAIN_LOOP_PERIOD: Duration = Duration::from_millis(50);
+/// How often the main thread looks for a new or replaced tables region.
+const FOLLOW_PERIOD: Duration = Duration::from_millis(500);
 
 const RX_DESC: u16 = 1024;
 const TX_DESC: u16 = 1024;
@@ -606,28 +611,42 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             Ok(())
         }
     };
-    let mut ticks = 0u64;
     let mut refused_seen = 0;
     let mut live_cfg = cfg.clone();
+    let mut followed = Instant::now();
+    let mut seen = watch.as_ref().map_or(Published::NONE, |w| w.current());
     while outcome.is_ok() && !terminate.load(Ordering::Relaxed) {
         if exited.load(Ordering::SeqCst) > 0 {
             break;
         }
-        std::thread::sleep(Duration::from_millis(50));
-        ticks += 1;
+        // Sleep, but wake for every publication and wake the workers for it:
+        // one asleep on its Rx interrupts then adopts the new generation at
+        // once, not at the end of its bounded wait.
+        match &watch {
+            Some(w) => {
+                w.wait_published(seen, MAIN_LOOP_PERIOD);
+                let now = w.current();
+                if now != seen {
+                    seen = now;
+                    handoff.ring_all();
+                }
+            }
+            None => std::thread::sleep(MAIN_LOOP_PERIOD),
+        }
         if reload.swap(false, Ordering::Relaxed) {
             reload_config(opts, &mut live_cfg, publisher.as_mut(), &state);
-            // Sleeping workers adopt the new tables now, not at their timeout.
-            handoff.ring_all();
         }
         // Follow the region: it may appear (mgmt started) or be replaced.
-        if ticks.is_multiple_of(10) {
+        if followed.elapsed() >= FOLLOW_PERIOD {
+            followed = Instant::now();
             let stale = watch.as_ref().is_none_or(|w| w.replaced());
             if stale {
                 match hand_readers(&tables_file, &inboxes) {
                     Ok(r) => {
                         info!(path = %tables_file.display(), generation = r.current().generation, "attached to tables region");
+                        seen = r.current();
                         watch = Some(r);
+                        handoff.ring_all();
                     }
                     Err(_) if watch.is_some() => {
                         warn!(path = %tables_file.display(), "tables region gone; forwarding on the last tables");
