@@ -8,6 +8,15 @@
 //! the sleep and disabled after (`rte_eth_dev_rx_intr_enable/disable`);
 //! PMDs whose descriptor signals every arrival by itself (net_tap: the
 //! queue's own TAP file descriptor) have no such operation and need none.
+//!
+//! net_tap needs one more step. Its rx burst reads the queue only after
+//! its SIGIO handler counted an arrival (a process-wide "trigger" that
+//! spares empty polls a `readv`), and the kernel may deliver the SIGIO of
+//! an arrival to another thread, later than epoll wakes the sleeper: the
+//! woken worker would find its queue "empty", and the frame would wait for
+//! the next wake-up. So when an interrupt of a net_tap queue ends the
+//! wait, the waiter raises SIGIO in its own thread, which runs the
+//! handler before `wait` returns.
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -35,6 +44,8 @@ pub struct RxWaiter {
     queues: Vec<Watched>,
     /// Descriptors watched besides the queues.
     extra: usize,
+    /// A net_tap queue is watched and SIGIO has net_tap's handler.
+    kick_tap: bool,
 }
 
 impl std::fmt::Debug for RxWaiter {
@@ -61,6 +72,7 @@ impl RxWaiter {
             epfd: unsafe { OwnedFd::from_raw_fd(fd) },
             queues: Vec::new(),
             extra: 0,
+            kick_tap: false,
         })
     }
 
@@ -125,6 +137,7 @@ impl RxWaiter {
             arm,
             _port: Arc::clone(&queue.shared),
         });
+        self.kick_tap |= driver_name(port_id).as_deref() == Some("net_tap") && sigio_handled();
         Ok(())
     }
 
@@ -199,7 +212,14 @@ impl RxWaiter {
                 timeout_ms,
             )
         };
-        usize::try_from(n).unwrap_or(0)
+        let fired = usize::try_from(n).unwrap_or(0);
+        if fired > 0 && self.kick_tap {
+            // See the module documentation: run net_tap's trigger here.
+            // SAFETY: raise(3) signals this thread; SIGIO has a handler
+            // (checked when the queue was watched), run before it returns.
+            unsafe { libc::raise(libc::SIGIO) };
+        }
+        fired
     }
 
     fn unwatch(&mut self, port_id: u16, queue_id: u16) {
@@ -215,6 +235,28 @@ impl RxWaiter {
             )
         };
     }
+}
+
+/// The PMD name of port `port_id`.
+fn driver_name(port_id: u16) -> Option<String> {
+    let mut di = sys::rte_eth_dev_info::default();
+    // SAFETY: di is a properly sized rte_eth_dev_info and a valid out-pointer.
+    if unsafe { sys::rte_eth_dev_info_get(port_id, &mut di) } != 0 || di.driver_name.is_null() {
+        return None;
+    }
+    // SAFETY: driver_name points at the PMD's static NUL-terminated name.
+    let name = unsafe { std::ffi::CStr::from_ptr(di.driver_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+/// Whether SIGIO has a handler (raising it would otherwise end the process).
+fn sigio_handled() -> bool {
+    // SAFETY: sigaction with a NULL new action only reads the current one
+    // into `sa`, a valid out-pointer.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let ret = unsafe { libc::sigaction(libc::SIGIO, std::ptr::null(), &mut sa) };
+    ret == 0 && sa.sa_sigaction != libc::SIG_DFL && sa.sa_sigaction != libc::SIG_IGN
 }
 
 impl Drop for RxWaiter {
