@@ -9,14 +9,15 @@
 //! PMDs whose descriptor signals every arrival by itself (net_tap: the
 //! queue's own TAP file descriptor) have no such operation and need none.
 //!
-//! net_tap needs one more step. Its rx burst reads the queue only after
-//! its SIGIO handler counted an arrival (a process-wide "trigger" that
-//! spares empty polls a `readv`), and the kernel may deliver the SIGIO of
-//! an arrival to another thread, later than epoll wakes the sleeper: the
-//! woken worker would find its queue "empty", and the frame would wait for
-//! the next wake-up. So when an interrupt of a net_tap queue ends the
-//! wait, the waiter raises SIGIO in its own thread, which runs the
-//! handler before `wait` returns.
+//! net_tap needs one more step. Its rx burst reads a queue only after its
+//! signal handler counted an arrival (the queue's descriptor is `O_ASYNC`
+//! with a real-time signal, `F_SETSIG`; a process-wide "trigger" that
+//! spares empty polls a `readv`), and the kernel may deliver that signal
+//! to another thread later than epoll wakes the sleeper: the woken worker
+//! would find its queue "empty", and the frame would wait for the next
+//! wake-up. So when a queue interrupt ends the wait and a watched
+//! descriptor is `O_ASYNC` with a handled signal, the waiter raises that
+//! signal in its own thread, which runs the handler before `wait` returns.
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -44,8 +45,9 @@ pub struct RxWaiter {
     queues: Vec<Watched>,
     /// Descriptors watched besides the queues.
     extra: usize,
-    /// A net_tap queue is watched and SIGIO has net_tap's handler.
-    kick_tap: bool,
+    /// The signal (with a handler) a watched queue's descriptor raises on
+    /// arrival, if any: raised here after a queue interrupt (net_tap).
+    kick: Option<i32>,
 }
 
 impl std::fmt::Debug for RxWaiter {
@@ -54,6 +56,7 @@ impl std::fmt::Debug for RxWaiter {
             .field("epfd", &self.epfd.as_raw_fd())
             .field("queues", &self.queues.len())
             .field("extra", &self.extra)
+            .field("kick", &self.kick)
             .finish()
     }
 }
@@ -72,7 +75,7 @@ impl RxWaiter {
             epfd: unsafe { OwnedFd::from_raw_fd(fd) },
             queues: Vec::new(),
             extra: 0,
-            kick_tap: false,
+            kick: None,
         })
     }
 
@@ -137,7 +140,9 @@ impl RxWaiter {
             arm,
             _port: Arc::clone(&queue.shared),
         });
-        self.kick_tap |= driver_name(port_id).as_deref() == Some("net_tap") && sigio_handled();
+        if self.kick.is_none() {
+            self.kick = arrival_signal(port_id, queue_id);
+        }
         Ok(())
     }
 
@@ -177,6 +182,12 @@ impl RxWaiter {
         self.queues.len()
     }
 
+    /// The signal raised after a queue interrupt (see the module
+    /// documentation), if a watched queue's PMD counts arrivals with one.
+    pub fn arrival_signal(&self) -> Option<i32> {
+        self.kick
+    }
+
     /// Enables the interrupts of the queues whose PMD needs it: from now
     /// on an arrival ends the next [`RxWaiter::wait`] at once. Look at the
     /// queues once more after this and before waiting: a frame that came
@@ -213,11 +224,12 @@ impl RxWaiter {
             )
         };
         let fired = usize::try_from(n).unwrap_or(0);
-        if fired > 0 && self.kick_tap {
-            // See the module documentation: run net_tap's trigger here.
-            // SAFETY: raise(3) signals this thread; SIGIO has a handler
-            // (checked when the queue was watched), run before it returns.
-            unsafe { libc::raise(libc::SIGIO) };
+        if let (true, Some(sig)) = (fired > 0, self.kick) {
+            // See the module documentation: run the PMD's handler here.
+            // SAFETY: raise(3) signals this thread; the signal has a
+            // handler (checked when the queue was watched), which runs
+            // before raise returns.
+            unsafe { libc::raise(sig) };
         }
         fired
     }
@@ -237,26 +249,38 @@ impl RxWaiter {
     }
 }
 
-/// The PMD name of port `port_id`.
-fn driver_name(port_id: u16) -> Option<String> {
-    let mut di = sys::rte_eth_dev_info::default();
-    // SAFETY: di is a properly sized rte_eth_dev_info and a valid out-pointer.
-    if unsafe { sys::rte_eth_dev_info_get(port_id, &mut di) } != 0 || di.driver_name.is_null() {
+/// `fcntl` command reading the signal an `O_ASYNC` descriptor raises
+/// (asm-generic/fcntl.h; the libc crate lacks it for glibc targets).
+const F_GETSIG: libc::c_int = 11;
+
+/// The signal the interrupt descriptor of a queue raises on arrival, when
+/// it is `O_ASYNC` and the signal has a handler (net_tap's rx trigger).
+fn arrival_signal(port_id: u16, queue_id: u16) -> Option<i32> {
+    // SAFETY: the port is open and the queue configured (the caller holds
+    // its handle); this only looks the descriptor up.
+    let fd = unsafe { sys::rte_eth_dev_rx_intr_ctl_q_get_fd(port_id, queue_id) };
+    if fd < 0 {
         return None;
     }
-    // SAFETY: driver_name points at the PMD's static NUL-terminated name.
-    let name = unsafe { std::ffi::CStr::from_ptr(di.driver_name) };
-    Some(name.to_string_lossy().into_owned())
-}
-
-/// Whether SIGIO has a handler (raising it would otherwise end the process).
-fn sigio_handled() -> bool {
+    // SAFETY: fcntl(2) reads of flags on a descriptor DPDK keeps open.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || flags & libc::O_ASYNC == 0 {
+        return None;
+    }
+    // SAFETY: as above.
+    let sig = match unsafe { libc::fcntl(fd, F_GETSIG) } {
+        0 => libc::SIGIO,
+        s if s > 0 => s,
+        _ => return None,
+    };
     // SAFETY: sigaction with a NULL new action only reads the current one
-    // into `sa`, a valid out-pointer.
+    // into `sa`, a valid out-pointer; all-zero is a valid sigaction.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
-    let ret = unsafe { libc::sigaction(libc::SIGIO, std::ptr::null(), &mut sa) };
-    ret == 0 && sa.sa_sigaction != libc::SIG_DFL && sa.sa_sigaction != libc::SIG_IGN
+    let ret = unsafe { libc::sigaction(sig, std::ptr::null(), &mut sa) };
+    // Raising a signal without a handler could end the process.
+    (ret == 0 && sa.sa_sigaction != libc::SIG_DFL && sa.sa_sigaction != libc::SIG_IGN)
+        .then_some(sig)
 }
 
 impl Drop for RxWaiter {

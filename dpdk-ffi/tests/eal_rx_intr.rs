@@ -114,6 +114,11 @@ fn tap_queue_wakes_its_waiter_and_null_has_no_interrupts() {
         .expect("net_tap queue 1 has Rx interrupts");
     waiter.watch_fd(bell.as_fd()).unwrap();
     assert_eq!(waiter.queues(), 2);
+    let sig = waiter.arrival_signal();
+    assert!(
+        sig.is_some_and(|s| s >= libc::SIGRTMIN()),
+        "net_tap counts arrivals with a real-time signal: {sig:?}"
+    );
     let mut burst: MbufBurst<32> = MbufBurst::new();
 
     // Nothing arrives: the wait lasts its timeout. (The kernel may send

@@ -33,6 +33,9 @@ pub struct Args {
     /// Idle time before each ping, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub idle_ms: u64,
+    /// Measure only this poll mode (busy or adaptive) instead of both.
+    #[arg(long, value_name = "MODE", value_parser = ["busy", "adaptive"])]
+    pub only: Option<String>,
     /// Directory for the config and the log.
     #[arg(long, default_value = "/dev/shm")]
     pub dir: PathBuf,
@@ -275,11 +278,15 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
             args.samples,
             args.idle_ms
         ),
-        &["poll", "ping", "min µs", "p50 µs", "max µs"],
+        &["poll", "ping", "min µs", "p50 µs", "p90 µs", "max µs"],
     );
     let mut medians = Vec::new();
     let mut cpu = Vec::new();
-    for poll in ["busy", "adaptive"] {
+    let modes: Vec<&str> = match &args.only {
+        Some(m) => vec![m.as_str()],
+        None => vec!["busy", "adaptive"],
+    };
+    for poll in modes {
         let mut m = measure(args, &dir, poll);
         if m.is_err() {
             let _ = std::fs::remove_dir_all(&dir);
@@ -292,6 +299,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
                 what.to_string(),
                 format!("{:.0}", v[0]),
                 format!("{p50:.0}"),
+                format!("{:.0}", v[v.len() * 9 / 10]),
                 format!("{:.0}", v[v.len() - 1]),
             ]);
             if what == "after idle" {
