@@ -40,6 +40,7 @@ pub(super) struct RawTimeouts {
     pub tcp_established: Option<S<u32>>,
     pub tcp_closing: Option<S<u32>>,
     pub udp: Option<S<u32>>,
+    pub local_port_cooldown: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]
