@@ -18,11 +18,9 @@
 -- pktgen's TCP segments always carry its fill pattern (6 bytes in a 64-byte
 -- frame), so there is no bare ACK phase: the handshake's ACK rides on the
 -- data segment. On a PROXY-protocol VIP the SYN's fill is stripped
--- (pp_syn_data_stripped), the data segment carries the header
--- (pp_headers_inserted) and the FIN's fill, sent before the unanswered
--- backend acknowledges the header, is dropped (drop_pp_ahead_of_header).
--- Use a VIP with proxy_protocol = "none" for a clean count, or TRex's
--- stl_established_mix.py / astf_http.py.
+-- (pp_syn_data_stripped: the fill of a SYN would precede the header) and
+-- the data segment carries the header (pp_headers_inserted). TRex's
+-- stl_established_mix.py sends bare SYNs and ACKs.
 --
 --   pktgen -l 0-2 -n 4 -- -P -m "[1:2].0" -f perf/profiles/pktgen/established_mix.lua
 

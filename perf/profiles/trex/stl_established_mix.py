@@ -17,11 +17,10 @@ again after --flows connections; border then sees a SYN on the closing entry
 of the earlier connection and picks afresh, like a client reusing a port.
 
 STL is stateless: the backend's SYN-ACK, ACKs and RSTs go unanswered, which
-border does not mind (it tracks flags, not sequence numbers). One data
-segment per connection keeps PROXY-protocol VIPs clean: it carries the
-header (pp_headers_inserted); a second one sent before the backend ACKs the
-header would be dropped (drop_pp_ahead_of_header). For real TCP use
-astf_http.py.
+border does not mind (its connection table follows flags, not sequence
+numbers). On a PROXY-protocol VIP the data segment, the first at the
+client's ISN + 1, carries the header (pp_headers_inserted) and the FIN is
+moved past it. For real TCP use astf_http.py.
 
 New connections per second = --cps (each stream sends at 4 x cps), about
 --flows of them in border's table at any time.
