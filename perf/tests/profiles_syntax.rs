@@ -1,10 +1,13 @@
 //! The traffic profiles in `perf/profiles/` parse. They drive TRex and
 //! pktgen-dpdk on real NICs and cannot run here, so the suite checks what it
 //! can: every `.py` compiles with `python3` (into a scratch directory: no
-//! `__pycache__` left in the tree) and every `.lua` passes `luac5.4 -p`
-//! (Debian's `lua5.4`, installed by `scripts/install-deps.sh`). A missing
-//! tool or a folder with fewer profiles than listed fails the test rather
-//! than passing it vacuously.
+//! `__pycache__` left in the tree) and has no undefined name or unused
+//! import by `pyflakes3` (the profiles import TRex's API names one by one,
+//! so a missing import shows here, not on the traffic generator), and every
+//! `.lua` passes `luac5.4 -p`. The tools come from Debian (`python3`,
+//! `pyflakes3`, `lua5.4`; `scripts/install-deps.sh`). A missing tool or a
+//! folder with fewer profiles than listed fails the test rather than
+//! passing it vacuously.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -13,6 +16,7 @@ use std::process::{Command, Output};
 /// link that may point at another Lua version, so the versioned name is used.
 const LUAC: &str = "luac5.4";
 const PYTHON: &str = "python3";
+const PYFLAKES: &str = "pyflakes3";
 /// Compiles `argv[1]` to `argv[2]`; on a syntax error prints where and why
 /// in one line (not a traceback of py_compile itself) and exits 1.
 const PY_COMPILE: &str = "import py_compile, sys
@@ -91,6 +95,13 @@ fn check_python(file: &Path, scratch: &Path) -> Result<(), String> {
     verdict(file, out)
 }
 
+/// pyflakes reads the source without importing it: TRex's modules need not
+/// be installed.
+fn check_python_names(file: &Path) -> Result<(), String> {
+    let out = run(Command::new(PYFLAKES).arg(file), PYFLAKES);
+    verdict(file, out)
+}
+
 fn check_lua(file: &Path) -> Result<(), String> {
     let out = run(Command::new(LUAC).arg("-p").arg(file), LUAC);
     verdict(file, out)
@@ -139,7 +150,7 @@ fn every_profile_parses() {
     let scratch = Scratch::new("all");
     let failures: Vec<String> = python
         .iter()
-        .map(|f| check_python(f, &scratch.0))
+        .map(|f| check_python(f, &scratch.0).and_then(|()| check_python_names(f)))
         .chain(lua.iter().map(|f| check_lua(f)))
         .filter_map(Result::err)
         .collect();
@@ -164,6 +175,22 @@ fn a_broken_python_profile_is_reported_by_name() {
     let err = check_python(&broken, &scratch.0).expect_err("a syntax error must be reported");
     assert!(err.contains("broken_profile.py"), "{err}");
     assert!(err.contains("SyntaxError"), "{err}");
+}
+
+#[test]
+fn an_undefined_name_in_a_python_profile_is_reported_by_name() {
+    let scratch = Scratch::new("names");
+    let good = scratch.0.join("good.py");
+    let missing_import = scratch.0.join("missing_import.py");
+    std::fs::write(&good, "import os\n\nprint(os.sep)\n").unwrap();
+    // Compiles fine; fails only where TRex would run it.
+    std::fs::write(&missing_import, "def register():\n    return STLStream()\n").unwrap();
+
+    assert_eq!(check_python_names(&good), Ok(()));
+    assert_eq!(check_python(&missing_import, &scratch.0), Ok(()));
+    let err = check_python_names(&missing_import).expect_err("an undefined name must be reported");
+    assert!(err.contains("missing_import.py"), "{err}");
+    assert!(err.contains("undefined name 'STLStream'"), "{err}");
 }
 
 #[test]
