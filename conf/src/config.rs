@@ -276,6 +276,9 @@ pub struct Vip {
     pub maglev_table_size: u32,
     /// Prefer backends of this appliance's zone while any is healthy.
     pub zone_affinity: bool,
+    /// Full-NAT TCP: move the client's timestamps onto the appliance's
+    /// clock so a backend accepts a reused local tuple (default true).
+    pub translate_timestamps: bool,
     /// `[vip.health]`; `None` means backends are never probed.
     pub health: Option<Health>,
     /// `[[vip.backend]]`, in file order; same address family as `address`.

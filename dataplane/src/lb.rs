@@ -74,6 +74,8 @@ pub struct VipRt<'t> {
     pub backends: Vec<BackendRt>,
     /// PROXY protocol v2 settings (off by default).
     pub pp: PpConfig,
+    /// Full-NAT TCP flows get their timestamps translated ([`tstamp`]).
+    pub translate_timestamps: bool,
     /// The tables-region block the VIP was read from (`None`: built in
     /// process). [`Lb::adopt`] keeps the runtime of a VIP whose block the
     /// previous generation had too, instead of deriving it again.
@@ -169,6 +171,7 @@ pub struct VipInput<'t> {
     pub backends: Vec<(u32, IpAddr, u16)>,
     /// PROXY protocol v2 settings; `PpConfig::default()` is off.
     pub pp: PpConfig,
+    pub translate_timestamps: bool,
     /// A VIP read in place from a validated tables-region block: its source
     /// and its backend records. Its backends are built (or carried over from
     /// the previous generation) by [`Lb::adopt`], not by [`Adopted::new`].
@@ -431,6 +434,7 @@ impl<'t> Adopted<'t> {
                 ring,
                 backends,
                 pp: v.pp,
+                translate_timestamps: v.translate_timestamps,
                 src: v.block.map(|(src, _)| src),
                 records,
             });
@@ -1588,7 +1592,14 @@ impl Lb {
         // local address (full-NAT) or the client (DNAT) to the backend.
         let (rec, id) = match &picked {
             Picked::Tracked(id) => {
-                self.start_timestamps(*id, frame, p);
+                let translate = self
+                    .tables
+                    .as_ref()
+                    .and_then(|t| t.vips.get(vi as usize))
+                    .is_some_and(|v| v.translate_timestamps);
+                if translate {
+                    self.start_timestamps(*id, frame, p);
+                }
                 let e = self.conntrack.get(*id);
                 if let Err(c) = translate_client(frame, p, &e.value, e.orig(), e.reply()) {
                     return drop(counters, c);

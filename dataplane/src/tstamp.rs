@@ -38,7 +38,8 @@ pub fn find(seg: &[u8]) -> Option<usize> {
     if doff < 32 || doff > seg.len() {
         return None;
     }
-    if seg[20..24] == [KIND_NOP, KIND_NOP, KIND_TS, TS_LEN] {
+    const USUAL: u32 = u32::from_be_bytes([KIND_NOP, KIND_NOP, KIND_TS, TS_LEN]);
+    if rd32(seg, 20) == USUAL {
         return Some(24);
     }
     walk(&seg[..doff])
@@ -66,8 +67,11 @@ fn walk(hdr: &[u8]) -> Option<usize> {
     None
 }
 
+#[inline(always)]
 fn rd32(seg: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([seg[at], seg[at + 1], seg[at + 2], seg[at + 3]])
+    seg.get(at..at + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
 }
 
 /// The SYN's TSval, if it has timestamps.
@@ -80,27 +84,39 @@ pub fn present(seg: &[u8]) -> bool {
     find(seg).is_some()
 }
 
-/// Replaces the 32-bit word at `at` (inside the header found by [`find`])
-/// and keeps the checksum right.
+/// Applies `f` to the 32-bit word at `at` (inside the header found by
+/// [`find`]) and keeps the checksum right.
 #[inline(always)]
-fn replace(seg: &mut [u8], at: usize, new: u32) {
-    let old = rd32(seg, at);
-    seg[at..at + 4].copy_from_slice(&new.to_be_bytes());
-    let hc = u16::from_be_bytes([seg[CSUM_AT], seg[CSUM_AT + 1]]);
+fn update(seg: &mut [u8], at: usize, f: impl FnOnce(u32) -> u32) {
+    // `find` put the word past the fixed header, so the checksum (bytes
+    // 16-17) and the word are disjoint halves.
+    if at < 20 {
+        return;
+    }
+    let (head, tail) = seg.split_at_mut(at);
+    let (Some(csum), Some(word)) = (
+        head.get_mut(CSUM_AT..CSUM_AT + 2),
+        tail.first_chunk_mut::<4>(),
+    ) else {
+        return;
+    };
+    let old = u32::from_be_bytes(*word);
+    let new = f(old);
+    *word = new.to_be_bytes();
+    let hc = u16::from_be_bytes([csum[0], csum[1]]);
     let hc = if at.is_multiple_of(2) {
         checksum::update32(hc, old, new)
     } else {
         checksum::update32_odd(hc, old, new)
     };
-    seg[CSUM_AT..CSUM_AT + 2].copy_from_slice(&hc.to_be_bytes());
+    csum.copy_from_slice(&hc.to_be_bytes());
 }
 
 /// A client's segment on its way to the backend: TSval += `delta`.
 #[inline(always)]
 pub fn shift_tsval(seg: &mut [u8], delta: u32) {
     if let Some(at) = find(seg) {
-        let v = rd32(seg, at);
-        replace(seg, at, v.wrapping_add(delta));
+        update(seg, at, |v| v.wrapping_add(delta));
     }
 }
 
@@ -114,9 +130,7 @@ pub fn unshift_tsecr(seg: &mut [u8], delta: u32) {
         return;
     }
     if let Some(at) = find(seg) {
-        let at = at + 4;
-        let v = rd32(seg, at);
-        replace(seg, at, v.wrapping_sub(delta));
+        update(seg, at + 4, |v| v.wrapping_sub(delta));
     }
 }
 

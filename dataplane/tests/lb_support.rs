@@ -230,6 +230,8 @@ pub struct Setup {
     /// The `int` port's `local_port_range` (default `POOL`).
     pub pool: (u16, u16),
     pub timeouts: Timeouts,
+    /// A replacement made in the config text (`from`, `to`).
+    pub edit: Option<(&'static str, &'static str)>,
 }
 
 /// Statistics (VIP, backend) of worker `w` shared by every appliance built
@@ -254,6 +256,7 @@ impl Default for Setup {
             shared_stats: false,
             pool: POOL,
             timeouts: Timeouts::default(),
+            edit: None,
         }
     }
 }
@@ -262,11 +265,15 @@ impl Setup {
     /// The workers, sharing handoff queues and neighbour inboxes, each with
     /// generation 1 queued in its feed (adopted by the first poll).
     pub fn build(&self) -> Vec<Node> {
-        let (cfg, gen1) = if self.pool != POOL {
-            let text = config_text(&self.tcp4_weights).replace(
+        let (cfg, gen1) = if self.pool != POOL || self.edit.is_some() {
+            let mut text = config_text(&self.tcp4_weights).replace(
                 "local_port_range = [1024, 32767]",
                 &format!("local_port_range = [{}, {}]", self.pool.0, self.pool.1),
             );
+            if let Some((from, to)) = self.edit {
+                assert!(text.contains(from), "config edit: {from:?} not found");
+                text = text.replacen(from, to, 1);
+            }
             let cfg = Config::from_toml_str(&text, "lbtest.toml").expect("test config");
             let gen1 = adopted_from_config(&cfg, 1).expect("tables");
             (cfg, gen1)

@@ -227,3 +227,38 @@ fn the_cooldown_is_configurable() {
     n.advance_ms(2);
     assert_eq!(open(&mut n, sa(CLIENT4, 40_042), None), Some(p));
 }
+
+#[test]
+fn a_vip_can_pass_timestamps_through_and_then_rests_its_tuples_fully() {
+    let mut n = Setup {
+        tcp4_weights: vec![1],
+        pool: (2000, 2000),
+        edit: Some((
+            "name = \"tcp4\"\n",
+            "name = \"tcp4\"\ntranslate_timestamps = false\n",
+        )),
+        ..Setup::default()
+    }
+    .node();
+    n.advance_ms(5_000);
+    let a = sa(CLIENT4, 40_051);
+    let out = n.forward(
+        EXT,
+        &Pkt::tcp(a, vip(), SYN).timestamps(111, 0).build(),
+        INT,
+    );
+    assert_eq!(timestamps_of(&out), Some((111, 0)), "untouched");
+    let s = decode(&out);
+    let synack = Pkt::tcp(s.dst, s.src, SYN | ACK)
+        .by_backend()
+        .timestamps(9, 111);
+    let back = n.forward(INT, &synack.build(), EXT);
+    assert_eq!(timestamps_of(&back), Some((9, 111)));
+    close(&mut n, a, s.src.port());
+    n.advance_ms(2_000);
+    assert_eq!(
+        open(&mut n, sa(CLIENT4, 40_052), Some(5)),
+        None,
+        "60 s, not 1 s"
+    );
+}

@@ -96,6 +96,7 @@ pub(super) struct RawVip {
     pub proxy_protocol_max_len: Option<S<u32>>,
     pub maglev_table_size: Option<S<u64>>,
     pub zone_affinity: Option<S<bool>>,
+    pub translate_timestamps: Option<S<bool>>,
     pub health: Option<S<RawHealth>>,
     pub backend: Option<List<RawBackend>>,
 }

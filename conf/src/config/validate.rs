@@ -1336,6 +1336,7 @@ impl V {
             proxy_protocol_max_len,
             maglev_table_size,
             zone_affinity,
+            translate_timestamps: or(&v.translate_timestamps, true),
             health,
             backends,
         }
