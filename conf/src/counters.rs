@@ -73,6 +73,7 @@ counters! {
     TablesAdopted => "tables_adopted", "table generations validated and adopted";
     TablesRefused => "tables_refused", "published table generations refused by validation (old tables kept)";
     NeighborRequests => "neighbor_requests", "ARP requests and neighbor solicitations sent";
+    NeighborQueued => "neighbor_queued", "frames held until their next hop's MAC was known (sent when the answer arrives)";
     PpHeadersInserted => "pp_headers_inserted", "PROXY v2 headers sent to a backend for the first time (in a client segment or on their own)";
     PpHeadersRetransmitted => "pp_headers_retransmitted", "PROXY v2 headers sent again: in a retransmitted first segment, or by the header retransmission timer";
     PpHeadersStandalone => "pp_headers_standalone", "PROXY v2 headers sent without client data (proxy_protocol_send_on_connect)";
@@ -140,7 +141,9 @@ counters! {
     DropConntrackFull => "drop_conntrack_full", "new full-NAT flow while the connection table is full";
     DropNoLocalPort => "drop_no_local_port", "no full-NAT local tuple free for the backend: all taken or resting after their last connection (see local_tuples_*)";
     DropReplyKeyInUse => "drop_reply_key_in_use", "DNAT flow whose reply tuple another entry holds";
-    DropNeighborUnresolved => "drop_neighbor_unresolved", "next hop MAC unknown yet (a request was sent)";
+    DropNeighborUnresolved => "drop_neighbor_unresolved", "next hop MAC unknown and the frame could not wait for it (neighbour table full, or a PROXY flow's segment)";
+    DropNeighborQueueFull => "drop_neighbor_queue_full", "next hop MAC unknown and its wait queue full (3 frames per next hop, 256 per worker)";
+    DropNeighborQueueTimeout => "drop_neighbor_queue_timeout", "frames that waited 3 s for their next hop's MAC in vain";
     DropHandoffFull => "drop_handoff_full", "the owning worker's handoff queue was full";
     DropNoAllocation => "drop_no_allocation", "no mbuf for a generated frame";
     DropMultiSegment => "drop_multi_segment", "chained mbuf (jumbo frames are not supported)";

@@ -23,6 +23,7 @@ use crate::counters::Counters;
 use crate::local_ports::{self, LocalPorts, SetId};
 use crate::nat;
 use crate::neigh::{Binding, NeighborSync, Neighbors, Resolution, Slot};
+use crate::neigh_queue;
 use crate::pipeline::{PortInfo, Verdict};
 use crate::ppv2::{self, PpConfig, PpFlow, PpWorker};
 use crate::tstamp;
@@ -1391,6 +1392,9 @@ impl Lb {
         let segment = |frame: &[u8]| ppv2::seg::locate_at(frame, !at.v4, at.l3, at.l4);
         if dir == Dir::Original {
             let v = self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters);
+            if rec.pp_on() && matches!(v, Verdict::Park { .. }) {
+                return Some(drop(counters, Counter::DropNeighborUnresolved));
+            }
             if rec.pp_on() && matches!(v, Verdict::Send { .. }) {
                 let Some(s) = segment(frame) else {
                     return Some(drop(counters, Counter::DropPpBadSegment));
@@ -1643,6 +1647,11 @@ impl Lb {
         match (v, id) {
             (Verdict::Send { port, len }, Some(id)) if rec.pp_on() => {
                 self.pp_client(id, buf, len, p, port, counters)
+            }
+            // A PROXY flow's segment cannot wait: its header and sequence
+            // shift are decided as it leaves.
+            (Verdict::Park { .. }, _) if rec.pp_on() => {
+                drop(counters, Counter::DropNeighborUnresolved)
             }
             _ => v,
         }
@@ -2163,11 +2172,18 @@ impl Lb {
                 self.request(out, hop);
                 m
             }
-            Resolution::Request => {
-                self.request(out, hop);
-                return drop(counters, Counter::DropNeighborUnresolved);
+            r @ (Resolution::Request | Resolution::Pending) => {
+                if r == Resolution::Request {
+                    self.request(out, hop);
+                }
+                nat::set_macs(frame, port.mac, [0; 6]);
+                return Verdict::Park {
+                    port: out,
+                    len: frame.len(),
+                    hop,
+                };
             }
-            Resolution::Pending | Resolution::Full => {
+            Resolution::Full => {
                 return drop(counters, Counter::DropNeighborUnresolved);
             }
         };
@@ -2175,6 +2191,23 @@ impl Lb {
         Verdict::Send {
             port: out,
             len: frame.len(),
+        }
+    }
+
+    /// What becomes of a frame that has waited `waited_ms` for next hop
+    /// `hop` on `port` ([`Verdict::Park`]): sent once the hop is known,
+    /// asked for again while it is not, dropped after
+    /// [`neigh_queue::WAIT_MS`].
+    pub fn parked_fate(&mut self, port: usize, hop: Slot, waited_ms: u64) -> neigh_queue::Fate {
+        match self.neighbors.resolve_at(hop, self.now_ms) {
+            Resolution::Known(m) | Resolution::KnownRefresh(m) => neigh_queue::Fate::Send(m),
+            Resolution::Full => neigh_queue::Fate::Expire,
+            _ if waited_ms >= neigh_queue::WAIT_MS => neigh_queue::Fate::Expire,
+            Resolution::Request => {
+                self.request(port, hop);
+                neigh_queue::Fate::Wait
+            }
+            Resolution::Pending => neigh_queue::Fate::Wait,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod lb;
 pub mod local_ports;
 pub mod nat;
 pub mod neigh;
+pub mod neigh_queue;
 pub mod pipeline;
 pub mod plan;
 pub mod ppv2;

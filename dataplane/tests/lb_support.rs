@@ -959,7 +959,7 @@ pub fn check_verdict(p: &mut Pipeline, port: usize, mut frame: Vec<u8>) {
     let len_in = frame.len();
     let ports = p.ports().len();
     match p.process(port, &mut frame) {
-        Verdict::Send { port: out, len } => {
+        Verdict::Send { port: out, len } | Verdict::Park { port: out, len, .. } => {
             assert!(len <= len_in, "sent {len} of {len_in} bytes");
             assert!(out < ports, "sent on port {out} of {ports}");
             if let Err(m) = parse_frame(&frame[..len]) {
