@@ -763,6 +763,7 @@ impl Manager {
                     name: c.name().to_string(),
                     help: c.help().to_string(),
                     drop: c.is_drop(),
+                    gauge: c.is_gauge(),
                 })
                 .collect(),
             workers: s
