@@ -518,8 +518,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             None
         }
     };
-    let sync = NeighborSync::new(lcores.len());
     let handoff = Handoff::new(lcores.len());
+    let sync = NeighborSync::new(lcores.len()).with_doorbells(handoff.doorbells());
     let per_ms = (dpdk_ffi::tsc_hz() / 1000).max(1);
     let mut launched = Vec::new();
     let mut launch_error = None;

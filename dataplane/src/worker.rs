@@ -151,6 +151,11 @@ impl<F> Handoff<F> {
         }
     }
 
+    /// Every worker's doorbell, by worker index (for others that wake them).
+    pub fn doorbells(&self) -> Arc<Vec<Doorbell>> {
+        self.doorbells.clone()
+    }
+
     /// Worker `worker`'s doorbell (its I/O watches the descriptor).
     pub fn doorbell(&self, worker: usize) -> Option<&Doorbell> {
         self.doorbells.get(worker)
