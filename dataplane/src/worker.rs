@@ -61,12 +61,11 @@ pub enum Poll {
 /// Empty iterations before an adaptive worker starts sleeping.
 const SPIN_BEFORE_SLEEP: u32 = 512;
 /// The longest an adaptive worker sleeps on its Rx interrupts. Nothing
-/// that needs it sooner comes without waking it (frames, handed-over
-/// replies, stop), so this bounds only what runs on the worker's clock:
-/// PROXY header retransmissions (first after 200 ms) fire at most this
-/// late, the connection table keeps expiring, and a table generation
-/// published while the worker sleeps is adopted within this (a frame that
-/// wakes the worker sees the new generation first, as on a busy worker).
+/// that needs it sooner comes without waking it (frames; handed-over
+/// replies, neighbour bindings, new table generations and stop ring its
+/// doorbell), so this bounds only what runs on the worker's clock: PROXY
+/// header retransmissions (first after 200 ms) and parked frames' timeouts
+/// fire at most this late, and the connection table keeps expiring.
 /// 100 wake-ups a second cost ~0.25-0.4% of a core (release build, four
 /// TAP queues; `border-perf wake`, `tests/e2e_idle.rs`).
 pub const IDLE_WAIT: Duration = Duration::from_millis(10);
