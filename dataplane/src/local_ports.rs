@@ -119,6 +119,9 @@ pub struct Totals {
     pub resting: u64,
 }
 
+/// How often the pool gauges are counted afresh.
+pub const SCAN_EVERY_MS: u64 = 1_000;
+
 /// What [`LocalPorts::usage`] reports for one local address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Usage {
@@ -134,8 +137,10 @@ pub struct Usage {
 /// The worker's tuples, built from the routes' pools.
 #[derive(Default)]
 pub struct LocalPorts {
-    /// The usage scan: next address and port index, resting tuples so far.
+    /// The usage scan: next address and port index, resting tuples so
+    /// far, and when the next pass may start.
     scan_at: (usize, usize),
+    next_scan_ms: u64,
     scan_resting: u64,
     built_from: Vec<LocalPool>,
     ports: usize,
@@ -190,6 +195,7 @@ impl LocalPorts {
             .collect();
         LocalPorts {
             scan_at: (0, 0),
+            next_scan_ms: 0,
             scan_resting: 0,
             built_from: routes.pools.clone(),
             ports: routes.ports.len(),
@@ -273,8 +279,15 @@ impl LocalPorts {
 
     /// Looks at up to `budget` more tuples for [`Totals`]; returns them
     /// when a pass over every tuple ends (for the worker's gauges, a
-    /// little at a time so no poll iteration stalls).
+    /// little at a time so no poll iteration stalls). A pass starts at
+    /// most every [`SCAN_EVERY_MS`].
     pub fn scan(&mut self, now: u64, budget: usize) -> Option<Totals> {
+        if self.scan_at == (0, 0) && now < self.next_scan_ms {
+            return None;
+        }
+        if self.scan_at == (0, 0) {
+            self.next_scan_ms = now.saturating_add(SCAN_EVERY_MS);
+        }
         let mut left = budget;
         while left > 0 {
             let (ai, k) = self.scan_at;

@@ -148,6 +148,20 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         );
     }
 
+    o.family(
+        "border_findings",
+        "gauge",
+        "problems borderctl status names, by kind and worker (1 while present)",
+    );
+    for f in &dp.findings {
+        let w = f.worker.to_string();
+        o.sample(
+            "border_findings",
+            &[("kind", f.kind.as_str()), ("worker", &w)],
+            1,
+        );
+    }
+
     // Counters, per worker.
     let sl: Vec<(String, String)> = stats
         .workers
