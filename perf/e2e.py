@@ -58,7 +58,13 @@ PEERS = {
     "border-dnat-xdp": ("xdp", "border-dp DNAT, net_af_xdp on veth"),
     "testpmd-xdp": ("xdp", "dpdk-testpmd io over the same af_xdp ports (bare forwarder)"),
 }
-TOOLS = ["ip", "wrk", "iperf3", "nginx", "haproxy", "nft", "dpdk-testpmd", "ethtool", "curl", "gnuplot"]
+# CPU placement (--pin): the client's and backend's programs on CPU 0, the
+# middle's user-space work (the DPDK worker lcore, HAProxy) on CPU 1. Left to
+# the scheduler, a busy-polling forwarder and nginx or wrk can land on one
+# CPU and the rate drops to a fraction for the rest of the run.
+PIN = {"endpoints": [], "middle": []}
+TOOLS = ["ip", "wrk", "iperf3", "nginx", "haproxy", "nft", "dpdk-testpmd", "ethtool", "curl", "gnuplot",
+         "taskset", "stdbuf"]
 
 
 class HarnessError(Exception):
@@ -84,8 +90,9 @@ class Harness:
             raise HarnessError(f"`{' '.join(args)}`{' in ' + ns if ns else ''} failed: {last}")
         return out.stdout
 
-    def spawn(self, name, args, ns=None, env=None, stdin=subprocess.DEVNULL):
-        full = (["ip", "netns", "exec", ns] if ns else []) + list(args)
+    def spawn(self, name, args, ns=None, env=None, stdin=subprocess.DEVNULL, pin=None):
+        pin = pin if pin is not None else PIN["endpoints"] if ns in (CLI, BK) else []
+        full = (["ip", "netns", "exec", ns] if ns else []) + pin + list(args)
         log = open(os.path.join(self.workdir, f"{name}.log"), "w")
         # `ip netns exec` execs the program: the pid is the program's.
         p = subprocess.Popen(full, stdin=stdin, stdout=log, stderr=subprocess.STDOUT,
@@ -337,7 +344,7 @@ backend iperf
     server b {BACKEND}:5201
 """)
         self.sh(["haproxy", "-c", "-q", "-f", cfg])
-        self.spawn("haproxy", ["haproxy", "-db", "-f", cfg], ns=LB)
+        self.spawn("haproxy", ["haproxy", "-db", "-f", cfg], ns=LB, pin=PIN["middle"])
         self.wait("HAProxy listening", lambda: f"{VIP}:80 " in self.sh(["ss", "-Htln"], ns=LB),
                   proc="haproxy")
         self.backends(False)
@@ -471,7 +478,8 @@ def parse_wrk(text, peer):
 def load(h, opts, peer, target):
     """wrk for opts.duration s; samples the client's opens each second."""
     tcp0, cpu0 = tcp_counters(h), cpu_busy_seconds()
-    wrk = subprocess.Popen(["ip", "netns", "exec", CLI, "wrk", "-t1", f"-c{opts.connections}",
+    wrk = subprocess.Popen(["ip", "netns", "exec", CLI] + PIN["endpoints"] + [
+                            "wrk", "-t1", f"-c{opts.connections}",
                             f"-d{opts.duration}s", "--latency", "-H", "Connection: close",
                             f"http://{target}/"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -490,6 +498,7 @@ def load(h, opts, peer, target):
         last, last_t = now_c, now_t
     out = wrk.communicate()[0]
     elapsed = time.monotonic() - start
+    load_after = [float(x) for x in open("/proc/loadavg").read().split()[:3]]
     cpu = cpu_busy_seconds() - cpu0
     tcp1 = tcp_counters(h)
     if wrk.returncode != 0:
@@ -504,6 +513,7 @@ def load(h, opts, peer, target):
     }
     r["cpu_seconds"] = round(cpu, 2)
     r["wall_seconds"] = round(elapsed, 2)
+    r["load_average_after"] = load_after
     r["cpu_s_per_10k_conns"] = round(cpu / r["requests"] * 1e4, 3) if r["requests"] else None
     return r
 
@@ -512,7 +522,7 @@ def iperf(h, opts, peer, target, streams):
     """iperf3 through the peer. A connection the peer does not carry (say, a
     full-NAT port pool full of TIME_WAIT tuples) is a result, not a harness
     failure: it is reported as 0 Gb/s with the error."""
-    out = h.sh(["iperf3", "-c", target, "-p", "5201", "-J", "-t", str(opts.iperf_duration),
+    out = h.sh(PIN["endpoints"] + ["iperf3", "-c", target, "-p", "5201", "-J", "-t", str(opts.iperf_duration),
                 "-P", str(streams), "--connect-timeout", "5000"],
                ns=CLI, check=False, timeout=opts.iperf_duration + 60)
     try:
@@ -600,6 +610,13 @@ def table(results):
                      + [line(row) for row in rows])
 
 
+# One colour per peer (gnuplot's default cycle repeats after eight); the
+# dash type tells the port kind: solid TAP, dashed af_xdp, dotted kernel.
+COLOURS = ["#9400d3", "#009e73", "#56b4e9", "#e69f00", "#f0e442", "#0072b2", "#e51e10",
+           "#000000", "#cc79a7", "#8b4513"]
+DASH = {"tap": 1, "xdp": 2, "kernel": 3}
+
+
 def plot(results, png, workdir):
     data = os.path.join(workdir, "cps.dat")
     with open(data, "w") as f:
@@ -609,14 +626,14 @@ def plot(results, png, workdir):
                 f.write(f"{t} {v}\n")
             f.write("\n\n")
     script = os.path.join(workdir, "cps.gp")
-    write(script, f"""set terminal pngcairo size 1100,600 font ",10"
+    write(script, f"""set terminal pngcairo size 1100,600 font ",10" noenhanced
 set output "{png}"
-set title "New connections per second, wrk -c32 Connection: close (client's completed active opens each second)"
+set title "New connections per second (client's completed active opens; wrk -c32, Connection: close)\\nsolid: TAP ports, dashed: af_xdp on veth, dotted: kernel on veth"
 set xlabel "seconds since the load started"
 set ylabel "connections / s"
 set key outside right top
 set grid
-plot for [i=0:{len(results) - 1}] "{data}" index i using 1:2 with lines lw 2 title columnheader(1)
+plot {", ".join(f'"{data}" index {i} using 1:2 with lines lw 2 lc rgb "{COLOURS[i % len(COLOURS)]}" dt {DASH[r["kind"]]} title columnheader(1)' for i, r in enumerate(results))}
 """)
     out = subprocess.run(["gnuplot", script], capture_output=True, text=True)
     if out.returncode != 0:
@@ -644,6 +661,9 @@ def main():
                     help=f"comma-separated subset of: {', '.join(PEERS)}")
     ap.add_argument("--border-dp", default="target/release/border-dp", help="border-dp binary")
     ap.add_argument("--border-poll", default="adaptive", choices=["adaptive", "busy"])
+    ap.add_argument("--no-pin", action="store_true",
+                    help="leave CPU placement to the scheduler (default: client and backend "
+                         "programs on CPU 0, the middle's on CPU 1)")
     ap.add_argument("--json", default="e2e.json", help="where to write the results")
     ap.add_argument("--plot", default="", help="PNG of connections per second over time")
     opts = ap.parse_args()
@@ -660,6 +680,10 @@ def main():
         raise HarnessError(f"border-dp binary {opts.border_dp} not found "
                            "(cargo build --release --bin border-dp, or --border-dp PATH)")
     opts.border_dp = os.path.abspath(opts.border_dp)
+    if not opts.no_pin:
+        if (os.cpu_count() or 1) < 2:
+            raise HarnessError("pinning needs two CPUs (or --no-pin)")
+        PIN["endpoints"], PIN["middle"] = ["taskset", "-c", "0"], ["taskset", "-c", "1"]
     workdir = tempfile.mkdtemp(prefix="border-e2e-perf-")
     results = []
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -671,7 +695,8 @@ def main():
     ratios(results)
     report = {"started": started, "machine": machine(),
               "load": {"wrk": f"-t1 -c{opts.connections} -d{opts.duration}s Connection: close",
-                       "iperf3_seconds": opts.iperf_duration, "border_poll": opts.border_poll},
+                       "iperf3_seconds": opts.iperf_duration, "border_poll": opts.border_poll,
+                       "pinned": not opts.no_pin},
               "peers": results}
     write(opts.json, json.dumps(report, indent=1) + "\n")
     if opts.plot:
