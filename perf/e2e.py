@@ -67,6 +67,9 @@ TOOLS = ["ip", "wrk", "iperf3", "nginx", "haproxy", "nft", "dpdk-testpmd", "etht
          "taskset", "stdbuf"]
 
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 class HarnessError(Exception):
     """One line naming what failed."""
 
@@ -124,6 +127,15 @@ class Harness:
         raise HarnessError(f"timed out after {timeout} s waiting for {what}")
 
     def teardown(self):
+        # A second SIGINT/SIGTERM must not cut the clean-up short.
+        held = {sig: signal.signal(sig, signal.SIG_IGN) for sig in SIGNALS}
+        try:
+            self.stop_all()
+        finally:
+            for sig, handler in held.items():
+                signal.signal(sig, handler)
+
+    def stop_all(self):
         for _, p in reversed(self.procs):
             if p.poll() is None:
                 try:
@@ -710,9 +722,8 @@ def on_signal(signum, _frame):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    for sig in SIGNALS:
+        signal.signal(sig, on_signal)
     try:
         main()
     except HarnessError as e:
