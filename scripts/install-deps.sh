@@ -14,6 +14,9 @@ packages=(
   wrk iperf3 gnuplot-nox
   # real PROXY protocol v2 receivers (e2e_ppv2) and a TLS client/cert tool
   haproxy nginx-light openssl
+  # syntax checks of the traffic profiles (perf/tests/profiles_syntax.rs):
+  # luac5.4 -p for pktgen's Lua, python3 and pyflakes3 for TRex's Python
+  lua5.4 python3 pyflakes3
 )
 
 missing=()

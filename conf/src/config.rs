@@ -43,6 +43,9 @@ pub const DEFAULT_PROXY_PROTOCOL_MAX_LEN: u16 = 107;
 pub const PPV2_FIXED_LEN: u16 = 16;
 /// Upper bound of `vip.proxy_protocol_max_len` (the length field is 16 bits).
 pub const MAX_PROXY_PROTOCOL_MAX_LEN: u16 = u16::MAX - PPV2_FIXED_LEN;
+/// Most `[[port]]` entries: RTE_MAX_ETHPORTS of Debian's DPDK 22.11 build
+/// is 32, and each port's kernel twin is a device too.
+pub const MAX_PORTS: usize = 16;
 /// Largest backend weight.
 pub const MAX_WEIGHT: u32 = 65535;
 /// Largest Linux interface name, in bytes (IFNAMSIZ - 1).
@@ -108,7 +111,18 @@ pub struct Timeouts {
     pub tcp_closing: u32,
     /// UDP flows (default 300).
     pub udp: u32,
+    /// How long a full-NAT local tuple (local address, port, backend) rests
+    /// after its TCP connection ended without timestamps before it is
+    /// handed out again (default 60, Linux's TIME_WAIT). Connections with
+    /// timestamps rest [`LOCAL_PORT_COOLDOWN_TS_MS`] instead: full-NAT
+    /// moves their timestamps onto its own clock, so the backend accepts
+    /// the reuse (RFC 6191).
+    pub local_port_cooldown: u32,
 }
+
+/// How long a full-NAT local tuple rests after a connection that used TCP
+/// timestamps (or a UDP flow) ended, in milliseconds.
+pub const LOCAL_PORT_COOLDOWN_TS_MS: u64 = 1_000;
 
 impl Default for Timeouts {
     fn default() -> Timeouts {
@@ -117,6 +131,7 @@ impl Default for Timeouts {
             tcp_established: 900,
             tcp_closing: 10,
             udp: 300,
+            local_port_cooldown: 60,
         }
     }
 }
@@ -261,6 +276,9 @@ pub struct Vip {
     pub maglev_table_size: u32,
     /// Prefer backends of this appliance's zone while any is healthy.
     pub zone_affinity: bool,
+    /// Full-NAT TCP: move the client's timestamps onto the appliance's
+    /// clock so a backend accepts a reused local tuple (default true).
+    pub translate_timestamps: bool,
     /// `[vip.health]`; `None` means backends are never probed.
     pub health: Option<Health>,
     /// `[[vip.backend]]`, in file order; same address family as `address`.

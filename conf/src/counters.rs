@@ -39,6 +39,11 @@ macro_rules! counters {
                 Self::ALL.iter().copied().find(|c| c.name() == name)
             }
 
+            /// True for the values that are levels, not running totals.
+            pub fn is_gauge(self) -> bool {
+                self.help().starts_with("gauge: ")
+            }
+
             /// True for the counters that count dropped packets.
             pub fn is_drop(self) -> bool {
                 self.name().starts_with("drop_")
@@ -68,6 +73,7 @@ counters! {
     TablesAdopted => "tables_adopted", "table generations validated and adopted";
     TablesRefused => "tables_refused", "published table generations refused by validation (old tables kept)";
     NeighborRequests => "neighbor_requests", "ARP requests and neighbor solicitations sent";
+    NeighborQueued => "neighbor_queued", "frames held until their next hop's MAC was known (sent when the answer arrives)";
     PpHeadersInserted => "pp_headers_inserted", "PROXY v2 headers sent to a backend for the first time (in a client segment or on their own)";
     PpHeadersRetransmitted => "pp_headers_retransmitted", "PROXY v2 headers sent again: in a retransmitted first segment, or by the header retransmission timer";
     PpHeadersStandalone => "pp_headers_standalone", "PROXY v2 headers sent without client data (proxy_protocol_send_on_connect)";
@@ -78,6 +84,10 @@ counters! {
     PpMssClamped => "pp_mss_clamped", "backend SYN-ACK MSS options lowered by the PROXY header length";
     PpRetransmitTimerFull => "pp_retransmit_timer_full", "standalone PROXY headers sent without a retransmission timer (timer list full)";
     PpRetransmitGaveUp => "pp_retransmit_gave_up", "standalone PROXY headers still unacknowledged after every retransmission";
+    LocalTuplesTakenOver => "local_tuples_taken_over", "full-NAT local tuples handed to a new connection while the ended connection's entry still lingered (rested first)";
+    LocalTuples => "local_tuples", "gauge: full-NAT local tuples (local address, port) this worker owns";
+    LocalTuplesInUse => "local_tuples_in_use", "gauge: full-NAT local tuples held by a connection-table entry";
+    LocalTuplesResting => "local_tuples_resting", "gauge: full-NAT local tuples free but resting after their last connection (TIME_WAIT on the backend)";
     ResetBackendDown => "reset_backend_down", "TCP packets of a connection to a backend health took down answered with a RST and the connection forgotten (on_down = \"reset\")";
     ForgotBackendDown => "forgot_backend_down", "UDP flows to a backend health took down forgotten so their next datagram picks again (on_down = \"reset\")";
     DropTxFull => "drop_tx_full", "frames a port's TX queue did not accept";
@@ -129,9 +139,11 @@ counters! {
     DropNoRoute => "drop_no_route", "no port reaches the destination or next hop";
     DropNoConntrack => "drop_no_conntrack", "mid-stream or reply packet of a connection not in the table";
     DropConntrackFull => "drop_conntrack_full", "new full-NAT flow while the connection table is full";
-    DropNoLocalPort => "drop_no_local_port", "no free full-NAT source port for the backend";
+    DropNoLocalPort => "drop_no_local_port", "no full-NAT local tuple free for the backend: all taken or resting after their last connection (see local_tuples_*)";
     DropReplyKeyInUse => "drop_reply_key_in_use", "DNAT flow whose reply tuple another entry holds";
-    DropNeighborUnresolved => "drop_neighbor_unresolved", "next hop MAC unknown yet (a request was sent)";
+    DropNeighborUnresolved => "drop_neighbor_unresolved", "next hop MAC unknown and the frame could not wait for it (neighbour table full, or a PROXY flow's segment)";
+    DropNeighborQueueFull => "drop_neighbor_queue_full", "next hop MAC unknown and its wait queue full (3 frames per next hop, 256 per worker)";
+    DropNeighborQueueTimeout => "drop_neighbor_queue_timeout", "frames that waited 3 s for their next hop's MAC in vain";
     DropHandoffFull => "drop_handoff_full", "the owning worker's handoff queue was full";
     DropNoAllocation => "drop_no_allocation", "no mbuf for a generated frame";
     DropMultiSegment => "drop_multi_segment", "chained mbuf (jumbo frames are not supported)";

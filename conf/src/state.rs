@@ -38,7 +38,7 @@ use memmap2::{Mmap, MmapMut};
 use crate::counters::Counter;
 
 /// Bumped whenever the byte layout or the counter list changes.
-pub const STATE_LAYOUT_VERSION: u32 = 4;
+pub const STATE_LAYOUT_VERSION: u32 = 5;
 /// Statistics slots for VIPs, per worker.
 pub const MAX_VIPS: usize = 4096;
 /// Statistics slots for backends, per worker.

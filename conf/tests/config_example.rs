@@ -53,7 +53,8 @@ fn example_parses_as_written() {
             tcp_syn: 30,
             tcp_established: 900,
             tcp_closing: 10,
-            udp: 300
+            udp: 300,
+            local_port_cooldown: 60,
         }
     );
 

@@ -366,6 +366,13 @@ impl<V> Entry<V> {
         self.expires_at
     }
 
+    /// When the entry's deadline was last refreshed (its last segment,
+    /// or for `Closed` the RST), given the table of [`timeout_table`].
+    pub fn last_seen(&self, timeouts_ms: &[u64; 7]) -> u64 {
+        self.expires_at
+            .saturating_sub(timeouts_ms[self.state as usize])
+    }
+
     pub fn is_expired(&self, now: u64) -> bool {
         now >= self.expires_at
     }
@@ -440,7 +447,8 @@ impl<V> fmt::Debug for Conntrack<V> {
     }
 }
 
-fn timeout_table(t: &Timeouts) -> [u64; 7] {
+/// The idle timeout of each [`State`] (indexed by `state as usize`), in ms.
+pub fn timeout_table(t: &Timeouts) -> [u64; 7] {
     let ms = |s: u32| u64::from(s) * 1000;
     [
         ms(t.tcp_syn),
@@ -788,6 +796,13 @@ impl<V: Copy> Conntrack<V> {
         self.free = slot as u32;
         self.len -= 1;
         self.hints[slot] = FREE;
+    }
+
+    /// The entry holding `key`, expired or not: an expired entry stays
+    /// until [`Conntrack::expire`] or [`Conntrack::insert`] reclaims it.
+    pub fn holder(&self, key: &FlowKey) -> Option<EntryId> {
+        self.find(self.hash(key), key)
+            .map(|r| EntryId(slot_of(r) as u32))
     }
 
     /// Removes an entry (expired or not) and returns it so the caller can

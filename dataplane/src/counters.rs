@@ -28,6 +28,12 @@ impl Counters {
         *v = v.wrapping_add(n);
     }
 
+    /// Sets a gauge ([`Counter::is_gauge`]).
+    #[inline]
+    pub fn set(&mut self, c: Counter, v: u64) {
+        self.0[c.index()] = v;
+    }
+
     #[inline]
     pub fn get(&self, c: Counter) -> u64 {
         self.0[c.index()]

@@ -20,14 +20,19 @@ use crate::conntrack::{
     Conntrack, Dir, EntryId, FlowKey, Hint, InsertError, KeyHash, State, Timeouts,
 };
 use crate::counters::Counters;
+use crate::local_ports::{self, LocalPorts, SetId};
 use crate::nat;
 use crate::neigh::{Binding, NeighborSync, Neighbors, Resolution, Slot};
+use crate::neigh_queue;
 use crate::pipeline::{PortInfo, Verdict};
 use crate::ppv2::{self, PpConfig, PpFlow, PpWorker};
+use crate::tstamp;
 use crate::wire::{ip_proto, Fragment, L3Kind, Parsed};
 
 /// Local ports tried for one new full-NAT flow before giving up.
 const LOCAL_PORT_TRIES: u32 = 64;
+/// Full-NAT local tuples counted for the pool gauges per poll iteration.
+const LOCAL_TUPLE_SCAN_BUDGET: usize = 512;
 /// Connection-table entries examined for expiry per poll iteration.
 pub const EXPIRE_BUDGET: usize = 64;
 
@@ -47,8 +52,8 @@ pub struct BackendRt {
     pub local: Option<IpAddr>,
     /// `addr` as a [`FlowKey`] holds it (IPv4-mapped for IPv4).
     pub addr16: [u8; 16],
-    /// `local` as a [`FlowKey`] holds it, and the local port range of its pool.
-    pub local16: Option<([u8; 16], (u16, u16))>,
+    /// The local addresses full-NAT connections to it take tuples from.
+    pub local_set: Option<SetId>,
     /// The next hop's slot in this worker's neighbour table (set on adoption).
     pub hop: Slot,
 }
@@ -70,6 +75,8 @@ pub struct VipRt<'t> {
     pub backends: Vec<BackendRt>,
     /// PROXY protocol v2 settings (off by default).
     pub pp: PpConfig,
+    /// Full-NAT TCP flows get their timestamps translated ([`tstamp`]).
+    pub translate_timestamps: bool,
     /// The tables-region block the VIP was read from (`None`: built in
     /// process). [`Lb::adopt`] keeps the runtime of a VIP whose block the
     /// previous generation had too, instead of deriving it again.
@@ -148,10 +155,6 @@ impl Routes {
             .find(|l| l.port == port && l.addr.is_ipv4() == v4)
             .or_else(|| self.pools.iter().find(|l| l.addr.is_ipv4() == v4))
     }
-
-    fn pool_of(&self, addr: IpAddr) -> Option<&LocalPool> {
-        self.pools.iter().find(|l| l.addr == addr)
-    }
 }
 
 /// One VIP and its backends as handed to [`Adopted::new`].
@@ -169,6 +172,7 @@ pub struct VipInput<'t> {
     pub backends: Vec<(u32, IpAddr, u16)>,
     /// PROXY protocol v2 settings; `PpConfig::default()` is off.
     pub pp: PpConfig,
+    pub translate_timestamps: bool,
     /// A VIP read in place from a validated tables-region block: its source
     /// and its backend records. Its backends are built (or carried over from
     /// the previous generation) by [`Lb::adopt`], not by [`Adopted::new`].
@@ -183,9 +187,7 @@ fn backend_rt(routes: &Routes, mode: Mode, id: u32, addr: IpAddr, port: u16) -> 
         Mode::FullNat => routes.pool_for(out_port, addr.is_ipv4()).map(|l| l.addr),
         Mode::Dnat => None,
     };
-    let local16 = local
-        .and_then(|l| routes.pool_of(l))
-        .map(|pool| (to16(pool.addr), pool.range));
+    let local_set = local.and_then(|_| local_ports::set_for(routes, out_port, addr.is_ipv4()));
     BackendRt {
         id,
         stat_slot: u32::MAX,
@@ -195,7 +197,7 @@ fn backend_rt(routes: &Routes, mode: Mode, id: u32, addr: IpAddr, port: u16) -> 
         next_hop,
         local,
         addr16: to16(addr),
-        local16,
+        local_set,
         hop: Slot::NONE,
     }
 }
@@ -433,6 +435,7 @@ impl<'t> Adopted<'t> {
                 ring,
                 backends,
                 pp: v.pp,
+                translate_timestamps: v.translate_timestamps,
                 src: v.block.map(|(src, _)| src),
                 records,
             });
@@ -712,21 +715,25 @@ pub struct FlowRec {
     /// Statistics slots of the VIP and the backend (see `FlowStats`).
     pub vip_slot: u32,
     pub backend_slot: u32,
+    /// What full-NAT adds to the client's TCP timestamps (TSval) on the
+    /// way to the backend, and takes off the backend's echoes (TSecr), when
+    /// [`FLOW_TS`] is set: see [`crate::local_ports`].
+    pub ts_delta: u32,
     /// The backend's next hop in the worker's neighbour table.
     pub hop: Slot,
-    /// Where the client's packets came from: reply out of this port to this MAC.
-    pub client_port: u16,
-    /// The data port the backend is reached through.
-    pub backend_port: u16,
-    pub client_mac: [u8; 6],
-    pub mode: Mode,
-    /// `pp.is_on()`, fixed when the connection starts.
-    pub pp_on: bool,
     /// Checksum changes of the client's packets' rewrite (to the reply key
     /// reversed) and of the backend's (to the original key reversed, for
     /// full-NAT), fixed with the keys.
     pub fwd: nat::Deltas,
     pub rev: nat::Deltas,
+    pub client_mac: [u8; 6],
+    /// Where the client's packets came from: reply out of this port to this MAC.
+    pub client_port: u8,
+    /// The data port the backend is reached through.
+    pub backend_port: u8,
+    pub mode: Mode,
+    /// [`FLOW_PP`], [`FLOW_TS`], [`FLOW_TS_ECHOED`].
+    pub bits: u8,
     /// This connection's id: worker number in the top 16 bits, the
     /// worker's connection counter below (the PPv2 `UNIQUE_ID`).
     pub conn_id: u64,
@@ -734,19 +741,89 @@ pub struct FlowRec {
     pub pp: PpFlow,
 }
 
+/// `FlowRec::bits`: `pp.is_on()`, fixed when the connection starts.
+pub const FLOW_PP: u8 = 1;
+/// The client's SYN carried timestamps and `ts_delta` translates them.
+pub const FLOW_TS: u8 = 2;
+/// The backend's SYN-ACK carried timestamps too: the connection uses them,
+/// so its local tuple may be reused soon after it closes (RFC 6191).
+pub const FLOW_TS_ECHOED: u8 = 4;
+
+impl FlowRec {
+    #[inline(always)]
+    pub fn pp_on(&self) -> bool {
+        self.bits & FLOW_PP != 0
+    }
+
+    #[inline(always)]
+    pub fn ts_on(&self) -> bool {
+        self.bits & FLOW_TS != 0
+    }
+
+    /// Whether the local tuple of this connection (its `reply` key) may be
+    /// reused soon after it ends: it used timestamps both ways, or it is
+    /// UDP (no TIME_WAIT).
+    pub fn rests_briefly(&self, reply: &FlowKey) -> bool {
+        reply.proto != ip_proto::TCP
+            || self.bits & (FLOW_TS | FLOW_TS_ECHOED) == FLOW_TS | FLOW_TS_ECHOED
+    }
+}
+
+/// Gives back what a connection-table entry held when it goes: its
+/// active-connection counts and, for full-NAT, its local tuple, which
+/// rests from the entry's last packet on.
+struct Release<'a> {
+    vip_stats: FlowStats<'static>,
+    backend_stats: FlowStats<'static>,
+    local_ports: &'a mut LocalPorts,
+    state_timeouts_ms: &'a [u64; 7],
+}
+
+impl<'a> Release<'a> {
+    fn of(
+        vip_stats: FlowStats<'static>,
+        backend_stats: FlowStats<'static>,
+        local_ports: &'a mut LocalPorts,
+        state_timeouts_ms: &'a [u64; 7],
+    ) -> Self {
+        Release {
+            vip_stats,
+            backend_stats,
+            local_ports,
+            state_timeouts_ms,
+        }
+    }
+
+    fn entry(&mut self, e: &crate::conntrack::Entry<FlowRec>) {
+        let v = &e.value;
+        self.vip_stats
+            .sub(v.vip_slot, FlowStat::ActiveConnections, 1);
+        self.backend_stats
+            .sub(v.backend_slot, FlowStat::ActiveConnections, 1);
+        if v.mode == Mode::FullNat {
+            let r = e.reply();
+            let ready = self
+                .local_ports
+                .ready_at(e.last_seen(self.state_timeouts_ms), v.rests_briefly(r));
+            self.local_ports.released(&r.dst, r.dport, ready);
+        }
+    }
+}
+
 impl Default for FlowRec {
     fn default() -> Self {
         FlowRec {
             vip_slot: u32::MAX,
             backend_slot: u32::MAX,
+            ts_delta: 0,
             hop: Slot::NONE,
-            client_port: 0,
-            backend_port: 0,
-            client_mac: [0; 6],
-            mode: Mode::FullNat,
-            pp_on: false,
             fwd: nat::Deltas::default(),
             rev: nat::Deltas::default(),
+            client_mac: [0; 6],
+            client_port: 0,
+            backend_port: 0,
+            mode: Mode::FullNat,
+            bits: 0,
             conn_id: 0,
             pp: PpFlow::default(),
         }
@@ -771,7 +848,11 @@ pub struct Lb {
     sync: NeighborSync,
     vip_stats: FlowStats<'static>,
     backend_stats: FlowStats<'static>,
-    port_cursor: u32,
+    /// Full-NAT local tuples (rebuilt when adopted routes change pools).
+    local_ports: LocalPorts,
+    local_port_cooldown: u32,
+    /// `conntrack::timeout_table` of the table's timeouts.
+    state_timeouts_ms: [u64; 7],
     pub requests: ArrayVec<NeighRequest, 32>,
     pub now_ms: u64,
     /// Connections created by this worker (the low bits of `FlowRec::conn_id`).
@@ -978,7 +1059,9 @@ impl Lb {
             sync,
             vip_stats,
             backend_stats,
-            port_cursor: worker as u32,
+            local_ports: LocalPorts::default(),
+            local_port_cooldown: timeouts.local_port_cooldown,
+            state_timeouts_ms: crate::conntrack::timeout_table(&timeouts),
             requests: ArrayVec::new(),
             now_ms: 0,
             conn_counter: 0,
@@ -1023,6 +1106,14 @@ impl Lb {
             }
         }
         t.finish_dnat(old.as_mut().filter(|_| in_place), &built);
+        if !self.local_ports.built_for(&t.routes) {
+            self.local_ports = LocalPorts::build(
+                &t.routes,
+                self.worker,
+                self.workers,
+                self.local_port_cooldown,
+            );
+        }
         self.tables = Some(t);
     }
 
@@ -1051,12 +1142,21 @@ impl Lb {
         self.now_ms = now_ms;
         self.sync
             .drain_into(self.worker, &mut self.neighbors, now_ms);
-        let (vs, bs) = (self.vip_stats, self.backend_stats);
-        let freed = self.conntrack.expire(now_ms, EXPIRE_BUDGET, |e| {
-            vs.sub(e.value.vip_slot, FlowStat::ActiveConnections, 1);
-            bs.sub(e.value.backend_slot, FlowStat::ActiveConnections, 1);
-        });
+        let mut release = Release::of(
+            self.vip_stats,
+            self.backend_stats,
+            &mut self.local_ports,
+            &self.state_timeouts_ms,
+        );
+        let freed = self
+            .conntrack
+            .expire(now_ms, EXPIRE_BUDGET, |e| release.entry(e));
         counters.add(Counter::ConntrackExpired, freed as u64);
+        if let Some(t) = self.local_ports.scan(now_ms, LOCAL_TUPLE_SCAN_BUDGET) {
+            counters.set(Counter::LocalTuples, t.tuples);
+            counters.set(Counter::LocalTuplesInUse, t.in_use);
+            counters.set(Counter::LocalTuplesResting, t.resting);
+        }
         let (ct, pp) = (&self.conntrack, &mut self.pp);
         pp.timers.tick(
             now_ms,
@@ -1226,7 +1326,7 @@ impl Lb {
         // PROXY protocol flows once past their header: only sequence or
         // acknowledgement numbers move (no SYN: the SYN-ACK's MSS is clamped
         // on the general path; replies need the ACK they translate).
-        if e.value.pp_on
+        if e.value.pp_on()
             && !(e.value.pp.steady()
                 && !at.udp
                 && flags & TCP_SYN == 0
@@ -1272,6 +1372,13 @@ impl Lb {
         if let Err(err) = nat::forward_with(frame, at, src, dst, deltas) {
             return Some(drop(counters, forward_drop(err)));
         }
+        if rec.ts_on() {
+            let seg = frame.get_mut(at.l4..)?;
+            match dir {
+                Dir::Original => tstamp::shift_tsval(seg, rec.ts_delta),
+                Dir::Reply => tstamp::unshift_tsecr(seg, rec.ts_delta),
+            }
+        }
         let rec = *rec;
         self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
         self.vip_stats
@@ -1285,7 +1392,10 @@ impl Lb {
         let segment = |frame: &[u8]| ppv2::seg::locate_at(frame, !at.v4, at.l3, at.l4);
         if dir == Dir::Original {
             let v = self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters);
-            if rec.pp_on && matches!(v, Verdict::Send { .. }) {
+            if rec.pp_on() && matches!(v, Verdict::Park { .. }) {
+                return Some(drop(counters, Counter::DropNeighborUnresolved));
+            }
+            if rec.pp_on() && matches!(v, Verdict::Send { .. }) {
                 let Some(s) = segment(frame) else {
                     return Some(drop(counters, Counter::DropPpBadSegment));
                 };
@@ -1293,7 +1403,7 @@ impl Lb {
             }
             return Some(v);
         }
-        if rec.pp_on {
+        if rec.pp_on() {
             let Some(s) = segment(frame) else {
                 return Some(drop(counters, Counter::DropPpBadSegment));
             };
@@ -1486,6 +1596,14 @@ impl Lb {
         // local address (full-NAT) or the client (DNAT) to the backend.
         let (rec, id) = match &picked {
             Picked::Tracked(id) => {
+                let translate = self
+                    .tables
+                    .as_ref()
+                    .and_then(|t| t.vips.get(vi as usize))
+                    .is_some_and(|v| v.translate_timestamps);
+                if translate {
+                    self.start_timestamps(*id, frame, p);
+                }
                 let e = self.conntrack.get(*id);
                 if let Err(c) = translate_client(frame, p, &e.value, e.orig(), e.reply()) {
                     return drop(counters, c);
@@ -1527,8 +1645,13 @@ impl Lb {
         };
         let v = self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters);
         match (v, id) {
-            (Verdict::Send { port, len }, Some(id)) if rec.pp_on => {
+            (Verdict::Send { port, len }, Some(id)) if rec.pp_on() => {
                 self.pp_client(id, buf, len, p, port, counters)
+            }
+            // A PROXY flow's segment cannot wait: its header and sequence
+            // shift are decided as it leaves.
+            (Verdict::Park { .. }, _) if rec.pp_on() => {
+                drop(counters, Counter::DropNeighborUnresolved)
             }
             _ => v,
         }
@@ -1611,11 +1734,12 @@ impl Lb {
             vip_slot: vip.stat_slot,
             backend_slot: b.stat_slot,
             hop,
-            client_port: in_port as u16,
-            backend_port: b.out_port as u16,
+            client_port: in_port as u8,
+            backend_port: b.out_port as u8,
             client_mac,
             mode: vip.mode,
-            pp_on: pp.is_on(),
+            bits: if pp.is_on() { FLOW_PP } else { 0 },
+            ts_delta: 0,
             fwd: nat::Deltas::default(),
             rev: nat::Deltas::default(),
             conn_id: (self.worker as u64) << 48 | (self.conn_counter & 0xFFFF_FFFF_FFFF),
@@ -1657,50 +1781,23 @@ impl Lb {
                 }
             }
             Mode::FullNat => {
-                let Some((local, (lo, hi))) = b.local16 else {
+                let Some(set) = b.local_set else {
                     return Err(drop(counters, Counter::DropNoLocalPort));
                 };
                 if self.conntrack.is_full() {
                     return Err(drop(counters, Counter::DropConntrackFull));
                 }
-                let span = u32::from(hi.wrapping_sub(lo)) + 1;
-                let mut reply = FlowKey {
+                let reply = FlowKey {
                     src: b.addr16,
-                    dst: local,
+                    dst: [0; 16],
                     sport: b.port,
                     dport: 0,
                     proto: orig.proto,
                     v6: b_v6,
                 };
-                let mut inserted = None;
-                for _ in 0..LOCAL_PORT_TRIES {
-                    self.port_cursor = self.port_cursor.wrapping_add(1);
-                    let lport = (u32::from(lo) + self.port_cursor % span) as u16;
-                    if (lport & self.owner_mask) as usize != self.worker {
-                        continue;
-                    }
-                    reply.dport = lport;
-                    (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
-                    match self
-                        .conntrack
-                        .insert(*orig, reply, rec, state, now, on_free)
-                    {
-                        Ok(id) => {
-                            inserted = Some(id);
-                            break;
-                        }
-                        Err(InsertError::ReplyInUse(_)) => continue,
-                        Err(InsertError::Full) => {
-                            return Err(drop(counters, Counter::DropConntrackFull))
-                        }
-                        Err(InsertError::OrigInUse(_) | InsertError::SameKeys) => {
-                            return Err(drop(counters, Counter::DropReplyKeyInUse))
-                        }
-                    }
-                }
-                match inserted {
-                    Some(id) => Picked::Tracked(id),
-                    None => return Err(drop(counters, Counter::DropNoLocalPort)),
+                match self.take_local_tuple(set, orig, reply, &mut rec, state, counters) {
+                    Ok(id) => Picked::Tracked(id),
+                    Err(c) => return Err(drop(counters, c)),
                 }
             }
         };
@@ -1716,6 +1813,84 @@ impl Lb {
         self.backend_stats
             .add(rec.backend_slot, FlowStat::NewConnections, 1);
         Ok(picked)
+    }
+
+    /// Tracks a new full-NAT flow under a local tuple of `set` (see
+    /// [`local_ports`]): the least recently used one that is not resting
+    /// and not held by a live connection to the same backend. A tuple
+    /// whose connection has ended (both FINs, a RST, or expired) is taken
+    /// over once it has rested, its old entry dropped.
+    fn take_local_tuple(
+        &mut self,
+        set: SetId,
+        orig: &FlowKey,
+        mut reply: FlowKey,
+        rec: &mut FlowRec,
+        state: State,
+        counters: &mut Counters,
+    ) -> Result<EntryId, Counter> {
+        let now = self.now_ms;
+        for _ in 0..LOCAL_PORT_TRIES {
+            let Some(t) = self.local_ports.next(set, now, 1) else {
+                continue;
+            };
+            reply.dst = t.addr16;
+            reply.dport = t.port;
+            if let Some(holder) = self.conntrack.holder(&reply) {
+                let e = self.conntrack.get(holder);
+                let ended =
+                    e.is_expired(now) || matches!(e.state(), State::TimeWait | State::Closed);
+                if !ended {
+                    continue;
+                }
+                let ready = self.local_ports.ready_at(
+                    e.last_seen(&self.state_timeouts_ms),
+                    e.value.rests_briefly(&reply),
+                );
+                if ready > now {
+                    self.local_ports.rest_until(&t, ready);
+                    continue;
+                }
+                counters.inc(Counter::LocalTuplesTakenOver);
+                self.forget(holder);
+            }
+            (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
+            let mut release = Release::of(
+                self.vip_stats,
+                self.backend_stats,
+                &mut self.local_ports,
+                &self.state_timeouts_ms,
+            );
+            let inserted = self
+                .conntrack
+                .insert(*orig, reply, *rec, state, now, |e| release.entry(e));
+            match inserted {
+                Ok(id) => {
+                    self.local_ports.taken(&t);
+                    return Ok(id);
+                }
+                Err(InsertError::ReplyInUse(_)) => continue,
+                Err(InsertError::Full) => return Err(Counter::DropConntrackFull),
+                Err(InsertError::OrigInUse(_) | InsertError::SameKeys) => {
+                    return Err(Counter::DropReplyKeyInUse)
+                }
+            }
+        }
+        Err(Counter::DropNoLocalPort)
+    }
+
+    /// A new full-NAT TCP flow's SYN carries timestamps: from now on its
+    /// TSvals run on this worker's clock (see [`tstamp`]).
+    fn start_timestamps(&mut self, id: EntryId, frame: &[u8], p: &Parsed) {
+        let now = self.now_ms as u32;
+        let e = self.conntrack.get_mut(id);
+        if e.value.mode != Mode::FullNat || p.l4_proto != ip_proto::TCP {
+            return;
+        }
+        if let Some(v) = frame.get(p.l4_offset..).and_then(tstamp::tsval) {
+            e.value.ts_delta = now.wrapping_sub(v);
+            e.value.bits |= FLOW_TS;
+        }
     }
 
     /// Whether the flow of entry `id` goes to a backend whose flows the
@@ -1811,12 +1986,15 @@ impl Lb {
     }
 
     fn forget(&mut self, id: crate::conntrack::EntryId) {
-        let v = &self.conntrack.get(id).value;
-        self.vip_stats
-            .sub(v.vip_slot, FlowStat::ActiveConnections, 1);
-        self.backend_stats
-            .sub(v.backend_slot, FlowStat::ActiveConnections, 1);
-        self.conntrack.remove(id);
+        if let Some(e) = self.conntrack.remove(id) {
+            Release::of(
+                self.vip_stats,
+                self.backend_stats,
+                &mut self.local_ports,
+                &self.state_timeouts_ms,
+            )
+            .entry(&e);
+        }
     }
 
     /// A packet from a backend: to a full-NAT local address (`to_local`) or,
@@ -1876,6 +2054,14 @@ impl Lb {
             return drop(counters, forward_drop(err));
         }
         let rec = &mut e.value;
+        if rec.ts_on() {
+            if let Some(seg) = frame.get_mut(p.l4_offset..) {
+                if flags_of(p) & 0x12 == 0x12 && tstamp::present(seg) {
+                    rec.bits |= FLOW_TS_ECHOED;
+                }
+                tstamp::unshift_tsecr(seg, rec.ts_delta);
+            }
+        }
         self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
         self.vip_stats
             .add(rec.vip_slot, FlowStat::Bytes, len as u64);
@@ -1883,7 +2069,7 @@ impl Lb {
             .add(rec.backend_slot, FlowStat::Packets, 1);
         self.backend_stats
             .add(rec.backend_slot, FlowStat::Bytes, len as u64);
-        if rec.pp_on {
+        if rec.pp_on() {
             if let Err(c) = rec.pp.backend_segment(frame, p, counters) {
                 return drop(counters, c);
             }
@@ -1986,11 +2172,18 @@ impl Lb {
                 self.request(out, hop);
                 m
             }
-            Resolution::Request => {
-                self.request(out, hop);
-                return drop(counters, Counter::DropNeighborUnresolved);
+            r @ (Resolution::Request | Resolution::Pending) => {
+                if r == Resolution::Request {
+                    self.request(out, hop);
+                }
+                nat::set_macs(frame, port.mac, [0; 6]);
+                return Verdict::Park {
+                    port: out,
+                    len: frame.len(),
+                    hop,
+                };
             }
-            Resolution::Pending | Resolution::Full => {
+            Resolution::Full => {
                 return drop(counters, Counter::DropNeighborUnresolved);
             }
         };
@@ -1998,6 +2191,23 @@ impl Lb {
         Verdict::Send {
             port: out,
             len: frame.len(),
+        }
+    }
+
+    /// What becomes of a frame that has waited `waited_ms` for next hop
+    /// `hop` on `port` ([`Verdict::Park`]): sent once the hop is known,
+    /// asked for again while it is not, dropped after
+    /// [`neigh_queue::WAIT_MS`].
+    pub fn parked_fate(&mut self, port: usize, hop: Slot, waited_ms: u64) -> neigh_queue::Fate {
+        match self.neighbors.resolve_at(hop, self.now_ms) {
+            Resolution::Known(m) | Resolution::KnownRefresh(m) => neigh_queue::Fate::Send(m),
+            Resolution::Full => neigh_queue::Fate::Expire,
+            _ if waited_ms >= neigh_queue::WAIT_MS => neigh_queue::Fate::Expire,
+            Resolution::Request => {
+                self.request(port, hop);
+                neigh_queue::Fate::Wait
+            }
+            Resolution::Pending => neigh_queue::Fate::Wait,
         }
     }
 
@@ -2110,7 +2320,13 @@ fn translate_client(
         Mode::FullNat => Some((&reply.dst, reply.dport)),
         Mode::Dnat => None,
     };
-    nat::forward(frame, p, src, Some((&reply.src, reply.sport))).map_err(forward_drop)
+    nat::forward(frame, p, src, Some((&reply.src, reply.sport))).map_err(forward_drop)?;
+    if rec.ts_on() {
+        if let Some(seg) = frame.get_mut(p.l4_offset..) {
+            tstamp::shift_tsval(seg, rec.ts_delta);
+        }
+    }
+    Ok(())
 }
 
 /// The counter of a refused rewrite.
@@ -2640,6 +2856,7 @@ port = 8080
         use core::mem::{align_of, offset_of, size_of};
         type E = crate::conntrack::Entry<FlowRec>;
         assert_eq!(offset_of!(FlowRec, conn_id), 32, "hot part of FlowRec");
+        assert_eq!(size_of::<FlowRec>() - size_of::<PpFlow>(), 40);
         assert_eq!(align_of::<E>(), 64);
         assert!(offset_of!(E, value) + 32 <= 128);
         assert_eq!(size_of::<E>(), 192);

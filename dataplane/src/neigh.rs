@@ -20,6 +20,7 @@ pub const REFRESH_MS: u64 = 30_000;
 pub const RETRY_MS: u64 = 1_000;
 /// Entries per worker table.
 pub const CAPACITY: usize = 4096;
+const _: () = assert!(CAPACITY < u16::MAX as usize);
 const INBOX: usize = 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,17 +59,17 @@ pub enum Resolution {
 /// hashing. [`Slot::NONE`] stands for an address the full table could not
 /// take (it never will: resolving it gives [`Resolution::Full`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Slot(u32);
+pub struct Slot(u16);
 
 impl Slot {
     /// No entry: the table was full.
-    pub const NONE: Slot = Slot(u32::MAX);
+    pub const NONE: Slot = Slot(u16::MAX);
 }
 
 pub struct Neighbors {
     /// Entry slots, in insertion order; never more than [`CAPACITY`].
     entries: Vec<Entry>,
-    index: HashMap<IpAddr, u32, ahash::RandomState>,
+    index: HashMap<IpAddr, u16, ahash::RandomState>,
 }
 
 impl Default for Neighbors {
@@ -93,11 +94,12 @@ impl Neighbors {
         self.entries.is_empty()
     }
 
-    fn insert(&mut self, e: Entry) -> Option<u32> {
+    fn insert(&mut self, e: Entry) -> Option<u16> {
         if self.entries.len() >= CAPACITY {
             return None;
         }
-        let i = self.entries.len() as u32;
+        // CAPACITY < u16::MAX (Slot::NONE), so every index fits.
+        let i = self.entries.len() as u16;
         self.entries.push(e);
         self.index.insert(e.ip, i);
         Some(i)

@@ -23,6 +23,14 @@ pub enum Verdict {
     Drop(Counter),
     /// A full-NAT reply owned by another worker: queue it there.
     Handoff { worker: usize },
+    /// Ready to send on `port` (the first `len` bytes) but for the
+    /// destination MAC: wait until next hop `hop` is resolved
+    /// ([`crate::neigh_queue`]).
+    Park {
+        port: usize,
+        len: usize,
+        hop: crate::neigh::Slot,
+    },
 }
 
 /// What a port is to the pipeline.

@@ -59,6 +59,7 @@ pub fn inputs_from_view(view: &TablesView<'static>, region_id: u64) -> Vec<VipIn
             ring: v.ring(),
             backends: Vec::new(),
             pp: pp_from_flags(v.flags(), v.proto(), v.pp_max_len()),
+            translate_timestamps: !v.flags().contains(VipFlags::TIMESTAMPS_PASS),
             block: Some((
                 VipSrc {
                     region: region_id,
@@ -85,6 +86,7 @@ pub fn inputs_from_generation(gen: &Generation) -> Vec<VipInput<'static>> {
             ring: Box::leak(v.ring.clone().into_boxed_slice()),
             backends: v.backends.iter().map(|b| (b.id, b.addr, b.port)).collect(),
             pp: pp_from_flags(v.flags, v.proto, v.pp_max_len),
+            translate_timestamps: !v.flags.contains(VipFlags::TIMESTAMPS_PASS),
             block: None,
         })
         .collect()

@@ -37,6 +37,7 @@ use crossbeam_queue::ArrayQueue;
 use crate::io::{Burst, Frame, PortIo, BURST};
 use crate::lb::{Adopted, Prepared};
 use crate::neigh;
+use crate::neigh_queue::{Fate, NeighQueue};
 use crate::pipeline::{Pipeline, Verdict};
 
 // `poll_once` marks the prepared frames of a burst in a `u32`.
@@ -145,6 +146,8 @@ pub struct Worker<P: PortIo, C: Clock, T: TableSource> {
     /// marked ready mean anything.
     prep: [[Prepared; BURST]; 2],
     tx: Vec<TxQueue<P::Frame>>,
+    /// Frames waiting for their next hop's MAC.
+    parked: NeighQueue<P::Frame>,
     poll: Poll,
     empty_polls: u32,
     idle_sleep: Duration,
@@ -171,6 +174,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             rx: [Burst::new(), Burst::new()],
             prep: [[Prepared::default(); BURST]; 2],
             tx: (0..ports).map(|_| TxQueue::new()).collect(),
+            parked: NeighQueue::default(),
             poll,
             empty_polls: 0,
             idle_sleep: MIN_IDLE_SLEEP,
@@ -190,6 +194,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             rx,
             tx,
             prep,
+            parked,
             ..
         } = self;
         check_tables(tables, pipeline);
@@ -201,7 +206,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 pipeline.counters.inc(Counter::HandoffReceived);
                 let len = frame.data().len();
                 let verdict = pipeline.process_buf(port, frame.buf_mut(), len);
-                dispatch(io, pipeline, tx, handoff, frame, len, verdict);
+                dispatch(io, pipeline, tx, (handoff, parked), frame, len, verdict);
                 if !pipeline.lb.pp.emits.is_empty() {
                     send_emits(io, pipeline, tx);
                 }
@@ -238,7 +243,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                     io,
                     pipeline,
                     tx,
-                    handoff,
+                    (handoff, parked),
                     port,
                     &mut rx[cur],
                     &prep[cur],
@@ -251,6 +256,11 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 cur = next;
                 marks = next_marks;
             }
+        }
+        // After the bursts: an answer that arrived in them sends its
+        // waiting frames in this same iteration.
+        if !parked.is_empty() {
+            settle_parked(io, pipeline, tx, parked);
         }
         send_requests(io, pipeline, tx);
         send_emits(io, pipeline, tx);
@@ -351,7 +361,7 @@ fn run_burst<P: PortIo>(
     io: &mut P,
     pipeline: &mut Pipeline,
     tx: &mut [TxQueue<P::Frame>],
-    handoff: &Handoff<P::Frame>,
+    (handoff, parked): (&Handoff<P::Frame>, &mut NeighQueue<P::Frame>),
     port: usize,
     rx: &mut Burst<P::Frame>,
     prep: &[Prepared; BURST],
@@ -369,7 +379,7 @@ fn run_burst<P: PortIo>(
             _ if frame.is_contiguous() => pipeline.process_buf(port, frame.buf_mut(), len),
             _ => pipeline.refuse(port, Counter::DropMultiSegment),
         };
-        dispatch(io, pipeline, tx, handoff, frame, len, verdict);
+        dispatch(io, pipeline, tx, (handoff, parked), frame, len, verdict);
         if !pipeline.lb.pp.emits.is_empty() {
             send_emits(io, pipeline, tx);
         }
@@ -441,7 +451,7 @@ fn dispatch<P: PortIo>(
     io: &mut P,
     pipeline: &mut Pipeline,
     tx: &mut [TxQueue<P::Frame>],
-    handoff: &Handoff<P::Frame>,
+    (handoff, parked): (&Handoff<P::Frame>, &mut NeighQueue<P::Frame>),
     mut frame: P::Frame,
     received_len: usize,
     verdict: Verdict,
@@ -460,6 +470,59 @@ fn dispatch<P: PortIo>(
         }
         Verdict::Drop(_) => drop(frame),
         Verdict::Handoff { worker } => hand_off(pipeline, handoff, frame, received_len, worker),
+        Verdict::Park { port, len, hop } => park(pipeline, parked, frame, port, len, hop),
+    }
+}
+
+/// Keeps a frame until its next hop is resolved ([`NeighQueue`]).
+#[cold]
+#[inline(never)]
+fn park<F: Frame>(
+    pipeline: &mut Pipeline,
+    parked: &mut NeighQueue<F>,
+    mut frame: F,
+    port: usize,
+    len: usize,
+    hop: crate::neigh::Slot,
+) {
+    if !frame.set_len(len) {
+        pipeline.counters.inc(Counter::DropNoAllocation);
+        return;
+    }
+    match parked.park(frame, port, hop, pipeline.lb.now_ms) {
+        Ok(()) => pipeline.counters.inc(Counter::NeighborQueued),
+        Err(_) => pipeline.counters.inc(Counter::DropNeighborQueueFull),
+    }
+}
+
+/// Sends the parked frames whose next hop is now known and drops those
+/// that waited too long.
+#[cold]
+#[inline(never)]
+fn settle_parked<P: PortIo>(
+    io: &mut P,
+    pipeline: &mut Pipeline,
+    tx: &mut [TxQueue<P::Frame>],
+    parked: &mut NeighQueue<P::Frame>,
+) {
+    let now = pipeline.lb.now_ms;
+    let mut ready: arrayvec::ArrayVec<(P::Frame, usize, [u8; 6]), { crate::neigh_queue::TOTAL }> =
+        arrayvec::ArrayVec::new();
+    let lb = &mut pipeline.lb;
+    let counters = &mut pipeline.counters;
+    parked.settle(
+        now,
+        |hop, port, waited| lb.parked_fate(port, hop, waited),
+        |frame, port, fate| match fate {
+            Fate::Send(mac) => ready.push((frame, port, mac)),
+            _ => counters.inc(Counter::DropNeighborQueueTimeout),
+        },
+    );
+    for (mut frame, port, mac) in ready {
+        if let (Some(dst), Some(q)) = (frame.data_mut().get_mut(..6), tx.get_mut(port)) {
+            dst.copy_from_slice(&mac);
+            q.push(io, pipeline, port, frame);
+        }
     }
 }
 

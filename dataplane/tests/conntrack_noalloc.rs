@@ -79,6 +79,7 @@ const T: Timeouts = Timeouts {
     tcp_established: 900,
     tcp_closing: 10,
     udp: 300,
+    local_port_cooldown: 60,
 };
 
 fn client(i: u32) -> FlowKey {

@@ -741,7 +741,7 @@ fn ns_target(frame: &[u8]) -> Option<IpAddr> {
 }
 
 #[test]
-fn neighbour_miss_drops_asks_on_the_right_port_and_forwards_after_the_answer() {
+fn neighbour_miss_waits_asks_on_the_right_port_and_leaves_with_the_answer() {
     let mut n = Setup {
         learn_backends: false,
         ..Setup::default()
@@ -776,25 +776,27 @@ fn neighbour_miss_drops_asks_on_the_right_port_and_forwards_after_the_answer() {
     assert_eq!(v6, want6);
     assert_eq!(asked.len(), 12);
 
-    // A SYN meanwhile: dropped; the request is already out.
+    // A SYN meanwhile waits for the answer; the request is already out.
     let client = client4(54000);
     let syn = Pkt::tcp(client, sa(VIP4, 80), SYN).build();
-    n.swallow(EXT, &syn);
-    assert_eq!(n.counter(Counter::DropNeighborUnresolved), 1);
-
-    // After the retry interval the retransmitted SYN asks again.
-    n.advance_ms(1_000);
     let (ext, int) = n.exchange(EXT, &syn);
+    assert!(ext.is_empty() && int.is_empty());
+    assert_eq!(n.counter(Counter::NeighborQueued), 1);
+    assert_eq!(n.counter(Counter::DropNeighborUnresolved), 0);
+
+    // After the retry interval the waiting SYN's next hop is asked again.
+    n.advance_ms(1_000);
+    n.poll();
+    let (ext, int) = (n.w.io.take_tx(EXT), n.w.io.take_tx(INT));
     assert!(ext.is_empty());
     assert_eq!(int.len(), 1);
     let (_, _, target) = arp_request(&int[0]).expect("an ARP request");
-    assert_eq!(n.counter(Counter::DropNeighborUnresolved), 2);
     assert_eq!(n.counter(Counter::NeighborRequests), 13);
     let IpAddr::V4(backend) = target else {
         panic!()
     };
 
-    // The backend answers; the next SYN goes out to its MAC.
+    // The backend answers: the waiting SYN leaves in the same poll, to its MAC.
     let mut reply = Vec::new();
     etherparse::PacketBuilder::ethernet2(host_mac(target), INT_MAC)
         .arp(
@@ -812,10 +814,47 @@ fn neighbour_miss_drops_asks_on_the_right_port_and_forwards_after_the_answer() {
         .write(&mut reply)
         .unwrap();
     let (ext, int) = n.exchange(INT, &reply);
-    assert!(ext.is_empty() && int.is_empty());
-    let out = decode(&n.forward(EXT, &syn, INT));
+    assert!(ext.is_empty());
+    assert_eq!(int.len(), 1, "the parked SYN");
+    let out = decode(&int[0]);
     assert_eq!(out.dst, sa(backend, 8080));
     assert_eq!((out.smac, out.dmac), (INT_MAC, host_mac(target)));
+    assert_eq!(out.tcp, Some(SYN));
+    let out = decode(&n.forward(EXT, &syn, INT));
+    assert_eq!(out.dmac, host_mac(target));
+    assert_eq!(n.counter(Counter::DropNeighborQueueTimeout), 0);
+}
+
+#[test]
+fn frames_wait_for_a_silent_next_hop_three_at_a_time_and_three_seconds() {
+    let mut n = Setup {
+        learn_backends: false,
+        ..Setup::default()
+    }
+    .build()
+    .pop()
+    .unwrap();
+    n.poll();
+    n.w.io.take_tx(INT);
+    // Clients whose flows all land on backends nobody answers for.
+    for port in 0..40u16 {
+        let syn = Pkt::tcp(client4(50_000 + port), sa(VIP4, 80), SYN).build();
+        let (ext, int) = n.exchange(EXT, &syn);
+        assert!(ext.is_empty() && int.iter().all(|f| arp_request(f).is_some()));
+    }
+    // Three backends, three frames each.
+    assert_eq!(n.counter(Counter::NeighborQueued), 9);
+    assert_eq!(n.counter(Counter::DropNeighborQueueFull), 31);
+    n.advance_ms(2_999);
+    n.poll();
+    assert_eq!(n.counter(Counter::DropNeighborQueueTimeout), 0);
+    n.advance_ms(1);
+    n.poll();
+    assert_eq!(n.counter(Counter::DropNeighborQueueTimeout), 9);
+    // Room again.
+    let syn = Pkt::tcp(client4(50_000), sa(VIP4, 80), SYN).build();
+    n.exchange(EXT, &syn);
+    assert_eq!(n.counter(Counter::NeighborQueued), 10);
 }
 
 // ---------------------------------------------------------------------------

@@ -227,6 +227,11 @@ pub struct Setup {
     /// fresh (leaked) ones: for the fuzz target, which builds an appliance
     /// per input. Counts then carry over between appliances.
     pub shared_stats: bool,
+    /// The `int` port's `local_port_range` (default `POOL`).
+    pub pool: (u16, u16),
+    pub timeouts: Timeouts,
+    /// A replacement made in the config text (`from`, `to`).
+    pub edit: Option<(&'static str, &'static str)>,
 }
 
 /// Statistics (VIP, backend) of worker `w` shared by every appliance built
@@ -249,6 +254,9 @@ impl Default for Setup {
             tcp4_weights: vec![1, 1, 1],
             learn_backends: true,
             shared_stats: false,
+            pool: POOL,
+            timeouts: Timeouts::default(),
+            edit: None,
         }
     }
 }
@@ -257,7 +265,19 @@ impl Setup {
     /// The workers, sharing handoff queues and neighbour inboxes, each with
     /// generation 1 queued in its feed (adopted by the first poll).
     pub fn build(&self) -> Vec<Node> {
-        let (cfg, gen1) = if self.tcp4_weights == [1, 1, 1] {
+        let (cfg, gen1) = if self.pool != POOL || self.edit.is_some() {
+            let mut text = config_text(&self.tcp4_weights).replace(
+                "local_port_range = [1024, 32767]",
+                &format!("local_port_range = [{}, {}]", self.pool.0, self.pool.1),
+            );
+            if let Some((from, to)) = self.edit {
+                assert!(text.contains(from), "config edit: {from:?} not found");
+                text = text.replacen(from, to, 1);
+            }
+            let cfg = Config::from_toml_str(&text, "lbtest.toml").expect("test config");
+            let gen1 = adopted_from_config(&cfg, 1).expect("tables");
+            (cfg, gen1)
+        } else if self.tcp4_weights == [1, 1, 1] {
             let (c, t) = default_setup();
             (c.clone(), t.clone())
         } else {
@@ -276,7 +296,7 @@ impl Setup {
                     w,
                     self.workers,
                     self.conntrack,
-                    Timeouts::default(),
+                    self.timeouts,
                     sync.clone(),
                     vip_stats,
                     backend_stats,
@@ -435,6 +455,8 @@ pub struct Pkt {
     pub seq: u32,
     pub ack: u32,
     pub payload: Vec<u8>,
+    /// TCP timestamps option (TSval, TSecr), if any.
+    pub ts: Option<(u32, u32)>,
 }
 
 pub fn sa(ip: impl Into<IpAddr>, port: u16) -> SocketAddr {
@@ -458,6 +480,7 @@ impl Pkt {
                 0
             },
             payload: Vec::new(),
+            ts: None,
         }
     }
 
@@ -479,6 +502,12 @@ impl Pkt {
 
     pub fn payload(mut self, p: &[u8]) -> Pkt {
         self.payload = p.to_vec();
+        self
+    }
+
+    /// With a TCP timestamps option (after two NOPs, as Linux sends it).
+    pub fn timestamps(mut self, tsval: u32, tsecr: u32) -> Pkt {
+        self.ts = Some((tsval, tsecr));
         self
     }
 
@@ -515,6 +544,11 @@ impl Pkt {
                 h.psh = f & flags::PSH != 0;
                 h.ack = f & flags::ACK != 0;
                 h.acknowledgment_number = self.ack;
+                if let Some((v, e)) = self.ts {
+                    use etherparse::TcpOptionElement::{Noop, Timestamp};
+                    h.set_options(&[Noop, Noop, Timestamp(v, e)])
+                        .expect("room for timestamps");
+                }
                 b.tcp_header(h).write(&mut out, &self.payload).unwrap();
             }
             None => b
@@ -655,6 +689,18 @@ fn check_l4(
         }
         other => panic!("not TCP/UDP: {other:?}"),
     }
+}
+
+/// The TCP timestamps option (TSval, TSecr) of a frame, if it has one.
+pub fn timestamps_of(frame: &[u8]) -> Option<(u32, u32)> {
+    let p = SlicedPacket::from_ethernet(frame).expect("etherparse parses the frame");
+    let Some(TransportSlice::Tcp(t)) = &p.transport else {
+        return None;
+    };
+    t.options_iterator().find_map(|o| match o {
+        Ok(etherparse::TcpOptionElement::Timestamp(v, e)) => Some((v, e)),
+        _ => None,
+    })
 }
 
 /// Decodes a TCP/UDP frame and checks the IPv4 header checksum and the
@@ -913,7 +959,7 @@ pub fn check_verdict(p: &mut Pipeline, port: usize, mut frame: Vec<u8>) {
     let len_in = frame.len();
     let ports = p.ports().len();
     match p.process(port, &mut frame) {
-        Verdict::Send { port: out, len } => {
+        Verdict::Send { port: out, len } | Verdict::Park { port: out, len, .. } => {
             assert!(len <= len_in, "sent {len} of {len_in} bytes");
             assert!(out < ports, "sent on port {out} of {ports}");
             if let Err(m) = parse_frame(&frame[..len]) {

@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod dp;
+pub mod findings;
 pub mod health;
 pub mod manager;
 pub mod metrics;

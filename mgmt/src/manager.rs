@@ -723,7 +723,13 @@ impl Manager {
                 config_origin: core.store.origin().to_string(),
                 config_applied_unix_ms: core.store.applied_unix_ms(),
             }),
-            dataplane: Some(dataplane_status(&snap)),
+            dataplane: Some(pb::DataplaneStatus {
+                findings: crate::findings::local_tuples(
+                    &read_stats(&self.opts.paths.state, &StatKeys::new()).workers,
+                    cfg.ports.iter().map(|p| p.local_addresses.len()).sum(),
+                ),
+                ..dataplane_status(&snap)
+            }),
             vips,
         }
     }
@@ -763,6 +769,7 @@ impl Manager {
                     name: c.name().to_string(),
                     help: c.help().to_string(),
                     drop: c.is_drop(),
+                    gauge: c.is_gauge(),
                 })
                 .collect(),
             workers: s
@@ -933,6 +940,7 @@ fn dataplane_status(s: &DpSnap) -> pb::DataplaneStatus {
             })
             .collect(),
         problem: s.problem.clone().unwrap_or_default(),
+        findings: Vec::new(),
     }
 }
 

@@ -148,6 +148,20 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         );
     }
 
+    o.family(
+        "border_findings",
+        "gauge",
+        "problems borderctl status names, by kind and worker (1 while present)",
+    );
+    for f in &dp.findings {
+        let w = f.worker.to_string();
+        o.sample(
+            "border_findings",
+            &[("kind", f.kind.as_str()), ("worker", &w)],
+            1,
+        );
+    }
+
     // Counters, per worker.
     let sl: Vec<(String, String)> = stats
         .workers
@@ -155,8 +169,12 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         .map(|w| (w.index.to_string(), w.lcore.to_string()))
         .collect();
     for (ci, c) in stats.counters.iter().enumerate() {
-        let name = format!("border_{}_total", c.name);
-        o.family(&name, "counter", &c.help);
+        let (name, kind) = if c.gauge {
+            (format!("border_{}", c.name), "gauge")
+        } else {
+            (format!("border_{}_total", c.name), "counter")
+        };
+        o.family(&name, kind, &c.help);
         for (w, (i, l)) in stats.workers.iter().zip(&sl) {
             let v = w.values.get(ci).copied().unwrap_or(0);
             o.sample(&name, &[("worker", i), ("lcore", l)], v);

@@ -122,7 +122,14 @@ pub struct Args {
     /// through (0: skip it).
     #[arg(long, default_value_t = 256)]
     pub memlat_mib: usize,
+    /// TCP segments carry the timestamps option (NOP, NOP, TS) as Linux
+    /// sends them; full-NAT then moves them onto the worker's clock.
+    #[arg(long)]
+    pub timestamps: bool,
 }
+
+/// `Args::timestamps` of this run (read by the frame builders).
+static TIMESTAMPS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 // ---------------------------------------------------------------------------
 // The in-memory port.
@@ -610,6 +617,12 @@ fn tcp_segment(
         h.ack = true;
         h.acknowledgment_number = a;
     }
+    if TIMESTAMPS.load(Ordering::Relaxed) {
+        use etherparse::TcpOptionElement::{Noop, Timestamp};
+        let ecr = if h.ack { 0x0100_0000 } else { 0 };
+        h.set_options(&[Noop, Noop, Timestamp(0x0200_0000 ^ seq, ecr)])
+            .expect("room for timestamps");
+    }
     let mut out = Vec::with_capacity(80 + payload.len());
     b.tcp_header(h)
         .write(&mut out, payload)
@@ -884,6 +897,7 @@ fn summarize_wall(s: &[Sample]) -> Summary {
 
 /// Runs the benchmark.
 pub fn run(args: &Args) -> anyhow::Result<Table> {
+    TIMESTAMPS.store(args.timestamps, Ordering::Relaxed);
     anyhow::ensure!(
         args.samples > 0 && args.packets > 0 && args.new_flows > 0,
         "nothing to measure"
@@ -1110,6 +1124,7 @@ mod tests {
             samples: 2,
             backends: 4,
             only: None,
+            timestamps: false,
             memlat_mib: 1,
         })
         .unwrap();

@@ -686,6 +686,11 @@ fn print_status(shown: &str, st: &pb::GetStatusResponse, as_json: bool) -> Res {
                 "pid_alive": dp.pid_alive,
                 "run_state": dp.run_state,
                 "problem": dp.problem,
+                "findings": dp.findings.iter().map(|f| json!({
+                    "kind": f.kind,
+                    "worker": f.worker,
+                    "detail": f.detail,
+                })).collect::<Vec<_>>(),
                 "workers": dp.workers.iter().map(|w| json!({
                     "index": w.index,
                     "lcore": w.lcore,
@@ -748,6 +753,14 @@ fn print_status(shown: &str, st: &pb::GetStatusResponse, as_json: bool) -> Res {
     }
     if !dp.problem.is_empty() {
         outln!("              problem: {}", dp.problem);
+    }
+    for f in &dp.findings {
+        outln!(
+            "              {} (worker {}): {}",
+            f.kind,
+            f.worker,
+            f.detail
+        );
     }
     if !dp.workers.is_empty() {
         outln!("");

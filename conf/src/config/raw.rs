@@ -40,6 +40,7 @@ pub(super) struct RawTimeouts {
     pub tcp_established: Option<S<u32>>,
     pub tcp_closing: Option<S<u32>>,
     pub udp: Option<S<u32>>,
+    pub local_port_cooldown: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -95,6 +96,7 @@ pub(super) struct RawVip {
     pub proxy_protocol_max_len: Option<S<u32>>,
     pub maglev_table_size: Option<S<u64>>,
     pub zone_affinity: Option<S<bool>>,
+    pub translate_timestamps: Option<S<bool>>,
     pub health: Option<S<RawHealth>>,
     pub backend: Option<List<RawBackend>>,
 }

@@ -481,11 +481,22 @@ impl V {
             unit,
         );
         self.nonzero(&t.udp, "dataplane.timeouts.udp", MAX_TIMEOUT_SECS, unit);
+        if let Some(s) = &t.local_port_cooldown {
+            let n = *s.get_ref();
+            if n > MAX_TIMEOUT_SECS {
+                self.err(
+                    at(s),
+                    "dataplane.timeouts.local_port_cooldown",
+                    format!("{n} is out of range (expected 0..={MAX_TIMEOUT_SECS}{unit})"),
+                );
+            }
+        }
         Timeouts {
             tcp_syn: or(&t.tcp_syn, def.tcp_syn),
             tcp_established: or(&t.tcp_established, def.tcp_established),
             tcp_closing: or(&t.tcp_closing, def.tcp_closing),
             udp: or(&t.udp, def.udp),
+            local_port_cooldown: or(&t.local_port_cooldown, def.local_port_cooldown),
         }
     }
 
@@ -496,6 +507,17 @@ impl V {
                 list.map_or(0, at),
                 "port",
                 "at least one [[port]] is required",
+            );
+        }
+        if items.len() > crate::config::MAX_PORTS {
+            self.err(
+                at(&items[crate::config::MAX_PORTS]),
+                "port",
+                format!(
+                    "has {} entries (expected at most {}: DPDK 22.11 holds 32 devices, a port and its kernel twin take two)",
+                    items.len(),
+                    crate::config::MAX_PORTS
+                ),
             );
         }
         let mut ports = Vec::new();
@@ -1314,6 +1336,7 @@ impl V {
             proxy_protocol_max_len,
             maglev_table_size,
             zone_affinity,
+            translate_timestamps: or(&v.translate_timestamps, true),
             health,
             backends,
         }

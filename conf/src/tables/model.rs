@@ -136,8 +136,11 @@ impl VipFlags {
     /// `[vip.health] on_down = "reset"`: workers reset established
     /// connections to backends in state Down (not while the VIP fails open).
     pub const RESET_ON_DOWN: VipFlags = VipFlags(1 << 8);
+    /// Full-NAT TCP timestamps pass through untranslated
+    /// (`translate_timestamps = false`).
+    pub const TIMESTAMPS_PASS: VipFlags = VipFlags(1 << 9);
     /// Every defined bit.
-    pub const ALL: VipFlags = VipFlags((1 << 9) - 1);
+    pub const ALL: VipFlags = VipFlags((1 << 10) - 1);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -243,6 +246,7 @@ pub fn config_flags(v: &Vip) -> VipFlags {
         }
     }
     f.set(VipFlags::ZONE_AFFINITY, v.zone_affinity);
+    f.set(VipFlags::TIMESTAMPS_PASS, !v.translate_timestamps);
     f.set(
         VipFlags::RESET_ON_DOWN,
         v.health

@@ -18,6 +18,7 @@ const T: Timeouts = Timeouts {
     tcp_established: 900,
     tcp_closing: 10,
     udp: 300,
+    local_port_cooldown: 60,
 };
 
 fn seeded<V: Copy>(capacity: usize, t: Timeouts) -> Conntrack<V> {
@@ -709,6 +710,7 @@ const MT: Timeouts = Timeouts {
     tcp_established: 9,
     tcp_closing: 1,
     udp: 4,
+    local_port_cooldown: 60,
 };
 
 /// 48 keys: 24 distinct tuples and their reverses, so orig/reply keys of
