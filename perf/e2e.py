@@ -63,6 +63,7 @@ PEERS = {
 # the scheduler, a busy-polling forwarder and nginx or wrk can land on one
 # CPU and the rate drops to a fraction for the rest of the run.
 PIN = {"endpoints": [], "middle": []}
+RPS_MASK = "2"  # CPU 1
 TOOLS = ["ip", "wrk", "iperf3", "nginx", "haproxy", "nft", "dpdk-testpmd", "ethtool", "curl", "gnuplot",
          "taskset", "stdbuf"]
 
@@ -319,6 +320,13 @@ port = {iperf_port}
         self.addr(BK, INT, f"{BACKEND}/24")
         self.sh(["ip", "-n", CLI, "route", "add", "default", "via", LB_EXT])
         self.sh(["ip", "-n", BK, "route", "add", "default", "via", LB_INT])
+        if PIN["middle"]:
+            # A veth delivers in the sender's softirq, so the kernel's
+            # forwarding would run on the endpoints' CPU. RPS moves what
+            # the middle receives to the middle's CPU, as the DPDK peers have it.
+            for iface in (EXT, INT):
+                self.sh(["sh", "-c", f"echo {RPS_MASK} > /sys/class/net/{iface}/queues/rx-0/rps_cpus"],
+                        ns=LB)
 
     def nftables(self, opts):
         self.kernel_router()
