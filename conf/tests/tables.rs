@@ -488,6 +488,46 @@ maglev_table_size = 2
         }
     }
 
+    /// A reader blocked in `wait_published` (another thread here, another
+    /// process in border-dp) wakes on the next publication, not at its
+    /// timeout; with nothing published it sleeps the whole timeout, and it
+    /// returns at once when the word already moved past what it saw.
+    #[test]
+    fn a_publication_wakes_a_waiting_reader() {
+        let path = TmpPath::new("wake");
+        let mut w = TablesWriter::create(&path.0, 1 << 20).unwrap();
+        w.publish(&stamped(1, 64), &[]).unwrap();
+        let r = TablesReader::open(&path.0).unwrap();
+        let seen = r.current();
+
+        let t = Instant::now();
+        r.wait_published(seen, Duration::from_millis(100));
+        assert!(
+            t.elapsed() >= Duration::from_millis(90),
+            "{:?}",
+            t.elapsed()
+        );
+
+        let waiter = std::thread::spawn(move || {
+            let t = Instant::now();
+            r.wait_published(seen, Duration::from_secs(10));
+            (t.elapsed(), r.current().generation)
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        w.publish(&stamped(2, 64), &[]).unwrap();
+        let (waited, generation) = waiter.join().unwrap();
+        assert_eq!(generation, 2);
+        assert!(
+            waited < Duration::from_secs(5),
+            "woke at the timeout: {waited:?}"
+        );
+
+        let r = TablesReader::open(&path.0).unwrap();
+        let t = Instant::now();
+        r.wait_published(seen, Duration::from_secs(10));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
     #[test]
     fn reclamation_respects_quiescent_generations() {
         let m = 4099;

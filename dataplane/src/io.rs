@@ -6,6 +6,7 @@
 
 use arrayvec::ArrayVec;
 use std::collections::VecDeque;
+use std::time::Duration;
 
 /// Frames per RX/TX burst.
 pub const BURST: usize = 32;
@@ -41,6 +42,21 @@ pub trait PortIo {
     /// A new frame of `len` zeroed-or-garbage bytes, for frames the worker
     /// generates itself (neighbour requests). None when buffers run out.
     fn alloc(&mut self, len: usize) -> Option<Self::Frame>;
+
+    /// Whether [`PortIo::wait`] sleeps until a frame arrives on any of the
+    /// worker's rx queues (Rx interrupts on every one of them). When false,
+    /// an idle adaptive worker backs off with short sleeps instead.
+    fn can_wait(&self) -> bool {
+        false
+    }
+    /// Arms the wake-ups of [`PortIo::wait`]: from now on an arrival ends
+    /// the next wait at once. The worker polls once more before waiting.
+    fn arm(&mut self) {}
+    /// Sleeps until a frame arrives, the worker's doorbell rings, or
+    /// `timeout` passes (whichever is first).
+    fn wait(&mut self, _timeout: Duration) {}
+    /// Undoes [`PortIo::arm`].
+    fn disarm(&mut self) {}
 }
 
 /// Room a [`VecFrame`] offers to grow into, like an mbuf's tailroom.
@@ -75,12 +91,17 @@ impl Frame for VecFrame {
 }
 
 /// In-memory ports: tests push frames into `rx[port]` and read what the worker
-/// sent from `tx[port]`. `tx_capacity` simulates a full TX ring.
+/// sent from `tx[port]`. `tx_capacity` simulates a full TX ring. With
+/// `waitable`, they claim Rx interrupts: `waits` records each wait's
+/// timeout (which returns at once) and `armed` whether they are armed.
 #[derive(Debug, Default)]
 pub struct MemPorts {
     pub rx: Vec<VecDeque<VecFrame>>,
     pub tx: Vec<Vec<VecFrame>>,
     pub tx_capacity: Option<usize>,
+    pub waitable: bool,
+    pub armed: bool,
+    pub waits: Vec<Duration>,
 }
 
 impl MemPorts {
@@ -89,6 +110,9 @@ impl MemPorts {
             rx: (0..ports).map(|_| VecDeque::new()).collect(),
             tx: (0..ports).map(|_| Vec::new()).collect(),
             tx_capacity: None,
+            waitable: false,
+            armed: false,
+            waits: Vec::new(),
         }
     }
 
@@ -134,5 +158,22 @@ impl PortIo for MemPorts {
         self.tx[port].extend(frames.drain(..sent));
         frames.clear();
         sent
+    }
+
+    fn can_wait(&self) -> bool {
+        self.waitable
+    }
+
+    fn arm(&mut self) {
+        self.armed = true;
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        assert!(self.armed, "wait without arm");
+        self.waits.push(timeout);
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
     }
 }

@@ -1,6 +1,9 @@
 //! [`PortIo`] over DPDK queues: the only place the worker loop touches DPDK.
 
-use dpdk_ffi::{Mbuf, MbufBurst, Mempool, RxQueue, TxQueue};
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+use dpdk_ffi::{DpdkError, Mbuf, MbufBurst, Mempool, RxQueue, RxWaiter, TxQueue};
 
 use crate::io::{Burst, Frame, PortIo, BURST};
 
@@ -38,18 +41,46 @@ pub struct DpdkPorts {
     tx: Vec<TxQueue>,
     staging: MbufBurst<BURST>,
     pool: Mempool,
+    /// The Rx interrupts of every queue in `rx` (and the worker's
+    /// doorbell), when all of them have one.
+    waiter: Option<RxWaiter>,
 }
 
 impl DpdkPorts {
-    pub fn new(rx: Vec<RxQueue>, tx: Vec<TxQueue>, pool: Mempool) -> Self {
+    /// `waiter` from [`rx_waiter`] over the same queues, or None to never
+    /// sleep on Rx interrupts.
+    pub fn new(
+        rx: Vec<RxQueue>,
+        tx: Vec<TxQueue>,
+        pool: Mempool,
+        waiter: Option<RxWaiter>,
+    ) -> Self {
         assert_eq!(rx.len(), tx.len(), "one rx and one tx queue per port");
         DpdkPorts {
             rx,
             tx,
             staging: MbufBurst::new(),
             pool,
+            waiter,
         }
     }
+}
+
+/// An epoll set over the Rx interrupts of every queue of `rx` and the
+/// worker's `doorbell`. On failure, the index in `rx` of the first queue
+/// without Rx interrupts and why.
+pub fn rx_waiter(
+    rx: &[RxQueue],
+    doorbell: Option<BorrowedFd<'_>>,
+) -> Result<RxWaiter, (Option<usize>, DpdkError)> {
+    let mut waiter = RxWaiter::new().map_err(|e| (None, e))?;
+    for (i, q) in rx.iter().enumerate() {
+        waiter.watch(q).map_err(|e| (Some(i), e))?;
+    }
+    if let Some(fd) = doorbell {
+        waiter.watch_fd(fd).map_err(|e| (None, e))?;
+    }
+    Ok(waiter)
 }
 
 impl PortIo for DpdkPorts {
@@ -87,5 +118,27 @@ impl PortIo for DpdkPorts {
         // What the queue did not take is released here (counted by the caller).
         self.staging.clear();
         sent
+    }
+
+    fn can_wait(&self) -> bool {
+        self.waiter.is_some()
+    }
+
+    fn arm(&mut self) {
+        if let Some(w) = &mut self.waiter {
+            w.arm();
+        }
+    }
+
+    fn wait(&mut self, timeout: Duration) {
+        if let Some(w) = &mut self.waiter {
+            w.wait(i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX));
+        }
+    }
+
+    fn disarm(&mut self) {
+        if let Some(w) = &mut self.waiter {
+            w.disarm();
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod conntrack;
 pub mod counters;
+pub mod doorbell;
 pub mod host;
 pub mod io;
 pub mod io_dpdk;

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use crossbeam_queue::ArrayQueue;
 use hashbrown::HashMap;
 
+use crate::doorbell::Doorbell;
+
 /// How long a binding is trusted before the worker asks again (it keeps
 /// using the old MAC meanwhile).
 pub const REFRESH_MS: u64 = 30_000;
@@ -211,24 +213,36 @@ impl Neighbors {
     }
 }
 
-/// The inboxes through which workers share what they learn.
+/// The inboxes through which workers share what they learn, and (with
+/// [`NeighborSync::with_doorbells`]) the doorbells that wake a sleeping
+/// worker for it: frames it parked for that next hop leave at once.
 #[derive(Clone)]
 pub struct NeighborSync {
     inboxes: Arc<Vec<ArrayQueue<Binding>>>,
+    doorbells: Option<Arc<Vec<Doorbell>>>,
 }
 
 impl NeighborSync {
     pub fn new(workers: usize) -> Self {
         NeighborSync {
             inboxes: Arc::new((0..workers).map(|_| ArrayQueue::new(INBOX)).collect()),
+            doorbells: None,
         }
+    }
+
+    /// Rings worker `i`'s doorbell `doorbells[i]` after offering it a binding.
+    pub fn with_doorbells(mut self, doorbells: Arc<Vec<Doorbell>>) -> Self {
+        self.doorbells = Some(doorbells);
+        self
     }
 
     /// Offers a binding learnt by worker `from` to every other worker.
     pub fn share(&self, from: usize, b: Binding) {
         for (i, q) in self.inboxes.iter().enumerate() {
-            if i != from {
-                let _ = q.push(b);
+            if i != from && q.push(b).is_ok() {
+                if let Some(bell) = self.doorbells.as_ref().and_then(|d| d.get(i)) {
+                    bell.ring();
+                }
             }
         }
     }
@@ -370,6 +384,18 @@ mod tests {
         sync.drain_into(1, &mut t1, 5);
         assert_eq!(t0.get(ip), Some(MAC));
         assert_eq!(t1.get(ip), None, "the sender is not told its own binding");
+    }
+
+    #[test]
+    fn a_shared_binding_wakes_a_sleeping_worker() {
+        let bells: Arc<Vec<Doorbell>> = Arc::new((0..2).map(|_| Doorbell::new()).collect());
+        let sync = NeighborSync::new(2).with_doorbells(bells.clone());
+        bells[0].going_to_sleep();
+        bells[1].going_to_sleep();
+        let ip: IpAddr = "10.0.0.9".parse().unwrap();
+        sync.share(1, Binding { ip, mac: MAC });
+        assert!(!bells[0].is_sleeping(), "worker 0 was not woken");
+        assert!(bells[1].is_sleeping(), "the sender rang itself");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use conf::state::{state_path, RunState, StateRegion};
 use conf::{Config, PollMode};
@@ -18,7 +18,7 @@ use tracing::{error, info, warn};
 
 use crate::host;
 use crate::io::BURST;
-use crate::io_dpdk::DpdkPorts;
+use crate::io_dpdk::{rx_waiter, DpdkPorts};
 use crate::lb::Lb;
 use crate::lb::Routes;
 use crate::neigh::NeighborSync;
@@ -26,7 +26,7 @@ use crate::pipeline::{ports_from_config, Pipeline};
 use crate::plan::eal_plan;
 use crate::tables_source::{reader_inbox, ReaderInbox, ShmTables};
 use crate::worker::{Clock, Handoff, Poll, Worker};
-use conf::tables::{tables_path, GenerationBuilder, TablesReader, TablesWriter};
+use conf::tables::{tables_path, GenerationBuilder, Published, TablesReader, TablesWriter};
 
 /// Milliseconds from the TSC: no system call on the worker's path.
 struct TscClock {
@@ -38,6 +38,11 @@ impl Clock for TscClock {
         dpdk_ffi::tsc_cycles() / self.per_ms
     }
 }
+
+/// How long the main thread sleeps between looks at signals and workers.
+const MAIN_LOOP_PERIOD: Duration = Duration::from_millis(50);
+/// How often the main thread looks for a new or replaced tables region.
+const FOLLOW_PERIOD: Duration = Duration::from_millis(500);
 
 const RX_DESC: u16 = 1024;
 const TX_DESC: u16 = 1024;
@@ -218,6 +223,89 @@ fn port_err(port: &str, device: &str) -> impl FnOnce(dpdk_ffi::DpdkError) -> Run
     }
 }
 
+/// Sets the port's MAC to the configured one (if any) and returns the MAC
+/// the port uses.
+fn set_port_mac(
+    port: &mut Port,
+    name: &str,
+    wanted: Option<[u8; 6]>,
+) -> Result<[u8; 6], dpdk_ffi::DpdkError> {
+    let mac = port.mac_addr()?;
+    let Some(wanted) = wanted else {
+        return Ok(mac);
+    };
+    match port.set_mac_addr(wanted) {
+        Ok(()) => Ok(wanted),
+        Err(e) if e.errno() == libc::ENOTSUP => {
+            // The PMD (e.g. net_pcap) cannot change its address: use the
+            // configured one in software and accept every frame, the
+            // pipeline filters by destination MAC itself.
+            warn!(port = %name, "device cannot set its MAC; using the configured MAC in software (promiscuous)");
+            if let Err(e) = port.set_promiscuous(true) {
+                warn!(port = %name, error = %e, "cannot enable promiscuous mode");
+            }
+            Ok(wanted)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Brings a port up (`bring_up` configures and starts it) with Rx
+/// interrupts when `wanted`, and without them when the PMD refuses them
+/// (PCI NICs without MSI-X refuse the start). Returns what `bring_up`
+/// returned and, when interrupts were wanted but refused, why.
+fn with_rx_interrupts<T>(
+    port: &mut Port,
+    wanted: bool,
+    mut bring_up: impl FnMut(&mut Port, bool) -> Result<T, dpdk_ffi::DpdkError>,
+) -> Result<(T, Option<String>), dpdk_ffi::DpdkError> {
+    if wanted {
+        match bring_up(port, true) {
+            Ok(v) => return Ok((v, None)),
+            Err(e) => return Ok((bring_up(port, false)?, Some(e.to_string()))),
+        }
+    }
+    Ok((bring_up(port, false)?, None))
+}
+
+/// Per port: a name for the log, why it has no Rx interrupts when its
+/// start refused them, and whether that was logged already.
+struct InterruptLog {
+    labels: Vec<String>,
+    refused: Vec<Option<String>>,
+    reported: Vec<bool>,
+}
+
+impl InterruptLog {
+    fn add(&mut self, label: String, refused: Option<String>) {
+        self.labels.push(label);
+        self.refused.push(refused);
+        self.reported.push(false);
+    }
+
+    /// Logs, once per port, that a port has no Rx interrupts, so the
+    /// workers polling it back off with sleeps when idle. `at` is the
+    /// port's index, when the failure was a port's.
+    fn report(&mut self, at: Option<usize>, e: &dpdk_ffi::DpdkError) {
+        let Some(i) = at else {
+            warn!(error = %e, "cannot sleep on Rx interrupts; idle workers back off with sleeps");
+            return;
+        };
+        let Some(reported) = self.reported.get_mut(i) else {
+            return;
+        };
+        if std::mem::replace(reported, true) {
+            return;
+        }
+        let label = self.labels.get(i).map_or("?", String::as_str);
+        let why = match self.refused.get(i) {
+            Some(Some(r)) => r.clone(),
+            _ => e.to_string(),
+        };
+        info!("port {label} has no Rx interrupts ({why}); idle workers polling it back off with sleeps");
+    }
+}
+
 /// How border-dp gets its tables.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -363,44 +451,54 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         SOCKET_ID_ANY,
     )?;
 
+    let poll = match cfg.dataplane.poll {
+        PollMode::Busy => Poll::Busy,
+        PollMode::Adaptive => Poll::Adaptive,
+    };
+    // Adaptive workers sleep on Rx interrupts where the ports have them.
+    let want_interrupts = poll == Poll::Adaptive;
     let mut ports: Vec<Port> = Vec::with_capacity(all_ports);
+    let mut interrupt_log = InterruptLog {
+        labels: Vec::with_capacity(all_ports),
+        refused: Vec::with_capacity(all_ports),
+        reported: Vec::with_capacity(all_ports),
+    };
     let mut macs = Vec::with_capacity(plan.ports.len());
     for (planned, pc) in plan.ports.iter().zip(&cfg.ports) {
         let err = || port_err(&planned.name, &planned.device);
         let mut port = Port::by_name(&planned.device).map_err(err())?;
-        port.configure(queues, queues, RX_DESC, TX_DESC, &pool)
-            .map_err(err())?;
-        let mut mac = port.mac_addr().map_err(err())?;
-        if let Some(wanted) = pc.mac {
-            match port.set_mac_addr(wanted) {
-                Ok(()) => mac = wanted,
-                Err(e) if e.errno() == libc::ENOTSUP => {
-                    // The PMD (e.g. net_pcap) cannot change its address: use the
-                    // configured one in software and accept every frame, the
-                    // pipeline filters by destination MAC itself.
-                    warn!(port = %planned.name, "device cannot set its MAC; using the configured MAC in software (promiscuous)");
-                    if let Err(e) = port.set_promiscuous(true) {
-                        warn!(port = %planned.name, error = %e, "cannot enable promiscuous mode");
-                    }
-                    mac = wanted;
-                }
-                Err(e) => return Err(err()(e)),
-            }
-        }
-        port.start().map_err(err())?;
+        let bring_up = |port: &mut Port, interrupts: bool| {
+            port.set_rx_interrupts(interrupts);
+            port.configure(queues, queues, RX_DESC, TX_DESC, &pool)?;
+            let mac = set_port_mac(port, &planned.name, pc.mac)?;
+            port.start()?;
+            Ok::<_, dpdk_ffi::DpdkError>(mac)
+        };
+        let (mac, refused) =
+            with_rx_interrupts(&mut port, want_interrupts, bring_up).map_err(err())?;
         info!(port = %planned.name, device = %planned.device, mac = %host::format_mac(mac), "port up");
         macs.push(mac);
         ports.push(port);
+        interrupt_log.add(format!("`{}` ({})", planned.name, planned.device), refused);
     }
     for (i, (planned, pc)) in plan.ports.iter().zip(&cfg.ports).enumerate() {
         let err = || port_err(&planned.twin_iface, &planned.twin_device);
         let mut twin = Port::by_name(&planned.twin_device).map_err(err())?;
-        twin.configure(queues, queues, RX_DESC, TX_DESC, &pool)
-            .map_err(err())?;
-        twin.start().map_err(err())?;
+        let bring_up = |port: &mut Port, interrupts: bool| {
+            port.set_rx_interrupts(interrupts);
+            port.configure(queues, queues, RX_DESC, TX_DESC, &pool)?;
+            port.start()
+        };
+        let ((), refused) =
+            with_rx_interrupts(&mut twin, want_interrupts, bring_up).map_err(err())?;
         host::configure_twin(&planned.twin_iface, macs[i], &pc.addresses)?;
         info!(port = %planned.name, iface = %planned.twin_iface, "kernel twin up");
         ports.push(twin);
+        let label = format!(
+            "kernel twin `{}` ({})",
+            planned.twin_iface, planned.twin_device
+        );
+        interrupt_log.add(label, refused);
     }
     // Dropped (rules destroyed) before the ports, which it borrows.
     let steering = steer_replies(cfg, &ports);
@@ -408,10 +506,6 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     let state = Arc::new(StateRegion::create(&state_path(&cfg.instance), lcores)?);
     let stop = Arc::new(AtomicBool::new(false));
     let exited = Arc::new(AtomicUsize::new(0));
-    let poll = match cfg.dataplane.poll {
-        PollMode::Busy => Poll::Busy,
-        PollMode::Adaptive => Poll::Adaptive,
-    };
     let tables_file = tables_path(&cfg.instance);
     let inboxes: Vec<ReaderInbox> = lcores.iter().map(|_| reader_inbox()).collect();
     if let Some(p) = publisher.as_mut() {
@@ -424,8 +518,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             None
         }
     };
-    let sync = NeighborSync::new(lcores.len());
     let handoff = Handoff::new(lcores.len());
+    let sync = NeighborSync::new(lcores.len()).with_doorbells(handoff.doorbells());
     let per_ms = (dpdk_ffi::tsc_hz() / 1000).max(1);
     let mut launched = Vec::new();
     let mut launch_error = None;
@@ -441,8 +535,20 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
                 break;
             }
         };
-        let (rx, tx) = queues.into_iter().unzip();
-        let io = DpdkPorts::new(rx, tx, pool.clone());
+        let (rx, tx): (Vec<_>, Vec<_>) = queues.into_iter().unzip();
+        let waiter = if want_interrupts {
+            let bell = handoff.doorbell(w).and_then(|b| b.fd());
+            match rx_waiter(&rx, bell) {
+                Ok(waiter) => Some(waiter),
+                Err((at, e)) => {
+                    interrupt_log.report(at, &e);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let io = DpdkPorts::new(rx, tx, pool.clone(), waiter);
         let inbox = inboxes[w].clone();
         let routes = Routes::from_config(cfg);
         let (state, stop, guard) = (state.clone(), stop.clone(), ExitGuard(exited.clone()));
@@ -505,26 +611,42 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             Ok(())
         }
     };
-    let mut ticks = 0u64;
     let mut refused_seen = 0;
     let mut live_cfg = cfg.clone();
+    let mut followed = Instant::now();
+    let mut seen = watch.as_ref().map_or(Published::NONE, |w| w.current());
     while outcome.is_ok() && !terminate.load(Ordering::Relaxed) {
         if exited.load(Ordering::SeqCst) > 0 {
             break;
         }
-        std::thread::sleep(Duration::from_millis(50));
-        ticks += 1;
+        // Sleep, but wake for every publication and wake the workers for it:
+        // one asleep on its Rx interrupts then adopts the new generation at
+        // once, not at the end of its bounded wait.
+        match &watch {
+            Some(w) => {
+                w.wait_published(seen, MAIN_LOOP_PERIOD);
+                let now = w.current();
+                if now != seen {
+                    seen = now;
+                    handoff.ring_all();
+                }
+            }
+            None => std::thread::sleep(MAIN_LOOP_PERIOD),
+        }
         if reload.swap(false, Ordering::Relaxed) {
             reload_config(opts, &mut live_cfg, publisher.as_mut(), &state);
         }
         // Follow the region: it may appear (mgmt started) or be replaced.
-        if ticks.is_multiple_of(10) {
+        if followed.elapsed() >= FOLLOW_PERIOD {
+            followed = Instant::now();
             let stale = watch.as_ref().is_none_or(|w| w.replaced());
             if stale {
                 match hand_readers(&tables_file, &inboxes) {
                     Ok(r) => {
                         info!(path = %tables_file.display(), generation = r.current().generation, "attached to tables region");
+                        seen = r.current();
                         watch = Some(r);
+                        handoff.ring_all();
                     }
                     Err(_) if watch.is_some() => {
                         warn!(path = %tables_file.display(), "tables region gone; forwarding on the last tables");
@@ -547,6 +669,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         info!("signal received, stopping workers");
     }
     stop.store(true, Ordering::Relaxed);
+    handoff.ring_all();
     for lcore in launched {
         let rc = dpdk_ffi::wait_lcore(lcore);
         if rc != 0 && outcome.is_ok() {

@@ -34,8 +34,9 @@ use conf::counters::Counter;
 use conf::state::CounterBlock;
 use crossbeam_queue::ArrayQueue;
 
+use crate::doorbell::Doorbell;
 use crate::io::{Burst, Frame, PortIo, BURST};
-use crate::lb::{Adopted, Prepared};
+use crate::lb::{Adopted, Prepared, IDLE_EXPIRE_BUDGET};
 use crate::neigh;
 use crate::neigh_queue::{Fate, NeighQueue};
 use crate::pipeline::{Pipeline, Verdict};
@@ -48,13 +49,26 @@ const _: () = assert!(BURST <= 32);
 pub enum Poll {
     /// Spin forever: lowest latency, one full core per worker.
     Busy,
-    /// Back off with growing sleeps after a run of empty polls, so a small box
-    /// stays usable. The first packet after idling waits at most `MAX_IDLE_SLEEP`.
+    /// After a run of empty polls, sleep until a frame arrives: on the Rx
+    /// interrupts of every rx queue of the worker and its doorbell when the
+    /// ports have them ([`PortIo::can_wait`]), with a bounded timeout
+    /// ([`IDLE_WAIT`]) for the housekeeping; otherwise back off with
+    /// growing sleeps (the first packet after idling then waits up to
+    /// `MAX_IDLE_SLEEP`).
     Adaptive,
 }
 
 /// Empty iterations before an adaptive worker starts sleeping.
 const SPIN_BEFORE_SLEEP: u32 = 512;
+/// The longest an adaptive worker sleeps on its Rx interrupts. Nothing
+/// that needs it sooner comes without waking it (frames; handed-over
+/// replies, neighbour bindings, new table generations and stop ring its
+/// doorbell), so this bounds only what runs on the worker's clock: PROXY
+/// header retransmissions (first after 200 ms) and parked frames' timeouts
+/// fire at most this late, and the connection table keeps expiring.
+/// 100 wake-ups a second cost ~0.25-0.4% of a core (release build, four
+/// TAP queues; `border-perf wake`, `tests/e2e_idle.rs`).
+pub const IDLE_WAIT: Duration = Duration::from_millis(10);
 const MIN_IDLE_SLEEP: Duration = Duration::from_micros(10);
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
 /// Full RX bursts a port may deliver in one poll iteration before the
@@ -108,15 +122,18 @@ impl TableSource for NoTables {
 }
 
 /// The queues through which workers pass full-NAT replies to the owner of
-/// their local port. Queue `i` is drained only by worker `i`.
+/// their local port, and the doorbells that wake a sleeping owner. Queue
+/// and doorbell `i` belong to worker `i`.
 pub struct Handoff<F> {
     queues: Arc<Vec<ArrayQueue<(usize, F)>>>,
+    doorbells: Arc<Vec<Doorbell>>,
 }
 
 impl<F> Clone for Handoff<F> {
     fn clone(&self) -> Self {
         Handoff {
             queues: self.queues.clone(),
+            doorbells: self.doorbells.clone(),
         }
     }
 }
@@ -129,6 +146,24 @@ impl<F> Handoff<F> {
                     .map(|_| ArrayQueue::new(HANDOFF_DEPTH))
                     .collect(),
             ),
+            doorbells: Arc::new((0..workers).map(|_| Doorbell::new()).collect()),
+        }
+    }
+
+    /// Every worker's doorbell, by worker index (for others that wake them).
+    pub fn doorbells(&self) -> Arc<Vec<Doorbell>> {
+        self.doorbells.clone()
+    }
+
+    /// Worker `worker`'s doorbell (its I/O watches the descriptor).
+    pub fn doorbell(&self, worker: usize) -> Option<&Doorbell> {
+        self.doorbells.get(worker)
+    }
+
+    /// Wakes every sleeping worker (stop, new tables).
+    pub fn ring_all(&self) {
+        for bell in self.doorbells.iter() {
+            bell.ring();
         }
     }
 }
@@ -179,6 +214,16 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             empty_polls: 0,
             idle_sleep: MIN_IDLE_SLEEP,
         }
+    }
+
+    /// Changes how the worker waits when idle.
+    pub fn set_poll(&mut self, poll: Poll) {
+        self.poll = poll;
+    }
+
+    /// The queues and doorbells this worker shares with the others.
+    pub fn handoff(&self) -> &Handoff<P::Frame> {
+        &self.handoff
     }
 
     /// One poll iteration. Returns the number of frames that arrived
@@ -283,12 +328,52 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 self.empty_polls = self.empty_polls.saturating_add(1);
                 if self.empty_polls > SPIN_BEFORE_SLEEP {
                     self.pipeline.counters.publish(shared);
-                    std::thread::sleep(self.idle_sleep);
-                    self.idle_sleep = (self.idle_sleep * 2).min(MAX_IDLE_SLEEP);
+                    if self.io.can_wait() {
+                        self.sleep_until_work(shared, stop);
+                    } else {
+                        std::thread::sleep(self.idle_sleep);
+                        self.idle_sleep = (self.idle_sleep * 2).min(MAX_IDLE_SLEEP);
+                    }
                 }
             }
         }
         self.pipeline.counters.publish(shared);
+    }
+
+    /// An idle adaptive worker with Rx interrupts: sleeps on them (and its
+    /// doorbell) for up to [`IDLE_WAIT`] at a time until a poll finds
+    /// work or `stop` is set. Each round arms the interrupts and announces
+    /// the sleep first, then polls once more: whatever arrived before they
+    /// were armed is found by that poll, whatever arrives after ends the
+    /// wait at once.
+    pub fn sleep_until_work(&mut self, shared: &CounterBlock<'_>, stop: &AtomicBool) {
+        loop {
+            self.io.arm();
+            if let Some(bell) = self.handoff.doorbell(self.me) {
+                bell.going_to_sleep();
+            }
+            let received = self.poll_once();
+            shared.beat();
+            let done = received > 0 || stop.load(Ordering::Relaxed);
+            if !done {
+                let Pipeline { lb, counters, .. } = &mut self.pipeline;
+                lb.expire(IDLE_EXPIRE_BUDGET, counters);
+                counters.publish(shared);
+                self.io.wait(IDLE_WAIT);
+            }
+            if let Some(bell) = self.handoff.doorbell(self.me) {
+                bell.awake();
+            }
+            self.io.disarm();
+            if received > 0 {
+                self.pipeline.counters.publish(shared);
+                self.empty_polls = 0;
+                self.idle_sleep = MIN_IDLE_SLEEP;
+            }
+            if done {
+                return;
+            }
+        }
     }
 }
 
@@ -540,7 +625,12 @@ fn hand_off<F: Frame>(
     frame.set_len(received_len);
     let port = pipeline.last_in_port();
     match handoff.queues.get(worker).map(|q| q.push((port, frame))) {
-        Some(Ok(())) => pipeline.counters.inc(Counter::HandoffSent),
+        Some(Ok(())) => {
+            pipeline.counters.inc(Counter::HandoffSent);
+            if let Some(bell) = handoff.doorbells.get(worker) {
+                bell.ring();
+            }
+        }
         _ => pipeline.counters.inc(Counter::DropHandoffFull),
     }
 }

@@ -31,6 +31,7 @@ mod cycles;
 mod eal;
 mod error;
 mod flow;
+mod intr;
 mod lcore;
 mod mbuf;
 mod mempool;
@@ -40,6 +41,7 @@ pub use cycles::{pause, tsc_cycles, tsc_hz};
 pub use eal::Eal;
 pub use error::{rte_errno, strerror, DpdkError};
 pub use flow::{owner_mask, FlowRules, SteerProto, SteerRule};
+pub use intr::{RxWaiter, MAX_WATCHED};
 pub use lcore::{
     launch_on, lcore_count, lcore_id, lcore_is_enabled, lcore_socket_id, main_lcore, wait_all,
     wait_lcore, worker_lcores, LCORE_ID_ANY, LCORE_PANICKED,

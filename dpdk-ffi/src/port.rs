@@ -120,7 +120,7 @@ impl Queues {
     }
 }
 
-struct PortShared {
+pub(crate) struct PortShared {
     id: u16,
     /// Whether our last start succeeded without a stop since; Drop stops
     /// only then (stopping twice makes DPDK log an error).
@@ -174,6 +174,8 @@ impl Drop for PortShared {
 /// taken from it is gone too.
 pub struct Port {
     shared: Arc<PortShared>,
+    /// Whether the next `configure` asks the PMD for Rx queue interrupts.
+    rx_interrupts: bool,
 }
 
 impl std::fmt::Debug for Port {
@@ -240,6 +242,7 @@ impl Port {
                 pools: Mutex::new(Vec::new()),
                 eal,
             }),
+            rx_interrupts: false,
         })
     }
 
@@ -300,6 +303,15 @@ impl Port {
         })
     }
 
+    /// Whether the next [`Port::configure`] asks for Rx queue interrupts
+    /// (`intr_conf.rxq`), which an [`RxWaiter`](crate::RxWaiter) sleeps on.
+    /// Not every PMD has them, and some refuse the whole configuration or
+    /// the start when asked (PCI NICs without MSI-X): configure and start
+    /// again without them then.
+    pub fn set_rx_interrupts(&mut self, on: bool) {
+        self.rx_interrupts = on;
+    }
+
     /// Configures `nb_rxq` rx and `nb_txq` tx queues with `nb_desc_rx` /
     /// `nb_desc_tx` descriptors each (0: PMD default; rounded to what the
     /// device accepts), rx buffers from `pool`. With more than one rx queue,
@@ -339,6 +351,7 @@ impl Port {
             let wanted = unsafe { sys::border_shim_rss_hf_ip_tcp_udp() };
             conf.rx_adv_conf.rss_conf.rss_hf = wanted & info.flow_type_rss_offloads;
         }
+        conf.intr_conf.set_rxq(u32::from(self.rx_interrupts));
         // SAFETY: conf is a zero-initialised rte_eth_conf of the C size
         // (checked in tests) and is only read by the callee.
         let ret = unsafe { sys::rte_eth_dev_configure(id, nb_rxq, nb_txq, &conf) };
@@ -561,7 +574,7 @@ fn take(taken: &mut [bool], queue: u16, err: impl FnOnce() -> DpdkError) -> Resu
 pub struct RxQueue {
     port_id: u16,
     queue_id: u16,
-    shared: Arc<PortShared>,
+    pub(crate) shared: Arc<PortShared>,
 }
 
 impl std::fmt::Debug for RxQueue {

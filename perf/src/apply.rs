@@ -13,10 +13,12 @@
 //! [`dataplane::lb::Lb`] (`Lb::adopt`: backends of the VIPs whose block
 //! changed, the others carried over), records the generation in a
 //! state region as its quiescent state and beats its heartbeat; idle, it
-//! backs off like border-dp's adaptive poll (spin 512 polls, then sleep
-//! 10 µs doubling to 1 ms) or spins (`--poll busy`). With `--dp PATH` a real
-//! border-dp (the binary) runs instead, in a network namespace of its own
-//! with TAP ports (root needed).
+//! backs off like border-dp's adaptive poll on ports without Rx interrupts
+//! (spin 512 polls, then sleep 10 µs doubling to 1 ms) or spins (`--poll
+//! busy`). With `--dp PATH` a real border-dp (the binary) runs instead, in
+//! a network namespace of its own with TAP ports (root needed): its idle
+//! adaptive worker sleeps on their Rx interrupts and is woken for each
+//! publication (docs/architecture.md, "Idle workers").
 //!
 //! Changes come one at a time, each after a random pause of 0..2 ms (so they
 //! do not fall in step with an idle worker's sleeps). For each change the clock starts before the SetBackend (or ApplyConfig)
@@ -51,8 +53,8 @@ use crate::report::Table;
 pub enum PollArg {
     /// Spin: look at the tables on every iteration.
     Busy,
-    /// As border-dp's adaptive poll: spin 512 empty polls, then sleep
-    /// 10 µs doubling up to 1 ms.
+    /// As border-dp's adaptive poll without Rx interrupts: spin 512 empty
+    /// polls, then sleep 10 µs doubling up to 1 ms.
     Adaptive,
 }
 

@@ -14,3 +14,4 @@ pub mod pipeline;
 pub mod report;
 pub mod stats;
 pub mod tables;
+pub mod wake;

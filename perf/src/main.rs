@@ -4,6 +4,7 @@
 //! cargo run -p perf --release --bin border-perf -- maglev
 //! cargo run -p perf --release --bin border-perf -- flowhash
 //! cargo run -p perf --release --bin border-perf -- pipeline
+//! cargo run -p perf --release --bin border-perf -- wake --dp target/release/border-dp
 //! cargo run -p perf --release --bin border-perf -- all
 //! ```
 
@@ -30,6 +31,8 @@ enum Command {
     Tables(perf::tables::Args),
     /// Apply latency: SetBackend/ApplyConfig call -> every worker on the new generation, 1 VIP vs 512.
     Apply(perf::apply::Args),
+    /// First packet after idling: ping round trip through a real border-dp, adaptive vs busy poll.
+    Wake(perf::wake::Args),
     /// Every benchmark with its default options.
     All,
 }
@@ -45,6 +48,7 @@ fn run(cmd: &Command) -> anyhow::Result<()> {
         Command::Pipeline(a) => perf::pipeline::run(a)?,
         Command::Tables(a) => perf::tables::run(a)?,
         Command::Apply(a) => perf::apply::run(a)?,
+        Command::Wake(a) => perf::wake::run(a)?,
         Command::All => {
             for sub in ["maglev", "flowhash"] {
                 run(&defaults(sub))?;

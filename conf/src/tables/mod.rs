@@ -132,6 +132,7 @@
 mod alloc;
 mod layout;
 mod model;
+mod notify;
 mod reader;
 mod writer;
 

@@ -11,6 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use memmap2::{MmapOptions, MmapRaw};
 use zerocopy::FromBytes;
@@ -914,6 +915,16 @@ impl TablesReader {
         // is page aligned and lives as long as `self`.
         let w = unsafe { header_word(self.map.as_ptr(), H_PUBLISHED) };
         Published::from_word(w.load(Ordering::Acquire))
+    }
+
+    /// Blocks until something other than `seen` is published, `timeout`
+    /// passes or a signal arrives (returns at once when it already was):
+    /// the publisher wakes every waiter after each publication. For a
+    /// thread that sleeps and wakes workers, never for a worker itself.
+    pub fn wait_published(&self, seen: Published, timeout: Duration) {
+        // SAFETY: as in `current`.
+        let w = unsafe { header_word(self.map.as_ptr(), H_PUBLISHED) };
+        super::notify::wait_change(w, pack(seen.generation, seen.root), timeout);
     }
 
     /// Validates the generation `p` (normally [`TablesReader::current`])

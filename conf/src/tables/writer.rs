@@ -683,6 +683,7 @@ impl TablesWriter {
         }
         self.header(H_PUBLISHED)
             .store(pack(next, root_off), Ordering::Release);
+        super::notify::wake_all(self.header(H_PUBLISHED));
 
         // Retire what the new generation no longer uses.
         if let Some((o, l)) = self.root.take() {
