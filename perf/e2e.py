@@ -581,7 +581,20 @@ def measure_in(h, opts, peer):
     for name, _ in h.procs:
         if name not in ("wrk",):
             h.alive(name)
+    if peer.startswith("border"):
+        r["border_counters"] = border_counters(h, opts)
+        r["border_drops"] = {k: v for k, v in r["border_counters"].items() if k.startswith("drop_")}
     return r
+
+
+def border_counters(h, opts):
+    """border-dp's own counters (non-zero totals) over the whole peer run."""
+    out = h.sh([opts.borderctl, "counters", "--instance", INSTANCE, "--json"])
+    try:
+        counters = json.loads(out)["counters"]
+    except (ValueError, KeyError):
+        raise HarnessError("borderctl counters --json printed no counters")
+    return {k: v["total"] for k, v in counters.items() if v["total"]}
 
 
 # ---- report -----------------------------------------------------------------
@@ -610,7 +623,7 @@ def gbps(run):
 
 def table(results):
     cols = ["peer", "conn/s", "x fwd", "x kern", "p50 ms", "p99 ms", "max ms", "retrans",
-            "SYN rtx", "sock err", "Gb/s 1", "Gb/s 8", "CPU s/10k"]
+            "SYN rtx", "sock err", "Gb/s 1", "Gb/s 8", "CPU s/10k", "dp drops"]
     rows = []
     for r in results:
         vf = r.get("vs_forwarder")
@@ -623,6 +636,7 @@ def table(results):
             str(r["client_tcp"]["syn_retrans"]), str(sum(se.values())),
             gbps(r.get("iperf_1")), gbps(r.get("iperf_8")),
             f"{r['cpu_s_per_10k_conns']:.2f}" if r["cpu_s_per_10k_conns"] is not None else "-",
+            str(sum(r["border_drops"].values())) if "border_drops" in r else "-",
         ])
     widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
     line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
@@ -700,6 +714,11 @@ def main():
         raise HarnessError(f"border-dp binary {opts.border_dp} not found "
                            "(cargo build --release --bin border-dp, or --border-dp PATH)")
     opts.border_dp = os.path.abspath(opts.border_dp)
+    # border-dp's counters are read with the borderctl built beside it.
+    opts.borderctl = os.path.join(os.path.dirname(opts.border_dp), "borderctl")
+    if any(p.startswith("border") for p in peers) and not os.access(opts.borderctl, os.X_OK):
+        raise HarnessError(f"borderctl not found beside border-dp ({opts.borderctl}; "
+                           "cargo build --release --bins)")
     if not opts.no_pin:
         if (os.cpu_count() or 1) < 2:
             raise HarnessError("pinning needs two CPUs (or --no-pin)")

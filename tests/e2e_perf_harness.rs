@@ -156,6 +156,17 @@ fn short_comparison_measures_every_peer() {
         for k in ["retrans_segs", "syn_retrans", "attempt_fails"] {
             assert!(row["client_tcp"][k].is_u64(), "{name}: client_tcp.{k}");
         }
+        if name.starts_with("border") {
+            // border-dp's own counters, read before it stopped.
+            let counters = &row["border_counters"];
+            assert!(
+                num(counters, &["new_flows"]) >= requests,
+                "{name}: {counters}"
+            );
+            assert!(row["border_drops"].is_object(), "{name}: {row}");
+        } else {
+            assert!(row["border_counters"].is_null(), "{name}");
+        }
     }
     // Ratios: border over TAP against the TAP forwarder, everyone against
     // the best kernel peer (the only one here: nftables).
