@@ -57,6 +57,22 @@ fn nothing_left() {
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
 
+/// Whether a wrk process runs in the harness's client namespace (not some
+/// other wrk on the machine).
+fn wrk_in_client_ns() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(ns) = std::fs::metadata("/var/run/netns/pe-cli") else {
+        return false;
+    };
+    let want = format!("net:[{}]", ns.ino());
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let c = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        String::from_utf8_lossy(&c).starts_with("wrk\0")
+            && std::fs::read_link(e.path().join("ns/net"))
+                .is_ok_and(|l| l.to_string_lossy() == want)
+    })
+}
+
 /// The one `e2e.py: error:` line of a failed run.
 fn one_line_error(out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
@@ -249,12 +265,11 @@ fn an_interrupted_run_removes_its_namespaces_and_processes() {
     .spawn()
     .unwrap();
     // Interrupt it under load: border-dp, nginx and wrk all running.
-    wait_until("wrk running in pe-cli", Duration::from_secs(60), || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            let c = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            String::from_utf8_lossy(&c).starts_with("wrk\0")
-        })
-    });
+    wait_until(
+        "wrk running in pe-cli",
+        Duration::from_secs(60),
+        wrk_in_client_ns,
+    );
     // SAFETY: kill(2) on our own child, not yet reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let start = Instant::now();
@@ -278,6 +293,19 @@ fn an_interrupted_run_removes_its_namespaces_and_processes() {
         e.contains("border-fullnat") && e.contains("signal 15"),
         "{e}"
     );
+    // The broken run's logs stay for diagnosis; this test removes them.
+    let logs = e
+        .split("(logs in ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("the error names the logs: {e}"));
+    assert!(
+        Path::new(logs).join("border-dp.log").exists(),
+        "border-dp's log kept in {logs}"
+    );
+    let run_dir = Path::new(logs).parent().unwrap();
+    assert!(run_dir.starts_with(std::env::temp_dir()), "{logs}");
+    std::fs::remove_dir_all(run_dir).unwrap();
     assert!(!dir.path("e2e.json").exists(), "no JSON from a broken run");
     nothing_left();
 }
