@@ -8,6 +8,10 @@ packages=(
   dpdk dpdk-dev libdpdk-dev libclang-dev clang pkg-config libpcap-dev
   # the end-to-end tests' peers and tools
   iproute2 iputils-ping socat curl nftables procps
+  # af_xdp ports over veth (the peers' checksum offload goes off with ethtool)
+  ethtool
+  # the side-by-side comparison (perf/e2e.sh): load, throughput, plot
+  wrk iperf3 gnuplot-nox
   # real PROXY protocol v2 receivers (e2e_ppv2) and a TLS client/cert tool
   haproxy nginx-light openssl
   # syntax checks of the traffic profiles (perf/tests/profiles_syntax.rs):

@@ -1,8 +1,9 @@
 //! Bad input ends a border process with ONE line on stderr that names the
 //! cause and a non-zero exit: never a panic, never a hang. Covers an invalid
 //! or missing config, an EAL that refuses the devargs, a port whose device
-//! does not probe, and a second process of a running instance (which must
-//! leave the first one working; likewise a second border-mgmt). Also
+//! does not probe, an af_xdp port with fewer queues than workers, and a
+//! second process of a running instance (which must leave the first one
+//! working; likewise a second border-mgmt). Also
 //! `borderctl counters|status` against a running and a stopped dataplane.
 //!
 //! Namespaces, instances and interfaces are prefixed `er-` so this file runs
@@ -284,6 +285,39 @@ fn a_port_that_fails_to_probe_is_named() {
     );
     let e = one_line_error("border-dp", &out);
     assert!(e.contains("port `ext`") && e.contains("net_pcap0"), "{e}");
+}
+
+#[test]
+fn an_af_xdp_port_with_fewer_queues_than_workers_is_named() {
+    let ns = Netns::new("er-xq");
+    let dir = TempDir::new("er-xq");
+    run(&[
+        "ip", "-n", "er-xq", "link", "add", "er-xq0", "type", "veth", "peer", "name", "er-xq1",
+    ]);
+    run(&["ip", "-n", "er-xq", "link", "set", "er-xq0", "up"]);
+    let cfg = dir.path("border.toml");
+    let text = dp_config(
+        "er-xq",
+        "net_af_xdp0,iface=er-xq0,start_queue=0,queue_count=1",
+        "ker-xq",
+        83,
+    )
+    .replace(
+        "worker_lcores = [1]",
+        "worker_lcores = [1, 2]\nlcore_cpus = [0, 1, 1]",
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let out = run_bounded(
+        in_netns(&ns, border_dp_bin(), &["--config", cfg.to_str().unwrap()]),
+        &dir,
+        "dp",
+    );
+    let e = one_line_error("border-dp", &out);
+    assert!(e.contains("port `ext`") && e.contains("net_af_xdp0"), "{e}");
+    assert!(
+        e.contains("2 rx and 2 tx queues wanted") && e.contains("queue_count"),
+        "the shortfall and the fix are named: {e}"
+    );
 }
 
 fn ping_ok(ns: &Netns, target: &str) -> bool {

@@ -1,7 +1,8 @@
 //! Load balancing with real kernels on both sides: a client namespace
 //! reaches a VIP served by three backends in another namespace, through
-//! border-dp on TAP ports, in full-NAT and DNAT mode, over IPv4 and IPv6,
-//! for TCP and UDP.
+//! border-dp on TAP ports (and, for two of the flows, on net_af_xdp ports
+//! over veth pairs), in full-NAT and DNAT mode, over IPv4 and IPv6, for TCP
+//! and UDP.
 
 mod common;
 
@@ -30,6 +31,7 @@ struct Plan {
     mode: &'static str,
     proto: &'static str,
     backends: u8,
+    kind: PortKind,
 }
 
 impl Plan {
@@ -62,7 +64,8 @@ impl Plan {
     }
     fn config(&self) -> String {
         let t = self.tag;
-        let mut c = two_port_config(
+        let mut c = two_port_config_on(
+            self.kind,
             &format!("e2e{t}"),
             t,
             &format!("{}/{}", self.ext(1), self.plen()),
@@ -102,16 +105,18 @@ maglev_table_size = 1021
         let cli = Netns::new(&format!("{t}-cli"));
         let bk = Netns::new(&format!("{t}-bk"));
         let dir = TempDir::new(t);
+        let (ext, int) = (format!("{t}-ext"), format!("{t}-int"));
+        self.kind.prepare(&lb, &cli, &ext);
+        self.kind.prepare(&lb, &bk, &int);
         let dp = BorderDp::start(&lb, &dir, &format!("e2e{t}"), config);
-        wait_iface(&lb, &format!("{t}-ext"));
-        wait_iface(&lb, &format!("{t}-int"));
         let p = self.plen();
-        cli.adopt(&lb, &format!("{t}-ext"), &[&format!("{}/{p}", self.ext(2))]);
+        let cli_addr = format!("{}/{p}", self.ext(2));
+        self.kind.connect(&lb, &cli, &ext, &[&cli_addr]);
         let bk_addrs: Vec<String> = (0..self.backends)
             .map(|i| format!("{}/{p}", self.backend(i).ip()))
             .collect();
         let bk_refs: Vec<&str> = bk_addrs.iter().map(String::as_str).collect();
-        bk.adopt(&lb, &format!("{t}-int"), &bk_refs);
+        self.kind.connect(&lb, &bk, &int, &bk_refs);
         let fam = if self.v6 { "-6" } else { "-4" };
         cli.run(&["ip", fam, "route", "add", "default", "via", &self.ext(1)]);
         if self.mode == "dnat" {
@@ -209,6 +214,7 @@ fn fullnat_ipv4_spreads_connections_over_three_backends() {
         mode: "fullnat",
         proto: "tcp",
         backends: 3,
+        kind: PortKind::Tap,
     });
 }
 
@@ -221,6 +227,7 @@ fn dnat_ipv4_spreads_connections_and_preserves_the_client_address() {
         mode: "dnat",
         proto: "tcp",
         backends: 3,
+        kind: PortKind::Tap,
     });
 }
 
@@ -233,6 +240,7 @@ fn fullnat_ipv6_spreads_connections_over_three_backends() {
         mode: "fullnat",
         proto: "tcp",
         backends: 3,
+        kind: PortKind::Tap,
     });
 }
 
@@ -245,6 +253,33 @@ fn dnat_ipv6_spreads_connections_and_preserves_the_client_address() {
         mode: "dnat",
         proto: "tcp",
         backends: 3,
+        kind: PortKind::Tap,
+    });
+}
+
+#[test]
+fn fullnat_ipv4_over_af_xdp_spreads_connections_over_three_backends() {
+    tcp_spread(Plan {
+        tag: "lx4",
+        n: 95,
+        v6: false,
+        mode: "fullnat",
+        proto: "tcp",
+        backends: 3,
+        kind: PortKind::AfXdp,
+    });
+}
+
+#[test]
+fn dnat_ipv6_over_af_xdp_spreads_connections_and_preserves_the_client_address() {
+    tcp_spread(Plan {
+        tag: "lx6",
+        n: 97,
+        v6: true,
+        mode: "dnat",
+        proto: "tcp",
+        backends: 3,
+        kind: PortKind::AfXdp,
     });
 }
 
@@ -257,6 +292,7 @@ fn udp_vip_answers_requests_from_every_backend() {
         mode: "fullnat",
         proto: "udp",
         backends: 3,
+        kind: PortKind::Tap,
     };
     let topo = plan.start();
     let _servers = UdpBackends::start(
@@ -315,6 +351,7 @@ fn long_lived_connection_survives_adding_a_fourth_backend() {
         mode: "fullnat",
         proto: "tcp",
         backends: 3,
+        kind: PortKind::Tap,
     };
     let topo = plan.start();
     // The fourth backend already listens; only the config does not know it.
@@ -422,6 +459,7 @@ fn two_workers_share_the_load_and_hand_over_replies() {
         mode: "fullnat",
         proto: "tcp",
         backends: 3,
+        kind: PortKind::Tap,
     };
     let cfg = plan.config().replace(
         "worker_lcores = [1]",

@@ -332,6 +332,18 @@ impl Port {
             return Err(self.busy("configure"));
         }
         let info = self.info()?;
+        if nb_rxq > info.max_rx_queues || nb_txq > info.max_tx_queues {
+            // ethdev would refuse with a bare EINVAL; say what is short.
+            return Err(DpdkError::with_detail(
+                format!("port {} configure", self.shared.name),
+                libc::EINVAL,
+                format!(
+                    "{nb_rxq} rx and {nb_txq} tx queues wanted (one per worker), the device has at most {} and {}",
+                    info.max_rx_queues, info.max_tx_queues
+                ),
+            )
+            .hint(queue_hint(&info.driver_name)));
+        }
         let mut conf = sys::rte_eth_conf::default();
         if nb_rxq > 1 && info.flow_type_rss_offloads != 0 {
             conf.rxmode.mq_mode = sys::RTE_ETH_MQ_RX_RSS;
@@ -535,6 +547,14 @@ impl Port {
             libc::EBUSY,
             format!("queue not configured (have {nb}) or its handle is already taken"),
         )
+    }
+}
+
+/// What to change when a device has fewer queues than workers.
+fn queue_hint(driver: &str) -> String {
+    match driver {
+        "net_af_xdp" => "set queue_count=<workers> in the devargs; the interface needs that many queues (veth: numrxqueues/numtxqueues)".into(),
+        _ => format!("use fewer worker_lcores or a {driver} device with more queues"),
     }
 }
 

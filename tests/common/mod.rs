@@ -522,7 +522,21 @@ pub fn tally(names: &[String]) -> std::collections::BTreeMap<String, usize> {
 /// address also the full-NAT local address, and `[mgmt] listen`. Tests append
 /// more `[mgmt]` keys and their VIPs.
 pub fn two_port_config(instance: &str, tag: &str, ext: &str, int: &str, listen: &str) -> String {
+    two_port_config_on(PortKind::Tap, instance, tag, ext, int, listen)
+}
+
+/// [`two_port_config`] with the data ports on `kind`.
+pub fn two_port_config_on(
+    kind: PortKind,
+    instance: &str,
+    tag: &str,
+    ext: &str,
+    int: &str,
+    listen: &str,
+) -> String {
     let local = int.split('/').next().unwrap_or(int);
+    let ext_dev = kind.devargs(0, &format!("{tag}-ext"));
+    let int_dev = kind.devargs(1, &format!("{tag}-int"));
     format!(
         r#"instance = "{instance}"
 [dataplane]
@@ -534,13 +548,13 @@ flow_hash_key = "00112233445566778899aabbccddeeff"
 
 [[port]]
 name = "ext"
-devargs = "net_tap0,iface={tag}-ext"
+devargs = "{ext_dev}"
 addresses = ["{ext}"]
 host_interface = "k{tag}-ext"
 
 [[port]]
 name = "int"
-devargs = "net_tap1,iface={tag}-int"
+devargs = "{int_dev}"
 addresses = ["{int}"]
 host_interface = "k{tag}-int"
 local_addresses = ["{local}"]
@@ -550,6 +564,68 @@ local_port_range = [1024, 32767]
 listen = "{listen}"
 "#
     )
+}
+
+/// What border-dp's data ports are and how they reach the client and
+/// backend namespaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortKind {
+    /// `net_tap`: border-dp creates `<tag>-ext`/`<tag>-int` in its own
+    /// namespace; [`PortKind::connect`] moves them into the peers'.
+    Tap,
+    /// `net_af_xdp` over veth pairs: [`PortKind::prepare`] creates each pair
+    /// before border-dp starts, one end in border-dp's namespace (the DPDK
+    /// port) and the other, of the same name, in the peer's namespace.
+    AfXdp,
+}
+
+impl PortKind {
+    /// The `[[port]].devargs` of data port `index` on interface `iface`.
+    pub fn devargs(self, index: usize, iface: &str) -> String {
+        match self {
+            PortKind::Tap => format!("net_tap{index},iface={iface}"),
+            PortKind::AfXdp => {
+                format!("net_af_xdp{index},iface={iface},start_queue=0,queue_count=1")
+            }
+        }
+    }
+
+    /// Before border-dp starts: for af_xdp, the veth pair `iface` between
+    /// `lb` and `peer` (up on border-dp's side). Nothing for TAP.
+    pub fn prepare(self, lb: &Netns, peer: &Netns, iface: &str) {
+        if self == PortKind::Tap {
+            return;
+        }
+        run(&[
+            "ip", "-n", &lb.name, "link", "add", iface, "type", "veth", "peer", "name", iface,
+            "netns", &peer.name,
+        ]);
+        run(&["ip", "-n", &lb.name, "link", "set", iface, "up"]);
+        // AF_XDP hands frames to DPDK as they are: a checksum the peer's
+        // kernel left to "hardware" (veth offload) would stay unfinished
+        // and the far kernel would drop the segment. The peer computes it.
+        peer.run(&["ethtool", "-K", iface, "tx", "off"]);
+    }
+
+    /// Once border-dp runs: `iface` is in `peer` with `addrs` and up.
+    pub fn connect(self, lb: &Netns, peer: &Netns, iface: &str, addrs: &[&str]) {
+        match self {
+            PortKind::Tap => {
+                wait_iface(lb, iface);
+                peer.adopt(lb, iface, addrs);
+            }
+            PortKind::AfXdp => {
+                for a in addrs {
+                    let mut args = vec!["ip", "-n", &peer.name, "addr", "add", a, "dev", iface];
+                    if a.contains(':') {
+                        args.push("nodad");
+                    }
+                    run(&args);
+                }
+                run(&["ip", "-n", &peer.name, "link", "set", iface, "up"]);
+            }
+        }
+    }
 }
 
 pub fn border_mgmt_bin() -> &'static str {
