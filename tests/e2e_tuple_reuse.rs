@@ -600,3 +600,41 @@ fn without_timestamps_tuples_rest_and_excess_is_counted() {
     assert_eq!(rose(&cli_before, &cli_after, "OutRsts"), 0);
     assert_eq!(rose(&cli_before, &cli_after, "TCPSynRetrans"), 0);
 }
+
+/// The first connection to a backend border-dp has never talked to: its
+/// SYN waits while border resolves the backend's MAC and leaves with the
+/// ARP answer, instead of being dropped and retransmitted by the client a
+/// second later (issue 11: "no 1 s stall").
+#[test]
+fn the_first_syn_to_an_unresolved_backend_waits_for_arp_not_for_a_retransmit() {
+    let plan = Plan { tag: "ru3", n: 67 };
+    // The backend's address appears only after border-dp adopted its
+    // tables, so the request sent then went unanswered.
+    let topo = plan.start("tcp_closing = 1");
+    let mac_known = topo.counters().get("neighbor_queued").copied();
+    assert_eq!(mac_known, Some(0), "nothing waited yet");
+    let cli_before = tcp_mib(&topo.cli);
+    let vip = topo.vip;
+    let r = in_netns(&topo.cli.name, move || {
+        http_get(vip, Duration::from_secs(5), Closer::Server)
+    })
+    .join()
+    .unwrap();
+    let cli_after = tcp_mib(&topo.cli);
+    r.unwrap_or_else(|e| panic!("first GET through the VIP: {e}\n{}", topo.dp.log_text()));
+    let c = topo.counters();
+    assert!(
+        c.get("neighbor_queued").copied().unwrap_or(0) >= 1,
+        "the SYN did not wait for the backend's MAC: {c:?}"
+    );
+    assert_eq!(
+        rose(&cli_before, &cli_after, "TCPSynRetrans"),
+        0,
+        "the client had to retransmit its first SYN: {c:?}"
+    );
+    assert_eq!(c.get("drop_neighbor_unresolved").copied().unwrap_or(0), 0);
+    assert_eq!(
+        c.get("drop_neighbor_queue_timeout").copied().unwrap_or(0),
+        0
+    );
+}
