@@ -4,6 +4,7 @@
 //! cargo run -p perf --release --bin border-perf -- maglev
 //! cargo run -p perf --release --bin border-perf -- flowhash
 //! cargo run -p perf --release --bin border-perf -- pipeline
+//! cargo run -p perf --release --bin border-perf -- memif   # needs border-dp built, root
 //! cargo run -p perf --release --bin border-perf -- all
 //! ```
 
@@ -30,6 +31,10 @@ enum Command {
     Tables(perf::tables::Args),
     /// Apply latency: SetBackend/ApplyConfig call -> every worker on the new generation, 1 VIP vs 512.
     Apply(perf::apply::Args),
+    /// Traffic generator with two memif ports (server side): TCP flows toward VIPs and a responder as every backend.
+    Gen(perf::memif::gen::Args),
+    /// memif packet rate: the generator through border-dp, then through dpdk-testpmd (io), with ratios.
+    Memif(perf::memif::runner::Args),
     /// Every benchmark with its default options.
     All,
 }
@@ -45,6 +50,11 @@ fn run(cmd: &Command) -> anyhow::Result<()> {
         Command::Pipeline(a) => perf::pipeline::run(a)?,
         Command::Tables(a) => perf::tables::run(a)?,
         Command::Apply(a) => perf::apply::run(a)?,
+        Command::Gen(a) => {
+            perf::memif::gen::run(a)?;
+            return Ok(());
+        }
+        Command::Memif(a) => perf::memif::runner::run(a)?,
         Command::All => {
             for sub in ["maglev", "flowhash"] {
                 run(&defaults(sub))?;
