@@ -39,6 +39,14 @@ pub struct Args {
     /// Phases, comma-separated (fullnat, dnat, ppv2, new).
     #[arg(long, value_delimiter = ',', default_value = "fullnat,dnat,ppv2,new")]
     pub phases: Vec<String>,
+    /// Rounds; each runs border-dp, then testpmd, so both see the same
+    /// mix of load from the rest of the machine. The table shows medians.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Niceness of the generator, border-dp and testpmd (e.g. -10 on a
+    /// machine busy with builds; 0 leaves it alone).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub nice: i32,
     /// CPU of the generator (and of border-dp's and testpmd's main lcores).
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: u32,
@@ -226,8 +234,6 @@ struct DutRun {
     phases: Vec<Value>,
     /// border-dp's non-zero counters (empty for testpmd).
     counters: serde_json::Map<String, Value>,
-    /// testpmd's own forward statistics lines.
-    notes: Vec<String>,
 }
 
 /// Runs both devices and returns the comparison; writes `a.json`.
@@ -236,6 +242,9 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
         if !PHASES.contains(&p.as_str()) {
             bail!("unknown phase {p:?} (known: {})", PHASES.join(", "));
         }
+    }
+    if a.rounds == 0 {
+        bail!("--rounds must be at least 1");
     }
     catch_signals();
     let scratch = Scratch::new()?;
@@ -250,54 +259,71 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
         );
     }
     let load_before = loadavg();
-    let border = run_border(a, &scratch, &border_dp)?;
-    let testpmd = run_testpmd(a, &scratch)?;
+    let mut border = Vec::new();
+    let mut testpmd = Vec::new();
+    for round in 0..a.rounds {
+        border.push(run_border(a, &scratch, &border_dp, round)?);
+        testpmd.push(run_testpmd(a, &scratch, round)?);
+    }
     let load_after = loadavg();
 
     let mut t = Table::new(
-        "memif: packets through the device per second (both directions), one worker core",
+        format!(
+            "memif: packets through the device per second (both directions), one worker core; median of {} rounds",
+            a.rounds
+        ),
         &[
             "phase",
             "border Mpps",
             "testpmd Mpps",
             "ratio",
+            "border range",
+            "testpmd range",
             "border new conn/s",
             "border lost",
             "testpmd lost",
         ],
     );
     let mut rows = Vec::new();
-    for (b, p) in border.phases.iter().zip(&testpmd.phases) {
-        let bm = b["mpps"].as_f64().unwrap_or(0.0);
-        let pm = p["mpps"].as_f64().unwrap_or(0.0);
+    for (i, phase) in a.phases.iter().enumerate() {
+        let b: Vec<&Value> = border.iter().map(|r| &r.phases[i]).collect();
+        let p: Vec<&Value> = testpmd.iter().map(|r| &r.phases[i]).collect();
+        let (bm, bmin, bmax) = median_range(&b, "mpps");
+        let (pm, pmin, pmax) = median_range(&p, "mpps");
         let ratio = if pm > 0.0 { bm / pm } else { 0.0 };
-        let phase = b["phase"].as_str().unwrap_or("?");
+        let (conn, _, _) = median_range(&b, "new_flows_per_s");
         t.row(vec![
-            phase.to_string(),
+            phase.clone(),
             format!("{bm:.3}"),
             format!("{pm:.3}"),
             format!("{ratio:.2}"),
+            format!("{bmin:.2}-{bmax:.2}"),
+            format!("{pmin:.2}-{pmax:.2}"),
             if phase == "new" {
-                format!("{:.0}", b["new_flows_per_s"].as_f64().unwrap_or(0.0))
+                format!("{conn:.0}")
             } else {
                 "-".into()
             },
-            lost(b).to_string(),
-            lost(p).to_string(),
+            b.iter().map(|v| lost(v)).sum::<i64>().to_string(),
+            p.iter().map(|v| lost(v)).sum::<i64>().to_string(),
         ]);
-        rows.push(json!({"phase": phase, "border": b, "testpmd": p, "ratio": ratio}));
+        rows.push(json!({
+            "phase": phase,
+            "border_mpps": bm,
+            "testpmd_mpps": pm,
+            "ratio": ratio,
+            "border": b,
+            "testpmd": p,
+        }));
     }
     t.note(format!(
-        "{} s per phase, {} flows, window {}; generator on CPU {}, worker/forwarding core on CPU {}",
-        a.seconds, a.flows, a.window, a.gen_cpu, a.dut_cpu
+        "{} s per phase, {} flows, window {}, nice {}; generator on CPU {}, worker/forwarding core on CPU {}",
+        a.seconds, a.flows, a.window, a.nice, a.gen_cpu, a.dut_cpu
     ));
     t.note(format!(
         "load average before/after: {load_before} / {load_after} (a shared machine: numbers are noisy)"
     ));
     t.note("lost: frames sent into the device that did not come out (both directions, incl. those in flight at the end)");
-    for n in &testpmd.notes {
-        t.note(format!("testpmd: {n}"));
-    }
     let doc = json!({
         "seconds": a.seconds,
         "flows": a.flows,
@@ -306,14 +332,27 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
         "dut_cpu": a.dut_cpu,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
+        "rounds": a.rounds,
+        "nice": a.nice,
         "phases": rows,
-        "border_counters": border.counters,
+        "border_counters": border.iter().map(|r| &r.counters).collect::<Vec<_>>(),
     });
     std::fs::write(&a.json, serde_json::to_string_pretty(&doc)? + "\n")
         .with_context(|| format!("write {}", a.json.display()))?;
     t.note(format!("JSON: {}", a.json.display()));
     drop(scratch);
     Ok(t)
+}
+
+/// Median, minimum and maximum of `key` over rounds.
+fn median_range(v: &[&Value], key: &str) -> (f64, f64, f64) {
+    let mut x: Vec<f64> = v.iter().map(|p| p[key].as_f64().unwrap_or(0.0)).collect();
+    x.sort_by(f64::total_cmp);
+    match x.len() {
+        0 => (0.0, 0.0, 0.0),
+        n if n % 2 == 1 => (x[n / 2], x[0], x[n - 1]),
+        n => ((x[n / 2 - 1] + x[n / 2]) / 2.0, x[0], x[n - 1]),
+    }
 }
 
 fn lost(p: &Value) -> i64 {
@@ -327,10 +366,17 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// `prog` under `nice -n a.nice`.
+fn niced(a: &Args, prog: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("nice");
+    c.arg("-n").arg(a.nice.to_string()).arg(prog);
+    c
+}
+
 fn gen_command(a: &Args, s: &Scratch, tag: &str) -> anyhow::Result<(Command, PathBuf, PathBuf)> {
     let client = s.path(&format!("{tag}-client.sock"));
     let backend = s.path(&format!("{tag}-backend.sock"));
-    let mut cmd = Command::new(std::env::current_exe()?);
+    let mut cmd = niced(a, std::env::current_exe()?);
     cmd.arg("gen")
         .arg("--client-socket")
         .arg(&client)
@@ -444,9 +490,15 @@ port = 8080
     )
 }
 
-fn run_border(a: &Args, s: &Scratch, border_dp: &Path) -> anyhow::Result<DutRun> {
-    let (cmd, client, backend) = gen_command(a, s, "border")?;
-    let mut gen = Proc::spawn("generator", cmd, s.path("gen-border.log"), libc::SIGTERM)?;
+fn run_border(a: &Args, s: &Scratch, border_dp: &Path, round: u32) -> anyhow::Result<DutRun> {
+    let tag = format!("border{round}");
+    let (cmd, client, backend) = gen_command(a, s, &tag)?;
+    let mut gen = Proc::spawn(
+        "generator",
+        cmd,
+        s.path(&format!("gen-{tag}.log")),
+        libc::SIGTERM,
+    )?;
     wait_sockets(&mut gen, &[&client, &backend])?;
 
     let cfg = s.path("border.toml");
@@ -454,7 +506,8 @@ fn run_border(a: &Args, s: &Scratch, border_dp: &Path) -> anyhow::Result<DutRun>
     let instance = format!("memif{}", std::process::id());
     let mut dp_cmd = Command::new("ip");
     dp_cmd
-        .args(["netns", "exec", &s.netns])
+        .args(["netns", "exec", &s.netns, "nice", "-n"])
+        .arg(a.nice.to_string())
         .arg(border_dp)
         .arg("--standalone")
         .arg("--config")
@@ -478,17 +531,22 @@ fn run_border(a: &Args, s: &Scratch, border_dp: &Path) -> anyhow::Result<DutRun>
     dp.stop();
     let _ = std::fs::remove_file(&state);
     Ok(DutRun {
-        phases: read_phases(&s.path("gen-border.json"))?,
+        phases: read_phases(&s.path(&format!("gen-{tag}.json")))?,
         counters,
-        notes: Vec::new(),
     })
 }
 
-fn run_testpmd(a: &Args, s: &Scratch) -> anyhow::Result<DutRun> {
-    let (cmd, client, backend) = gen_command(a, s, "testpmd")?;
-    let mut gen = Proc::spawn("generator", cmd, s.path("gen-testpmd.log"), libc::SIGTERM)?;
+fn run_testpmd(a: &Args, s: &Scratch, round: u32) -> anyhow::Result<DutRun> {
+    let tag = format!("testpmd{round}");
+    let (cmd, client, backend) = gen_command(a, s, &tag)?;
+    let mut gen = Proc::spawn(
+        "generator",
+        cmd,
+        s.path(&format!("gen-{tag}.log")),
+        libc::SIGTERM,
+    )?;
     wait_sockets(&mut gen, &[&client, &backend])?;
-    let mut tp_cmd = Command::new(&a.testpmd);
+    let mut tp_cmd = niced(a, &a.testpmd);
     tp_cmd
         .args(["--no-huge", "-m", "256", "--no-pci", "--no-shconf"])
         .arg(format!(
@@ -510,20 +568,8 @@ fn run_testpmd(a: &Args, s: &Scratch) -> anyhow::Result<DutRun> {
     let mut tp = Proc::spawn("dpdk-testpmd", tp_cmd, s.path("testpmd.log"), libc::SIGINT)?;
     gen.wait(gen_limit(a), &mut [&mut tp])?;
     tp.stop();
-    let log = std::fs::read_to_string(s.path("testpmd.log")).unwrap_or_default();
-    let notes = log
-        .lines()
-        .rev()
-        .filter(|l| l.contains("RX-packets") || l.contains("TX-packets"))
-        .take(2)
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
     Ok(DutRun {
-        phases: read_phases(&s.path("gen-testpmd.json"))?,
+        phases: read_phases(&s.path(&format!("gen-{tag}.json")))?,
         counters: serde_json::Map::new(),
-        notes,
     })
 }
