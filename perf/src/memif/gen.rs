@@ -89,6 +89,10 @@ pub struct Args {
     /// Writes the results here as JSON (one object per phase in `phases`).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// After writing the results, keep the ports open until killed, so the
+    /// device under test can be stopped first (the runner does).
+    #[arg(long)]
+    pub hold: bool,
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
@@ -265,7 +269,7 @@ pub fn run(a: &Args) -> anyhow::Result<Vec<PhaseResult>> {
         memif_vdev(0, "server", &a.client_socket),
         memif_vdev(1, "server", &a.backend_socket),
     ];
-    let _eal = Eal::init(&eal_args).context("EAL init")?;
+    let eal = Eal::init(&eal_args).context("EAL init")?;
     let pool = Mempool::pktmbuf("gen", 16383, 256, DEFAULT_DATA_ROOM, -1)?;
     let mut client_port = Port::by_name("net_memif0")?;
     let mut backend_port = Port::by_name("net_memif1")?;
@@ -324,14 +328,32 @@ pub fn run(a: &Args) -> anyhow::Result<Vec<PhaseResult>> {
         out.push(r);
     }
     drop(g);
+    if let Some(path) = &a.json {
+        // Written whole under a temporary name, then renamed: a reader
+        // waiting for the file never sees half of it.
+        let v: Vec<_> = out.iter().map(PhaseResult::to_json).collect();
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(&v)? + "\n")
+            .with_context(|| format!("write {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("write {}", path.display()))?;
+    }
+    if a.hold {
+        // The device goes first; leaving now would pull the memif regions
+        // from under a forwarder still inside rx_burst (testpmd crashes).
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
     for p in [&mut client_port, &mut backend_port] {
         let _ = p.stop();
     }
-    if let Some(path) = &a.json {
-        let v: Vec<_> = out.iter().map(PhaseResult::to_json).collect();
-        std::fs::write(path, serde_json::to_string_pretty(&v)? + "\n")
-            .with_context(|| format!("write {}", path.display()))?;
-    }
+    // Closing the ports removes the memif socket files. rte_eal_cleanup is
+    // skipped on purpose: in DPDK 22.11 it unmaps memory while the
+    // interrupt thread still walks memif's handlers, a SIGSEGV about one
+    // exit in five. The process is about to exit; the OS reclaims the rest.
+    drop(client_port);
+    drop(backend_port);
+    std::mem::forget(eal);
     Ok(out)
 }
 

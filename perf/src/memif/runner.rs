@@ -137,33 +137,6 @@ impl Proc {
         Ok(())
     }
 
-    /// Waits for the exit, at most `limit`; fails on timeout or failure.
-    fn wait(&mut self, limit: Duration, also: &mut [&mut Proc]) -> anyhow::Result<()> {
-        let start = Instant::now();
-        loop {
-            stopped()?;
-            let c = self.child.as_mut().context("already reaped")?;
-            if let Some(st) = c.try_wait()? {
-                self.child = None;
-                if !st.success() {
-                    bail!("{} failed ({st}):\n{}", self.name, self.tail());
-                }
-                return Ok(());
-            }
-            for p in also.iter_mut() {
-                p.alive()?;
-            }
-            if start.elapsed() > limit {
-                bail!(
-                    "{} still running after {limit:?}:\n{}",
-                    self.name,
-                    self.tail()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     /// Sends the stop signal and reaps it.
     fn stop(&mut self) {
         let Some(mut c) = self.child.take() else {
@@ -383,6 +356,7 @@ fn gen_command(a: &Args, s: &Scratch, tag: &str) -> anyhow::Result<(Command, Pat
         .arg("--backend-socket")
         .arg(&backend)
         .args(["--dut-client-mac", CLIENT_MAC])
+        .arg("--hold")
         .arg("--json")
         .arg(s.path(&format!("gen-{tag}.json")))
         .arg(format!("--seconds={}", a.seconds))
@@ -403,6 +377,29 @@ fn wait_sockets(gen: &mut Proc, socks: &[&Path]) -> anyhow::Result<()> {
             bail!("generator made no memif sockets in 30 s:\n{}", gen.tail());
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// Waits for the generator's results file while both processes live.
+fn wait_results(
+    path: &Path,
+    limit: Duration,
+    gen: &mut Proc,
+    dut: &mut Proc,
+) -> anyhow::Result<()> {
+    let start = Instant::now();
+    while !path.exists() {
+        stopped()?;
+        gen.alive()?;
+        dut.alive()?;
+        if start.elapsed() > limit {
+            bail!(
+                "no results from the generator after {limit:?}:\n{}",
+                gen.tail()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
     Ok(())
 }
@@ -515,7 +512,8 @@ fn run_border(a: &Args, s: &Scratch, border_dp: &Path, round: u32) -> anyhow::Re
         .env("RUST_LOG", "warn");
     let mut dp = Proc::spawn("border-dp", dp_cmd, s.path("border-dp.log"), libc::SIGTERM)?;
     let state = state_path(&instance);
-    gen.wait(gen_limit(a), &mut [&mut dp])?;
+    let results = s.path(&format!("gen-{tag}.json"));
+    wait_results(&results, gen_limit(a), &mut gen, &mut dp)?;
     let mut counters = serde_json::Map::new();
     match StateRegion::open(&state) {
         Ok(r) if r.run_state() == RunState::Running && r.pid() == dp.pid() => {
@@ -529,9 +527,10 @@ fn run_border(a: &Args, s: &Scratch, border_dp: &Path, round: u32) -> anyhow::Re
         Err(e) => bail!("open {}: {e}", state.display()),
     }
     dp.stop();
+    gen.stop();
     let _ = std::fs::remove_file(&state);
     Ok(DutRun {
-        phases: read_phases(&s.path(&format!("gen-{tag}.json")))?,
+        phases: read_phases(&results)?,
         counters,
     })
 }
@@ -566,10 +565,12 @@ fn run_testpmd(a: &Args, s: &Scratch, round: u32) -> anyhow::Result<DutRun> {
             "--total-num-mbufs=16384",
         ]);
     let mut tp = Proc::spawn("dpdk-testpmd", tp_cmd, s.path("testpmd.log"), libc::SIGINT)?;
-    gen.wait(gen_limit(a), &mut [&mut tp])?;
+    let results = s.path(&format!("gen-{tag}.json"));
+    wait_results(&results, gen_limit(a), &mut gen, &mut tp)?;
     tp.stop();
+    gen.stop();
     Ok(DutRun {
-        phases: read_phases(&s.path(&format!("gen-{tag}.json")))?,
+        phases: read_phases(&results)?,
         counters: serde_json::Map::new(),
     })
 }
