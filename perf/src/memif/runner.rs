@@ -194,6 +194,12 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
+        // border-dp's shared-memory regions (state, and the tables it
+        // publishes with --standalone) outlive it by design.
+        let instance = instance_name();
+        let _ = std::fs::remove_file(state_path(&instance));
+        let _ = std::fs::remove_file(conf::tables::tables_path(&instance));
+        let _ = std::fs::remove_file(format!("/run/border/{instance}.overrides.json"));
         let _ = Command::new("ip")
             .args(["netns", "del", &self.netns])
             .stderr(Stdio::null())
@@ -414,8 +420,13 @@ fn read_phases(path: &Path) -> anyhow::Result<Vec<Value>> {
     Ok(serde_json::from_str(&s)?)
 }
 
+/// border-dp's instance name: one per runner process.
+fn instance_name() -> String {
+    format!("memif{}", std::process::id())
+}
+
 fn border_config(a: &Args, s: &Scratch, client: &Path, backend: &Path) -> String {
-    let instance = format!("memif{}", std::process::id());
+    let instance = instance_name();
     format!(
         r#"instance = "{instance}"
 
@@ -500,7 +511,7 @@ fn run_border(a: &Args, s: &Scratch, border_dp: &Path, round: u32) -> anyhow::Re
 
     let cfg = s.path("border.toml");
     std::fs::write(&cfg, border_config(a, s, &client, &backend))?;
-    let instance = format!("memif{}", std::process::id());
+    let instance = instance_name();
     let mut dp_cmd = Command::new("ip");
     dp_cmd
         .args(["netns", "exec", &s.netns, "nice", "-n"])
