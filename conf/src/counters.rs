@@ -86,7 +86,7 @@ counters! {
     PpRetransmitGaveUp => "pp_retransmit_gave_up", "standalone PROXY headers still unacknowledged after every retransmission";
     LocalTuplesTakenOver => "local_tuples_taken_over", "full-NAT local tuples handed to a new connection while the ended connection's entry still lingered (rested first)";
     LocalTuples => "local_tuples", "gauge: full-NAT local tuples (local address, port) this worker owns";
-    LocalTuplesInUse => "local_tuples_in_use", "gauge: full-NAT local tuples held by a connection-table entry";
+    LocalTuplesInUse => "local_tuples_in_use", "gauge: full-NAT connections holding a local tuple (one tuple can serve several backends at once, so this can exceed local_tuples)";
     LocalTuplesResting => "local_tuples_resting", "gauge: full-NAT local tuples free but resting after their last connection (TIME_WAIT on the backend)";
     ResetBackendDown => "reset_backend_down", "TCP packets of a connection to a backend health took down answered with a RST and the connection forgotten (on_down = \"reset\")";
     ForgotBackendDown => "forgot_backend_down", "UDP flows to a backend health took down forgotten so their next datagram picks again (on_down = \"reset\")";

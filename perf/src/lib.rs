@@ -10,6 +10,7 @@ pub mod apply;
 pub mod clock;
 pub mod flowhash;
 pub mod maglev;
+pub mod memif;
 pub mod pipeline;
 pub mod report;
 pub mod stats;

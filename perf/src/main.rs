@@ -5,6 +5,7 @@
 //! cargo run -p perf --release --bin border-perf -- flowhash
 //! cargo run -p perf --release --bin border-perf -- pipeline
 //! cargo run -p perf --release --bin border-perf -- wake --dp target/release/border-dp
+//! cargo run -p perf --release --bin border-perf -- memif   # needs border-dp built, root
 //! cargo run -p perf --release --bin border-perf -- all
 //! ```
 
@@ -33,6 +34,10 @@ enum Command {
     Apply(perf::apply::Args),
     /// First packet after idling: ping round trip through a real border-dp, adaptive vs busy poll.
     Wake(perf::wake::Args),
+    /// Traffic generator with two memif ports (server side): TCP flows toward VIPs and a responder as every backend.
+    Gen(perf::memif::gen::Args),
+    /// memif packet rate: the generator through border-dp, then through dpdk-testpmd (io), with ratios.
+    Memif(perf::memif::runner::Args),
     /// Every benchmark with its default options.
     All,
 }
@@ -49,6 +54,11 @@ fn run(cmd: &Command) -> anyhow::Result<()> {
         Command::Tables(a) => perf::tables::run(a)?,
         Command::Apply(a) => perf::apply::run(a)?,
         Command::Wake(a) => perf::wake::run(a)?,
+        Command::Gen(a) => {
+            perf::memif::gen::run(a)?;
+            return Ok(());
+        }
+        Command::Memif(a) => perf::memif::runner::run(a)?,
         Command::All => {
             for sub in ["maglev", "flowhash"] {
                 run(&defaults(sub))?;
