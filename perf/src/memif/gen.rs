@@ -515,7 +515,7 @@ impl Gen {
                 round_start = Instant::now();
                 next = 0;
             }
-            // A window's worth of SYNs at a time, skipping established flows.
+            // A window's worth of SYNs at a time, passing over established flows.
             if self.flush_pending() {
                 while next < n
                     && !self.pending.is_full()
