@@ -2218,7 +2218,15 @@ impl Lb {
                 self.request(port, hop);
                 neigh_queue::Fate::Wait
             }
-            Resolution::Pending => neigh_queue::Fate::Wait,
+            Resolution::Pending => {
+                if self
+                    .neighbors
+                    .ask_again(hop, self.now_ms, neigh_queue::ASK_EVERY_MS)
+                {
+                    self.request(port, hop);
+                }
+                neigh_queue::Fate::Wait
+            }
         }
     }
 

@@ -182,6 +182,22 @@ impl Neighbors {
 
     /// [`Neighbors::resolve`] for the address in `slot`, without hashing.
     #[inline(always)]
+    /// For an unresolved slot whose last request is at least `gap_ms`
+    /// old: records a new request at `now_ms` and returns true (frames
+    /// wait for it, so they ask more often than [`RETRY_MS`]).
+    pub fn ask_again(&mut self, slot: Slot, now_ms: u64, gap_ms: u64) -> bool {
+        let Some(e) = self.entries.get_mut(slot.0 as usize) else {
+            return false;
+        };
+        let due = e.mac.is_none()
+            && e.requested_ms
+                .is_none_or(|t| now_ms.saturating_sub(t) >= gap_ms);
+        if due {
+            e.requested_ms = Some(now_ms);
+        }
+        due
+    }
+
     pub fn resolve_at(&mut self, slot: Slot, now_ms: u64) -> Resolution {
         let Some(e) = self.entries.get_mut(slot.0 as usize) else {
             return Resolution::Full;

@@ -22,6 +22,10 @@ pub const PER_HOP: usize = 3;
 pub const TOTAL: usize = 256;
 /// How long a frame waits for its next hop.
 pub const WAIT_MS: u64 = 3_000;
+/// While frames wait, the next hop is asked for again this often (a
+/// request sent before they came, e.g. when the tables were adopted and
+/// the backend was not up yet, may have gone unanswered).
+pub const ASK_EVERY_MS: u64 = 200;
 
 /// What becomes of a parked frame now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -965,3 +965,37 @@ fn frag_needed_about_a_dnat_flow_reaches_the_client() {
     assert_ne!(out.inner_dst, backend);
     assert_no_drops(&n);
 }
+
+#[test]
+fn waiting_frames_ask_for_their_next_hop_again_sooner_than_the_retry() {
+    let mut n = Setup {
+        learn_backends: false,
+        ..Setup::default()
+    }
+    .build()
+    .pop()
+    .unwrap();
+    // Adoption asks for every next hop once (12 requests); nobody answers.
+    n.poll();
+    assert_eq!(n.w.io.take_tx(INT).len(), 12);
+    n.advance_ms(50);
+    let syn = Pkt::tcp(client4(54100), sa(VIP4, 80), SYN).build();
+    let (_, int) = n.exchange(EXT, &syn);
+    assert!(int.is_empty(), "parked, the request is recent");
+    n.advance_ms(100);
+    n.poll();
+    assert!(
+        n.w.io.take_tx(INT).is_empty(),
+        "150 ms after the first request"
+    );
+    n.advance_ms(100);
+    n.poll();
+    let asked: Vec<_> =
+        n.w.io
+            .take_tx(INT)
+            .iter()
+            .filter_map(|f| arp_request(f))
+            .collect();
+    assert_eq!(asked.len(), 1, "asked again at 250 ms, not at 1 s");
+    assert_eq!(n.counter(Counter::NeighborRequests), 13);
+}
