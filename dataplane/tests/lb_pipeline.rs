@@ -740,15 +740,21 @@ fn ns_target(frame: &[u8]) -> Option<IpAddr> {
     }
 }
 
-#[test]
-fn neighbour_miss_waits_asks_on_the_right_port_and_leaves_with_the_answer() {
-    let mut n = Setup {
+/// One worker that knows no backend's MAC, its tables not yet adopted
+/// (the first poll adopts them and asks for every next hop).
+fn unresolved_node() -> Node {
+    Setup {
         learn_backends: false,
         ..Setup::default()
     }
     .build()
     .pop()
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn neighbour_miss_waits_asks_on_the_right_port_and_leaves_with_the_answer() {
+    let mut n = unresolved_node();
     // Adopting the tables asks for every backend's next hop, on int only.
     n.poll();
     assert!(n.w.io.take_tx(EXT).is_empty());
@@ -827,13 +833,7 @@ fn neighbour_miss_waits_asks_on_the_right_port_and_leaves_with_the_answer() {
 
 #[test]
 fn frames_wait_for_a_silent_next_hop_three_at_a_time_and_three_seconds() {
-    let mut n = Setup {
-        learn_backends: false,
-        ..Setup::default()
-    }
-    .build()
-    .pop()
-    .unwrap();
+    let mut n = unresolved_node();
     n.poll();
     n.w.io.take_tx(INT);
     // Clients whose flows all land on backends nobody answers for.
@@ -968,13 +968,7 @@ fn frag_needed_about_a_dnat_flow_reaches_the_client() {
 
 #[test]
 fn waiting_frames_ask_for_their_next_hop_again_sooner_than_the_retry() {
-    let mut n = Setup {
-        learn_backends: false,
-        ..Setup::default()
-    }
-    .build()
-    .pop()
-    .unwrap();
+    let mut n = unresolved_node();
     // Adoption asks for every next hop once (12 requests); nobody answers.
     n.poll();
     assert_eq!(n.w.io.take_tx(INT).len(), 12);
