@@ -36,25 +36,13 @@ struct Plan {
 
 impl Plan {
     fn ext(&self, host: u8) -> String {
-        if self.v6 {
-            format!("fd00:{}::{host:x}", self.n)
-        } else {
-            format!("10.{}.0.{host}", self.n)
-        }
+        subnet_host(self.n, self.v6, host)
     }
     fn int(&self, host: u8) -> String {
-        if self.v6 {
-            format!("fd00:{}::{host:x}", self.n + 1)
-        } else {
-            format!("10.{}.0.{host}", self.n + 1)
-        }
+        subnet_host(self.n + 1, self.v6, host)
     }
     fn plen(&self) -> u8 {
-        if self.v6 {
-            64
-        } else {
-            24
-        }
+        subnet_prefix_len(self.v6)
     }
     fn vip(&self) -> SocketAddr {
         SocketAddr::new(self.ext(100).parse().unwrap(), 80)

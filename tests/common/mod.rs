@@ -1146,3 +1146,22 @@ impl Drop for NewConnections {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+/// Host `host` of the test subnet numbered `n`: `10.n.0.host` (IPv4) or
+/// `fd00:n::host` (IPv6, host in hex).
+pub fn subnet_host(n: u8, v6: bool, host: u8) -> String {
+    if v6 {
+        format!("fd00:{n}::{host:x}")
+    } else {
+        format!("10.{n}.0.{host}")
+    }
+}
+
+/// The prefix length of a test subnet: /64 for IPv6, /24 for IPv4.
+pub fn subnet_prefix_len(v6: bool) -> u8 {
+    if v6 {
+        64
+    } else {
+        24
+    }
+}
