@@ -1,0 +1,140 @@
+//! `borderctl drain | undrain | weight`: one operator override of one
+//! backend through SetBackend.
+
+use std::process::ExitCode;
+
+use mgmt::pb;
+use pb::set_backend_request::Action;
+use serde::Serialize;
+
+use crate::cli::{BackendRef, Target, WeightArg};
+use crate::conn::{runtime, Res};
+use crate::output::{self, Render, Text};
+use crate::status::BackendView;
+
+/// What to do to the backend.
+#[derive(Clone, Copy, Debug)]
+pub enum Change {
+    Drain,
+    Undrain,
+    Weight(WeightArg),
+}
+
+impl Change {
+    fn action(self) -> Action {
+        match self {
+            Change::Drain => Action::Drain(pb::Drain {}),
+            Change::Undrain => Action::Undrain(pb::Undrain {}),
+            Change::Weight(WeightArg::Set(w)) => Action::Weight(w),
+            Change::Weight(WeightArg::Reset) => Action::ResetWeight(pb::ResetWeight {}),
+        }
+    }
+
+    /// The change in words, as the result line starts.
+    fn done(self) -> String {
+        match self {
+            Change::Drain => "drained".into(),
+            Change::Undrain => "undrained".into(),
+            Change::Weight(WeightArg::Set(w)) => format!("weight {w}"),
+            Change::Weight(WeightArg::Reset) => "weight reset".into(),
+        }
+    }
+}
+
+pub fn run(target: &Target, which: BackendRef, change: Change, json: bool) -> Res {
+    let req = pb::SetBackendRequest {
+        vip: which.vip.clone(),
+        backend: which.backend,
+        action: Some(change.action()),
+        note: which.note.unwrap_or_default(),
+    };
+    let rt = runtime()?;
+    let out = rt.block_on(async {
+        let mut api = target.connect().await?;
+        api.call(|mut c| async move { c.set_backend(req).await })
+            .await
+    })?;
+    let view = BackendChangeView {
+        vip: which.vip,
+        generation: out.generation,
+        changed: out.changed,
+        pending: out.pending,
+        backend: BackendView::from(&out.backend.unwrap_or_default()),
+        done: change.done(),
+    };
+    output::print(&view, json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SetBackend's answer: the backend after the change and what was published.
+#[derive(Debug, Serialize)]
+pub struct BackendChangeView {
+    pub vip: String,
+    pub generation: u64,
+    pub changed: bool,
+    pub pending: String,
+    pub backend: BackendView,
+    /// The change in words (`drained`, `weight 3`).
+    #[serde(skip)]
+    pub done: String,
+}
+
+impl Render for BackendChangeView {
+    fn render(&self) -> Text {
+        let mut t = Text::default();
+        t.line(format!("{} {}", self.vip, self.backend.summary()));
+        let what = &self.done;
+        t.line(if !self.pending.is_empty() {
+            format!(
+                "{what}; the tables are not published yet: {} (border-mgmt retries by itself)",
+                self.pending
+            )
+        } else if self.changed {
+            format!("{what}: generation {} published", self.generation)
+        } else {
+            format!(
+                "{what}: it already was; nothing published (generation {})",
+                self.generation
+            )
+        });
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_shows_the_backend_and_the_generation() {
+        let backend = pb::BackendStatus {
+            address: "10.20.0.11:8080".into(),
+            id: 1,
+            state: pb::BackendState::Up as i32,
+            reason: "weight set by the operator".into(),
+            weight: 0,
+            config_weight: 2,
+            weight_overridden: true,
+            ..Default::default()
+        };
+        let view = BackendChangeView {
+            vip: "web".into(),
+            generation: 4,
+            changed: true,
+            pending: String::new(),
+            backend: BackendView::from(&backend),
+            done: Change::Weight(WeightArg::Set(0)).done(),
+        };
+        assert_eq!(
+            view.render().to_string(),
+            "web 10.20.0.11:8080: UP, weight 0 (config 2), 0 ring slots: weight set by the operator\n\
+             weight 0: generation 4 published"
+        );
+        let v = serde_json::to_value(&view).unwrap();
+        assert_eq!(v["generation"], 4);
+        assert_eq!(v["backend"]["weight"], 0);
+        assert_eq!(v["backend"]["weight_overridden"], true);
+        assert_eq!(v["backend"]["state"], "UP");
+        assert!(v.get("done").is_none());
+    }
+}

@@ -1,0 +1,356 @@
+//! The command line: every subcommand and flag, as clap parses them. The
+//! target flags (`--server`, `--config`, `--instance`, TLS, `--timeout-ms`)
+//! and `--json` are global: they go before or after the subcommand.
+
+use std::path::PathBuf;
+
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+/// The border command-line tool.
+///
+/// Most commands talk to border-mgmt's gRPC API. The server is `--server
+/// ADDR` (unix:///path or tcp://ip:port), else `[mgmt].listen` of `--config
+/// FILE`, else the default socket of `--instance NAME`
+/// (unix:///run/border/NAME.sock). A tcp:// server needs mutual TLS: `--cert`
+/// and `--key` (a client certificate pinned in the server's
+/// `[mgmt.tls].client_fingerprints`) and `--ca` (the CA of the server's
+/// certificate). `counters` and `status --local` read border-dp's state
+/// region on this machine instead.
+///
+/// Output is a readable table, or JSON with --json. Errors are one line on
+/// stderr with a non-zero exit status. The target flags and --json go before
+/// or after the command (`borderctl --config x status` is `borderctl status
+/// --config x`). See docs/api.md.
+#[derive(Parser, Debug)]
+#[command(name = "borderctl", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+    /// Machine-readable JSON instead of text (`events`: one object per line).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(flatten)]
+    pub target: Target,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Publisher, dataplane workers and every VIP backend with its state and reason.
+    ///
+    /// Asks border-mgmt. When border-mgmt is not reachable and the instance is
+    /// known (--config or --instance), shows border-dp's state region instead
+    /// (with a note on stderr); --local always does. Exit 0 when border-dp runs
+    /// and every worker is alive, 1 otherwise.
+    Status {
+        /// Read border-dp's state region on this machine; do not ask border-mgmt.
+        #[arg(long)]
+        local: bool,
+        /// With the state region: how long to watch the heartbeats, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 300,
+              value_parser = clap::value_parser!(u64).range(10..=10_000))]
+        sample_ms: u64,
+    },
+    /// Apply a whole config file (validated, atomic; only [[vip]] and zone
+    /// change at run time).
+    ///
+    /// An invalid file is refused with `FILE:LINE:COL: key: why` and the
+    /// running config stays.
+    Apply {
+        /// The config (TOML, docs/config.md).
+        file: PathBuf,
+        /// Validate only (including what would need a restart); apply nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Drain a backend: no new connections; open ones finish.
+    Drain(BackendRef),
+    /// Undo a drain.
+    Undrain(BackendRef),
+    /// Set a backend's weight (0..=65535; 0 takes it out of the ring), or
+    /// `reset` to the configured weight.
+    Weight {
+        #[command(flatten)]
+        backend: BackendRef,
+        /// A weight, or `reset`.
+        #[arg(value_parser = parse_weight)]
+        weight: WeightArg,
+    },
+    /// Dataplane counters per worker and totals, and per-VIP / per-backend
+    /// flow statistics.
+    ///
+    /// The counter table shows the counters that are not zero (all with
+    /// --all); --json lists every counter. When border-mgmt is not reachable
+    /// and the instance is known, shows the state region's counters instead
+    /// (as `counters`).
+    Stats {
+        /// Show every counter, also those that are zero.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Follow border-mgmt's events (publishes, refused tables, worker
+    /// liveness, config and backend changes, health) from now on, one line each.
+    ///
+    /// Runs until interrupted (or --count events); exit 1 if border-mgmt
+    /// ends the stream (it stopped).
+    Events {
+        /// Stop after this many events.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+    },
+    /// Per-worker dataplane counters and their totals, read from border-dp's
+    /// state region on this machine (without border-mgmt).
+    ///
+    /// Needs --config or --instance. The table shows the counters that are
+    /// not zero (all with --all); --json always lists every counter. Exit 0
+    /// even when border-dp has stopped (the counters of its last run are
+    /// shown, with a note on stderr).
+    Counters {
+        /// Show every counter, also those that are zero.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+/// One backend of one VIP, and the note kept with a change to it.
+#[derive(Args, Debug)]
+pub struct BackendRef {
+    /// VIP name.
+    pub vip: String,
+    /// Backend as addr:port (10.20.0.11:8080, [2001:db8::11]:8080).
+    pub backend: String,
+    /// Text kept with the override and shown in the reason.
+    #[arg(long)]
+    pub note: Option<String>,
+}
+
+/// Where border-mgmt (or the instance's state region) is, and how to reach it.
+#[derive(Args, Debug)]
+#[command(next_help_heading = "Target")]
+pub struct Target {
+    /// border-mgmt's API: unix:///path or tcp://ip:port.
+    #[arg(long, value_name = "ADDR", global = true)]
+    pub server: Option<String>,
+    /// The config file: its [mgmt].listen (and its instance, for the state region).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+    /// The instance: its default socket unix:///run/border/NAME.sock (and its state region).
+    #[arg(long, value_name = "NAME", global = true)]
+    pub instance: Option<String>,
+    /// Client certificate (PEM) for a tcp:// server; pinned on the server.
+    #[arg(long, value_name = "PEM", global = true)]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "PEM", global = true)]
+    pub key: Option<PathBuf>,
+    /// CA of the server's certificate (PEM).
+    #[arg(long, value_name = "PEM", global = true)]
+    pub ca: Option<PathBuf>,
+    /// Name to verify the server's certificate against (default: its IP address).
+    #[arg(long, value_name = "NAME", global = true)]
+    pub server_name: Option<String>,
+    /// How long to wait for border-mgmt (to connect, and for each answer), in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000, global = true,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub timeout_ms: u64,
+}
+
+impl Cli {
+    /// Parses the command line; a combination clap cannot check exits 2
+    /// with clap's usage error. (clap checks `conflicts_with` and `requires`
+    /// per level: a global flag before the subcommand and one after it
+    /// would escape them, and a global flag cannot be required.)
+    pub fn parse_checked() -> Cli {
+        let cli = Cli::parse();
+        if let Err((kind, msg)) = cli.check() {
+            Cli::command().error(kind, msg).exit();
+        }
+        cli
+    }
+
+    fn check(&self) -> Result<(), (ErrorKind, String)> {
+        self.target.check()?;
+        if let Cmd::Counters { .. } = self.cmd {
+            if self.target.server.is_some() || self.target.cert.is_some() {
+                return Err((
+                    ErrorKind::ArgumentConflict,
+                    "`counters` reads border-dp's state region on this machine: \
+                     --server and TLS flags do not apply (use `stats` to ask border-mgmt)"
+                        .into(),
+                ));
+            }
+            if self.target.config.is_none() && self.target.instance.is_none() {
+                return Err((
+                    ErrorKind::MissingRequiredArgument,
+                    "`counters` needs --config FILE or --instance NAME".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Target {
+    fn check(&self) -> Result<(), (ErrorKind, String)> {
+        if self.config.is_some() && self.instance.is_some() {
+            return Err((
+                ErrorKind::ArgumentConflict,
+                "the argument '--config <FILE>' cannot be used with '--instance <NAME>' \
+                 (the config names the instance)"
+                    .into(),
+            ));
+        }
+        let tls = [
+            ("--key", self.key.is_some()),
+            ("--ca", self.ca.is_some()),
+            ("--server-name", self.server_name.is_some()),
+        ];
+        if self.cert.is_some() {
+            let missing: Vec<&str> = tls[..2].iter().filter(|f| !f.1).map(|f| f.0).collect();
+            if !missing.is_empty() {
+                return Err((
+                    ErrorKind::MissingRequiredArgument,
+                    format!("--cert needs {} as well", missing.join(" and ")),
+                ));
+            }
+        } else if let Some((flag, _)) = tls.iter().find(|f| f.1) {
+            return Err((
+                ErrorKind::MissingRequiredArgument,
+                format!("{flag} is for a client certificate: give --cert, --key and --ca"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `weight`'s value: a number, or back to the configured weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightArg {
+    Set(u32),
+    Reset,
+}
+
+fn parse_weight(s: &str) -> Result<WeightArg, String> {
+    if s == "reset" {
+        return Ok(WeightArg::Reset);
+    }
+    match s.parse::<u32>() {
+        Ok(w) if w <= 65_535 => Ok(WeightArg::Set(w)),
+        _ => Err(format!(
+            "`{s}`: expected a weight 0..=65535 or `reset` (back to the configured weight)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("borderctl").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn weights_and_reset_parse() {
+        assert_eq!(parse_weight("0"), Ok(WeightArg::Set(0)));
+        assert_eq!(parse_weight("65535"), Ok(WeightArg::Set(65535)));
+        assert_eq!(parse_weight("reset"), Ok(WeightArg::Reset));
+        assert!(parse_weight("65536").is_err());
+        assert!(parse_weight("-1").is_err());
+    }
+
+    #[test]
+    fn the_cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_go_before_or_after_the_command() {
+        for args in [
+            &["--config", "x.toml", "--json", "status", "--local"][..],
+            &["status", "--local", "--config", "x.toml", "--json"][..],
+            &["--json", "status", "--config", "x.toml", "--local"][..],
+        ] {
+            let cli = parse(args).unwrap();
+            assert_eq!(cli.target.config, Some(PathBuf::from("x.toml")), "{args:?}");
+            assert!(cli.json, "{args:?}");
+            assert!(
+                matches!(cli.cmd, Cmd::Status { local: true, .. }),
+                "{args:?}"
+            );
+        }
+        let cli = parse(&[
+            "--instance",
+            "lab",
+            "--timeout-ms",
+            "500",
+            "weight",
+            "web",
+            "10.0.0.1:80",
+            "reset",
+        ])
+        .unwrap();
+        assert_eq!(cli.target.instance.as_deref(), Some("lab"));
+        assert_eq!(cli.target.timeout_ms, 500);
+        match cli.cmd {
+            Cmd::Weight { backend, weight } => {
+                assert_eq!(
+                    (backend.vip.as_str(), backend.backend.as_str()),
+                    ("web", "10.0.0.1:80")
+                );
+                assert_eq!(weight, WeightArg::Reset);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn global_flags_keep_their_rules_on_either_side_of_the_command() {
+        let check = |args: &[&str]| parse(args).unwrap().check().map_err(|e| e.0);
+        for args in [
+            &["--config", "x.toml", "status", "--instance", "lab"][..],
+            &["status", "--config", "x.toml", "--instance", "lab"][..],
+        ] {
+            assert_eq!(check(args), Err(ErrorKind::ArgumentConflict), "{args:?}");
+        }
+        for args in [
+            &["--cert", "c.pem", "stats", "--key", "k.pem"][..],
+            &["--key", "k.pem", "stats"][..],
+            &["stats", "--server-name", "mgmt"][..],
+        ] {
+            assert_eq!(
+                check(args),
+                Err(ErrorKind::MissingRequiredArgument),
+                "{args:?}"
+            );
+        }
+        let tls = [
+            "--key", "k.pem", "stats", "--cert", "c.pem", "--ca", "ca.pem",
+        ];
+        assert_eq!(check(&tls), Ok(()));
+        let e = parse(&["weight", "web", "10.0.0.1:80", "70000"]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ValueValidation, "{e}");
+    }
+
+    #[test]
+    fn counters_needs_a_local_instance_and_no_server() {
+        let check = |args: &[&str]| parse(args).unwrap().check().map_err(|e| e.0);
+        assert_eq!(check(&["counters", "--instance", "lab"]), Ok(()));
+        assert_eq!(check(&["--config", "x.toml", "counters", "--all"]), Ok(()));
+        assert_eq!(
+            check(&["counters"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            check(&[
+                "counters",
+                "--instance",
+                "lab",
+                "--server",
+                "unix:///x.sock"
+            ]),
+            Err(ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(check(&["stats"]), Ok(()));
+    }
+}

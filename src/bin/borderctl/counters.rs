@@ -1,0 +1,197 @@
+//! `borderctl counters`: border-dp's counters per worker and their totals,
+//! read from its state region on this machine (no border-mgmt). Also the
+//! counter table `stats` prints.
+
+use std::process::ExitCode;
+
+use border::DpView;
+use conf::counters::Counter;
+use serde::Serialize;
+
+use crate::cli::Target;
+use crate::output::{self, Named, Render, Table, Text};
+use crate::PROGRAM;
+
+pub fn run(target: &Target, all: bool, json: bool) -> Result<ExitCode, String> {
+    let (instance, region) = target.open_local()?;
+    let view = DpView::read(&region);
+    if !view.is_running() {
+        eprintln!(
+            "{PROGRAM}: note: border-dp of instance `{instance}` is not running ({}); \
+             these are the counters of its last run",
+            view.describe()
+        );
+    }
+    let per_worker: Vec<Vec<u64>> = (0..region.n_workers())
+        .filter_map(|i| region.worker(i))
+        .map(|w| Counter::ALL.iter().map(|&c| w.get(c)).collect())
+        .collect();
+    let out = CountersView {
+        instance,
+        state_path: region.path().display().to_string(),
+        pid: view.pid,
+        run_state: border::run_state_name(view.run_state),
+        running: view.is_running(),
+        workers: WorkerRef::list(view.workers.iter().map(|w| w.lcore)),
+        counters: Named(
+            Counter::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let per: Vec<u64> = per_worker.iter().map(|w| w[i]).collect();
+                    (c.name().to_string(), CounterValues::new(per))
+                })
+                .collect(),
+        ),
+        all,
+    };
+    output::print(&out, json).map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A worker as the counter tables name it.
+#[derive(Debug, Serialize)]
+pub struct WorkerRef {
+    pub index: u32,
+    pub lcore: u64,
+}
+
+impl WorkerRef {
+    pub fn list(lcores: impl Iterator<Item = u64>) -> Vec<WorkerRef> {
+        (0u32..)
+            .zip(lcores)
+            .map(|(index, lcore)| WorkerRef { index, lcore })
+            .collect()
+    }
+}
+
+/// One counter: its value on each worker and their (wrapping) sum.
+#[derive(Debug, Serialize)]
+pub struct CounterValues {
+    pub per_worker: Vec<u64>,
+    pub total: u64,
+}
+
+impl CounterValues {
+    pub fn new(per_worker: Vec<u64>) -> CounterValues {
+        let total = per_worker.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+        CounterValues { per_worker, total }
+    }
+}
+
+/// `counters` as borderctl shows it.
+#[derive(Debug, Serialize)]
+pub struct CountersView {
+    pub instance: String,
+    pub state_path: String,
+    pub pid: u32,
+    pub run_state: String,
+    pub running: bool,
+    pub workers: Vec<WorkerRef>,
+    pub counters: Named<CounterValues>,
+    /// The table lists zero counters too (`--all`); JSON always does.
+    #[serde(skip)]
+    pub all: bool,
+}
+
+impl Render for CountersView {
+    fn render(&self) -> Text {
+        let rows = self.counters.0.iter().map(|(n, v)| (n.as_str(), v));
+        counter_table(&self.workers, rows, self.all)
+    }
+}
+
+/// COUNTER, one column per worker (by lcore), TOTAL: the non-zero counters
+/// unless `all`.
+pub fn counter_table<'a>(
+    workers: &[WorkerRef],
+    rows: impl Iterator<Item = (&'a str, &'a CounterValues)>,
+    all: bool,
+) -> Text {
+    let mut header = vec!["COUNTER".to_string()];
+    header.extend(workers.iter().map(|w| format!("LCORE {}", w.lcore)));
+    header.push("TOTAL".to_string());
+    let mut table = Table::numeric(header);
+    for (name, v) in rows.filter(|(_, v)| all || v.total != 0) {
+        let mut line = vec![name.to_string()];
+        line.extend(v.per_worker.iter().map(u64::to_string));
+        line.push(v.total.to_string());
+        table.row(line);
+    }
+    let mut t = Text::default();
+    t.table(&table);
+    if table.len() == 0 {
+        t.line("(every counter is zero; --all lists them)");
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(all: bool) -> CountersView {
+        CountersView {
+            instance: "lab".into(),
+            state_path: "/dev/shm/border-lab-state".into(),
+            pid: 42,
+            run_state: "running".into(),
+            running: true,
+            workers: WorkerRef::list([1, 3].into_iter()),
+            counters: Named(vec![
+                ("rx_packets".into(), CounterValues::new(vec![10, 32])),
+                ("drop_fragment".into(), CounterValues::new(vec![0, 0])),
+                ("wrapped".into(), CounterValues::new(vec![u64::MAX, 2])),
+            ]),
+            all,
+        }
+    }
+
+    #[test]
+    fn counters_json_keeps_its_shape() {
+        let v = serde_json::to_value(fixture(false)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "instance": "lab",
+                "state_path": "/dev/shm/border-lab-state",
+                "pid": 42,
+                "run_state": "running",
+                "running": true,
+                "workers": [{"index": 0, "lcore": 1}, {"index": 1, "lcore": 3}],
+                "counters": {
+                    "rx_packets": {"per_worker": [10, 32], "total": 42},
+                    "drop_fragment": {"per_worker": [0, 0], "total": 0},
+                    "wrapped": {"per_worker": [u64::MAX, 2], "total": 1},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn the_counter_table_hides_zeros_unless_all() {
+        assert_eq!(
+            fixture(false).render().to_string(),
+            "\
+COUNTER                  LCORE 1  LCORE 3  TOTAL
+rx_packets                    10       32     42
+wrapped     18446744073709551615        2      1"
+        );
+        let all = fixture(true).render().to_string();
+        assert!(
+            all.lines().any(|l| l.starts_with("drop_fragment ")),
+            "{all}"
+        );
+        assert_eq!(all.lines().count(), 4);
+    }
+
+    #[test]
+    fn all_zero_counters_say_so() {
+        let mut view = fixture(false);
+        view.counters.0.retain(|(n, _)| n == "drop_fragment");
+        assert_eq!(
+            view.render().to_string(),
+            "COUNTER  LCORE 1  LCORE 3  TOTAL\n(every counter is zero; --all lists them)"
+        );
+    }
+}

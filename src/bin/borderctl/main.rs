@@ -1,0 +1,51 @@
+//! borderctl: the operator's command-line tool of border. Talks to
+//! border-mgmt's gRPC API `border.v1` (status, apply, drain/undrain/weight,
+//! stats, events); `counters` and `status --local` read border-dp's state
+//! region directly, and `status`/`stats` fall back to it when border-mgmt
+//! is not reachable.
+//!
+//! `cli` parses the command line, `conn` reaches border-mgmt and says in
+//! one line why it could not, `output` prints every command's view as a
+//! table or JSON; each command has its own module.
+
+mod apply;
+mod backend;
+mod cli;
+mod conn;
+mod counters;
+mod events;
+mod output;
+mod stats;
+mod status;
+mod status_local;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use backend::Change;
+use cli::{Cli, Cmd};
+use conn::Failure;
+
+const PROGRAM: &str = "borderctl";
+
+fn main() -> ExitCode {
+    let Cli { cmd, target, json } = Cli::parse_checked();
+    let res = match cmd {
+        Cmd::Status { local, sample_ms } => {
+            status::run(&target, json, local, Duration::from_millis(sample_ms))
+        }
+        Cmd::Apply { file, dry_run } => apply::run(&target, &file, dry_run, json),
+        Cmd::Drain(which) => backend::run(&target, which, Change::Drain, json),
+        Cmd::Undrain(which) => backend::run(&target, which, Change::Undrain, json),
+        Cmd::Weight { backend, weight } => {
+            backend::run(&target, backend, Change::Weight(weight), json)
+        }
+        Cmd::Stats { all } => stats::run(&target, all, json),
+        Cmd::Events { count } => events::run(&target, json, count),
+        Cmd::Counters { all } => counters::run(&target, all, json).map_err(Failure::from),
+    };
+    match res {
+        Ok(code) => code,
+        Err(e) => border::fail(PROGRAM, &e),
+    }
+}

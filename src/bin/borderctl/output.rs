@@ -1,0 +1,259 @@
+//! The one output layer. Every command builds a view (a serde type) once;
+//! `--json` prints it with serde_json and the table view is its `Render`.
+//! Writing to a closed pipe (`borderctl events | head`) ends the program
+//! quietly.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use crate::conn::Failure;
+use crate::PROGRAM;
+
+/// The readable form of a view.
+pub trait Render {
+    fn render(&self) -> Text;
+}
+
+/// Prints `view` as pretty JSON or as its text.
+pub fn print<V: Serialize + Render>(view: &V, json: bool) -> Result<(), Failure> {
+    if json {
+        let s = serde_json::to_string_pretty(view).map_err(|e| Failure::Other(e.to_string()))?;
+        emit(&s);
+    } else {
+        view.render().print();
+    }
+    Ok(())
+}
+
+/// Prints `view` as JSON on one line (a stream of objects) or as its text.
+pub fn print_line<V: Serialize + Render>(view: &V, json: bool) -> Result<(), Failure> {
+    if json {
+        let s = serde_json::to_string(view).map_err(|e| Failure::Other(e.to_string()))?;
+        emit(&s);
+    } else {
+        view.render().print();
+    }
+    Ok(())
+}
+
+/// Writes `s` and a newline to stdout. SIGPIPE stays ignored (a connection
+/// border-mgmt closes must be an error, not a silent death), so a closed
+/// stdout shows up here and ends the program with 0.
+fn emit(s: &str) {
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = writeln!(o, "{s}") {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("{PROGRAM}: error: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Lines of text, built up by a view's `render`.
+#[derive(Debug, Default)]
+pub struct Text {
+    lines: Vec<String>,
+}
+
+impl Text {
+    pub fn line(&mut self, s: impl Into<String>) {
+        self.lines.push(s.into());
+    }
+
+    pub fn blank(&mut self) {
+        self.lines.push(String::new());
+    }
+
+    pub fn table(&mut self, t: &Table) {
+        self.lines.extend(t.lines());
+    }
+
+    fn print(&self) {
+        emit(&self.to_string());
+    }
+}
+
+impl std::fmt::Display for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.lines.join("\n"))
+    }
+}
+
+/// Columns with a header; each left- or right-aligned.
+#[derive(Debug)]
+pub struct Table {
+    right: Vec<bool>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Columns as (header, right-aligned).
+    pub fn new(cols: &[(&str, bool)]) -> Table {
+        Table {
+            right: cols.iter().map(|c| c.1).collect(),
+            rows: vec![cols.iter().map(|c| c.0.to_string()).collect()],
+        }
+    }
+
+    /// The first column left-aligned (names), the rest right-aligned (numbers).
+    pub fn numeric(header: Vec<String>) -> Table {
+        let right = (0..header.len()).map(|c| c > 0).collect();
+        Table {
+            right,
+            rows: vec![header],
+        }
+    }
+
+    pub fn row(&mut self, r: Vec<String>) {
+        self.rows.push(r);
+    }
+
+    /// Data rows, without the header.
+    pub fn len(&self) -> usize {
+        self.rows.len() - 1
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let widths: Vec<usize> = (0..self.right.len())
+            .map(|c| {
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.get(c))
+                    .map(|s| s.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        self.rows
+            .iter()
+            .map(|r| {
+                let cells: Vec<String> = r
+                    .iter()
+                    .enumerate()
+                    .map(|(c, v)| {
+                        let w = widths.get(c).copied().unwrap_or(0);
+                        if self.right.get(c).copied().unwrap_or(false) {
+                            format!("{v:>w$}")
+                        } else {
+                            format!("{v:<w$}")
+                        }
+                    })
+                    .collect();
+                cells.join("  ").trim_end().to_string()
+            })
+            .collect()
+    }
+}
+
+/// An ordered JSON object from (name, value) pairs: counters keep the
+/// order of the counter table.
+#[derive(Debug)]
+pub struct Named<T>(pub Vec<(String, T)>);
+
+impl<T: Serialize> Serialize for Named<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+pub fn exit(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+pub fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+/// `s` for a count other than one.
+pub fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// `1536` -> `1.5 KiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Milliseconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`; `-` for
+/// 0 (never).
+pub fn utc(unix_ms: u64) -> String {
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    if unix_ms == 0 {
+        return "-".into();
+    }
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(FORMAT).ok())
+        .unwrap_or_else(|| format!("{unix_ms} ms after the epoch"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_formats_the_epoch_and_a_leap_day() {
+        assert_eq!(utc(0), "-");
+        assert_eq!(utc(1), "1970-01-01T00:00:00.001Z");
+        assert_eq!(utc(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(utc(1_735_689_599_999), "2024-12-31T23:59:59.999Z");
+        assert_eq!(utc(u64::MAX), format!("{} ms after the epoch", u64::MAX));
+    }
+
+    #[test]
+    fn bytes_read_as_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn a_table_aligns_its_columns_and_trims_the_line_end() {
+        let mut t = Table::new(&[("NAME", false), ("N", true), ("NOTE", false)]);
+        t.row(vec!["a".into(), "1".into(), String::new()]);
+        t.row(vec!["long name".into(), "12345".into(), "x".into()]);
+        let mut text = Text::default();
+        text.table(&t);
+        assert_eq!(
+            text.to_string(),
+            "NAME           N  NOTE\n\
+             a              1\n\
+             long name  12345  x"
+        );
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn named_keeps_its_order_in_json() {
+        let n = Named(vec![("b".to_string(), 1), ("a".to_string(), 2)]);
+        assert_eq!(serde_json::to_string(&n).unwrap(), r#"{"b":1,"a":2}"#);
+    }
+}
