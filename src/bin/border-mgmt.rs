@@ -20,10 +20,15 @@ const PROGRAM: &str = "border-mgmt";
 /// workers (liveness, applied generation, refused tables) through its state
 /// region.
 ///
+/// Probes the backends of every VIP with a [vip.health] table (tcp, tls,
+/// http, https) through border-dp's kernel twins, and publishes the verdicts:
+/// a backend that is down leaves the VIP's ring, one that comes back
+/// re-enters it (docs/health.md). Backends of a VIP without [vip.health] are
+/// up unless drained.
+///
 /// SIGHUP re-reads the config file (only [[vip]] and zone change at run
 /// time; an invalid file is refused and the running config stays).
-/// SIGINT/SIGTERM stop cleanly (exit 0, socket removed). Health checks come
-/// later: backends are up unless drained. See docs/api.md.
+/// SIGINT/SIGTERM stop cleanly (exit 0, socket removed). See docs/api.md.
 #[derive(Parser, Debug)]
 #[command(name = "border-mgmt", version, about, long_about)]
 struct Args {
