@@ -74,17 +74,13 @@ impl Render for ApplyView {
             } else {
                 format!("{f}: valid; equals the running config (dry run: nothing applied)")
             }
-        } else if !self.pending.is_empty() {
-            format!(
-                "{f}: applied; the tables are not published yet: {} (border-mgmt retries by itself)",
-                self.pending
-            )
-        } else if self.changed {
-            format!("{f}: applied: generation {} published", self.generation)
         } else {
-            format!(
-                "{f}: equals the running config: nothing published (generation {})",
-                self.generation
+            output::published(
+                &format!("{f}: applied"),
+                &format!("{f}: equals the running config"),
+                &self.pending,
+                self.changed,
+                self.generation,
             )
         };
         let mut t = Text::default();
@@ -128,6 +124,13 @@ mod tests {
             v.render().to_string(),
             "new.toml: applied: generation 4 published"
         );
+        v.pending = "the arena is full".into();
+        assert_eq!(
+            v.render().to_string(),
+            "new.toml: applied; the tables are not published yet: the arena is full \
+             (border-mgmt retries by itself)"
+        );
+        v.pending.clear();
         v.changed = false;
         assert_eq!(
             v.render().to_string(),

@@ -83,20 +83,13 @@ impl Render for BackendChangeView {
     fn render(&self) -> Text {
         let mut t = Text::default();
         t.line(format!("{} {}", self.vip, self.backend.summary()));
-        let what = &self.done;
-        t.line(if !self.pending.is_empty() {
-            format!(
-                "{what}; the tables are not published yet: {} (border-mgmt retries by itself)",
-                self.pending
-            )
-        } else if self.changed {
-            format!("{what}: generation {} published", self.generation)
-        } else {
-            format!(
-                "{what}: it already was; nothing published (generation {})",
-                self.generation
-            )
-        });
+        t.line(output::published(
+            &self.done,
+            &format!("{}: it already was", self.done),
+            &self.pending,
+            self.changed,
+            self.generation,
+        ));
         t
     }
 }

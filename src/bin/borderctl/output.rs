@@ -18,24 +18,46 @@ pub trait Render {
 
 /// Prints `view` as pretty JSON or as its text.
 pub fn print<V: Serialize + Render>(view: &V, json: bool) -> Result<(), Failure> {
+    write(view, json, serde_json::to_string_pretty)
+}
+
+/// Prints `view` as JSON on one line (a stream of objects) or as its text.
+pub fn print_line<V: Serialize + Render>(view: &V, json: bool) -> Result<(), Failure> {
+    write(view, json, serde_json::to_string)
+}
+
+fn write<V: Serialize + Render>(
+    view: &V,
+    json: bool,
+    to_json: fn(&V) -> serde_json::Result<String>,
+) -> Result<(), Failure> {
     if json {
-        let s = serde_json::to_string_pretty(view).map_err(|e| Failure::Other(e.to_string()))?;
-        emit(&s);
+        emit(&to_json(view).map_err(|e| Failure::Other(e.to_string()))?);
     } else {
         view.render().print();
     }
     Ok(())
 }
 
-/// Prints `view` as JSON on one line (a stream of objects) or as its text.
-pub fn print_line<V: Serialize + Render>(view: &V, json: bool) -> Result<(), Failure> {
-    if json {
-        let s = serde_json::to_string(view).map_err(|e| Failure::Other(e.to_string()))?;
-        emit(&s);
+/// What a change published, in words: `{done}: generation N published`,
+/// `{done}; the tables are not published yet: why (...)`, or
+/// `{unchanged}: nothing published (generation N)`.
+pub fn published(
+    done: &str,
+    unchanged: &str,
+    pending: &str,
+    changed: bool,
+    generation: u64,
+) -> String {
+    if !pending.is_empty() {
+        format!(
+            "{done}; the tables are not published yet: {pending} (border-mgmt retries by itself)"
+        )
+    } else if changed {
+        format!("{done}: generation {generation} published")
     } else {
-        view.render().print();
+        format!("{unchanged}: nothing published (generation {generation})")
     }
-    Ok(())
 }
 
 /// Writes `s` and a newline to stdout. SIGPIPE stays ignored (a connection

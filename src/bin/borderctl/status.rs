@@ -424,12 +424,12 @@ pub fn exit_code(view: &StatusView) -> ExitCode {
 }
 
 #[cfg(test)]
-pub mod tests {
+mod tests {
     use super::*;
 
     /// A running instance with one worker behind and one VIP whose second
     /// backend is drained and re-weighted.
-    pub fn fixture() -> pb::GetStatusResponse {
+    fn fixture() -> pb::GetStatusResponse {
         let backend =
             |address: &str, id, state: pb::BackendState, reason: &str| pb::BackendStatus {
                 address: address.into(),
