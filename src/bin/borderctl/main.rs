@@ -7,6 +7,7 @@
 //! `cli` parses the command line, `conn` reaches border-mgmt and says in
 //! one line why it could not, `output` prints every command's view as a
 //! table or JSON; each command has its own module.
+#![deny(unsafe_code)]
 
 mod apply;
 mod backend;
