@@ -256,7 +256,19 @@ fn no_help_promises_a_missing_feature() {
 #[test]
 fn the_docs_and_config_sections_a_help_names_exist() {
     let config_md = repo("docs/config.md");
+    let ctl_commands = commands(&help(BORDERCTL, &[]));
     for (what, h) in all_helps() {
+        // `borderctl <command>`: a command borderctl has.
+        for piece in h.split("borderctl ").skip(1) {
+            let word: String = piece
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase())
+                .collect();
+            assert!(
+                word.is_empty() || ctl_commands.contains(&word),
+                "`{what} --help` names `borderctl {word}`, which does not exist"
+            );
+        }
         // docs/<name>.md
         for piece in h.split("docs/").skip(1) {
             let name: String = piece

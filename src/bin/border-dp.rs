@@ -7,7 +7,10 @@ use clap::Parser;
 
 /// The border dataplane: poll-mode workers on DPDK ports that answer for the
 /// appliance's addresses, pass the host's traffic to kernel twin interfaces
-/// and (with border-mgmt) load-balance VIP traffic.
+/// and load-balance VIP traffic by the tables border-mgmt publishes (or,
+/// with --standalone, by tables built from the config file). Counters and
+/// worker liveness are in its state region (`borderctl counters`,
+/// `borderctl status --local`). See docs/config.md and docs/architecture.md.
 #[derive(Parser, Debug)]
 #[command(name = "border-dp", version, about, long_about)]
 struct Args {
