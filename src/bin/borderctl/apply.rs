@@ -77,7 +77,7 @@ impl Render for ApplyView {
         } else {
             output::published(
                 &format!("{f}: applied"),
-                &format!("{f}: equals the running config"),
+                &format!("{f}: equals the running config:"),
                 &self.pending,
                 self.changed,
                 self.generation,

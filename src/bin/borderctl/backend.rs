@@ -85,7 +85,7 @@ impl Render for BackendChangeView {
         t.line(format!("{} {}", self.vip, self.backend.summary()));
         t.line(output::published(
             &self.done,
-            &format!("{}: it already was", self.done),
+            &format!("{}: it already was;", self.done),
             &self.pending,
             self.changed,
             self.generation,
@@ -123,7 +123,19 @@ mod tests {
             "web 10.20.0.11:8080: UP, weight 0 (config 2), 0 ring slots: weight set by the operator\n\
              weight 0: generation 4 published"
         );
-        let v = serde_json::to_value(&view).unwrap();
+        let again = BackendChangeView {
+            changed: false,
+            ..view
+        };
+        assert!(
+            again
+                .render()
+                .to_string()
+                .ends_with("\nweight 0: it already was; nothing published (generation 4)"),
+            "{}",
+            again.render()
+        );
+        let v = serde_json::to_value(&again).unwrap();
         assert_eq!(v["generation"], 4);
         assert_eq!(v["backend"]["weight"], 0);
         assert_eq!(v["backend"]["weight_overridden"], true);

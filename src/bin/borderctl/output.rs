@@ -41,7 +41,7 @@ fn write<V: Serialize + Render>(
 
 /// What a change published, in words: `{done}: generation N published`,
 /// `{done}; the tables are not published yet: why (...)`, or
-/// `{unchanged}: nothing published (generation N)`.
+/// `{unchanged} nothing published (generation N)`.
 pub fn published(
     done: &str,
     unchanged: &str,
@@ -56,7 +56,7 @@ pub fn published(
     } else if changed {
         format!("{done}: generation {generation} published")
     } else {
-        format!("{unchanged}: nothing published (generation {generation})")
+        format!("{unchanged} nothing published (generation {generation})")
     }
 }
 
