@@ -1,4 +1,5 @@
-//! Finds the system DPDK through pkg-config, generates bindings for the
+//! Finds the system DPDK through pkg-config (refusing any release but 22.11,
+//! `build/dpdk_version.rs`), generates bindings for the
 //! headers we use, builds the C shim for the static-inline hot path, and
 //! links DPDK as shared libraries (EAL then loads PMDs from its plugin dir).
 
@@ -6,21 +7,31 @@ use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
+#[path = "build/dpdk_version.rs"]
+mod dpdk_version;
+
+/// Ends the build with one clear error line (cargo prints it as `error: ...`).
+fn fail(msg: &str) -> ! {
+    println!("cargo::error={msg}");
+    std::process::exit(1);
+}
+
 fn pkg_config(args: &[&str]) -> Vec<String> {
     let out = Command::new("pkg-config")
         .args(args)
         .arg("libdpdk")
         .output()
-        .unwrap_or_else(|e| panic!("dpdk-ffi: cannot run pkg-config ({e}); install pkg-config"));
+        .unwrap_or_else(|e| fail(&format!("cannot run pkg-config ({e}); install pkg-config")));
     if !out.status.success() {
-        panic!(
-            "dpdk-ffi: `pkg-config {} libdpdk` failed: {}\n(install libdpdk-dev, or set PKG_CONFIG_PATH)",
+        fail(&format!(
+            "DPDK {} not found: `pkg-config {} libdpdk` failed: {}; install libdpdk-dev (Debian 12), or set PKG_CONFIG_PATH",
+            dpdk_version::REQUIRED_DPDK,
             args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+            String::from_utf8_lossy(&out.stderr).trim().replace('\n', " ")
+        ));
     }
     String::from_utf8(out.stdout)
-        .expect("pkg-config output is not UTF-8")
+        .unwrap_or_else(|_| fail("pkg-config output is not UTF-8"))
         .split_whitespace()
         .map(str::to_owned)
         .collect()
@@ -28,6 +39,7 @@ fn pkg_config(args: &[&str]) -> Vec<String> {
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=build/dpdk_version.rs");
     println!("cargo:rerun-if-changed=shim/shim.c");
     println!("cargo:rerun-if-changed=shim/shim.h");
     println!("cargo:rerun-if-changed=shim/wrapper.h");
@@ -35,9 +47,12 @@ fn main() {
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_LIBDIR");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_SYSROOT_DIR");
 
+    let version = pkg_config(&["--modversion"]).join("");
+    if let Err(e) = dpdk_version::check_dpdk_version(&version) {
+        fail(&e);
+    }
     let cflags = pkg_config(&["--cflags"]);
     let libs = pkg_config(&["--libs"]);
-    let version = pkg_config(&["--modversion"]).join("");
 
     // Exported to dependents (`links = "rte_eal"`) as DEP_RTE_EAL_*.
     println!("cargo:version={version}");
