@@ -1,14 +1,15 @@
 //! Shared plumbing of the border binaries (border-dp, border-mgmt, borderctl).
+#![deny(unsafe_code)]
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use conf::os::{instance_lock_path, process_alive};
 use conf::state::{state_path, RunState, StateError, StateRegion};
 
 /// `--check-config FILE`: prints `OK` or the error, exit status to match.
@@ -86,37 +87,20 @@ impl std::fmt::Display for LockError {
 
 impl std::error::Error for LockError {}
 
-/// An exclusive `flock` on `/run/border/<instance>.<role>.lock`, held while
-/// the returned file is open. border-dp takes `dp` (in the dataplane crate);
-/// border-mgmt takes `mgmt` with this function.
+/// An exclusive `flock` on `/run/border/<instance>.<role>.lock`
+/// (`conf::os::lock_file`), held while the returned file is open.
+/// border-mgmt takes `mgmt` with this function; border-dp takes `dp` in the
+/// dataplane crate with the same helper.
 pub fn lock_instance(program: &str, instance: &str, role: &str) -> Result<File, LockError> {
-    let dir = PathBuf::from("/run/border");
-    let path = dir.join(format!("{instance}.{role}.lock"));
-    let io_err = |source| LockError::Io {
-        path: path.clone(),
-        source,
-    };
-    std::fs::create_dir_all(&dir).map_err(io_err)?;
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io_err)?;
-    // SAFETY: flock on a file descriptor we own; no memory is involved.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(LockError::Held {
-                program: program.to_string(),
-                instance: instance.to_string(),
-                path,
-            });
-        }
-        return Err(io_err(e));
-    }
-    Ok(file)
+    let path = instance_lock_path(instance, role);
+    conf::os::lock_file(&path).map_err(|e| match e {
+        conf::os::LockError::Held => LockError::Held {
+            program: program.to_string(),
+            instance: instance.to_string(),
+            path,
+        },
+        conf::os::LockError::Io(source) => LockError::Io { path, source },
+    })
 }
 
 /// Why the state region of an instance cannot be read. One line each.
@@ -159,16 +143,6 @@ pub fn open_state(instance: &str) -> Result<StateRegion, DpStateError> {
         }
         Err(e) => Err(DpStateError::Unreadable(e)),
     }
-}
-
-/// True if a process with this pid exists (border-dp's pid from the region).
-pub fn process_alive(pid: u32) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
-    }
-    // SAFETY: kill(2) with signal 0 only checks for existence and permission.
-    let rc = unsafe { libc::kill(pid as i32, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// The lower-case word for a run state, as borderctl and border-mgmt print it.

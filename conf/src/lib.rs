@@ -1,8 +1,12 @@
-//! placeholder
+//! What border's processes share: the config model and its validation, the
+//! shared-memory layouts (state region, counters, tables region), the stable
+//! flow hash, the Maglev table builder, and the few system calls several
+//! crates make (`os`). See docs/design.md §1 and §3.
 pub mod config;
 pub mod counters;
 pub mod flowhash;
 pub mod maglev;
+pub mod os;
 pub mod state;
 pub mod tables;
 

@@ -87,6 +87,7 @@ use core::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ahash::RandomState;
+use conf::os::advise_huge_pages;
 
 /// The idle timeouts, in seconds (`[dataplane.timeouts]`).
 pub use conf::Timeouts;
@@ -498,15 +499,15 @@ impl<V: Copy> Conntrack<V> {
         let index = Index::new(4 * capacity);
         let slots: Vec<Entry<V>> = Vec::with_capacity(capacity);
         let hints: Vec<i32> = Vec::with_capacity(capacity);
-        advise_huge(
+        advise_huge_pages(
             slots.as_ptr().cast(),
             capacity * core::mem::size_of::<Entry<V>>(),
         );
-        advise_huge(
+        advise_huge_pages(
             hints.as_ptr().cast(),
             capacity * core::mem::size_of::<i32>(),
         );
-        advise_huge(
+        advise_huge_pages(
             index.buckets.as_ptr().cast(),
             index.buckets.len() * core::mem::size_of::<u64>(),
         );
@@ -999,26 +1000,6 @@ fn coarse(ms: u64) -> i32 {
 
 /// The hint of a free slot: after every time.
 const FREE: i32 = i32::MAX;
-
-/// Asks the kernel to back the whole 2 MiB pages of `bytes` at `ptr` with
-/// transparent huge pages: the slab and the index are read at random, one
-/// entry per packet, and with 4 KiB pages a large table costs a TLB miss
-/// (a page walk) on top of each cache miss. Only a hint, given once at
-/// construction: where THP is off or the call fails, nothing changes.
-fn advise_huge(ptr: *const u8, bytes: usize) {
-    const HUGE: usize = 2 << 20;
-    let start = (ptr as usize).next_multiple_of(HUGE);
-    let end = (ptr as usize).saturating_add(bytes) & !(HUGE - 1);
-    if end > start {
-        // SAFETY: `start..end` lies inside one live allocation the table
-        // owns (the caller's `ptr..ptr + bytes`), and MADV_HUGEPAGE only
-        // changes how the kernel backs those pages: no memory is freed,
-        // moved or changed, so no Rust reference or value is affected.
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-        }
-    }
-}
 
 /// The key index: linear probing over `u64` buckets, `0` = empty, else
 /// `hash << 32 | (reference + 1)`. The home bucket of a hash is `hash & mask`.

@@ -3,7 +3,6 @@
 //! SIGINT/SIGTERM.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -85,33 +84,15 @@ struct InstanceLock {
 
 impl InstanceLock {
     fn acquire(instance: &str) -> Result<InstanceLock, RunError> {
-        let dir = PathBuf::from("/run/border");
-        let path = dir.join(format!("{instance}.dp.lock"));
-        let err = |source| RunError::Lock {
-            path: path.clone(),
-            source,
-        };
-        std::fs::create_dir_all(&dir).map_err(err)?;
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(err)?;
-        // SAFETY: flock on a file descriptor we own; no memory is involved.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                RunError::AlreadyRunning {
-                    instance: instance.to_string(),
-                    path,
-                }
-            } else {
-                err(e)
-            });
+        let path = conf::os::instance_lock_path(instance, "dp");
+        match conf::os::lock_file(&path) {
+            Ok(file) => Ok(InstanceLock { _file: file }),
+            Err(conf::os::LockError::Held) => Err(RunError::AlreadyRunning {
+                instance: instance.to_string(),
+                path,
+            }),
+            Err(conf::os::LockError::Io(source)) => Err(RunError::Lock { path, source }),
         }
-        Ok(InstanceLock { _file: file })
     }
 }
 

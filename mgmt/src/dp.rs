@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use conf::counters::Counter;
+use conf::os::process_alive;
 use conf::state::{FlowStat, RunState, StateError, StateRegion};
 
 use crate::pb;
@@ -64,16 +65,6 @@ impl DpSnap {
     pub fn has_readers(&self) -> bool {
         self.present && self.pid_alive && self.run_state != Some(RunState::Stopped)
     }
-}
-
-/// True if a process with this pid exists.
-pub fn process_alive(pid: u32) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
-    }
-    // SAFETY: kill(2) with signal 0 only checks for existence and permission.
-    let rc = unsafe { libc::kill(pid as i32, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 #[derive(Clone, Debug)]

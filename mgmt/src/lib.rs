@@ -6,6 +6,7 @@
 //!
 //! mgmt meets the dataplane only in `conf` (the shared-memory layouts); it
 //! never links DPDK.
+#![deny(unsafe_code)]
 
 pub mod client;
 pub mod dp;

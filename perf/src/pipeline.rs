@@ -309,18 +309,8 @@ fn chase(bytes: usize, chains: usize, huge: bool, steps: usize) -> f64 {
     let n = (bytes / 64).max(chains * 2);
     let mut v: Vec<Line> = Vec::with_capacity(n);
     if huge {
-        const HUGE: usize = 2 << 20;
-        let p = v.as_ptr() as usize;
-        let start = p.next_multiple_of(HUGE);
-        let end = (p + n * 64) & !(HUGE - 1);
-        if end > start {
-            // SAFETY: `start..end` lies inside the vector's allocation, which
-            // nothing references yet; MADV_HUGEPAGE only changes how the
-            // kernel backs those pages, not their contents.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
-        }
+        // Advised before the lines are written, as the connection table is.
+        conf::os::advise_huge_pages(v.as_ptr().cast(), n * std::mem::size_of::<Line>());
     }
     v.extend((0..n).map(|i| Line {
         next: i,

@@ -1,4 +1,5 @@
 //! border-dp: the DPDK dataplane process of border.
+#![deny(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,5 +1,6 @@
 //! border-mgmt: the management process of border (DESIGN §1, §3, §6). The
 //! work is in the `mgmt` crate; this is the command line around it.
+#![deny(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,6 +16,7 @@ use super::layout::*;
 use super::reader::{check_header, header_word, validate, Region};
 use super::{BackendEntry, Generation, Published, TablesError, VipTable, PROTO_TCP, PROTO_UDP};
 use crate::config::Mode;
+use crate::os::LockError;
 
 /// What one [`TablesWriter::publish`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,24 +107,17 @@ impl std::fmt::Debug for TablesWriter {
     }
 }
 
+/// The region's single-writer lock: an exclusive `flock` on its file.
 fn lock(file: &File, path: &Path) -> Result<(), TablesError> {
-    // SAFETY: flock on a file descriptor this function borrows (open for
-    // the call's duration); no memory is passed.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Err(TablesError::Busy {
+    crate::os::try_lock_exclusive(file).map_err(|e| match e {
+        LockError::Held => TablesError::Busy {
             path: path.to_owned(),
-        })
-    } else {
-        Err(TablesError::Io {
+        },
+        LockError::Io(source) => TablesError::Io {
             path: path.to_owned(),
-            source: e,
-        })
-    }
+            source,
+        },
+    })
 }
 
 fn now_ms() -> u64 {

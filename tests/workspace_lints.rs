@@ -1,6 +1,7 @@
-//! The workspace rules every Cargo.toml keeps (docs/design.md §1): one
-//! toolchain floor, one set of lints, and every dependency's version said
-//! once, in the root's `[workspace.dependencies]`.
+//! The workspace rules (docs/design.md §1): every Cargo.toml inherits one
+//! toolchain floor and one set of lints and takes every dependency's version
+//! from the root's `[workspace.dependencies]`; the crates that need no
+//! `unsafe` deny it at their roots.
 
 use std::path::{Path, PathBuf};
 
@@ -87,4 +88,30 @@ fn every_dependency_comes_from_the_workspace_table() {
         "give these a version in the root's [workspace.dependencies] and `.workspace = true` here:\n{}",
         outside.join("\n")
     );
+}
+
+/// Crate roots that need no `unsafe`. Cargo lets no package add a lint to
+/// `[lints] workspace = true`, so they say `#![deny(unsafe_code)]` themselves.
+/// conf (mmap, flock), dpdk-ffi, dataplane (its I/O module) and perf
+/// (counting allocator, rdtsc, signals) need it.
+fn safe_crate_roots() -> Vec<PathBuf> {
+    let root_manifest = manifest(&root().join("Cargo.toml"));
+    let mut roots = vec![root().join("src/lib.rs"), root().join("mgmt/src/lib.rs")];
+    for bin in root_manifest["bin"].as_array().expect("[[bin]] targets") {
+        roots.push(root().join(bin["path"].as_str().expect("bin.path")));
+    }
+    roots
+}
+
+#[test]
+fn crates_that_need_no_unsafe_deny_it() {
+    for path in safe_crate_roots() {
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            text.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"),
+            "{}: needs #![deny(unsafe_code)]",
+            path.display()
+        );
+    }
 }

@@ -1,0 +1,178 @@
+//! The few operating-system calls that several crates make: the exclusive
+//! `flock` that keeps one process per role and instance (border-dp,
+//! border-mgmt) and one writer per tables region, whether a recorded pid
+//! still lives, and the transparent-huge-page hint for large tables. They
+//! live here, in the crate every other one depends on, so each has one copy.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// The directory of the instance locks (and of border-mgmt's default socket).
+pub const RUN_DIR: &str = "/run/border";
+
+/// Why an exclusive lock was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another open file description holds the lock: another process of
+    /// the same role and instance, or another writer of the same region.
+    #[error("the lock is held")]
+    Held,
+    /// The lock file could not be created, opened or locked.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// Takes an exclusive `flock` on `file` without waiting. The lock lasts as
+/// long as the open file description: drop every handle of it to release.
+/// The kernel drops it when the process dies, so a crash leaves no stale lock.
+pub fn try_lock_exclusive(file: &File) -> Result<(), LockError> {
+    // SAFETY: flock on a file descriptor borrowed from `file`, open for the
+    // whole call; no memory is passed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Err(LockError::Held)
+    } else {
+        Err(LockError::Io(e))
+    }
+}
+
+/// `/run/border/<instance>.<role>.lock`: the lock file of one process role
+/// (`dp`, `mgmt`) of an instance.
+pub fn instance_lock_path(instance: &str, role: &str) -> PathBuf {
+    Path::new(RUN_DIR).join(format!("{instance}.{role}.lock"))
+}
+
+/// Creates `path` (and its directory) if needed and locks it exclusively;
+/// the lock is held while the returned file stays open. The file's content
+/// is never touched.
+pub fn lock_file(path: &Path) -> Result<File, LockError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    try_lock_exclusive(&file)?;
+    Ok(file)
+}
+
+/// True if a process with this pid exists (it may belong to another user).
+/// 0 and pids beyond `i32::MAX` name no single process and are never alive.
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid == 0 {
+        return false;
+    }
+    // SAFETY: kill(2) with signal 0 sends nothing: it only checks that the
+    // process exists and that we may signal it. No memory is involved.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Size of a transparent huge page on x86-64.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Asks the kernel to back the whole 2 MiB pages inside `bytes` at `ptr`
+/// with transparent huge pages. Large tables read at random (the connection
+/// table's slab and index, one entry per packet) otherwise cost a TLB miss,
+/// a page walk, on top of each cache miss. Only a hint, given once: where
+/// THP is off or the call fails, nothing changes. Returns the bytes advised
+/// (0 when the range holds no whole huge page).
+pub fn advise_huge_pages(ptr: *const u8, bytes: usize) -> usize {
+    let start = (ptr as usize).next_multiple_of(HUGE_PAGE);
+    let end = (ptr as usize).saturating_add(bytes) & !(HUGE_PAGE - 1);
+    if end <= start {
+        return 0;
+    }
+    // SAFETY: MADV_HUGEPAGE only changes how the kernel backs the pages of
+    // `start..end`: no memory is freed, moved or changed, so no Rust
+    // reference or value is affected whatever the range holds (an unmapped
+    // range fails with ENOMEM, which a hint ignores).
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+    }
+    end - start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("conf-os-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_second_lock_on_the_same_file_is_refused_until_the_first_is_dropped() {
+        let dir = temp_dir("lock");
+        let path = dir.join("nested").join("x.dp.lock");
+        let first = lock_file(&path).expect("first lock, directory created");
+        assert!(matches!(lock_file(&path), Err(LockError::Held)));
+        let other = File::open(&path).unwrap();
+        assert!(matches!(try_lock_exclusive(&other), Err(LockError::Held)));
+        drop(first);
+        let _again = lock_file(&path).expect("free once the holder closed it");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_that_cannot_be_created_is_an_io_error() {
+        let dir = temp_dir("lock-io");
+        std::fs::create_dir_all(&dir).unwrap();
+        let not_a_dir = dir.join("file");
+        std::fs::write(&not_a_dir, b"").unwrap();
+        let e = lock_file(&not_a_dir.join("x.lock")).unwrap_err();
+        assert!(matches!(e, LockError::Io(_)), "{e:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn instance_locks_are_per_instance_and_role() {
+        assert_eq!(
+            instance_lock_path("lab", "dp"),
+            PathBuf::from("/run/border/lab.dp.lock")
+        );
+        assert_ne!(
+            instance_lock_path("lab", "dp"),
+            instance_lock_path("lab", "mgmt")
+        );
+    }
+
+    #[test]
+    fn only_an_existing_process_is_alive() {
+        assert!(process_alive(std::process::id()));
+        // pid 1 exists; as non-root kill(1, 0) says EPERM, still alive.
+        assert!(process_alive(1));
+        assert!(!process_alive(0));
+        assert!(!process_alive(u32::MAX));
+        assert!(!process_alive(i32::MAX as u32 + 1));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!process_alive(pid), "reaped child {pid} still alive");
+    }
+
+    #[test]
+    fn only_whole_huge_pages_inside_the_range_are_advised() {
+        let buf = vec![0u8; 3 * HUGE_PAGE];
+        let advised = advise_huge_pages(buf.as_ptr(), buf.len());
+        // Three huge pages' worth, wherever it starts, holds two whole ones.
+        assert!(advised >= 2 * HUGE_PAGE, "{advised}");
+        assert_eq!(advised % HUGE_PAGE, 0);
+        assert!(buf.iter().all(|&b| b == 0), "the hint changes no content");
+        assert_eq!(advise_huge_pages(buf.as_ptr(), HUGE_PAGE - 1), 0);
+        assert_eq!(advise_huge_pages(std::ptr::null(), 0), 0);
+    }
+}
