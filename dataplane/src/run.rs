@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use conf::state::{state_path, RunState, StateRegion};
 use conf::{Config, PollMode};
 use dpdk_ffi::{
-    Eal, FlowRules, Mempool, Port, SteerRule, DEFAULT_DATA_ROOM, LCORE_PANICKED, SOCKET_ID_ANY,
+    Eal, FlowRules, Mbuf, Mempool, Port, SteerRule, DEFAULT_DATA_ROOM, LCORE_PANICKED,
+    SOCKET_ID_ANY,
 };
 use tracing::{error, info, warn};
 
@@ -21,8 +22,8 @@ use crate::io_dpdk::{rx_waiter, DpdkPorts};
 use crate::lb::Lb;
 use crate::lb::Routes;
 use crate::neigh::NeighborSync;
-use crate::pipeline::{ports_from_config, Pipeline};
-use crate::plan::eal_plan;
+use crate::pipeline::{ports_from_config, Pipeline, PortInfo};
+use crate::plan::{eal_plan, EalPlan};
 use crate::tables_source::{reader_inbox, ReaderInbox, ShmTables};
 use crate::worker::{Clock, Handoff, Poll, Worker};
 use conf::tables::{tables_path, GenerationBuilder, Published, TablesReader, TablesWriter};
@@ -382,29 +383,38 @@ fn hand_readers(
     Ok(watch)
 }
 
-/// Runs border-dp until SIGINT/SIGTERM. Returns after ports are stopped and
-/// EAL is cleaned up.
-pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
-    let terminate = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal while shutting down ends the process at once.
-        signal_hook::flag::register_conditional_shutdown(sig, 1, terminate.clone())
-            .map_err(RunError::Signals)?;
-        signal_hook::flag::register(sig, terminate.clone()).map_err(RunError::Signals)?;
-    }
-    let reload = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
-        .map_err(RunError::Signals)?;
-    let _lock = InstanceLock::acquire(&cfg.instance)?;
-    let mut publisher = if opts.standalone {
-        Some(Publisher::create(cfg)?)
-    } else {
-        None
-    };
+/// SIGINT/SIGTERM ask border-dp to stop (a second one ends the process at
+/// once); SIGHUP asks for a reload.
+struct Signals {
+    terminate: Arc<AtomicBool>,
+    reload: Arc<AtomicBool>,
+}
 
-    let plan = eal_plan(cfg, true);
+impl Signals {
+    fn install() -> Result<Signals, RunError> {
+        let terminate = Arc::new(AtomicBool::new(false));
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // A second signal while shutting down ends the process at once.
+            signal_hook::flag::register_conditional_shutdown(sig, 1, terminate.clone())
+                .map_err(RunError::Signals)?;
+            signal_hook::flag::register(sig, terminate.clone()).map_err(RunError::Signals)?;
+        }
+        let reload = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
+            .map_err(RunError::Signals)?;
+        Ok(Signals { terminate, reload })
+    }
+
+    fn terminating(&self) -> bool {
+        self.terminate.load(Ordering::Relaxed)
+    }
+}
+
+/// Starts EAL with the lcore layout and the devices of the plan; a failure
+/// names the devices EAL may not have probed.
+fn start_eal(plan: &EalPlan) -> Result<Eal, RunError> {
     info!(args = ?plan.args, "starting EAL");
-    let eal = Eal::init(&plan.args).map_err(|e| {
+    Ok(Eal::init(&plan.args).map_err(|e| {
         // EAL says which device it could not probe on its own log lines;
         // the one error line names the candidates.
         let devices: Vec<String> = plan
@@ -416,41 +426,58 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             "check eal_args and the devargs of {}",
             devices.join(", ")
         ))
-    })?;
+    })?)
+}
 
-    let lcores = &cfg.dataplane.worker_lcores;
-    let queues = lcores.len() as u16;
-    let all_ports = plan.ports.len() * 2;
-    let mbufs = all_ports as u32 * u32::from(queues) * u32::from(RX_DESC + TX_DESC)
-        + (lcores.len() as u32 + 1) * (MEMPOOL_CACHE + (BURST * (all_ports + 2)) as u32)
+/// The mbuf pool every port and worker draws from: room for every rx and
+/// tx descriptor of every data port and twin, plus each lcore's cache and
+/// bursts in flight.
+fn create_pool(ports_and_twins: usize, workers: usize) -> Result<Mempool, RunError> {
+    let queues = workers as u32;
+    let mbufs = ports_and_twins as u32 * queues * u32::from(RX_DESC + TX_DESC)
+        + (queues + 1) * (MEMPOOL_CACHE + (BURST * (ports_and_twins + 2)) as u32)
         + 4096;
-    let pool = Mempool::pktmbuf(
+    Ok(Mempool::pktmbuf(
         "border_rx",
         mbufs,
         MEMPOOL_CACHE,
         DEFAULT_DATA_ROOM,
         SOCKET_ID_ANY,
-    )?;
+    )?)
+}
 
-    let poll = match cfg.dataplane.poll {
-        PollMode::Busy => Poll::Busy,
-        PollMode::Adaptive => Poll::Adaptive,
+/// The data ports (config order) followed by their kernel twins, started,
+/// with the MAC each data port uses.
+struct StartedPorts {
+    ports: Vec<Port>,
+    macs: Vec<[u8; 6]>,
+}
+
+/// Configures and starts every data port, then every kernel twin (which
+/// gets its port's MAC and addresses), `queues` rx and tx queues each.
+fn start_ports(
+    cfg: &Config,
+    plan: &EalPlan,
+    pool: &Mempool,
+    queues: u16,
+    want_interrupts: bool,
+) -> Result<(StartedPorts, InterruptLog), RunError> {
+    let all_ports = plan.ports.len() * 2;
+    let mut started = StartedPorts {
+        ports: Vec::with_capacity(all_ports),
+        macs: Vec::with_capacity(plan.ports.len()),
     };
-    // Adaptive workers sleep on Rx interrupts where the ports have them.
-    let want_interrupts = poll == Poll::Adaptive;
-    let mut ports: Vec<Port> = Vec::with_capacity(all_ports);
     let mut interrupt_log = InterruptLog {
         labels: Vec::with_capacity(all_ports),
         refused: Vec::with_capacity(all_ports),
         reported: Vec::with_capacity(all_ports),
     };
-    let mut macs = Vec::with_capacity(plan.ports.len());
     for (planned, pc) in plan.ports.iter().zip(&cfg.ports) {
         let err = || port_err(&planned.name, &planned.device);
         let mut port = Port::by_name(&planned.device).map_err(err())?;
         let bring_up = |port: &mut Port, interrupts: bool| {
             port.set_rx_interrupts(interrupts);
-            port.configure(queues, queues, RX_DESC, TX_DESC, &pool)?;
+            port.configure(queues, queues, RX_DESC, TX_DESC, pool)?;
             let mac = set_port_mac(port, &planned.name, pc.mac)?;
             port.start()?;
             Ok::<_, dpdk_ffi::DpdkError>(mac)
@@ -458,185 +485,251 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         let (mac, refused) =
             with_rx_interrupts(&mut port, want_interrupts, bring_up).map_err(err())?;
         info!(port = %planned.name, device = %planned.device, mac = %host::format_mac(mac), "port up");
-        macs.push(mac);
-        ports.push(port);
-        interrupt_log.add(format!("`{}` ({})", planned.name, planned.device), refused);
+        started.macs.push(mac);
+        started.ports.push(port);
+        let label = format!("`{}` ({})", planned.name, planned.device);
+        interrupt_log.add(label, refused);
     }
     for (i, (planned, pc)) in plan.ports.iter().zip(&cfg.ports).enumerate() {
         let err = || port_err(&planned.twin_iface, &planned.twin_device);
         let mut twin = Port::by_name(&planned.twin_device).map_err(err())?;
         let bring_up = |port: &mut Port, interrupts: bool| {
             port.set_rx_interrupts(interrupts);
-            port.configure(queues, queues, RX_DESC, TX_DESC, &pool)?;
+            port.configure(queues, queues, RX_DESC, TX_DESC, pool)?;
             port.start()
         };
         let ((), refused) =
             with_rx_interrupts(&mut twin, want_interrupts, bring_up).map_err(err())?;
-        host::configure_twin(&planned.twin_iface, macs[i], &pc.addresses)?;
+        host::configure_twin(&planned.twin_iface, started.macs[i], &pc.addresses)?;
         info!(port = %planned.name, iface = %planned.twin_iface, "kernel twin up");
-        ports.push(twin);
+        started.ports.push(twin);
         let label = format!(
             "kernel twin `{}` ({})",
             planned.twin_iface, planned.twin_device
         );
         interrupt_log.add(label, refused);
     }
-    // Dropped (rules destroyed) before the ports, which it borrows.
-    let steering = steer_replies(cfg, &ports);
+    Ok((started, interrupt_log))
+}
 
-    let state = Arc::new(StateRegion::create(&state_path(&cfg.instance), lcores)?);
-    let stop = Arc::new(AtomicBool::new(false));
-    let exited = Arc::new(AtomicUsize::new(0));
-    let tables_file = tables_path(&cfg.instance);
-    let inboxes: Vec<ReaderInbox> = lcores.iter().map(|_| reader_inbox()).collect();
-    if let Some(p) = publisher.as_mut() {
-        p.publish(cfg, &state)?;
-    }
-    let mut watch = match hand_readers(&tables_file, &inboxes) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            info!(path = %tables_file.display(), reason = %e, "waiting for border-mgmt to publish tables");
-            None
-        }
-    };
-    let handoff = Handoff::new(lcores.len());
-    let sync = NeighborSync::new(lcores.len()).with_doorbells(handoff.doorbells());
-    let per_ms = (dpdk_ffi::tsc_hz() / 1000).max(1);
-    let mut launched = Vec::new();
-    let mut launch_error = None;
-    for (w, &lcore) in lcores.iter().enumerate() {
-        let queues = ports
-            .iter()
-            .map(|p| Ok((p.rx_queue(w as u16)?, p.tx_queue(w as u16)?)))
-            .collect::<Result<Vec<_>, dpdk_ffi::DpdkError>>();
-        let queues = match queues {
-            Ok(q) => q,
-            Err(e) => {
-                launch_error = Some(e.into());
-                break;
-            }
+/// What the main thread shares with every worker.
+struct Crew {
+    state: Arc<StateRegion>,
+    /// Set by the main thread to stop the workers.
+    stop: Arc<AtomicBool>,
+    /// How many workers returned (including by panic).
+    exited: Arc<AtomicUsize>,
+    handoff: Handoff<Mbuf>,
+    sync: NeighborSync,
+    poll: Poll,
+    /// TSC ticks per millisecond.
+    per_ms: u64,
+}
+
+/// Everything one worker needs, moved onto its lcore.
+struct WorkerSetup {
+    index: usize,
+    workers: usize,
+    io: DpdkPorts,
+    ports_info: Vec<PortInfo>,
+    inbox: ReaderInbox,
+    routes: Routes,
+    capacity: usize,
+    timeouts: conf::Timeouts,
+    state: Arc<StateRegion>,
+    stop: Arc<AtomicBool>,
+    exit_guard: ExitGuard,
+    sync: NeighborSync,
+    handoff: Handoff<Mbuf>,
+    poll: Poll,
+    per_ms: u64,
+}
+
+impl WorkerSetup {
+    /// The worker's life on its lcore: builds its tables there (first touch
+    /// puts them in its NUMA node's memory) and runs until `stop`.
+    fn run(self) -> i32 {
+        let _guard = self.exit_guard;
+        let w = self.index;
+        let Some(block) = self.state.worker(w) else {
+            return -1;
         };
-        let (rx, tx): (Vec<_>, Vec<_>) = queues.into_iter().unzip();
-        let waiter = if want_interrupts {
-            let bell = handoff.doorbell(w).and_then(|b| b.fd());
-            match rx_waiter(&rx, bell) {
-                Ok(waiter) => Some(waiter),
-                Err((at, e)) => {
-                    interrupt_log.report(at, &e);
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let io = DpdkPorts::new(rx, tx, pool.clone(), waiter);
-        let inbox = inboxes[w].clone();
-        let routes = Routes::from_config(cfg);
-        let (state, stop, guard) = (state.clone(), stop.clone(), ExitGuard(exited.clone()));
-        let (sync, handoff) = (sync.clone(), handoff.clone());
-        let (capacity, timeouts) = (
-            cfg.dataplane.conntrack_per_worker as usize,
-            cfg.dataplane.timeouts,
+        let lb = Lb::new(
+            w,
+            self.workers,
+            self.capacity,
+            self.timeouts,
+            self.sync,
+            leak_stats(&self.state, w, true),
+            leak_stats(&self.state, w, false),
         );
-        let ports_info = ports_from_config(cfg, &macs, true);
-        let workers = lcores.len();
-        let res = dpdk_ffi::launch_on(lcore, move || {
-            let _guard = guard;
-            let Some(block) = state.worker(w) else {
-                return -1;
-            };
-            // The worker's tables are built on its own lcore (first touch
-            // puts them in its NUMA node's memory).
-            let lb = Lb::new(
-                w,
-                workers,
-                capacity,
-                timeouts,
-                sync,
-                leak_stats(&state, w, true),
-                leak_stats(&state, w, false),
-            );
-            let pipeline = Pipeline::new(ports_info, lb);
-            let counters = block.counters();
-            let clock = TscClock { per_ms };
-            let quiescent = state.clone();
-            let applied = Box::new(move |g| {
-                if let Some(b) = quiescent.worker(w) {
-                    b.set_applied_generation(g);
-                }
-            });
-            let tables = ShmTables::new(inbox, routes, applied);
-            let mut worker = Worker::new(io, pipeline, poll, clock, tables, handoff);
-            worker.run(&counters, &stop);
-            0
-        });
-        match res {
-            Ok(()) => launched.push(lcore),
-            Err(e) => {
-                launch_error = Some(e.into());
-                break;
+        let pipeline = Pipeline::new(self.ports_info, lb);
+        let counters = block.counters();
+        let clock = TscClock {
+            per_ms: self.per_ms,
+        };
+        let quiescent = self.state.clone();
+        let applied = Box::new(move |g| {
+            if let Some(b) = quiescent.worker(w) {
+                b.set_applied_generation(g);
             }
+        });
+        let tables = ShmTables::new(self.inbox, self.routes, applied);
+        let mut worker = Worker::new(self.io, pipeline, self.poll, clock, tables, self.handoff);
+        worker.run(&counters, &self.stop);
+        0
+    }
+}
+
+/// Takes worker `w`'s queue on every port, its Rx interrupt waiter (when
+/// adaptive) and launches it on its lcore, `worker_lcores[w]`.
+fn launch_worker(
+    w: usize,
+    cfg: &Config,
+    started: &StartedPorts,
+    pool: &Mempool,
+    inbox: ReaderInbox,
+    crew: &Crew,
+    interrupt_log: &mut InterruptLog,
+) -> Result<(), RunError> {
+    let (rx, tx): (Vec<_>, Vec<_>) = started
+        .ports
+        .iter()
+        .map(|p| Ok((p.rx_queue(w as u16)?, p.tx_queue(w as u16)?)))
+        .collect::<Result<Vec<_>, dpdk_ffi::DpdkError>>()?
+        .into_iter()
+        .unzip();
+    let waiter = if crew.poll == Poll::Adaptive {
+        let bell = crew.handoff.doorbell(w).and_then(|b| b.fd());
+        match rx_waiter(&rx, bell) {
+            Ok(waiter) => Some(waiter),
+            Err((at, e)) => {
+                interrupt_log.report(at, &e);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let setup = WorkerSetup {
+        index: w,
+        workers: cfg.dataplane.worker_lcores.len(),
+        io: DpdkPorts::new(rx, tx, pool.clone(), waiter),
+        ports_info: ports_from_config(cfg, &started.macs, true),
+        inbox,
+        routes: Routes::from_config(cfg),
+        capacity: cfg.dataplane.conntrack_per_worker as usize,
+        timeouts: cfg.dataplane.timeouts,
+        state: crew.state.clone(),
+        stop: crew.stop.clone(),
+        exit_guard: ExitGuard(crew.exited.clone()),
+        sync: crew.sync.clone(),
+        handoff: crew.handoff.clone(),
+        poll: crew.poll,
+        per_ms: crew.per_ms,
+    };
+    dpdk_ffi::launch_on(cfg.dataplane.worker_lcores[w], move || setup.run())?;
+    Ok(())
+}
+
+/// The tables region border-dp follows: border-mgmt's (or its own in
+/// standalone mode). It may not exist yet, and may be replaced.
+struct TablesFollow {
+    path: PathBuf,
+    /// One inbox per worker, through which it gets its own reader.
+    inboxes: Vec<ReaderInbox>,
+    /// The main thread's own reader, to wait on publications; None while
+    /// there is no region.
+    watch: Option<TablesReader>,
+    /// The last publication the workers were woken for.
+    seen: Published,
+    followed: Instant,
+}
+
+impl TablesFollow {
+    fn attach(path: PathBuf, workers: usize) -> TablesFollow {
+        let inboxes: Vec<ReaderInbox> = (0..workers).map(|_| reader_inbox()).collect();
+        let watch = match hand_readers(&path, &inboxes) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                info!(path = %path.display(), reason = %e, "waiting for border-mgmt to publish tables");
+                None
+            }
+        };
+        let seen = watch.as_ref().map_or(Published::NONE, |w| w.current());
+        TablesFollow {
+            path,
+            inboxes,
+            watch,
+            seen,
+            followed: Instant::now(),
         }
     }
 
-    let mut outcome = match launch_error {
-        Some(e) => Err(e),
-        None => {
-            state.set_run_state(RunState::Running);
-            info!(
-                instance = %cfg.instance,
-                workers = launched.len(),
-                state = %state.path().display(),
-                "border-dp running"
-            );
-            Ok(())
-        }
-    };
-    let mut refused_seen = 0;
-    let mut live_cfg = cfg.clone();
-    let mut followed = Instant::now();
-    let mut seen = watch.as_ref().map_or(Published::NONE, |w| w.current());
-    while outcome.is_ok() && !terminate.load(Ordering::Relaxed) {
-        if exited.load(Ordering::SeqCst) > 0 {
-            break;
-        }
-        // Sleep, but wake for every publication and wake the workers for it:
-        // one asleep on its Rx interrupts then adopts the new generation at
-        // once, not at the end of its bounded wait.
-        match &watch {
+    /// Sleeps up to MAIN_LOOP_PERIOD, but wakes for every publication and
+    /// wakes the workers for it: one asleep on its Rx interrupts then
+    /// adopts the new generation at once, not at the end of its bounded wait.
+    fn wait(&mut self, handoff: &Handoff<Mbuf>) {
+        match &self.watch {
             Some(w) => {
-                w.wait_published(seen, MAIN_LOOP_PERIOD);
+                w.wait_published(self.seen, MAIN_LOOP_PERIOD);
                 let now = w.current();
-                if now != seen {
-                    seen = now;
+                if now != self.seen {
+                    self.seen = now;
                     handoff.ring_all();
                 }
             }
             None => std::thread::sleep(MAIN_LOOP_PERIOD),
         }
-        if reload.swap(false, Ordering::Relaxed) {
-            reload_config(opts, &mut live_cfg, publisher.as_mut(), &state);
+    }
+
+    /// Every FOLLOW_PERIOD: attaches to a region that appeared (mgmt
+    /// started) or replaced the one followed. Returns whether it looked.
+    fn follow(&mut self, handoff: &Handoff<Mbuf>) -> bool {
+        if self.followed.elapsed() < FOLLOW_PERIOD {
+            return false;
         }
-        // Follow the region: it may appear (mgmt started) or be replaced.
-        if followed.elapsed() >= FOLLOW_PERIOD {
-            followed = Instant::now();
-            let stale = watch.as_ref().is_none_or(|w| w.replaced());
-            if stale {
-                match hand_readers(&tables_file, &inboxes) {
-                    Ok(r) => {
-                        info!(path = %tables_file.display(), generation = r.current().generation, "attached to tables region");
-                        seen = r.current();
-                        watch = Some(r);
-                        handoff.ring_all();
-                    }
-                    Err(_) if watch.is_some() => {
-                        warn!(path = %tables_file.display(), "tables region gone; forwarding on the last tables");
-                        watch = None;
-                    }
-                    Err(_) => {}
-                }
+        self.followed = Instant::now();
+        if !self.watch.as_ref().is_none_or(|w| w.replaced()) {
+            return true;
+        }
+        match hand_readers(&self.path, &self.inboxes) {
+            Ok(r) => {
+                info!(path = %self.path.display(), generation = r.current().generation, "attached to tables region");
+                self.seen = r.current();
+                self.watch = Some(r);
+                handoff.ring_all();
             }
-            let refused = state.total(conf::counters::Counter::TablesRefused);
+            Err(_) if self.watch.is_some() => {
+                warn!(path = %self.path.display(), "tables region gone; forwarding on the last tables");
+                self.watch = None;
+            }
+            Err(_) => {}
+        }
+        true
+    }
+}
+
+/// The main thread while the workers run: follows the tables region,
+/// reloads on SIGHUP, reports refused generations. Returns at a stop
+/// signal or when a worker returned on its own.
+fn supervise(
+    cfg: &Config,
+    opts: &RunOptions,
+    signals: &Signals,
+    mut publisher: Option<&mut Publisher>,
+    tables: &mut TablesFollow,
+    crew: &Crew,
+) {
+    let mut refused_seen = 0;
+    let mut live_cfg = cfg.clone();
+    while !signals.terminating() && crew.exited.load(Ordering::SeqCst) == 0 {
+        tables.wait(&crew.handoff);
+        if signals.reload.swap(false, Ordering::Relaxed) {
+            reload_config(opts, &mut live_cfg, publisher.as_deref_mut(), &crew.state);
+        }
+        if tables.follow(&crew.handoff) {
+            let refused = crew.state.total(conf::counters::Counter::TablesRefused);
             if refused > refused_seen {
                 error!(
                     refused,
@@ -646,11 +739,17 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             }
         }
     }
-    if outcome.is_ok() && terminate.load(Ordering::Relaxed) {
-        info!("signal received, stopping workers");
-    }
-    stop.store(true, Ordering::Relaxed);
-    handoff.ring_all();
+}
+
+/// Stops the workers and waits for each; the first one that panicked or
+/// failed becomes the outcome, unless it already is an error.
+fn stop_workers(
+    launched: Vec<u32>,
+    crew: &Crew,
+    mut outcome: Result<(), RunError>,
+) -> Result<(), RunError> {
+    crew.stop.store(true, Ordering::Relaxed);
+    crew.handoff.ring_all();
     for lcore in launched {
         let rc = dpdk_ffi::wait_lcore(lcore);
         if rc != 0 && outcome.is_ok() {
@@ -663,11 +762,83 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             outcome = Err(RunError::WorkerDied { lcore, how });
         }
     }
-    if outcome.is_ok() && exited.load(Ordering::SeqCst) > 0 && !terminate.load(Ordering::Relaxed) {
+    outcome
+}
+
+/// Runs border-dp until SIGINT/SIGTERM. Returns after ports are stopped and
+/// EAL is cleaned up.
+pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
+    let signals = Signals::install()?;
+    let _lock = InstanceLock::acquire(&cfg.instance)?;
+    let mut publisher = if opts.standalone {
+        Some(Publisher::create(cfg)?)
+    } else {
+        None
+    };
+
+    let plan = eal_plan(cfg, true);
+    let eal = start_eal(&plan)?;
+    let lcores = &cfg.dataplane.worker_lcores;
+    let pool = create_pool(plan.ports.len() * 2, lcores.len())?;
+    let poll = match cfg.dataplane.poll {
+        PollMode::Busy => Poll::Busy,
+        PollMode::Adaptive => Poll::Adaptive,
+    };
+    // Adaptive workers sleep on Rx interrupts where the ports have them.
+    let want_interrupts = poll == Poll::Adaptive;
+    let (started, mut interrupt_log) =
+        start_ports(cfg, &plan, &pool, lcores.len() as u16, want_interrupts)?;
+    // Dropped (rules destroyed) before the ports, which it borrows.
+    let steering = steer_replies(cfg, &started.ports);
+
+    let state = Arc::new(StateRegion::create(&state_path(&cfg.instance), lcores)?);
+    if let Some(p) = publisher.as_mut() {
+        p.publish(cfg, &state)?;
+    }
+    let mut tables = TablesFollow::attach(tables_path(&cfg.instance), lcores.len());
+    let handoff = Handoff::new(lcores.len());
+    let crew = Crew {
+        sync: NeighborSync::new(lcores.len()).with_doorbells(handoff.doorbells()),
+        handoff,
+        state,
+        stop: Arc::new(AtomicBool::new(false)),
+        exited: Arc::new(AtomicUsize::new(0)),
+        poll,
+        per_ms: (dpdk_ffi::tsc_hz() / 1000).max(1),
+    };
+    let mut launched = Vec::new();
+    let mut outcome = Ok(());
+    for (w, &lcore) in lcores.iter().enumerate() {
+        let inbox = tables.inboxes[w].clone();
+        match launch_worker(w, cfg, &started, &pool, inbox, &crew, &mut interrupt_log) {
+            Ok(()) => launched.push(lcore),
+            Err(e) => {
+                outcome = Err(e);
+                break;
+            }
+        }
+    }
+
+    if outcome.is_ok() {
+        crew.state.set_run_state(RunState::Running);
+        info!(
+            instance = %cfg.instance,
+            workers = launched.len(),
+            state = %crew.state.path().display(),
+            "border-dp running"
+        );
+        supervise(cfg, opts, &signals, publisher.as_mut(), &mut tables, &crew);
+        if signals.terminating() {
+            info!("signal received, stopping workers");
+        }
+    }
+    let outcome = stop_workers(launched, &crew, outcome);
+    if outcome.is_ok() && crew.exited.load(Ordering::SeqCst) > 0 && !signals.terminating() {
         warn!("a worker stopped without being asked to");
     }
-    state.set_run_state(RunState::Stopped);
-    let totals: Vec<String> = state
+    crew.state.set_run_state(RunState::Stopped);
+    let totals: Vec<String> = crew
+        .state
         .totals()
         .into_iter()
         .filter(|(_, v)| *v != 0)
@@ -677,7 +848,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     // Ports stop and close before the pool they draw from and before EAL;
     // their flow rules go first.
     drop(steering);
-    drop(ports);
+    drop(started);
     drop(pool);
     drop(eal);
     outcome
