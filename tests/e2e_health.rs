@@ -1,4 +1,4 @@
-//! Health checking end to end (DESIGN §5, docs/health.md): border-dp follows
+//! Health checking end to end (docs/design.md §5, docs/health.md): border-dp follows
 //! the tables that border-mgmt publishes; border-mgmt runs in the
 //! appliance's namespace and probes the backends through the kernel twin.
 //!

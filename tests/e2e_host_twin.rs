@@ -1,4 +1,4 @@
-//! The kernel twin (DESIGN §2a): the kernel of the namespace border-dp runs in
+//! The kernel twin (docs/design.md §2a): the kernel of the namespace border-dp runs in
 //! reaches a TCP listener behind the `int` port through the twin interface,
 //! and a client behind `ext` reaches a listener of that kernel on the port
 //! address. Both transfers are checked byte for byte.

@@ -1,4 +1,4 @@
-//! border-mgmt and border-dp together (DESIGN §3, §6), with real kernels
+//! border-mgmt and border-dp together (docs/design.md §3, §6), with real kernels
 //! on both sides of the appliance: border-mgmt publishes the tables,
 //! border-dp (not standalone) follows them, the operator drives it with
 //! borderctl.

@@ -1,4 +1,4 @@
-//! Setting up the kernel side of a port's twin interface (DESIGN §2a).
+//! Setting up the kernel side of a port's twin interface (docs/design.md §2a).
 //!
 //! The twin is a TAP interface that DPDK created; here it gets the data port's
 //! MAC (so the kernel's frames leave with the port's source address and the

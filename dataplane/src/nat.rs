@@ -1,6 +1,6 @@
 //! In-place NAT rewrites over a parsed frame: addresses and ports of TCP/UDP
 //! packets, TTL/hop limit, MAC addresses, and ICMP errors about a translated
-//! flow (DESIGN §2: "ICMP errors about a VIP flow are matched by their inner
+//! flow (docs/design.md §2: "ICMP errors about a VIP flow are matched by their inner
 //! header and go to the same backend/client as the flow").
 //!
 //! Every function takes the frame and the [`Parsed`] that

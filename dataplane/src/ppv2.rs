@@ -1,4 +1,4 @@
-//! PROXY protocol v2 insertion into TCP streams (DESIGN §4).
+//! PROXY protocol v2 insertion into TCP streams (docs/design.md §4).
 //!
 //! - [`header`]: the header encoder (addresses, `UNIQUE_ID`, `CRC32C`,
 //!   `AUTHORITY`), bounded by `proxy_protocol_max_len`.

@@ -3,7 +3,7 @@
 //!
 //! Used when a VIP has `on_down = "reset"` and a connection's backend went
 //! down: the next segment of that connection, from either end, is answered
-//! with a RST sent back the way it came (DESIGN §5, docs/health.md). The RST
+//! with a RST sent back the way it came (docs/design.md §5, docs/health.md). The RST
 //! is made from the segment alone, so it is in the sender's own sequence
 //! space whatever the appliance does to the connection in between (PROXY
 //! protocol v2 shifts the client's sequence numbers towards the backend:

@@ -160,7 +160,7 @@ fn reload_config(
 }
 
 /// Where the NIC supports rte_flow, programs full-NAT local port ownership
-/// into it (DESIGN.md §2): replies arrive on their owner's rx queue and the
+/// into it (docs/design.md §2): replies arrive on their owner's rx queue and the
 /// handoff queues stay empty. Elsewhere the handoff queues do the job.
 fn steer_replies<'p>(cfg: &Config, ports: &'p [Port]) -> Vec<FlowRules<'p>> {
     let workers = cfg.dataplane.worker_lcores.len();

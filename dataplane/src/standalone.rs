@@ -1,5 +1,5 @@
 //! Tables built by border-dp itself from its config file, for running
-//! without border-mgmt (DESIGN §3 lets the dataplane build its tables
+//! without border-mgmt (docs/design.md §3 lets the dataplane build its tables
 //! through the same builder mgmt uses: [`conf::tables::build_generation`]).
 
 use conf::tables::{build_generation, no_overrides, TablesError};

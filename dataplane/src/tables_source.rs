@@ -1,5 +1,5 @@
 //! Where workers get their tables: the shared-memory tables region
-//! (DESIGN §3), published by border-mgmt or, in standalone mode, by
+//! (docs/design.md §3), published by border-mgmt or, in standalone mode, by
 //! border-dp's main thread from its own config file.
 //!
 //! Each worker has its own [`TablesReader`] (readers keep a per-reader cache

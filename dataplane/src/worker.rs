@@ -1,7 +1,7 @@
 //! The run-to-completion poll loop of one worker.
 //!
 //! Every iteration: look for a new table generation (one check, repeated
-//! before every further RX burst, DESIGN §3), take the full-NAT replies
+//! before every further RX burst, docs/design.md §3), take the full-NAT replies
 //! other workers handed over, poll each port's RX queue of this worker, run
 //! each frame through the pipeline, batch the results per
 //! output port, send the neighbour requests the pipeline asked for, flush the

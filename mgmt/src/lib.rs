@@ -1,4 +1,4 @@
-//! border's management process as a library (DESIGN §1, §3, §6): the config
+//! border's management process as a library (docs/design.md §1, §3, §6): the config
 //! store with operator overrides, table generation building and publishing
 //! into the shared-memory tables region (QSBR over the dataplane's workers),
 //! the gRPC API `border.v1`, and the Prometheus exporter. `border-mgmt` is a

@@ -1,4 +1,4 @@
-//! The publisher: the only writer of the tables region (DESIGN §3). Builds a
+//! The publisher: the only writer of the tables region (docs/design.md §3). Builds a
 //! generation from the store, writes only what changed, and publishes it with
 //! the quiescent generations of the live workers (QSBR), so a block is reused
 //! only after every live worker has passed the generation that retired it.

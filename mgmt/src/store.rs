@@ -3,7 +3,7 @@
 //! verdicts, keyed by (VIP name, backend `addr:port`). Everything the table
 //! builder needs comes out of here as one value per backend
 //! ([`Store::effective`]), so backend set, weights, drain and health always
-//! change together in one generation (DESIGN §1: one atomically swapped value).
+//! change together in one generation (docs/design.md §1: one atomically swapped value).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! Mutual TLS for a TCP listen (DESIGN §6): rustls (ring), TLS 1.2/1.3, the
+//! Mutual TLS for a TCP listen (docs/design.md §6): rustls (ring), TLS 1.2/1.3, the
 //! client must present a certificate that chains to `client_ca` AND whose
 //! SHA-256 fingerprint is pinned in `client_fingerprints`. An unpinned client
 //! is refused during the handshake, before any request is read.

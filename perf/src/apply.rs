@@ -1,5 +1,5 @@
 //! `border-perf apply`: how long a one-backend change takes from the API
-//! call to every worker running on the new table generation (DESIGN §3,
+//! call to every worker running on the new table generation (docs/design.md §3,
 //! §6). Goal: p99 under 5 ms.
 //!
 //! border-mgmt runs in-process, exactly as the binary runs it: a

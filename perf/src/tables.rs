@@ -1,5 +1,5 @@
 //! `border-perf tables`: cost of publishing a one-backend change through the
-//! tables region (DESIGN §3), with `--vips` VIPs (512 by default) against a
+//! tables region (docs/design.md §3), with `--vips` VIPs (512 by default) against a
 //! single VIP, `--backends` backends each, rings of size `--m`.
 //!
 //! Each timed run flips backend 0 of one VIP between up and down (both rings

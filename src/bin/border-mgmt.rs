@@ -1,4 +1,4 @@
-//! border-mgmt: the management process of border (DESIGN §1, §3, §6). The
+//! border-mgmt: the management process of border (docs/design.md §1, §3, §6). The
 //! work is in the `mgmt` crate; this is the command line around it.
 #![deny(unsafe_code)]
 

@@ -1,4 +1,4 @@
-//! The tables region (DESIGN §3): the shared-memory file through which the
+//! The tables region (docs/design.md §3): the shared-memory file through which the
 //! publisher (border-mgmt; border-dp itself in standalone mode) hands
 //! finished table generations to border-dp's workers, RCU style.
 //!

@@ -126,7 +126,7 @@ impl VipFlags {
     pub const PP_TLV_CRC32C: VipFlags = VipFlags(1 << 3);
     /// PPv2 TLV PP2_TYPE_AUTHORITY.
     pub const PP_TLV_AUTHORITY: VipFlags = VipFlags(1 << 4);
-    /// No backend was eligible: the ring covers every backend (DESIGN §5,
+    /// No backend was eligible: the ring covers every backend (docs/design.md §5,
     /// "never leave a VIP empty"). Workers count and report it.
     pub const FAIL_OPEN: VipFlags = VipFlags(1 << 5);
     /// The VIP has `zone_affinity = true`.

@@ -1,5 +1,5 @@
 //! What one connection needs for its PROXY header, and the per-segment
-//! rules (DESIGN §4).
+//! rules (docs/design.md §4).
 //!
 //! Sequence spaces: the client's first data byte is `isn + 1`; the backend
 //! sees the `L`-byte header at `isn + 1 .. isn + 1 + L` and every client

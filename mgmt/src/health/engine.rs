@@ -6,7 +6,7 @@
 //! [`Verdict`] per (VIP, backend) of every VIP with `[vip.health]`, plus
 //! per-VIP flags and per-checker witness state ([`Engine::evaluate`]).
 //!
-//! The rules (DESIGN §5):
+//! The rules (docs/design.md §5):
 //! - one failure is noise: a checker's own view of a backend goes down after
 //!   `fall` consecutive failures and back up after `rise` consecutive
 //!   successes ([`Local`]);

@@ -1,7 +1,7 @@
-//! Health checking that does no harm (DESIGN §5, docs/health.md).
+//! Health checking that does no harm (docs/design.md §5, docs/health.md).
 //!
 //! Probes run here, in border-mgmt, and reach the backends through the
-//! kernel twin interfaces (DESIGN §2a), so they take the data path. The
+//! kernel twin interfaces (docs/design.md §2a), so they take the data path. The
 //! pieces:
 //! - [`probe`]: one attempt (tcp, tls, http, https, optional PPv2 LOCAL
 //!   header), bounded in time and memory, ending in a reason;
