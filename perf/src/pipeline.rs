@@ -1084,7 +1084,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         }
     }
     if rows.iter().any(|r| r.case.contains(Vip::Proxy4.name())) {
-        t.note("PROXY v2 rows: each segment's sequence (client side) or acknowledgement number (backend side) is translated past the header, on the general path (the express lane takes no PROXY protocol flow); they are reported, not part of the verdicts above.");
+        t.note("PROXY v2 rows: each segment's sequence (client side) or acknowledgement number (backend side) is translated past the header; once the backend has acknowledged past it, these steady flows take the express lane like any established flow; they are reported, not part of the verdicts above.");
     }
     if let Some(worst) = rows
         .iter()
