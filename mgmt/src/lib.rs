@@ -14,6 +14,8 @@ pub mod findings;
 pub mod health;
 pub mod manager;
 pub mod metrics;
+pub mod model;
+pub mod proto;
 pub mod publisher;
 pub mod server;
 pub mod service;

@@ -1,6 +1,10 @@
 //! Prometheus text exposition format (version 0.0.4) at
 //! `metrics_listen`/metrics: a small hyper HTTP/1.1 handler. Everything is
-//! rendered from the same GetStatus / GetStats values the gRPC API returns.
+//! rendered from the manager's own [`Status`] and [`Stats`], the values the
+//! gRPC API converts into GetStatus / GetStats: the exporter is a second
+//! boundary beside gRPC, not a client of it, so it reads the typed values
+//! (backend states as an enum, counters as [`conf::counters::Counter`]s)
+//! rather than their protobuf encoding.
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -15,8 +19,10 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use conf::tables::BackendState;
+
 use crate::manager::Manager;
-use crate::pb;
+use crate::model::{FlowStats, Stats, Status};
 
 /// Content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -67,15 +73,15 @@ type FlowFamily = (
     &'static str,
     &'static str,
     &'static str,
-    fn(&pb::FlowStats) -> u64,
+    fn(&FlowStats) -> u64,
 );
 
 /// Renders every metric from a status and a stats snapshot.
-pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> String {
+pub fn render(status: &Status, stats: &Stats) -> String {
     let mut o = Out(String::with_capacity(16 << 10));
 
     // Publisher.
-    let p = status.publisher.clone().unwrap_or_default();
+    let p = &status.publisher;
     o.family(
         "border_tables_published_generation",
         "gauge",
@@ -106,12 +112,12 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
     o.sample(
         "border_tables_publish_pending",
         &[],
-        u64::from(!p.pending.is_empty()),
+        u64::from(p.pending.is_some()),
     );
 
     // Dataplane and workers.
-    let dp = status.dataplane.clone().unwrap_or_default();
-    let running = dp.present && dp.pid_alive && dp.run_state == "running";
+    let dp = &status.dataplane;
+    let running = status.dataplane_running();
     o.family(
         "border_dataplane_up",
         "gauge",
@@ -121,7 +127,8 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
     let wl: Vec<(String, String)> = dp
         .workers
         .iter()
-        .map(|w| (w.index.to_string(), w.lcore.to_string()))
+        .enumerate()
+        .map(|(i, w)| (i.to_string(), w.lcore.to_string()))
         .collect();
     o.family(
         "border_worker_applied_generation",
@@ -153,7 +160,7 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         "gauge",
         "problems borderctl status names, by kind and worker (1 while present)",
     );
-    for f in &dp.findings {
+    for f in &status.findings {
         let w = f.worker.to_string();
         o.sample(
             "border_findings",
@@ -166,15 +173,16 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
     let sl: Vec<(String, String)> = stats
         .workers
         .iter()
-        .map(|w| (w.index.to_string(), w.lcore.to_string()))
+        .enumerate()
+        .map(|(i, w)| (i.to_string(), w.lcore.to_string()))
         .collect();
-    for (ci, c) in stats.counters.iter().enumerate() {
-        let (name, kind) = if c.gauge {
-            (format!("border_{}", c.name), "gauge")
+    for (ci, c) in stats.counters().iter().enumerate() {
+        let (name, kind) = if c.is_gauge() {
+            (format!("border_{}", c.name()), "gauge")
         } else {
-            (format!("border_{}_total", c.name), "counter")
+            (format!("border_{}_total", c.name()), "counter")
         };
-        o.family(&name, kind, &c.help);
+        o.family(&name, kind, c.help());
         for (w, (i, l)) in stats.workers.iter().zip(&sl) {
             let v = w.values.get(ci).copied().unwrap_or(0);
             o.sample(&name, &[("worker", i), ("lcore", l)], v);
@@ -185,11 +193,11 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         "counter",
         "packets dropped, by reason (the drop_<reason> counters; drop_malformed, their parse-error sum, is left out)",
     );
-    for (ci, c) in stats.counters.iter().enumerate() {
-        let Some(reason) = c.name.strip_prefix("drop_") else {
+    for (ci, c) in stats.counters().iter().enumerate() {
+        let Some(reason) = c.name().strip_prefix("drop_") else {
             continue;
         };
-        if !c.drop || reason == "malformed" {
+        if !c.is_drop() || reason == "malformed" {
             continue;
         }
         for (w, (i, l)) in stats.workers.iter().zip(&sl) {
@@ -233,8 +241,7 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         let name = format!("border_vip_{suffix}");
         o.family(&name, kind, &format!("per VIP: {help}"));
         for v in &stats.vips {
-            let f = v.stats.unwrap_or_default();
-            o.sample(&name, &[("vip", &v.name)], get(&f));
+            o.sample(&name, &[("vip", &v.name)], get(&v.flows));
         }
     }
     for (suffix, kind, help, get) in flows {
@@ -242,8 +249,12 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         o.family(&name, kind, &format!("per backend: {help}"));
         for v in &stats.vips {
             for b in &v.backends {
-                let f = b.stats.unwrap_or_default();
-                o.sample(&name, &[("vip", &v.name), ("backend", &b.address)], get(&f));
+                let addr = b.address.to_string();
+                o.sample(
+                    &name,
+                    &[("vip", &v.name), ("backend", &addr)],
+                    get(&b.flows),
+                );
             }
         }
     }
@@ -268,16 +279,16 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
     );
     for v in &status.vips {
         for b in &v.backends {
-            let cur = pb::BackendState::try_from(b.state).unwrap_or(pb::BackendState::Unspecified);
+            let addr = b.address.to_string();
             for (s, name) in [
-                (pb::BackendState::Up, "up"),
-                (pb::BackendState::Down, "down"),
-                (pb::BackendState::Draining, "draining"),
+                (BackendState::Up, "up"),
+                (BackendState::Down, "down"),
+                (BackendState::Draining, "draining"),
             ] {
                 o.sample(
                     "border_backend_state",
-                    &[("vip", &v.name), ("backend", &b.address), ("state", name)],
-                    u64::from(cur == s),
+                    &[("vip", &v.name), ("backend", &addr), ("state", name)],
+                    u64::from(b.state == s),
                 );
             }
         }
@@ -291,7 +302,7 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         for b in &v.backends {
             o.sample(
                 "border_backend_weight",
-                &[("vip", &v.name), ("backend", &b.address)],
+                &[("vip", &v.name), ("backend", &b.address.to_string())],
                 u64::from(b.weight),
             );
         }
@@ -305,7 +316,7 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         for b in &v.backends {
             o.sample(
                 "border_backend_ring_slots",
-                &[("vip", &v.name), ("backend", &b.address)],
+                &[("vip", &v.name), ("backend", &b.address.to_string())],
                 u64::from(b.ring_slots),
             );
         }

@@ -1,4 +1,5 @@
-//! The gRPC service `border.v1.Border` over a [`Manager`].
+//! The gRPC service `border.v1.Border` over a [`Manager`]: requests and
+//! answers converted by [`crate::proto`], errors mapped to gRPC codes.
 
 use std::sync::Arc;
 
@@ -7,7 +8,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::manager::{ApplyError, Manager, SetError};
-use crate::pb::{self, border_server::Border, set_backend_request::Action};
+use crate::pb::{self, border_server::Border};
 use crate::store::{BackendAction, SetBackendError};
 
 /// The origin named in errors of configs applied over the API.
@@ -72,11 +73,7 @@ impl Border for BorderService {
         let out = blocking(move || m.apply_config(&r.config_toml, API_ORIGIN, r.dry_run))
             .await?
             .map_err(apply_status)?;
-        Ok(Response::new(pb::ApplyConfigResponse {
-            generation: out.generation,
-            changed: out.changed,
-            pending: out.pending.unwrap_or_default(),
-        }))
+        Ok(Response::new(out.into()))
     }
 
     async fn get_config(
@@ -84,7 +81,9 @@ impl Border for BorderService {
         _req: Request<pb::GetConfigRequest>,
     ) -> Result<Response<pb::GetConfigResponse>, Status> {
         let m = self.m.clone();
-        Ok(Response::new(blocking(move || m.get_config()).await?))
+        Ok(Response::new(
+            blocking(move || m.running_config()).await?.into(),
+        ))
     }
 
     async fn set_backend(
@@ -92,11 +91,8 @@ impl Border for BorderService {
         req: Request<pb::SetBackendRequest>,
     ) -> Result<Response<pb::SetBackendResponse>, Status> {
         let r = req.into_inner();
-        let action = match r.action {
-            Some(Action::Weight(w)) => BackendAction::Weight(w),
-            Some(Action::Drain(_)) => BackendAction::Drain,
-            Some(Action::Undrain(_)) => BackendAction::Undrain,
-            Some(Action::ResetWeight(_)) => BackendAction::ResetWeight,
+        let action: BackendAction = match r.action {
+            Some(a) => a.into(),
             None => {
                 return Err(Status::invalid_argument(
                     "no action: set one of weight, drain, undrain, reset_weight",
@@ -104,15 +100,10 @@ impl Border for BorderService {
             }
         };
         let m = self.m.clone();
-        let (out, backend) = blocking(move || m.set_backend(&r.vip, &r.backend, action, &r.note))
+        let changed = blocking(move || m.set_backend(&r.vip, &r.backend, action, &r.note))
             .await?
             .map_err(set_status)?;
-        Ok(Response::new(pb::SetBackendResponse {
-            generation: out.generation,
-            changed: out.changed,
-            pending: out.pending.unwrap_or_default(),
-            backend: Some(backend),
-        }))
+        Ok(Response::new(changed.into()))
     }
 
     async fn get_status(
@@ -120,7 +111,7 @@ impl Border for BorderService {
         _req: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
         let m = self.m.clone();
-        Ok(Response::new(blocking(move || m.status()).await?))
+        Ok(Response::new(blocking(move || m.status()).await?.into()))
     }
 
     async fn get_stats(
@@ -128,7 +119,7 @@ impl Border for BorderService {
         _req: Request<pb::GetStatsRequest>,
     ) -> Result<Response<pb::GetStatsResponse>, Status> {
         let m = self.m.clone();
-        Ok(Response::new(blocking(move || m.stats()).await?))
+        Ok(Response::new(blocking(move || m.stats()).await?.into()))
     }
 
     type WatchEventsStream = ReceiverStream<Result<pb::Event, Status>>;
@@ -150,12 +141,10 @@ impl Border for BorderService {
                     _ = tx.closed() => break,
                     r = rx.recv() => {
                         let ev = match r {
-                            Ok(ev) => ev,
-                            Err(broadcast::error::RecvError::Lagged(missed)) => pb::Event {
-                                seq: 0,
-                                unix_ms: crate::store::now_unix_ms(),
-                                kind: Some(pb::event::Kind::Lagged(pb::Lagged { missed })),
-                            },
+                            Ok(ev) => ev.into(),
+                            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                                crate::proto::lagged(missed, crate::store::now_unix_ms())
+                            }
                             Err(broadcast::error::RecvError::Closed) => break,
                         };
                         if tx.send(Ok(ev)).await.is_err() {
