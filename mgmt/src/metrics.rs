@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use conf::tables::BackendState;
 
 use crate::manager::Manager;
-use crate::model::{FlowStats, Stats, Status};
+use crate::model::{FlowStats, PublisherStatus, Stats, Status};
 
 /// Content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -79,9 +79,16 @@ type FlowFamily = (
 /// Renders every metric from a status and a stats snapshot.
 pub fn render(status: &Status, stats: &Stats) -> String {
     let mut o = Out(String::with_capacity(16 << 10));
+    publisher(&mut o, &status.publisher);
+    dataplane(&mut o, status);
+    counters(&mut o, stats);
+    flows(&mut o, stats);
+    vip_state(&mut o, status);
+    o.0
+}
 
-    // Publisher.
-    let p = &status.publisher;
+/// The publisher: generation, arena, pending publish.
+fn publisher(o: &mut Out, p: &PublisherStatus) {
     o.family(
         "border_tables_published_generation",
         "gauge",
@@ -114,8 +121,10 @@ pub fn render(status: &Status, stats: &Stats) -> String {
         &[],
         u64::from(p.pending.is_some()),
     );
+}
 
-    // Dataplane and workers.
+/// border-dp, its workers, and the findings read off their counters.
+fn dataplane(o: &mut Out, status: &Status) {
     let dp = &status.dataplane;
     let running = status.dataplane_running();
     o.family(
@@ -168,8 +177,10 @@ pub fn render(status: &Status, stats: &Stats) -> String {
             1,
         );
     }
+}
 
-    // Counters, per worker.
+/// Every dataplane counter per worker, and the drops by reason.
+fn counters(o: &mut Out, stats: &Stats) {
     let sl: Vec<(String, String)> = stats
         .workers
         .iter()
@@ -209,8 +220,10 @@ pub fn render(status: &Status, stats: &Stats) -> String {
             );
         }
     }
+}
 
-    // Per VIP and per backend flow statistics.
+/// Flow statistics per VIP and per backend.
+fn flows(o: &mut Out, stats: &Stats) {
     let flows: [FlowFamily; 4] = [
         (
             "packets_total",
@@ -258,8 +271,10 @@ pub fn render(status: &Status, stats: &Stats) -> String {
             }
         }
     }
+}
 
-    // VIP and backend state.
+/// VIP fail-open, backend state, weight and ring share.
+fn vip_state(o: &mut Out, status: &Status) {
     o.family(
         "border_vip_fail_open",
         "gauge",
@@ -321,7 +336,6 @@ pub fn render(status: &Status, stats: &Stats) -> String {
             );
         }
     }
-    o.0
 }
 
 fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
