@@ -90,8 +90,20 @@ pub async fn connect(target: &Listen, tls: Option<&ClientTls>) -> Result<Client,
 /// Connects over a unix socket.
 pub async fn connect_unix(path: PathBuf) -> Result<Client, ConnectError> {
     let shown = format!("unix://{}", path.display());
+    let ch = unix_channel(path)
+        .await
+        .map_err(|e| ConnectError::Connect {
+            addr: shown,
+            source: describe(e),
+        })?;
+    Ok(with_limits(ch))
+}
+
+/// A channel to a border-mgmt API on the unix socket at `path` (the
+/// Border and BorderHealth clients both ride on it).
+pub async fn unix_channel(path: PathBuf) -> Result<Channel, tonic::transport::Error> {
     // The URI is required by tonic but unused: the connector dials the socket.
-    let ch = Endpoint::from_static("http://border-mgmt.invalid")
+    Endpoint::from_static("http://border-mgmt.invalid")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let path = path.clone();
             async move {
@@ -100,11 +112,6 @@ pub async fn connect_unix(path: PathBuf) -> Result<Client, ConnectError> {
             }
         }))
         .await
-        .map_err(|e| ConnectError::Connect {
-            addr: shown,
-            source: describe(e),
-        })?;
-    Ok(with_limits(ch))
 }
 
 /// Connects over TCP with mutual TLS.
@@ -129,9 +136,24 @@ pub async fn connect_tls_with(
     cfg: Arc<rustls::ClientConfig>,
     name: ServerName<'static>,
 ) -> Result<Client, ConnectError> {
+    let ch = tls_channel(addr, cfg, name)
+        .await
+        .map_err(|e| ConnectError::Connect {
+            addr: format!("tcp://{addr}"),
+            source: describe(e),
+        })?;
+    Ok(with_limits(ch))
+}
+
+/// A channel to a border-mgmt API at `addr` over TCP with mutual TLS
+/// (the Border and BorderHealth clients both ride on it).
+pub async fn tls_channel(
+    addr: SocketAddr,
+    cfg: Arc<rustls::ClientConfig>,
+    name: ServerName<'static>,
+) -> Result<Channel, tonic::transport::Error> {
     let connector = tokio_rustls::TlsConnector::from(cfg);
-    let ch = Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|_| ConnectError::BadAddress(addr.to_string()))?
+    Endpoint::from_shared(format!("http://{addr}"))?
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let (connector, name) = (connector.clone(), name.clone());
             async move {
@@ -146,9 +168,4 @@ pub async fn connect_tls_with(
             }
         }))
         .await
-        .map_err(|e| ConnectError::Connect {
-            addr: format!("tcp://{addr}"),
-            source: describe(e),
-        })?;
-    Ok(with_limits(ch))
 }

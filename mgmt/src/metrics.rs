@@ -21,8 +21,10 @@ use tokio::sync::watch;
 
 use conf::tables::BackendState;
 
+use crate::dp::WorkerSnap;
 use crate::manager::Manager;
-use crate::model::{FlowStats, PublisherStatus, Stats, Status};
+use crate::model::{BackendStatus, FlowStats, PublisherStatus, Stats, Status};
+use crate::server::accept_until;
 
 /// Content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -50,6 +52,12 @@ impl Out {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.0, "# HELP {name} {}", help_esc(help));
         let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    /// A family of one unlabelled gauge.
+    fn gauge(&mut self, name: &str, help: &str, v: u64) {
+        self.family(name, "gauge", help);
+        self.sample(name, &[], v);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: u64) {
@@ -89,79 +97,65 @@ pub fn render(status: &Status, stats: &Stats) -> String {
 
 /// The publisher: generation, arena, pending publish.
 fn publisher(o: &mut Out, p: &PublisherStatus) {
-    o.family(
+    o.gauge(
         "border_tables_published_generation",
-        "gauge",
         "table generation border-mgmt has published (0: none)",
-    );
-    o.sample(
-        "border_tables_published_generation",
-        &[],
         p.published_generation,
     );
-    o.family(
+    o.gauge(
         "border_tables_arena_bytes",
-        "gauge",
         "bytes of the tables region's arena",
+        p.arena_bytes,
     );
-    o.sample("border_tables_arena_bytes", &[], p.arena_bytes);
-    o.family(
+    o.gauge(
         "border_tables_arena_free_bytes",
-        "gauge",
         "free bytes of the tables arena (retired blocks not yet reclaimed are not free)",
+        p.arena_free_bytes,
     );
-    o.sample("border_tables_arena_free_bytes", &[], p.arena_free_bytes);
-    o.family(
+    o.gauge(
         "border_tables_publish_pending",
-        "gauge",
         "1 while a publish waits for workers to pass older generations",
-    );
-    o.sample(
-        "border_tables_publish_pending",
-        &[],
         u64::from(p.pending.is_some()),
     );
 }
 
+/// The `worker` and `lcore` labels of each worker, by index.
+fn worker_labels(lcores: impl Iterator<Item = u64>) -> Vec<(String, String)> {
+    lcores
+        .enumerate()
+        .map(|(i, l)| (i.to_string(), l.to_string()))
+        .collect()
+}
+
+/// Name, help and value of a per-worker gauge.
+type WorkerGauge = (&'static str, &'static str, fn(&WorkerSnap) -> u64);
+
 /// border-dp, its workers, and the findings read off their counters.
 fn dataplane(o: &mut Out, status: &Status) {
-    let dp = &status.dataplane;
-    let running = status.dataplane_running();
-    o.family(
+    o.gauge(
         "border_dataplane_up",
-        "gauge",
         "1 when border-dp runs (state region present, marked running, process alive)",
+        u64::from(status.dataplane_running()),
     );
-    o.sample("border_dataplane_up", &[], u64::from(running));
-    let wl: Vec<(String, String)> = dp
-        .workers
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (i.to_string(), w.lcore.to_string()))
-        .collect();
-    o.family(
-        "border_worker_applied_generation",
-        "gauge",
-        "table generation the worker has adopted (its quiescent state)",
-    );
-    for (w, (i, l)) in dp.workers.iter().zip(&wl) {
-        o.sample(
+    let workers = &status.dataplane.workers;
+    let wl = worker_labels(workers.iter().map(|w| w.lcore));
+    let gauges: [WorkerGauge; 2] = [
+        (
             "border_worker_applied_generation",
-            &[("worker", i), ("lcore", l)],
-            w.applied_generation,
-        );
-    }
-    o.family(
-        "border_worker_alive",
-        "gauge",
-        "1 when the worker's heartbeat moved within the liveness grace period",
-    );
-    for (w, (i, l)) in dp.workers.iter().zip(&wl) {
-        o.sample(
+            "table generation the worker has adopted (its quiescent state)",
+            |w| w.applied_generation,
+        ),
+        (
             "border_worker_alive",
-            &[("worker", i), ("lcore", l)],
-            u64::from(w.alive),
-        );
+            "1 when the worker's heartbeat moved within the liveness grace period",
+            |w| u64::from(w.alive),
+        ),
+    ];
+    for (name, help, get) in gauges {
+        o.family(name, "gauge", help);
+        for (w, (i, l)) in workers.iter().zip(&wl) {
+            o.sample(name, &[("worker", i), ("lcore", l)], get(w));
+        }
     }
 
     o.family(
@@ -181,12 +175,7 @@ fn dataplane(o: &mut Out, status: &Status) {
 
 /// Every dataplane counter per worker, and the drops by reason.
 fn counters(o: &mut Out, stats: &Stats) {
-    let sl: Vec<(String, String)> = stats
-        .workers
-        .iter()
-        .enumerate()
-        .map(|(i, w)| (i.to_string(), w.lcore.to_string()))
-        .collect();
+    let sl = worker_labels(stats.workers.iter().map(|w| w.lcore));
     for (ci, c) in stats.counters().iter().enumerate() {
         let (name, kind) = if c.is_gauge() {
             (format!("border_{}", c.name()), "gauge")
@@ -308,35 +297,31 @@ fn vip_state(o: &mut Out, status: &Status) {
             }
         }
     }
-    o.family(
-        "border_backend_weight",
-        "gauge",
-        "effective backend weight (operator override, else configured)",
-    );
-    for v in &status.vips {
-        for b in &v.backends {
-            o.sample(
-                "border_backend_weight",
-                &[("vip", &v.name), ("backend", &b.address.to_string())],
-                u64::from(b.weight),
-            );
-        }
-    }
-    o.family(
-        "border_backend_ring_slots",
-        "gauge",
-        "slots of the VIP's Maglev ring that point at the backend in the published tables",
-    );
-    for v in &status.vips {
-        for b in &v.backends {
-            o.sample(
-                "border_backend_ring_slots",
-                &[("vip", &v.name), ("backend", &b.address.to_string())],
-                u64::from(b.ring_slots),
-            );
+    let gauges: [BackendGauge; 2] = [
+        (
+            "border_backend_weight",
+            "effective backend weight (operator override, else configured)",
+            |b| u64::from(b.weight),
+        ),
+        (
+            "border_backend_ring_slots",
+            "slots of the VIP's Maglev ring that point at the backend in the published tables",
+            |b| u64::from(b.ring_slots),
+        ),
+    ];
+    for (name, help, get) in gauges {
+        o.family(name, "gauge", help);
+        for v in &status.vips {
+            for b in &v.backends {
+                let addr = b.address.to_string();
+                o.sample(name, &[("vip", &v.name), ("backend", &addr)], get(b));
+            }
         }
     }
 }
+
+/// Name, help and value of a per-backend gauge.
+type BackendGauge = (&'static str, &'static str, fn(&BackendStatus) -> u64);
 
 fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
@@ -384,24 +369,7 @@ async fn handle(m: Arc<Manager>, req: Request<Incoming>) -> Response<Full<Bytes>
 
 /// Serves `/metrics` on `listener` until `shutdown` turns true.
 pub async fn serve(listener: TcpListener, m: Arc<Manager>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        let (stream, peer) = tokio::select! {
-            r = shutdown.changed() => {
-                if r.is_err() { return }
-                continue;
-            }
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
+    while let Some((stream, peer)) = accept_until(&listener, &mut shutdown, "metrics").await {
         let m = m.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| {

@@ -36,10 +36,23 @@ impl BorderService {
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Status::internal(format!("internal error: {e}")))
+impl BorderService {
+    /// Runs `f` on the manager off the async threads (its methods block)
+    /// and answers with what it returns, converted to protobuf.
+    async fn call<T, P>(
+        &self,
+        f: impl FnOnce(&Manager) -> Result<T, Status> + Send + 'static,
+    ) -> Result<Response<P>, Status>
+    where
+        T: Send + 'static,
+        P: From<T>,
+    {
+        let m = self.m.clone();
+        let out = tokio::task::spawn_blocking(move || f(&m))
+            .await
+            .map_err(|e| Status::internal(format!("internal error: {e}")))??;
+        Ok(Response::new(out.into()))
+    }
 }
 
 fn apply_status(e: ApplyError) -> Status {
@@ -69,21 +82,18 @@ impl Border for BorderService {
         req: Request<pb::ApplyConfigRequest>,
     ) -> Result<Response<pb::ApplyConfigResponse>, Status> {
         let r = req.into_inner();
-        let m = self.m.clone();
-        let out = blocking(move || m.apply_config(&r.config_toml, API_ORIGIN, r.dry_run))
-            .await?
-            .map_err(apply_status)?;
-        Ok(Response::new(out.into()))
+        self.call(move |m| {
+            m.apply_config(&r.config_toml, API_ORIGIN, r.dry_run)
+                .map_err(apply_status)
+        })
+        .await
     }
 
     async fn get_config(
         &self,
         _req: Request<pb::GetConfigRequest>,
     ) -> Result<Response<pb::GetConfigResponse>, Status> {
-        let m = self.m.clone();
-        Ok(Response::new(
-            blocking(move || m.running_config()).await?.into(),
-        ))
+        self.call(|m| Ok(m.running_config())).await
     }
 
     async fn set_backend(
@@ -99,27 +109,25 @@ impl Border for BorderService {
                 ))
             }
         };
-        let m = self.m.clone();
-        let changed = blocking(move || m.set_backend(&r.vip, &r.backend, action, &r.note))
-            .await?
-            .map_err(set_status)?;
-        Ok(Response::new(changed.into()))
+        self.call(move |m| {
+            m.set_backend(&r.vip, &r.backend, action, &r.note)
+                .map_err(set_status)
+        })
+        .await
     }
 
     async fn get_status(
         &self,
         _req: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
-        let m = self.m.clone();
-        Ok(Response::new(blocking(move || m.status()).await?.into()))
+        self.call(|m| Ok(m.status())).await
     }
 
     async fn get_stats(
         &self,
         _req: Request<pb::GetStatsRequest>,
     ) -> Result<Response<pb::GetStatsResponse>, Status> {
-        let m = self.m.clone();
-        Ok(Response::new(blocking(move || m.stats()).await?.into()))
+        self.call(|m| Ok(m.stats())).await
     }
 
     type WatchEventsStream = ReceiverStream<Result<pb::Event, Status>>;

@@ -1,15 +1,13 @@
 //! `border.v1.BorderHealth`: the server (observations for peers, verdicts
 //! for operators) and the peer client loop.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use conf::Listen;
-use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::sync::mpsc;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use super::{HealthView, Msg, Options};
@@ -61,52 +59,25 @@ impl border_health_server::BorderHealth for HealthService {
     }
 }
 
-/// How long a `tcp://` connect waits for the server's first data, so a
-/// refused client certificate is reported as such (see
-/// [`crate::tls::connect_primed`]).
-const FIRST_DATA_WAIT: Duration = Duration::from_millis(500);
-
 /// A health client to a border-mgmt API (`unix://` or `tcp://` with mutual TLS).
 pub async fn connect(
     target: &Listen,
     tls: Option<&crate::tls::ClientTls>,
 ) -> Result<BorderHealthClient<Channel>, String> {
     let ch = match target {
-        Listen::Unix(path) => {
-            let path: PathBuf = path.clone();
-            Endpoint::from_static("http://border-mgmt.invalid")
-                .connect_with_connector(tower::service_fn(move |_: Uri| {
-                    let path = path.clone();
-                    async move {
-                        let s = tokio::net::UnixStream::connect(path).await?;
-                        Ok::<_, std::io::Error>(TokioIo::new(s))
-                    }
-                }))
-                .await
-                .map_err(|e| describe(&e))?
-        }
+        Listen::Unix(path) => crate::client::unix_channel(path.clone())
+            .await
+            .map_err(|e| describe(&e))?,
         Listen::Tcp(addr) => {
             let addr = *addr;
             let tls = tls.ok_or("a tcp:// peer needs [mgmt.tls] (client certificate)")?;
             let cfg = crate::tls::client_config(tls).map_err(|e| e.to_string())?;
-            let connector = tokio_rustls::TlsConnector::from(cfg);
             let name = match &tls.server_name {
                 Some(n) => ServerName::try_from(n.clone())
                     .map_err(|_| format!("{n:?} is not a valid TLS server name"))?,
                 None => ServerName::IpAddress(addr.ip().into()),
             };
-            Endpoint::from_shared(format!("http://{addr}"))
-                .map_err(|e| e.to_string())?
-                .connect_with_connector(tower::service_fn(move |_: Uri| {
-                    let (connector, name) = (connector.clone(), name.clone());
-                    async move {
-                        let tcp = tokio::net::TcpStream::connect(addr).await?;
-                        tcp.set_nodelay(true)?;
-                        let s = crate::tls::connect_primed(&connector, name, tcp, FIRST_DATA_WAIT)
-                            .await?;
-                        Ok::<_, std::io::Error>(TokioIo::new(s))
-                    }
-                }))
+            crate::client::tls_channel(addr, cfg, name)
                 .await
                 .map_err(|e| explain(&e, Some(tls), &format!("tcp://{addr}")))?
         }
