@@ -4,6 +4,10 @@
 //! the gRPC API `border.v1`, and the Prometheus exporter. `border-mgmt` is a
 //! thin binary over [`server::run`].
 //!
+//! The manager, the dataplane watcher, the health checker and the exporter
+//! speak mgmt's own types ([`model`]); protobuf appears only at the gRPC
+//! services, converted in [`proto`].
+//!
 //! mgmt meets the dataplane only in `conf` (the shared-memory layouts); it
 //! never links DPDK.
 #![deny(unsafe_code)]

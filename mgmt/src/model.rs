@@ -126,7 +126,7 @@ pub struct Outcome {
 pub struct RunningConfig {
     /// The TOML text.
     pub text: String,
-    /// Where it came from: the file path, or "<api>".
+    /// Where it came from: the file path, or `"<api>"`.
     pub origin: String,
     /// When it was applied (milliseconds since the Unix epoch).
     pub applied_unix_ms: u64,
