@@ -16,6 +16,7 @@ pub mod client;
 pub mod dp;
 pub mod findings;
 pub mod health;
+pub mod intent;
 pub mod manager;
 pub mod metrics;
 pub mod model;

@@ -19,6 +19,7 @@ use conf::{Config, ConfigError, ConfigText};
 use tokio::sync::broadcast;
 
 use crate::dp::{read_stats, DpSnap, DpWatcher, StatKeys};
+use crate::intent::{Intent, IntentError, IntentFile, Staged};
 pub use crate::model::Outcome;
 use crate::model::{
     BackendStats, BackendStatus, Event, EventKind, PublisherStatus, RunningConfig, Stats, Status,
@@ -37,20 +38,20 @@ pub struct Paths {
     pub tables: PathBuf,
     /// The state region (written by border-dp).
     pub state: PathBuf,
-    /// Operator overrides, kept across restarts; `None`: not persisted.
-    pub overrides: Option<PathBuf>,
+    /// The state directory: the applied config and the operator overrides,
+    /// kept across restarts and reboots ([`crate::intent`]); `None`: kept
+    /// in memory only.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Paths {
     /// The standard paths of `instance`: `/dev/shm/border-<instance>-tables`,
-    /// `/dev/shm/border-<instance>-state`, `/run/border/<instance>.overrides.json`.
+    /// `/dev/shm/border-<instance>-state`, `/var/lib/border/<instance>/`.
     pub fn for_instance(instance: &str) -> Paths {
         Paths {
             tables: tables_path(instance),
             state: state_path(instance),
-            overrides: Some(PathBuf::from(format!(
-                "/run/border/{instance}.overrides.json"
-            ))),
+            state_dir: Some(crate::intent::default_state_dir(instance)),
         }
     }
 
@@ -59,7 +60,7 @@ impl Paths {
         Paths {
             tables: dir.join("tables"),
             state: dir.join("state"),
-            overrides: Some(dir.join("overrides.json")),
+            state_dir: Some(dir.join("intent")),
         }
     }
 }
@@ -75,6 +76,9 @@ pub struct Options {
     /// The config file (SIGHUP re-reads it; relative TLS paths in applied
     /// configs resolve against its directory).
     pub config_path: Option<PathBuf>,
+    /// Start from the config given to [`Manager::new`] even when the
+    /// state directory holds a saved one (`--from-config-file`).
+    pub from_config_file: bool,
 }
 
 impl Options {
@@ -84,6 +88,7 @@ impl Options {
             paths,
             liveness_grace: Duration::from_secs(3),
             config_path: None,
+            from_config_file: false,
         }
     }
 }
@@ -128,6 +133,9 @@ pub enum StartError {
     /// The first publish.
     #[error("cannot publish the tables: {0}")]
     Publish(#[from] PublishError),
+    /// The saved intent.
+    #[error("{0}")]
+    Intent(#[from] crate::intent::StartError),
 }
 
 /// Why a config was not applied.
@@ -148,6 +156,9 @@ pub enum ApplyError {
     /// Valid, but the tables could not be published; nothing changed.
     #[error("cannot publish the tables: {0}")]
     Publish(#[from] PublishError),
+    /// Valid, but it could not be saved; nothing changed.
+    #[error("{0}; nothing changed")]
+    Save(#[from] IntentError),
 }
 
 /// Why a SetBackend was not applied.
@@ -162,6 +173,9 @@ pub enum SetError {
     /// Could not publish; nothing changed.
     #[error("cannot publish the tables: {0}")]
     Publish(#[from] PublishError),
+    /// Could not be saved; nothing changed.
+    #[error("{0}; nothing changed")]
+    Save(#[from] IntentError),
 }
 
 #[derive(Debug)]
@@ -170,12 +184,17 @@ struct Core {
     publisher: Publisher,
     pending: Option<String>,
     last_error: Option<String>,
+    /// The intent file the running config was restored from at start,
+    /// until the next apply.
+    restored_from: Option<PathBuf>,
 }
 
 /// The management process's state.
 #[derive(Debug)]
 pub struct Manager {
     opts: Options,
+    /// Where the operator's intent is saved (`None`: not saved).
+    intent: Option<IntentFile>,
     core: Mutex<Core>,
     /// The last config text that validated (paths as written), so that the
     /// next one parses only the VIP entry that changed. A parse cache, not
@@ -202,31 +221,52 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Manager {
-    /// Opens the tables region (attach, or create) for `cfg` and restores the
-    /// operator overrides. Publishes nothing yet: see [`Manager::publish_now`].
+    /// Opens the tables region (attach, or create) and chooses what runs:
+    /// the config and operator overrides saved in the state directory, or
+    /// `cfg` if none were saved or `opts.from_config_file` says so (see
+    /// [`crate::intent::start`]). Publishes nothing yet: see
+    /// [`Manager::publish_now`].
     pub fn new(
         cfg: Config,
         text: String,
         origin: String,
         opts: Options,
     ) -> Result<(Arc<Manager>, Opened), StartError> {
+        let intent = opts.paths.state_dir.as_deref().map(IntentFile::in_dir);
+        let (mut store, restored_from) = match &intent {
+            Some(file) => {
+                let tls_dir = opts.config_path.as_deref().and_then(Path::parent);
+                let start = crate::intent::start(
+                    file,
+                    (cfg, text, origin),
+                    opts.from_config_file,
+                    tls_dir,
+                )?;
+                (start.store, start.restored_from)
+            }
+            None => (Store::new(cfg, text, origin), None),
+        };
+        if let Some(p) = &restored_from {
+            tracing::info!(origin = store.origin(), applied_unix_ms = store.applied_unix_ms(), path = %p.display(), "running the last applied config");
+        }
         let mut dp = DpWatcher::new(opts.paths.state.clone(), opts.liveness_grace);
         let (snap, _) = dp.sample();
-        let (publisher, opened) = Publisher::open(&opts.paths.tables, &cfg, &snap)?;
+        let (publisher, opened) = Publisher::open(&opts.paths.tables, store.config(), &snap)?;
         // Parsed once more so that the first ApplyConfig of a large config
         // is as fast as the next ones.
-        let parsed = ConfigText::parse(&text, &origin).ok();
-        let mut store = Store::new(cfg, text, origin, opts.paths.overrides.clone());
+        let parsed = ConfigText::parse(store.text(), store.origin()).ok();
         if let Some(g) = publisher.published() {
             seed_health(&mut store, g);
         }
         let m = Manager {
             opts,
+            intent,
             core: Mutex::new(Core {
                 store,
                 publisher,
                 pending: None,
                 last_error: None,
+                restored_from,
             }),
             parsed: Mutex::new(parsed),
             dp: Mutex::new(dp),
@@ -321,6 +361,7 @@ impl Manager {
             publisher,
             pending,
             last_error,
+            ..
         } = core;
         let next = next.unwrap_or(store);
         let built = match changed {
@@ -502,6 +543,13 @@ impl Manager {
         let vips = changed_vips(core.store.config(), &cfg);
         let mut next = core.store.clone();
         let pruned = next.replace_config(cfg, text, origin.to_string());
+        let staged = match self.stage(&next) {
+            Ok(s) => s,
+            Err(e) => {
+                drop(core);
+                return Err(self.rejected(origin, e.into()));
+            }
+        };
         let p = match self.publish(&mut core, Some(&next), Some(&vips), "config") {
             Ok(p) => p,
             Err(e) => {
@@ -509,8 +557,12 @@ impl Manager {
                 return Err(self.rejected(origin, e.into()));
             }
         };
+        if let Err(e) = self.commit(&mut core, staged) {
+            drop(core);
+            return Err(self.rejected(origin, e.into()));
+        }
         core.store = next;
-        core.store.save();
+        core.restored_from = None;
         for k in pruned {
             tracing::info!(vip = %k.vip, backend = %k.backend, "operator override dropped: the backend is no longer configured");
         }
@@ -548,6 +600,13 @@ impl Manager {
         let undo = core.store.undo_point(&key);
         let changed = core.store.set_backend(&key, action, note)?;
         let (vi, _) = core.store.find(&key).expect("checked by set_backend");
+        let staged = match self.stage(&core.store) {
+            Ok(s) => s,
+            Err(e) => {
+                core.store.undo(undo);
+                return Err(e.into());
+            }
+        };
         let p = match self.publish(&mut core, None, Some(&[vi]), "backend") {
             Ok(p) => p,
             Err(e) => {
@@ -555,7 +614,12 @@ impl Manager {
                 return Err(e.into());
             }
         };
-        core.store.save();
+        if let Some(Err(e)) = staged.map(Staged::commit) {
+            tracing::error!(error = %e, "change taken back: it cannot be saved");
+            core.store.undo(undo);
+            self.republish_running(&mut core);
+            return Err(e.into());
+        }
         let status = self
             .backend_after(&core, &key, changed.then_some("operator"))
             .expect("checked by set_backend");
@@ -563,6 +627,40 @@ impl Manager {
             tracing::info!(vip, backend = %addr, ?action, state = ?status.state, weight = status.weight, "backend changed by the operator");
         }
         Ok((Self::outcome(p, changed), status))
+    }
+
+    /// Writes the intent of `next` under a temporary name (`None` when
+    /// intent is not saved): what can fail for want of space fails here,
+    /// before anything is published.
+    fn stage(&self, next: &Store) -> Result<Option<Staged>, IntentError> {
+        match &self.intent {
+            Some(f) => f.stage(&Intent::of(next)).map(Some).inspect_err(|e| {
+                tracing::error!(error = %e, "change refused: it cannot be saved");
+            }),
+            None => Ok(None),
+        }
+    }
+
+    /// Makes a staged intent the saved one, after the publish of a new
+    /// store that is not yet the running one. If that fails the publish is
+    /// taken back: the running store is published again whole.
+    fn commit(&self, core: &mut Core, staged: Option<Staged>) -> Result<(), IntentError> {
+        let Some(staged) = staged else {
+            return Ok(());
+        };
+        staged.commit().inspect_err(|e| {
+            tracing::error!(error = %e, "change taken back: it cannot be saved");
+            self.republish_running(core);
+        })
+    }
+
+    /// Publishes the running store again, built from scratch (after a
+    /// change that was published but could not be saved).
+    fn republish_running(&self, core: &mut Core) {
+        core.publisher.invalidate();
+        if let Err(e) = self.publish(core, None, None, "rollback") {
+            tracing::error!(error = %e, "the running config could not be published again");
+        }
     }
 
     /// Backend `key` as published now (`None` if not configured); when
@@ -696,6 +794,8 @@ impl Manager {
                 last_error: core.last_error.clone(),
                 config_origin: core.store.origin().to_string(),
                 config_applied_unix_ms: core.store.applied_unix_ms(),
+                config_restored_from: core.restored_from.clone(),
+                state_dir: self.opts.paths.state_dir.clone(),
             },
             findings: crate::findings::local_tuples(
                 &read_stats(&self.opts.paths.state, &StatKeys::new()).workers,

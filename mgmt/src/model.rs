@@ -197,6 +197,11 @@ pub struct PublisherStatus {
     pub config_origin: String,
     /// When it was applied.
     pub config_applied_unix_ms: u64,
+    /// The intent file the running config was restored from at start
+    /// (`None`: it came from `--config`, SIGHUP or ApplyConfig since).
+    pub config_restored_from: Option<PathBuf>,
+    /// Where the applied config and overrides are saved (`None`: nowhere).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// A problem read off the workers' numbers.

@@ -58,6 +58,11 @@ impl From<VipStatus> for pb::VipStatus {
     }
 }
 
+/// A path as text; none is empty.
+fn path_text(p: Option<std::path::PathBuf>) -> String {
+    p.map(|p| p.display().to_string()).unwrap_or_default()
+}
+
 impl From<PublisherStatus> for pb::PublisherStatus {
     fn from(p: PublisherStatus) -> pb::PublisherStatus {
         pb::PublisherStatus {
@@ -69,6 +74,8 @@ impl From<PublisherStatus> for pb::PublisherStatus {
             last_error: p.last_error.unwrap_or_default(),
             config_origin: p.config_origin,
             config_applied_unix_ms: p.config_applied_unix_ms,
+            config_restored_from: path_text(p.config_restored_from),
+            state_dir: path_text(p.state_dir),
         }
     }
 }

@@ -312,7 +312,7 @@ mod tests {
 
     fn store() -> Store {
         let cfg = Config::from_toml_str(CFG, "t").unwrap();
-        Store::new(cfg, CFG, "t".into(), None)
+        Store::new(cfg, CFG, "t".into())
     }
 
     fn reader_view(path: &Path) -> Generation {

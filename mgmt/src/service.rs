@@ -61,6 +61,8 @@ fn apply_status(e: ApplyError) -> Status {
         e @ ApplyError::NotReloadable { .. } => Status::failed_precondition(e.to_string()),
         e @ ApplyError::NoFile => Status::failed_precondition(e.to_string()),
         e @ ApplyError::Publish(_) => Status::internal(e.to_string()),
+        // The state directory is full or read-only: the operator's to fix.
+        e @ ApplyError::Save(_) => Status::failed_precondition(e.to_string()),
     }
 }
 
@@ -72,6 +74,7 @@ fn set_status(e: SetError) -> Status {
         }
         SetError::Store(e @ SetBackendError::Weight(_)) => Status::invalid_argument(e.to_string()),
         e @ SetError::Publish(_) => Status::internal(e.to_string()),
+        e @ SetError::Save(_) => Status::failed_precondition(e.to_string()),
     }
 }
 

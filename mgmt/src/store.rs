@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use conf::tables::BackendState;
@@ -43,7 +43,7 @@ impl BackendKey {
 
 /// What an operator set on one backend (SetBackend). Kept across config
 /// applies while the backend stays configured, and across restarts of
-/// border-mgmt (persisted next to the instance lock).
+/// border-mgmt and reboots (saved with the applied config: [`crate::intent`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorOverride {
     /// Replaces the configured weight.
@@ -147,7 +147,6 @@ pub struct Store {
     applied_unix_ms: u64,
     operator: BTreeMap<BackendKey, OperatorOverride>,
     health: HashMap<BackendKey, HealthVerdict>,
-    persist: Option<PathBuf>,
 }
 
 /// What [`Store::replace_config`] dropped: overrides of backends the new
@@ -174,17 +173,15 @@ fn name_index(cfg: &Config) -> Arc<HashMap<String, usize>> {
 }
 
 impl Store {
-    /// A store running `config` (parsed from `text`, named `origin`). With
-    /// `persist`, operator overrides are loaded from and saved to that file
-    /// (entries for backends the config does not have are dropped).
+    /// A store running `config` (parsed from `text`, named `origin`),
+    /// applied now, with no overrides.
     pub fn new(
         config: impl Into<Arc<Config>>,
         text: impl Into<Arc<str>>,
         origin: String,
-        persist: Option<PathBuf>,
     ) -> Store {
         let config = config.into();
-        let mut s = Store {
+        Store {
             index: name_index(&config),
             config,
             text: text.into(),
@@ -192,23 +189,30 @@ impl Store {
             applied_unix_ms: now_unix_ms(),
             operator: BTreeMap::new(),
             health: HashMap::new(),
-            persist,
-        };
-        if let Some(p) = &s.persist {
-            match load_overrides(p) {
-                Ok(map) => {
-                    for (k, o) in map {
-                        if s.find(&k).is_some() && !o.is_empty() {
-                            s.operator.insert(k, o);
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(path = %p.display(), error = %e, "operator overrides not restored")
-                }
+        }
+    }
+
+    /// Puts back saved operator overrides (after a restart); those of
+    /// backends the config does not have are dropped and returned.
+    pub fn restore_overrides(
+        &mut self,
+        saved: impl IntoIterator<Item = (BackendKey, OperatorOverride)>,
+    ) -> Pruned {
+        let mut gone = Vec::new();
+        for (k, o) in saved {
+            if self.find(&k).is_none() {
+                gone.push(k);
+            } else if !o.is_empty() {
+                self.operator.insert(k, o);
             }
         }
-        s
+        gone
+    }
+
+    /// Says the running config was applied at `unix_ms` (a restored one
+    /// keeps the time the operator applied it).
+    pub fn set_applied_unix_ms(&mut self, unix_ms: u64) {
+        self.applied_unix_ms = unix_ms;
     }
 
     /// The running config.
@@ -447,55 +451,6 @@ impl Store {
     pub fn health_verdicts(&self) -> &HashMap<BackendKey, HealthVerdict> {
         &self.health
     }
-
-    /// Writes the operator overrides to the persistence file (if any).
-    pub fn save(&self) {
-        let Some(p) = &self.persist else {
-            return;
-        };
-        if let Err(e) = save_overrides(p, &self.operator) {
-            tracing::warn!(path = %p.display(), error = %e, "cannot save operator overrides");
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize)]
-struct SavedOverride {
-    #[serde(flatten)]
-    key: BackendKey,
-    #[serde(flatten)]
-    value: OperatorOverride,
-}
-
-fn load_overrides(path: &Path) -> std::io::Result<Vec<(BackendKey, OperatorOverride)>> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let list: Vec<SavedOverride> = serde_json::from_slice(&bytes)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    Ok(list.into_iter().map(|s| (s.key, s.value)).collect())
-}
-
-fn save_overrides(
-    path: &Path,
-    map: &BTreeMap<BackendKey, OperatorOverride>,
-) -> std::io::Result<()> {
-    let list: Vec<SavedOverride> = map
-        .iter()
-        .map(|(k, v)| SavedOverride {
-            key: k.clone(),
-            value: v.clone(),
-        })
-        .collect();
-    let json = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, json)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// Reads and validates a config file like [`Config::from_file`], also
@@ -590,9 +545,9 @@ port = 8080
 weight = 2
 "#;
 
-    fn store(persist: Option<PathBuf>) -> Store {
+    fn store() -> Store {
         let cfg = Config::from_toml_str(CFG, "t.toml").unwrap();
-        Store::new(cfg, CFG, "t.toml".into(), persist)
+        Store::new(cfg, CFG, "t.toml".into())
     }
 
     fn key(b: &str) -> BackendKey {
@@ -601,7 +556,7 @@ weight = 2
 
     #[test]
     fn overrides_change_the_effective_backend() {
-        let mut s = store(None);
+        let mut s = store();
         let e = s.effective(0, 1).unwrap();
         assert_eq!((e.weight, e.state), (2, BackendState::Up));
         assert!(e.reason.contains("no health check"), "{}", e.reason);
@@ -649,7 +604,7 @@ weight = 2
 
     #[test]
     fn health_verdicts_hook_in_and_drain_wins() {
-        let mut s = store(None);
+        let mut s = store();
         let k = key("10.0.1.1:8080");
         assert!(s.set_health(
             &k,
@@ -673,18 +628,22 @@ weight = 2
     }
 
     #[test]
-    fn overrides_persist_and_follow_the_config() {
-        let p = std::env::temp_dir().join(format!("border-mgmt-store-{}.json", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        {
-            let mut s = store(Some(p.clone()));
-            s.set_backend(&key("10.0.1.1:8080"), BackendAction::Drain, "x")
-                .unwrap();
-            s.set_backend(&key("10.0.1.2:8080"), BackendAction::Weight(9), "")
-                .unwrap();
-            s.save();
-        }
-        let mut s = store(Some(p.clone()));
+    fn overrides_restore_and_follow_the_config() {
+        let mut s = store();
+        s.set_backend(&key("10.0.1.1:8080"), BackendAction::Drain, "x")
+            .unwrap();
+        s.set_backend(&key("10.0.1.2:8080"), BackendAction::Weight(9), "")
+            .unwrap();
+        let saved: Vec<_> = s
+            .operator_overrides()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut s = store();
+        let stranger = BackendKey::new("gone", "10.9.9.9:1".parse().unwrap());
+        let mut with_stranger = saved.clone();
+        with_stranger.push((stranger.clone(), OperatorOverride::default()));
+        assert_eq!(s.restore_overrides(with_stranger), vec![stranger]);
         assert_eq!(s.operator_overrides().len(), 2);
         assert_eq!(s.effective(0, 0).unwrap().state, BackendState::Draining);
         assert_eq!(s.effective(0, 1).unwrap().weight, 9);
@@ -695,10 +654,6 @@ weight = 2
         let gone = s.replace_config(cfg, text, "<api>".into());
         assert_eq!(gone, vec![key("10.0.1.1:8080")]);
         assert_eq!(s.operator_overrides().len(), 1);
-        s.save();
-        let s = store(Some(p.clone()));
-        assert_eq!(s.operator_overrides().len(), 1);
-        std::fs::remove_file(&p).unwrap();
     }
 
     #[test]

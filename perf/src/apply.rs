@@ -434,7 +434,7 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
         mgmt::Paths {
             tables: conf::tables::tables_path(INSTANCE),
             state: conf::state::state_path(INSTANCE),
-            overrides: Some(dir.join("overrides.json")),
+            state_dir: Some(dir.join("intent")),
         }
     } else {
         mgmt::Paths::in_dir(dir)

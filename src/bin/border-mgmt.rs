@@ -27,6 +27,12 @@ const PROGRAM: &str = "border-mgmt";
 /// re-enters it (docs/health.md). Backends of a VIP without [vip.health] are
 /// up unless drained.
 ///
+/// Every config applied (ApplyConfig, SIGHUP) and every drain and weight
+/// (SetBackend) is saved to the state directory before it answers; a
+/// restart, or a reboot, runs the last applied config with its drains and
+/// weights, not --config, unless --from-config-file says so
+/// (docs/reliability.md).
+///
 /// SIGHUP re-reads the config file (only [[vip]] and zone change at run
 /// time; an invalid file is refused and the running config stays).
 /// SIGINT/SIGTERM stop cleanly (exit 0, socket removed). See docs/api.md.
@@ -36,6 +42,16 @@ struct Args {
     /// Run with this configuration file (TOML; see docs/config.md).
     #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
     config: Option<PathBuf>,
+    /// Start from --config even if the state directory holds a config
+    /// applied later (ApplyConfig, SIGHUP); saved drains and weights of
+    /// backends it still has stay. Without it, the last applied config runs.
+    #[arg(long, requires = "config")]
+    from_config_file: bool,
+    /// Where the applied config and the operator's drains and weights are
+    /// saved, to survive restarts and reboots (created 0700 if missing)
+    /// [default: /var/lib/border/<instance>].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     /// Validate FILE, print OK or the first error, and exit.
     #[arg(long, value_name = "FILE", conflicts_with = "config")]
     check_config: Option<PathBuf>,
@@ -77,7 +93,12 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => return border::fail(PROGRAM, &format!("cannot start the runtime: {e}")),
     };
-    let mut opts = mgmt::Options::new(mgmt::Paths::for_instance(&cfg.instance));
+    let mut paths = mgmt::Paths::for_instance(&cfg.instance);
+    if let Some(dir) = args.state_dir {
+        paths.state_dir = Some(dir);
+    }
+    let mut opts = mgmt::Options::new(paths);
+    opts.from_config_file = args.from_config_file;
     opts.liveness_grace = Duration::from_millis(args.liveness_grace_ms);
     opts.config_path = Some(path.clone());
     let origin = path.display().to_string();

@@ -140,6 +140,10 @@ pub struct PublisherView {
     pub last_error: String,
     pub config_origin: String,
     pub config_applied_unix_ms: u64,
+    /// The intent file the running config was restored from at start.
+    pub config_restored_from: String,
+    /// Where border-mgmt saves the applied config, drains and weights.
+    pub state_dir: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -228,6 +232,8 @@ impl StatusView {
                 last_error: p.last_error,
                 config_origin: p.config_origin,
                 config_applied_unix_ms: p.config_applied_unix_ms,
+                config_restored_from: p.config_restored_from,
+                state_dir: p.state_dir,
             },
             dataplane,
             vips: st.vips.iter().map(VipView::from).collect(),
@@ -297,9 +303,10 @@ impl StatusView {
             human_bytes(p.arena_free_bytes)
         ));
         t.line(format!(
-            "config        {}, applied {}",
+            "config        {}, applied {}{}",
             p.config_origin,
-            utc(p.config_applied_unix_ms)
+            utc(p.config_applied_unix_ms),
+            config_source(&p.config_restored_from, &p.state_dir)
         ));
         if !p.pending.is_empty() {
             t.line(format!(
@@ -415,6 +422,16 @@ impl StatusView {
             }
         }
         t
+    }
+}
+
+/// How the running config got there, after its origin and time: restored
+/// from the saved intent at start, and where changes are saved.
+fn config_source(restored_from: &str, state_dir: &str) -> String {
+    match (restored_from, state_dir) {
+        ("", "") => "; not saved (no state directory)".into(),
+        ("", dir) => format!("; saved in {dir}"),
+        (file, _) => format!("; restored at start from {file}"),
     }
 }
 
@@ -546,7 +563,7 @@ mod tests {
         let want = "\
 instance      lab (zone a)
 border-mgmt   unix:///run/border/lab.sock: generation 7 published; arena 4.0 MiB (3.0 MiB free)
-config        lab.toml, applied 2000-02-29T00:00:00.123Z
+config        lab.toml, applied 2000-02-29T00:00:00.123Z; not saved (no state directory)
 border-dp     pid 42 (alive), running; 2 workers
 
 WORKER  LCORE  GENERATION  ALIVE  HEARTBEAT AGE
@@ -561,6 +578,27 @@ web  10.20.0.11:8080  UP                   1     32  -     up
 web  10.20.0.12:8080  DRAINING  0 (config 1)      0  b     drained by the operator: e2e";
         assert_eq!(text, want);
         assert_eq!(exit_code(&view), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn status_says_where_the_running_config_came_from() {
+        let mut st = fixture();
+        let p = st.publisher.as_mut().unwrap();
+        p.config_origin = "<api>".into();
+        p.config_restored_from = "/var/lib/border/lab/intent.json".into();
+        p.state_dir = "/var/lib/border/lab".into();
+        let view = StatusView::new("x".into(), &st);
+        let text = view.render().to_string();
+        assert!(
+            text.contains("\nconfig        <api>, applied 2000-02-29T00:00:00.123Z; restored at start from /var/lib/border/lab/intent.json\n"),
+            "{text}"
+        );
+        let v = serde_json::to_value(&view).unwrap();
+        assert_eq!(v["publisher"]["config_restored_from"], "/var/lib/border/lab/intent.json");
+        assert_eq!(v["publisher"]["state_dir"], "/var/lib/border/lab");
+        st.publisher.as_mut().unwrap().config_restored_from.clear();
+        let text = StatusView::new("x".into(), &st).render().to_string();
+        assert!(text.contains(".123Z; saved in /var/lib/border/lab\n"), "{text}");
     }
 
     #[test]

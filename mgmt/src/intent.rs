@@ -1,0 +1,411 @@
+//! Durable intent (docs/reliability.md): what the operator applied — the
+//! running config's text, where it came from and when, and the drains and
+//! weights set on backends — saved in one file under the instance's state
+//! directory (default `/var/lib/border/<instance>/intent.json`), so that a
+//! restart of border-mgmt, or a reboot, runs what was applied last.
+//!
+//! A save is two steps around the publish: [`IntentFile::stage`] writes the
+//! whole new intent to a temporary file made with `O_EXCL` and fsyncs it
+//! (everything that needs space or can fail on a full or read-only disk),
+//! [`Staged::commit`] renames it over the old one and fsyncs the directory.
+//! The rename is the commit point: before it the old intent stands whole,
+//! after it the new one does. A stage that fails fails the change before
+//! anything is published.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use conf::{Config, ConfigError, ConfigText};
+
+use crate::store::{check_reloadable, resolve_tls_paths, BackendKey, OperatorOverride, Store};
+
+/// The intent file's name inside the state directory.
+pub const INTENT_FILE: &str = "intent.json";
+
+/// Format of the intent file; a file of another version is refused.
+const VERSION: u32 = 1;
+
+/// The default state directory of `instance`: `/var/lib/border/<instance>`.
+pub fn default_state_dir(instance: &str) -> PathBuf {
+    PathBuf::from("/var/lib/border").join(instance)
+}
+
+/// One operator override as saved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedOverride {
+    /// Which backend.
+    #[serde(flatten)]
+    pub key: BackendKey,
+    /// What the operator set on it.
+    #[serde(flatten)]
+    pub value: OperatorOverride,
+}
+
+/// What the operator applied, as saved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// Format version ([`VERSION`]).
+    pub version: u32,
+    /// Where the config came from (a file path or `<api>`).
+    pub origin: String,
+    /// When it was applied.
+    pub applied_unix_ms: u64,
+    /// The config text, as applied.
+    pub config: String,
+    /// Drains and weights in force.
+    pub overrides: Vec<SavedOverride>,
+}
+
+impl Intent {
+    /// The intent of `store`: its config and the operator's overrides
+    /// (health verdicts are not intent: they are measured again).
+    pub fn of(store: &Store) -> Intent {
+        Intent {
+            version: VERSION,
+            origin: store.origin().to_string(),
+            applied_unix_ms: store.applied_unix_ms(),
+            config: store.text().to_string(),
+            overrides: store
+                .operator_overrides()
+                .iter()
+                .map(|(k, v)| SavedOverride {
+                    key: k.clone(),
+                    value: v.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Why the intent could not be read or saved. One line each.
+#[derive(Debug, thiserror::Error)]
+pub enum IntentError {
+    /// Writing the temporary file, renaming it or syncing failed.
+    #[error("cannot save the applied config and overrides to {}: {source}", path.display())]
+    Save {
+        /// The file or directory the step failed on.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The file exists but cannot be read.
+    #[error("cannot read the saved config and overrides {}: {source}", path.display())]
+    Read {
+        /// The intent file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The file is not an intent this border-mgmt writes.
+    #[error("the saved config and overrides {} are not valid: {why}", path.display())]
+    Invalid {
+        /// The intent file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// The intent file of one instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntentFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+/// Temporary names differ within a process as well as across processes.
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl IntentFile {
+    /// The intent file in state directory `dir`.
+    pub fn in_dir(dir: &Path) -> IntentFile {
+        IntentFile {
+            dir: dir.to_path_buf(),
+            path: dir.join(INTENT_FILE),
+        }
+    }
+
+    /// The intent file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The saved intent; `None` if nothing was ever saved. Temporary files
+    /// a crash left behind are removed.
+    pub fn load(&self) -> Result<Option<Intent>, IntentError> {
+        self.remove_leftovers();
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(IntentError::Read {
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        };
+        let invalid = |why: String| IntentError::Invalid {
+            path: self.path.clone(),
+            why,
+        };
+        let intent: Intent = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+        if intent.version != VERSION {
+            return Err(invalid(format!(
+                "format version {} (this border-mgmt reads version {VERSION})",
+                intent.version
+            )));
+        }
+        Ok(Some(intent))
+    }
+
+    /// Writes `intent` to a new temporary file next to the intent file and
+    /// syncs it to disk; [`Staged::commit`] makes it the intent. Dropping
+    /// the [`Staged`] removes the temporary file and changes nothing.
+    pub fn stage(&self, intent: &Intent) -> Result<Staged, IntentError> {
+        let fail = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| IntentError::Save { path, source }
+        };
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(fail(&self.dir))?;
+        let json = serde_json::to_vec_pretty(intent).map_err(std::io::Error::other);
+        let tmp = self.dir.join(format!(
+            "{INTENT_FILE}.tmp-{}-{}",
+            std::process::id(),
+            TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        // O_EXCL and O_NOFOLLOW: a fresh file of ours, never one planted
+        // under the name, never through a symlink.
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(fail(&tmp))?;
+        // From here on the temporary file is ours: removed on any failure.
+        let staged = Staged {
+            tmp,
+            dest: self.path.clone(),
+            dir: self.dir.clone(),
+            committed: false,
+        };
+        json.and_then(|j| file.write_all(&j))
+            .and_then(|()| file.sync_all())
+            .map_err(fail(&staged.tmp))?;
+        Ok(staged)
+    }
+
+    fn remove_leftovers(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let prefix = format!("{INTENT_FILE}.tmp-");
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// A new intent on disk under a temporary name, not yet in force.
+#[derive(Debug)]
+pub struct Staged {
+    tmp: PathBuf,
+    dest: PathBuf,
+    dir: PathBuf,
+    committed: bool,
+}
+
+impl Staged {
+    /// Renames the temporary file over the intent file and syncs the
+    /// directory: the new intent is the one a restart runs.
+    pub fn commit(mut self) -> Result<(), IntentError> {
+        std::fs::rename(&self.tmp, &self.dest).map_err(|source| IntentError::Save {
+            path: self.dest.clone(),
+            source,
+        })?;
+        self.committed = true;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|source| IntentError::Save {
+                path: self.dir.clone(),
+                source,
+            })
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// The config border-mgmt starts with and where it came from.
+#[derive(Debug)]
+pub struct Start {
+    /// The running store: config and operator overrides.
+    pub store: Store,
+    /// The intent file it was restored from (`None`: from `--config`).
+    pub restored_from: Option<PathBuf>,
+}
+
+/// Why border-mgmt cannot start from its saved intent. One line each.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Unreadable, invalid or unsavable intent file.
+    #[error("{0} (--from-config-file starts from --config instead)")]
+    Intent(#[from] IntentError),
+    /// The saved config no longer validates.
+    #[error("the saved config in {} is not valid: {error} (--from-config-file starts from --config instead)", path.display())]
+    Config {
+        /// The intent file.
+        path: PathBuf,
+        /// The validation error.
+        error: ConfigError,
+    },
+    /// The file changed what only a restart changes: which wins is the
+    /// operator's call.
+    #[error("the last applied config ({origin}, saved in {}) differs from --config in {section}, which the dataplane reads from --config: start with --from-config-file to run --config (drains and weights stay), or put the applied [[vip]]s into --config (borderctl config)", path.display())]
+    Differs {
+        /// Where the saved config came from.
+        origin: String,
+        /// The intent file.
+        path: PathBuf,
+        /// The first section that differs.
+        section: &'static str,
+    },
+}
+
+/// Chooses what runs at start: the saved intent if there is one (a
+/// restart never undoes an operator's change), `file` (`--config`) if
+/// nothing was saved or `from_file` says so; saved drains and weights of
+/// backends still configured stay either way. `tls_dir` resolves relative
+/// TLS paths of a saved config, as ApplyConfig did. The choice is saved
+/// before anything runs.
+pub fn start(
+    intent: &IntentFile,
+    file: (Config, String, String),
+    from_file: bool,
+    tls_dir: Option<&Path>,
+) -> Result<Start, StartError> {
+    let (file_cfg, file_text, file_origin) = file;
+    let saved = intent.load()?;
+    let mut restored_from = None;
+    let mut store = match &saved {
+        Some(s) if !from_file => {
+            let mut cfg = ConfigText::parse(&s.config, &s.origin)
+                .map_err(|error| StartError::Config {
+                    path: intent.path().to_path_buf(),
+                    error,
+                })?
+                .shared_config();
+            resolve_tls_paths(std::sync::Arc::make_mut(&mut cfg), tls_dir);
+            if let Err(section) = check_reloadable(&file_cfg, &cfg) {
+                return Err(StartError::Differs {
+                    origin: s.origin.clone(),
+                    path: intent.path().to_path_buf(),
+                    section,
+                });
+            }
+            restored_from = Some(intent.path().to_path_buf());
+            let mut store = Store::new(cfg, s.config.as_str(), s.origin.clone());
+            store.set_applied_unix_ms(s.applied_unix_ms);
+            store
+        }
+        _ => Store::new(file_cfg, file_text, file_origin),
+    };
+    if let Some(s) = saved {
+        let gone = store.restore_overrides(s.overrides.into_iter().map(|o| (o.key, o.value)));
+        for k in gone {
+            tracing::info!(vip = %k.vip, backend = %k.backend, "saved operator override dropped: the backend is not configured");
+        }
+    }
+    intent.stage(&Intent::of(&store))?.commit()?;
+    Ok(Start {
+        store,
+        restored_from,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("border-intent-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn intent(origin: &str) -> Intent {
+        Intent {
+            version: VERSION,
+            origin: origin.into(),
+            applied_unix_ms: 42,
+            config: "instance = \"t\"\n".into(),
+            overrides: vec![SavedOverride {
+                key: BackendKey::new("web", "10.0.1.1:8080".parse().unwrap()),
+                value: OperatorOverride {
+                    drained: true,
+                    ..Default::default()
+                },
+            }],
+        }
+    }
+
+    #[test]
+    fn a_committed_stage_is_what_loads_and_a_dropped_one_changes_nothing() {
+        let d = tmpdir("commit");
+        let f = IntentFile::in_dir(&d.join("inst"));
+        assert_eq!(f.load().unwrap(), None);
+        f.stage(&intent("a")).unwrap().commit().unwrap();
+        assert_eq!(f.load().unwrap(), Some(intent("a")));
+        drop(f.stage(&intent("b")).unwrap());
+        assert_eq!(f.load().unwrap(), Some(intent("a")));
+        let names: Vec<_> = std::fs::read_dir(d.join("inst"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [INTENT_FILE], "no temporary file left");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(f.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn leftovers_of_a_crash_go_and_a_bad_file_is_named() {
+        let d = tmpdir("bad");
+        std::fs::create_dir_all(&d).unwrap();
+        let f = IntentFile::in_dir(&d);
+        std::fs::write(d.join(format!("{INTENT_FILE}.tmp-1-0")), "half").unwrap();
+        std::fs::write(f.path(), "{\"version\": 1").unwrap();
+        let e = f.load().unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "the saved config and overrides {} are not valid: ",
+                f.path().display()
+            )),
+            "{e}"
+        );
+        assert!(!d.join(format!("{INTENT_FILE}.tmp-1-0")).exists());
+        let mut other = intent("a");
+        other.version = 9;
+        std::fs::write(f.path(), serde_json::to_vec(&other).unwrap()).unwrap();
+        let e = f.load().unwrap_err().to_string();
+        assert!(e.ends_with("format version 9 (this border-mgmt reads version 1)"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
