@@ -60,7 +60,8 @@ cleanup() {
     rm -f /dev/shm/border-demo-state /dev/shm/border-demo-tables /run/border/demo.dp.lock
   fi
   if [ -n "${MG_RAN:-}" ]; then
-    rm -f /run/border/demo.mgmt.lock /run/border/demo.sock /run/border/demo.overrides.json
+    rm -f /run/border/demo.mgmt.lock /run/border/demo.sock
+    rm -rf /var/lib/border/demo
   fi
   if [ "$rc" -ne 0 ] && [ -f "$DIR/border-dp.log" ]; then
     echo "--- border-dp log ---" >&2

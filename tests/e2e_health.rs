@@ -328,7 +328,7 @@ fn health_checks_end_to_end() {
     std::fs::write(&cfg_path, config("e2ehl", &socket, &[], 1)).unwrap();
     // Nothing left over from an earlier run of this instance.
     let _ = std::fs::remove_file(conf::tables::tables_path("e2ehl"));
-    let _ = std::fs::remove_file("/run/border/e2ehl.overrides.json");
+    forget_intent("e2ehl");
 
     let mut dp = BorderDp::start_following(&lb, &dir, "e2ehl", &config("e2ehl", &socket, &[], 1));
     wait_iface(&lb, "hl-ext");
@@ -579,7 +579,7 @@ fn health_checks_end_to_end() {
     let instances = ["e2ehl", "e2ehl2", "e2ehl3"];
     for inst in &instances[1..] {
         let _ = std::fs::remove_file(conf::tables::tables_path(inst));
-        let _ = std::fs::remove_file(format!("/run/border/{inst}.overrides.json"));
+        forget_intent(inst);
     }
     let mut ms: Vec<Mgmt> = Vec::new();
     for i in 0..3 {

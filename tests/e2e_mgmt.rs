@@ -65,7 +65,7 @@ fn free_port() -> u16 {
 /// Removes what an instance leaves behind (tables region, overrides, lock).
 fn clean(instance: &str) {
     let _ = std::fs::remove_file(conf::tables::tables_path(instance));
-    let _ = std::fs::remove_file(format!("/run/border/{instance}.overrides.json"));
+    let _ = std::fs::remove_dir_all(mgmt::intent::default_state_dir(instance));
 }
 
 struct Mgmt {

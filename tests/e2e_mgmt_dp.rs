@@ -14,9 +14,13 @@
 //!   refused, counted and logged while forwarding goes on; an unknown key,
 //!   a huge message, a malformed request over the API are refused with one
 //!   clear line and the running config stays;
-//! * borderctl over TCP with mutual TLS.
+//! * borderctl over TCP with mutual TLS;
+//! * durable intent: an applied config and a drain survive kill -9 of
+//!   border-mgmt and a reboot (tmpfs forgotten), --from-config-file runs
+//!   the file; a change that cannot be saved (full or read-only state
+//!   directory) fails and changes nothing.
 //!
-//! Tags `md1`..`md5`, subnets 10.101-108.x, instances `e2emdN`.
+//! Tags `md1`..`md7`, subnets 10.101-112.x, instances `e2emdN`.
 
 mod common;
 
@@ -102,6 +106,11 @@ maglev_table_size = 1021
     /// border-dp following them; data ports moved into the client and
     /// backend namespaces.
     fn start(&self) -> Topo {
+        self.start_with(&[])
+    }
+
+    /// [`Plan::start`] with more arguments to border-mgmt.
+    fn start_with(&self, mgmt_args: &[&str]) -> Topo {
         let t = self.tag;
         clean_instance(&self.instance());
         let lb = Netns::new(&format!("{t}-lb"));
@@ -112,7 +121,7 @@ maglev_table_size = 1021
         let config = self.config(&socket, &[]);
         let cfg = dir.path("border.toml");
         std::fs::write(&cfg, &config).unwrap();
-        let mgmt = BorderMgmt::start(&cfg, dir.path("mgmt.log"));
+        let mgmt = BorderMgmt::start_with(None, &cfg, dir.path("mgmt.log"), mgmt_args);
         let dp = BorderDp::start_following(&lb, &dir, &self.instance(), &config);
         let topo = Topo {
             plan: *self,
@@ -1300,4 +1309,264 @@ port = 8080
     let st = m.stop();
     assert!(st.success(), "{}", m.log_text());
     clean_instance(instance);
+}
+
+// ---- durable intent ---------------------------------------------------------
+
+/// Backend names new connections to the VIP reach (20 connections).
+fn reached(t: &Topo) -> Vec<String> {
+    let names = tally(&names_of(&tcp_names(&t.cli.name, t.plan.vip(), 20)));
+    names.into_keys().collect()
+}
+
+/// Asserts that border-mgmt runs the config applied through the API (VIP
+/// `v` with backends b0, b1) with b1 drained, restored from `intent`, and
+/// that border-dp forwards with it: new connections reach b0 only.
+fn assert_runs_the_applied_intent(t: &Topo, intent: &Path, applied_ms: u64, what: &str) {
+    let st = t.ctl_json(&["status"]);
+    let p = &st["publisher"];
+    assert_eq!(p["config_origin"], "<api>", "{what}: {st}\n{}", t.logs());
+    assert_eq!(p["config_applied_unix_ms"], applied_ms, "{what}: applied time kept");
+    assert_eq!(p["config_restored_from"], intent.display().to_string(), "{what}");
+    let backends = st["vips"][0]["backends"].as_array().unwrap();
+    assert_eq!(backends.len(), 2, "{what}: {st}");
+    assert_eq!(backends[1]["state"], "DRAINING", "{what}: {st}");
+    assert!(
+        backends[1]["reason"].as_str().unwrap().ends_with(": durable"),
+        "{what}: {st}"
+    );
+    let g = p["published_generation"].as_u64().unwrap();
+    t.dp.wait_applied(g);
+    assert_eq!(reached(t), ["b0"], "{what}\n{}", t.logs());
+    let text = t.ctl_ok(&["status"]);
+    assert!(
+        text.contains(&format!(
+            "; restored at start from {}\n",
+            intent.display()
+        )),
+        "{what}: {text}"
+    );
+}
+
+/// Removes what a reboot loses of `instance`: its shared-memory regions
+/// (/dev/shm) and its files in /run/border (both tmpfs).
+fn reboot_forgets(instance: &str) {
+    let _ = std::fs::remove_file(conf::state::state_path(instance));
+    let _ = std::fs::remove_file(conf::tables::tables_path(instance));
+    for e in std::fs::read_dir("/run/border").into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(&format!("{instance}.")) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+#[test]
+fn an_applied_config_and_a_drain_survive_restarts_and_a_reboot() {
+    let plan = Plan {
+        tag: "md6",
+        n: 109,
+        backends: 3,
+    };
+    let mut t = plan.start();
+    let _servers = plan.serve(&t);
+    let b1 = plan.backend(1).to_string();
+    let state_dir = mgmt::intent::default_state_dir(&plan.instance());
+    let intent = state_dir.join("intent.json");
+    assert_eq!(reached(&t), ["b0", "b1", "b2"]);
+    let st = t.ctl_json(&["status"]);
+    assert_eq!(st["publisher"]["state_dir"], state_dir.display().to_string());
+    assert_eq!(st["publisher"]["config_restored_from"], "", "{st}");
+
+    // The operator's changes: b2 removed through ApplyConfig, b1 drained.
+    let applied = t.dir.path("applied.toml");
+    let two = Plan {
+        backends: 2,
+        ..plan
+    };
+    std::fs::write(&applied, two.config(&t.socket, &[])).unwrap();
+    t.ctl_ok(&["apply", applied.to_str().unwrap()]);
+    let applied_ms = t.ctl_json(&["status"])["publisher"]["config_applied_unix_ms"]
+        .as_u64()
+        .unwrap();
+    t.ctl_ok(&["drain", "v", &b1, "--note", "durable"]);
+    let g = t.published();
+    t.dp.wait_applied(g);
+    assert_eq!(reached(&t), ["b0"]);
+
+    // kill -9 and a restart on the same --config (3 backends, none
+    // drained): the applied config runs, nothing is published again.
+    t.mgmt.kill9();
+    t.mgmt = BorderMgmt::start(&t.cfg, t.dir.path("mgmt-2.log"));
+    assert!(
+        t.mgmt.log_text().contains("running the last applied config"),
+        "{}",
+        t.mgmt.log_text()
+    );
+    assert_runs_the_applied_intent(&t, &intent, applied_ms, "after kill -9");
+    assert_eq!(t.published(), g, "the restart published nothing new");
+
+    // A reboot: both processes gone with everything on tmpfs.
+    t.mgmt.kill9();
+    t.dp.kill9();
+    reboot_forgets(&plan.instance());
+    t.mgmt = BorderMgmt::start(&t.cfg, t.dir.path("mgmt-3.log"));
+    std::fs::rename(&t.dp.log, t.dir.path("border-dp-1.log")).unwrap();
+    t.dp = BorderDp::start_following(&t.lb, &t.dir, &plan.instance(), &t.config);
+    t.wire();
+    assert_eq!(t.published(), 1, "a new tables region");
+    assert_runs_the_applied_intent(&t, &intent, applied_ms, "after a reboot");
+
+    // --from-config-file: the file's three backends run, b1 stays drained.
+    t.mgmt.kill9();
+    t.mgmt = BorderMgmt::start_with(
+        None,
+        &t.cfg,
+        t.dir.path("mgmt-4.log"),
+        &["--from-config-file"],
+    );
+    let st = t.ctl_json(&["status"]);
+    let p = &st["publisher"];
+    assert_eq!(p["config_origin"], t.cfg(), "{st}");
+    assert_eq!(p["config_restored_from"], "", "{st}");
+    assert!(p["config_applied_unix_ms"].as_u64().unwrap() > applied_ms);
+    assert_eq!(st["vips"][0]["backends"][1]["state"], "DRAINING", "{st}");
+    t.dp.wait_applied(p["published_generation"].as_u64().unwrap());
+    assert_eq!(reached(&t), ["b0", "b2"], "{}", t.logs());
+    let text = t.ctl_ok(&["status"]);
+    assert!(
+        text.contains(&format!("{}, applied ", t.cfg()))
+            && text.contains(&format!("; saved in {}\n", state_dir.display())),
+        "{text}"
+    );
+}
+
+/// A tmpfs of `size` mounted for one test at a path of its own; unmounted
+/// on drop.
+struct SmallFs {
+    path: PathBuf,
+}
+
+impl SmallFs {
+    fn mount(tag: &str, size: &str) -> SmallFs {
+        let path = std::env::temp_dir().join(format!("border-e2e-{tag}-fs"));
+        let _ = std::process::Command::new("umount")
+            .arg(&path)
+            .stderr(std::process::Stdio::null())
+            .status();
+        std::fs::create_dir_all(&path).unwrap();
+        let opts = format!("size={size},mode=0700");
+        run(&["mount", "-t", "tmpfs", "-o", &opts, "tmpfs", path.to_str().unwrap()]);
+        SmallFs { path }
+    }
+
+    /// Writes a filler file until the file system is full.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.path.join("filler")).unwrap();
+        let chunk = [0u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.path.join("filler")).unwrap();
+    }
+
+    fn remount(&self, mode: &str) {
+        let opts = format!("remount,{mode}");
+        run(&["mount", "-o", &opts, self.path.to_str().unwrap()]);
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.path).status();
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// What a refused change must leave as it was: the published generation,
+/// the generation border-dp applied, every VIP and backend, the config's
+/// origin and time.
+fn unchanged_part(st: &Value) -> Value {
+    serde_json::json!({
+        "generation": st["publisher"]["published_generation"],
+        "applied": st["dataplane"]["workers"][0]["applied_generation"],
+        "origin": st["publisher"]["config_origin"],
+        "applied_ms": st["publisher"]["config_applied_unix_ms"],
+        "vips": st["vips"],
+    })
+}
+
+#[test]
+fn a_change_that_cannot_be_saved_fails_and_changes_nothing() {
+    let plan = Plan {
+        tag: "md7",
+        n: 111,
+        backends: 2,
+    };
+    let fs = SmallFs::mount("md7", "256k");
+    let state = fs.path.join("state");
+    let mut t = plan.start_with(&["--state-dir", state.to_str().unwrap()]);
+    let _servers = plan.serve(&t);
+    let b0 = plan.backend(0).to_string();
+    let intent = state.join("intent.json");
+    assert!(intent.exists(), "the start saved what runs");
+    let before = unchanged_part(&t.ctl_json(&["status"]));
+    let adopted = t.dp.counter(Counter::TablesAdopted);
+    let one = Plan {
+        backends: 1,
+        ..plan
+    };
+    let applied = t.dir.path("applied.toml");
+    std::fs::write(&applied, one.config(&t.socket, &[])).unwrap();
+    let refused = |t: &Topo, why: &str, step: &str| {
+        let want = format!(
+            "cannot save the applied config and overrides to {} ({step}): {why}; nothing changed",
+            intent.display()
+        );
+        assert_eq!(t.ctl_err(&["drain", "v", &b0]), want);
+        assert_eq!(t.ctl_err(&["apply", applied.to_str().unwrap()]), want);
+        assert_eq!(unchanged_part(&t.ctl_json(&["status"])), before);
+        assert_eq!(t.dp.counter(Counter::TablesAdopted), adopted, "no table swapped");
+        assert_eq!(reached(t), ["b0", "b1"], "{}", t.logs());
+        let names: Vec<_> = std::fs::read_dir(&state)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["intent.json"], "no temporary file left");
+    };
+
+    // A full state directory, then a read-only one.
+    fs.fill();
+    refused(
+        &t,
+        "No space left on device (os error 28)",
+        "writing a temporary file",
+    );
+    fs.free();
+    fs.remount("ro");
+    refused(
+        &t,
+        "Read-only file system (os error 30)",
+        "creating a temporary file",
+    );
+
+    // Writable again: the drain is saved, and a restart runs it.
+    fs.remount("rw");
+    let out = t.ctl_ok(&["drain", "v", &b0, "--note", "saved"]);
+    let g = before["generation"].as_u64().unwrap() + 1;
+    assert!(out.contains(&format!("generation {g} published")), "{out}");
+    t.mgmt.kill9();
+    t.mgmt = BorderMgmt::start_with(
+        None,
+        &t.cfg,
+        t.dir.path("mgmt-2.log"),
+        &["--state-dir", state.to_str().unwrap()],
+    );
+    let st = t.ctl_json(&["status"]);
+    assert_eq!(st["vips"][0]["backends"][0]["state"], "DRAINING", "{st}");
+    assert_eq!(st["publisher"]["published_generation"], g, "{st}");
+    t.dp.wait_applied(g);
+    assert_eq!(reached(&t), ["b1"]);
 }

@@ -177,7 +177,6 @@ fn established_connections_to_a_down_backend_are_reset_or_kept() {
     std::fs::write(&cfg_path, &cfg).unwrap();
     clean_instance("e2ers");
     let _ = std::fs::remove_file(conf::tables::tables_path("e2ers"));
-    let _ = std::fs::remove_file("/run/border/e2ers.overrides.json");
 
     let dp = BorderDp::start_following(&lb, &dir, "e2ers", &cfg);
     wait_iface(&lb, "rs-ext");

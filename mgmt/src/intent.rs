@@ -86,10 +86,12 @@ impl Intent {
 #[derive(Debug, thiserror::Error)]
 pub enum IntentError {
     /// Writing the temporary file, renaming it or syncing failed.
-    #[error("cannot save the applied config and overrides to {}: {source}", path.display())]
+    #[error("cannot save the applied config and overrides to {} ({step}): {source}", path.display())]
     Save {
-        /// The file or directory the step failed on.
+        /// The intent file.
         path: PathBuf,
+        /// The step that failed.
+        step: &'static str,
         /// The system's error.
         source: std::io::Error,
     },
@@ -167,15 +169,15 @@ impl IntentFile {
     /// syncs it to disk; [`Staged::commit`] makes it the intent. Dropping
     /// the [`Staged`] removes the temporary file and changes nothing.
     pub fn stage(&self, intent: &Intent) -> Result<Staged, IntentError> {
-        let fail = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| IntentError::Save { path, source }
+        let fail = |step| {
+            let path = self.path.clone();
+            move |source| IntentError::Save { path, step, source }
         };
         DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)
-            .map_err(fail(&self.dir))?;
+            .map_err(fail("creating its directory"))?;
         let json = serde_json::to_vec_pretty(intent).map_err(std::io::Error::other);
         let tmp = self.dir.join(format!(
             "{INTENT_FILE}.tmp-{}-{}",
@@ -190,7 +192,7 @@ impl IntentFile {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)
-            .map_err(fail(&tmp))?;
+            .map_err(fail("creating a temporary file"))?;
         // From here on the temporary file is ours: removed on any failure.
         let staged = Staged {
             tmp,
@@ -200,7 +202,7 @@ impl IntentFile {
         };
         json.and_then(|j| file.write_all(&j))
             .and_then(|()| file.sync_all())
-            .map_err(fail(&staged.tmp))?;
+            .map_err(fail("writing a temporary file"))?;
         Ok(staged)
     }
 
@@ -228,19 +230,22 @@ pub struct Staged {
 
 impl Staged {
     /// Renames the temporary file over the intent file and syncs the
-    /// directory: the new intent is the one a restart runs.
+    /// directory: the new intent is the one a restart runs. Fails only if
+    /// the rename does (then the old intent stands).
     pub fn commit(mut self) -> Result<(), IntentError> {
         std::fs::rename(&self.tmp, &self.dest).map_err(|source| IntentError::Save {
             path: self.dest.clone(),
+            step: "renaming the temporary file",
             source,
         })?;
         self.committed = true;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|source| IntentError::Save {
-                path: self.dir.clone(),
-                source,
-            })
+        // The new intent is in force from the rename on: a directory that
+        // cannot be synced is worth a warning, not a change taken back
+        // while the new file stands.
+        if let Err(e) = File::open(&self.dir).and_then(|d| d.sync_all()) {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot sync the state directory: the saved intent may not survive a power loss");
+        }
+        Ok(())
     }
 }
 

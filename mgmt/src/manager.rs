@@ -150,6 +150,9 @@ pub enum ApplyError {
         /// The section.
         section: &'static str,
     },
+    /// A full-NAT port range meets the kernel's ephemeral ports.
+    #[error("{0}")]
+    LocalPorts(#[from] conf::ephemeral::LocalPortsError),
     /// No config file to reload.
     #[error("border-mgmt was not started with a config file")]
     NoFile,
@@ -525,6 +528,9 @@ impl Manager {
         origin: &str,
         dry_run: bool,
     ) -> Result<Outcome, ApplyError> {
+        if let Err(e) = conf::ephemeral::check_local_ports_here(&cfg) {
+            return Err(self.rejected(origin, e.into()));
+        }
         let mut core = lock(&self.core);
         if let Err(section) = check_reloadable(core.store.config(), &cfg) {
             drop(core);
@@ -1166,6 +1172,78 @@ local_addresses = ["10.0.0.1"]
         );
         assert_eq!(cfg, Config::from_toml_str(&next, "x").unwrap());
         assert_same_as_full_build(&m);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_full_nat_range_inside_the_kernels_ephemeral_ports_is_refused() {
+        let dir = tmpdir("ephemeral");
+        let m = manager(&dir, 1);
+        let (lo, hi) = conf::ephemeral::read_range(Path::new(conf::ephemeral::IP_LOCAL_PORT_RANGE))
+            .unwrap();
+        let bad = text(1, None, "a").replace(
+            "local_addresses = [\"10.0.0.1\"]\n",
+            &format!("local_addresses = [\"10.0.0.1\"]\nlocal_port_range = [1024, {hi}]\n"),
+        );
+        let e = m.apply_config(&bad, "<api>", false).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("port[0] (\"p0\").local_port_range [1024, {hi}] overlaps the kernel's ephemeral ports {lo}-{hi} ")),
+            "{e}"
+        );
+        assert_eq!(m.published_generation(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A restart runs what was applied and drained last, not the config it
+    /// is given, unless told to; a state directory that cannot take the
+    /// save refuses the change and leaves everything as it was.
+    #[test]
+    fn the_last_applied_config_and_drains_outlive_the_manager() {
+        let dir = tmpdir("intent");
+        let m = manager(&dir, 2);
+        let applied = text(2, Some((1, 5)), "a");
+        m.apply_config(&applied, "<api>", false).unwrap();
+        m.set_backend("v0", "10.0.1.1:8080", BackendAction::Drain, "kept")
+            .unwrap();
+        let at = m.running_config().applied_unix_ms;
+        drop(m);
+
+        let start = |opts: Options| {
+            let t = text(2, None, "a");
+            let cfg = Config::from_toml_str(&t, "t.toml").unwrap();
+            Manager::new(cfg, t, "t.toml".into(), opts).unwrap().0
+        };
+        let m = start(Options::new(Paths::in_dir(&dir)));
+        let rc = m.running_config();
+        assert_eq!((rc.text.as_str(), rc.origin.as_str(), rc.applied_unix_ms), (applied.as_str(), "<api>", at));
+        let st = m.status();
+        assert_eq!(st.publisher.config_restored_from, Some(dir.join("intent").join("intent.json")));
+        assert_eq!(st.vips[0].backends[0].state, BackendState::Draining);
+        drop(m);
+
+        let mut opts = Options::new(Paths::in_dir(&dir));
+        opts.from_config_file = true;
+        let m = start(opts);
+        assert_eq!(m.running_config().origin, "t.toml");
+        assert_eq!(m.status().publisher.config_restored_from, None);
+        assert_eq!(m.status().vips[0].backends[0].state, BackendState::Draining);
+        m.publish_now("start").unwrap();
+
+        // A state directory that cannot be made (a file in its place; root
+        // writes through read-only modes): nothing changes.
+        let g = m.published_generation();
+        std::fs::remove_dir_all(dir.join("intent")).unwrap();
+        std::fs::write(dir.join("intent"), "not a directory").unwrap();
+        let e = m
+            .set_backend("v0", "10.0.1.1:8080", BackendAction::Undrain, "")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("cannot save the applied config and overrides to "), "{e}");
+        assert!(e.ends_with("; nothing changed"), "{e}");
+        assert!(m.apply_config(&applied, "<api>", false).is_err());
+        assert_eq!(m.published_generation(), g);
+        assert_eq!(m.running_config().origin, "t.toml");
+        assert_eq!(m.status().vips[0].backends[0].state, BackendState::Draining);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

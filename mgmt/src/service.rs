@@ -60,6 +60,7 @@ fn apply_status(e: ApplyError) -> Status {
         ApplyError::Invalid(e) => Status::invalid_argument(e.to_string()),
         e @ ApplyError::NotReloadable { .. } => Status::failed_precondition(e.to_string()),
         e @ ApplyError::NoFile => Status::failed_precondition(e.to_string()),
+        e @ ApplyError::LocalPorts(_) => Status::failed_precondition(e.to_string()),
         e @ ApplyError::Publish(_) => Status::internal(e.to_string()),
         // The state directory is full or read-only: the operator's to fix.
         e @ ApplyError::Save(_) => Status::failed_precondition(e.to_string()),

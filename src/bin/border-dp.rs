@@ -40,6 +40,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return border::fail("border-dp", &e),
     };
+    // The kernel twins live in this namespace: their ports and the
+    // full-NAT pools must not meet.
+    if let Err(e) = conf::ephemeral::check_local_ports_here(&cfg) {
+        return border::fail("border-dp", &e);
+    }
     let opts = dataplane::run::RunOptions {
         standalone: args.standalone,
         config_path: Some(path),

@@ -79,6 +79,9 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return border::fail(PROGRAM, &e),
     };
+    if let Err(e) = conf::ephemeral::check_local_ports_here(&cfg) {
+        return border::fail(PROGRAM, &e);
+    }
     let _lock = match border::lock_instance(PROGRAM, &cfg.instance, "mgmt") {
         Ok(l) => l,
         Err(e) => return border::fail(PROGRAM, &e),

@@ -637,11 +637,18 @@ pub fn borderctl_bin() -> &'static str {
 }
 
 /// Removes what an instance leaves behind between runs: both shared-memory
-/// regions and border-mgmt's saved operator overrides.
+/// regions and border-mgmt's state directory (the applied config, drains
+/// and weights it saved).
 pub fn clean_instance(instance: &str) {
     let _ = std::fs::remove_file(state_path(instance));
     let _ = std::fs::remove_file(conf::tables::tables_path(instance));
-    let _ = std::fs::remove_file(format!("/run/border/{instance}.overrides.json"));
+    forget_intent(instance);
+}
+
+/// Removes border-mgmt's default state directory of `instance`: the next
+/// border-mgmt starts from its --config.
+pub fn forget_intent(instance: &str) {
+    let _ = std::fs::remove_dir_all(mgmt::intent::default_state_dir(instance));
 }
 
 /// Runs borderctl with `args`; returns (exit code, stdout, stderr).
@@ -698,6 +705,12 @@ impl BorderMgmt {
     /// [`BorderMgmt::start`] inside network namespace `ns` (if given): its
     /// probes then leave through that namespace's interfaces.
     pub fn start_in(ns: Option<&str>, config: &Path, log: PathBuf) -> BorderMgmt {
+        Self::start_with(ns, config, log, &[])
+    }
+
+    /// [`BorderMgmt::start_in`] with more arguments (`--state-dir DIR`,
+    /// `--from-config-file`).
+    pub fn start_with(ns: Option<&str>, config: &Path, log: PathBuf, more: &[&str]) -> BorderMgmt {
         let mut command = match ns {
             // `ip netns exec` execs the program: the child is border-mgmt.
             Some(ns) => {
@@ -711,6 +724,7 @@ impl BorderMgmt {
             .arg("--config")
             .arg(config)
             .args(["--watch-interval-ms", "100"])
+            .args(more)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

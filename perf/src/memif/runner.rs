@@ -199,7 +199,6 @@ impl Drop for Scratch {
         let instance = instance_name();
         let _ = std::fs::remove_file(state_path(&instance));
         let _ = std::fs::remove_file(conf::tables::tables_path(&instance));
-        let _ = std::fs::remove_file(format!("/run/border/{instance}.overrides.json"));
         let _ = Command::new("ip")
             .args(["netns", "del", &self.netns])
             .stderr(Stdio::null())
