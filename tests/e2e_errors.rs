@@ -245,6 +245,44 @@ fn a_missing_config_file_is_one_line() {
     }
 }
 
+/// issue 14: the kernel twin's own connections take source ports from its
+/// namespace's ephemeral range; a full-NAT range that meets it is refused
+/// by both processes before anything starts, naming both ranges.
+#[test]
+fn a_full_nat_range_inside_the_kernels_ephemeral_ports_is_refused_at_start() {
+    let ns = Netns::new("er-eph");
+    let dir = TempDir::new("er-eph");
+    ns.run(&[
+        "sh",
+        "-c",
+        "echo '20000 60999' > /proc/sys/net/ipv4/ip_local_port_range",
+    ]);
+    let config = dp_config("er-eph", "net_tap0,iface=er-eph-ext", "ker-eph", 89).replace(
+        "host_interface = \"ker-eph\"\n",
+        "host_interface = \"ker-eph\"\nlocal_addresses = [\"10.89.0.1\"]\nlocal_port_range = [1024, 32767]\n",
+    );
+    let cfg = dir.path("border.toml");
+    std::fs::write(&cfg, &config).unwrap();
+    let state = dir.path("state");
+    let args = [
+        "--config",
+        cfg.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    for (program, path, args) in [
+        ("border-dp", border_dp_bin(), &args[..2]),
+        ("border-mgmt", mgmt_bin(), &args[..]),
+    ] {
+        let out = run_bounded(in_netns(&ns, path, args), &dir, program);
+        assert_eq!(
+            one_line_error(program, &out),
+            format!("{program}: error: port[0] (\"ext\").local_port_range [1024, 32767] overlaps the kernel's ephemeral ports 20000-60999 (net.ipv4.ip_local_port_range of this network namespace), which its kernel twin ker-eph uses for the host's own connections: their replies would be taken for full-NAT replies and dropped (expected a local_port_range outside 20000-60999, e.g. [1024, 19999], or move the kernel's range with sysctl)")
+        );
+    }
+    assert!(!state.exists(), "border-mgmt saved nothing");
+}
+
 #[test]
 fn devargs_with_an_unknown_driver_fail_in_eal() {
     let ns = Netns::new("er-unk");
@@ -589,4 +627,5 @@ listen = "unix://{}"
     assert!(st.success(), "border-mgmt exit {st}:\n{}", first.text());
     assert!(!first.text().contains("panicked"), "{}", first.text());
     let _ = std::fs::remove_file(conf::tables::tables_path("er-mgmt"));
+    forget_intent("er-mgmt");
 }

@@ -1326,13 +1326,23 @@ fn assert_runs_the_applied_intent(t: &Topo, intent: &Path, applied_ms: u64, what
     let st = t.ctl_json(&["status"]);
     let p = &st["publisher"];
     assert_eq!(p["config_origin"], "<api>", "{what}: {st}\n{}", t.logs());
-    assert_eq!(p["config_applied_unix_ms"], applied_ms, "{what}: applied time kept");
-    assert_eq!(p["config_restored_from"], intent.display().to_string(), "{what}");
+    assert_eq!(
+        p["config_applied_unix_ms"], applied_ms,
+        "{what}: applied time kept"
+    );
+    assert_eq!(
+        p["config_restored_from"],
+        intent.display().to_string(),
+        "{what}"
+    );
     let backends = st["vips"][0]["backends"].as_array().unwrap();
     assert_eq!(backends.len(), 2, "{what}: {st}");
     assert_eq!(backends[1]["state"], "DRAINING", "{what}: {st}");
     assert!(
-        backends[1]["reason"].as_str().unwrap().ends_with(": durable"),
+        backends[1]["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with(": durable"),
         "{what}: {st}"
     );
     let g = p["published_generation"].as_u64().unwrap();
@@ -1340,10 +1350,7 @@ fn assert_runs_the_applied_intent(t: &Topo, intent: &Path, applied_ms: u64, what
     assert_eq!(reached(t), ["b0"], "{what}\n{}", t.logs());
     let text = t.ctl_ok(&["status"]);
     assert!(
-        text.contains(&format!(
-            "; restored at start from {}\n",
-            intent.display()
-        )),
+        text.contains(&format!("; restored at start from {}\n", intent.display())),
         "{what}: {text}"
     );
 }
@@ -1353,8 +1360,15 @@ fn assert_runs_the_applied_intent(t: &Topo, intent: &Path, applied_ms: u64, what
 fn reboot_forgets(instance: &str) {
     let _ = std::fs::remove_file(conf::state::state_path(instance));
     let _ = std::fs::remove_file(conf::tables::tables_path(instance));
-    for e in std::fs::read_dir("/run/border").into_iter().flatten().flatten() {
-        if e.file_name().to_string_lossy().starts_with(&format!("{instance}.")) {
+    for e in std::fs::read_dir("/run/border")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with(&format!("{instance}."))
+        {
             let _ = std::fs::remove_file(e.path());
         }
     }
@@ -1374,7 +1388,10 @@ fn an_applied_config_and_a_drain_survive_restarts_and_a_reboot() {
     let intent = state_dir.join("intent.json");
     assert_eq!(reached(&t), ["b0", "b1", "b2"]);
     let st = t.ctl_json(&["status"]);
-    assert_eq!(st["publisher"]["state_dir"], state_dir.display().to_string());
+    assert_eq!(
+        st["publisher"]["state_dir"],
+        state_dir.display().to_string()
+    );
     assert_eq!(st["publisher"]["config_restored_from"], "", "{st}");
 
     // The operator's changes: b2 removed through ApplyConfig, b1 drained.
@@ -1398,7 +1415,9 @@ fn an_applied_config_and_a_drain_survive_restarts_and_a_reboot() {
     t.mgmt.kill9();
     t.mgmt = BorderMgmt::start(&t.cfg, t.dir.path("mgmt-2.log"));
     assert!(
-        t.mgmt.log_text().contains("running the last applied config"),
+        t.mgmt
+            .log_text()
+            .contains("running the last applied config"),
         "{}",
         t.mgmt.log_text()
     );
@@ -1455,7 +1474,15 @@ impl SmallFs {
             .status();
         std::fs::create_dir_all(&path).unwrap();
         let opts = format!("size={size},mode=0700");
-        run(&["mount", "-t", "tmpfs", "-o", &opts, "tmpfs", path.to_str().unwrap()]);
+        run(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            &opts,
+            "tmpfs",
+            path.to_str().unwrap(),
+        ]);
         SmallFs { path }
     }
 
@@ -1480,7 +1507,9 @@ impl SmallFs {
 
 impl Drop for SmallFs {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.path).status();
+        let _ = std::process::Command::new("umount")
+            .arg(&self.path)
+            .status();
         let _ = std::fs::remove_dir(&self.path);
     }
 }
@@ -1528,7 +1557,11 @@ fn a_change_that_cannot_be_saved_fails_and_changes_nothing() {
         assert_eq!(t.ctl_err(&["drain", "v", &b0]), want);
         assert_eq!(t.ctl_err(&["apply", applied.to_str().unwrap()]), want);
         assert_eq!(unchanged_part(&t.ctl_json(&["status"])), before);
-        assert_eq!(t.dp.counter(Counter::TablesAdopted), adopted, "no table swapped");
+        assert_eq!(
+            t.dp.counter(Counter::TablesAdopted),
+            adopted,
+            "no table swapped"
+        );
         assert_eq!(reached(t), ["b0", "b1"], "{}", t.logs());
         let names: Vec<_> = std::fs::read_dir(&state)
             .unwrap()

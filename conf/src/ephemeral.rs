@@ -136,7 +136,9 @@ local_port_range = [1024, 49151]
     #[test]
     fn an_overlap_names_both_ranges_and_the_twin() {
         let cfg = Config::from_toml_str(CFG, "t").unwrap();
-        let e = check_local_ports(&cfg, (32768, 60999)).unwrap_err().to_string();
+        let e = check_local_ports(&cfg, (32768, 60999))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "port[1] (\"int\").local_port_range [1024, 49151] overlaps the kernel's ephemeral ports 32768-60999 (net.ipv4.ip_local_port_range of this network namespace), which its kernel twin kni-int uses for the host's own connections: their replies would be taken for full-NAT replies and dropped (expected a local_port_range outside 32768-60999, e.g. [1024, 32767], or move the kernel's range with sysctl)"

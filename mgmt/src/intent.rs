@@ -410,7 +410,10 @@ mod tests {
         other.version = 9;
         std::fs::write(f.path(), serde_json::to_vec(&other).unwrap()).unwrap();
         let e = f.load().unwrap_err().to_string();
-        assert!(e.ends_with("format version 9 (this border-mgmt reads version 1)"), "{e}");
+        assert!(
+            e.ends_with("format version 9 (this border-mgmt reads version 1)"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

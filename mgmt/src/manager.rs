@@ -1179,13 +1179,16 @@ local_addresses = ["10.0.0.1"]
     fn a_full_nat_range_inside_the_kernels_ephemeral_ports_is_refused() {
         let dir = tmpdir("ephemeral");
         let m = manager(&dir, 1);
-        let (lo, hi) = conf::ephemeral::read_range(Path::new(conf::ephemeral::IP_LOCAL_PORT_RANGE))
-            .unwrap();
+        let (lo, hi) =
+            conf::ephemeral::read_range(Path::new(conf::ephemeral::IP_LOCAL_PORT_RANGE)).unwrap();
         let bad = text(1, None, "a").replace(
             "local_addresses = [\"10.0.0.1\"]\n",
             &format!("local_addresses = [\"10.0.0.1\"]\nlocal_port_range = [1024, {hi}]\n"),
         );
-        let e = m.apply_config(&bad, "<api>", false).unwrap_err().to_string();
+        let e = m
+            .apply_config(&bad, "<api>", false)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with(&format!("port[0] (\"p0\").local_port_range [1024, {hi}] overlaps the kernel's ephemeral ports {lo}-{hi} ")),
             "{e}"
@@ -1215,9 +1218,15 @@ local_addresses = ["10.0.0.1"]
         };
         let m = start(Options::new(Paths::in_dir(&dir)));
         let rc = m.running_config();
-        assert_eq!((rc.text.as_str(), rc.origin.as_str(), rc.applied_unix_ms), (applied.as_str(), "<api>", at));
+        assert_eq!(
+            (rc.text.as_str(), rc.origin.as_str(), rc.applied_unix_ms),
+            (applied.as_str(), "<api>", at)
+        );
         let st = m.status();
-        assert_eq!(st.publisher.config_restored_from, Some(dir.join("intent").join("intent.json")));
+        assert_eq!(
+            st.publisher.config_restored_from,
+            Some(dir.join("intent").join("intent.json"))
+        );
         assert_eq!(st.vips[0].backends[0].state, BackendState::Draining);
         drop(m);
 
@@ -1238,7 +1247,10 @@ local_addresses = ["10.0.0.1"]
             .set_backend("v0", "10.0.1.1:8080", BackendAction::Undrain, "")
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("cannot save the applied config and overrides to "), "{e}");
+        assert!(
+            e.starts_with("cannot save the applied config and overrides to "),
+            "{e}"
+        );
         assert!(e.ends_with("; nothing changed"), "{e}");
         assert!(m.apply_config(&applied, "<api>", false).is_err());
         assert_eq!(m.published_generation(), g);

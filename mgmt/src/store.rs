@@ -175,11 +175,7 @@ fn name_index(cfg: &Config) -> Arc<HashMap<String, usize>> {
 impl Store {
     /// A store running `config` (parsed from `text`, named `origin`),
     /// applied now, with no overrides.
-    pub fn new(
-        config: impl Into<Arc<Config>>,
-        text: impl Into<Arc<str>>,
-        origin: String,
-    ) -> Store {
+    pub fn new(config: impl Into<Arc<Config>>, text: impl Into<Arc<str>>, origin: String) -> Store {
         let config = config.into();
         Store {
             index: name_index(&config),

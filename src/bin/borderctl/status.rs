@@ -594,11 +594,17 @@ web  10.20.0.12:8080  DRAINING  0 (config 1)      0  b     drained by the operat
             "{text}"
         );
         let v = serde_json::to_value(&view).unwrap();
-        assert_eq!(v["publisher"]["config_restored_from"], "/var/lib/border/lab/intent.json");
+        assert_eq!(
+            v["publisher"]["config_restored_from"],
+            "/var/lib/border/lab/intent.json"
+        );
         assert_eq!(v["publisher"]["state_dir"], "/var/lib/border/lab");
         st.publisher.as_mut().unwrap().config_restored_from.clear();
         let text = StatusView::new("x".into(), &st).render().to_string();
-        assert!(text.contains(".123Z; saved in /var/lib/border/lab\n"), "{text}");
+        assert!(
+            text.contains(".123Z; saved in /var/lib/border/lab\n"),
+            "{text}"
+        );
     }
 
     #[test]
