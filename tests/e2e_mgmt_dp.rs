@@ -1381,11 +1381,11 @@ fn an_applied_config_and_a_drain_survive_restarts_and_a_reboot() {
         n: 109,
         backends: 3,
     };
+    let state_dir = mgmt::intent::default_state_dir(&plan.instance());
+    let intent = state_dir.join("intent.json");
     let mut t = plan.start();
     let _servers = plan.serve(&t);
     let b1 = plan.backend(1).to_string();
-    let state_dir = mgmt::intent::default_state_dir(&plan.instance());
-    let intent = state_dir.join("intent.json");
     assert_eq!(reached(&t), ["b0", "b1", "b2"]);
     let st = t.ctl_json(&["status"]);
     assert_eq!(

@@ -103,22 +103,12 @@ pub fn check_local_ports_here(cfg: &Config) -> Result<(), LocalPortsError> {
 mod tests {
     use super::*;
 
-    const CFG: &str = r#"
-instance = "t"
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "000102030405060708090a0b0c0d0e0f"
-[[port]]
-name = "ext"
-devargs = "net_null0"
-addresses = ["10.0.0.1/24"]
-[[port]]
-name = "int"
-devargs = "net_null1"
-addresses = ["10.1.0.1/24"]
-local_addresses = ["10.1.0.1"]
-local_port_range = [1024, 49151]
-"#;
+    /// The annotated example: port[1] "int" has the pool [1024, 32767].
+    const EXAMPLE: &str = include_str!("../tests/data/border.example.toml");
+
+    fn example() -> Config {
+        Config::from_toml_str(EXAMPLE, "border.example.toml").unwrap()
+    }
 
     #[test]
     fn the_kernels_range_parses_as_the_file_says_it() {
@@ -135,20 +125,18 @@ local_port_range = [1024, 49151]
 
     #[test]
     fn an_overlap_names_both_ranges_and_the_twin() {
-        let cfg = Config::from_toml_str(CFG, "t").unwrap();
-        let e = check_local_ports(&cfg, (32768, 60999))
+        let cfg = example();
+        let e = check_local_ports(&cfg, (20000, 60999))
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
-            "port[1] (\"int\").local_port_range [1024, 49151] overlaps the kernel's ephemeral ports 32768-60999 (net.ipv4.ip_local_port_range of this network namespace), which its kernel twin kni-int uses for the host's own connections: their replies would be taken for full-NAT replies and dropped (expected a local_port_range outside 32768-60999, e.g. [1024, 32767], or move the kernel's range with sysctl)"
+            "port[1] (\"int\").local_port_range [1024, 32767] overlaps the kernel's ephemeral ports 20000-60999 (net.ipv4.ip_local_port_range of this network namespace), which its kernel twin kni-int uses for the host's own connections: their replies would be taken for full-NAT replies and dropped (expected a local_port_range outside 20000-60999, e.g. [1024, 19999], or move the kernel's range with sysctl)"
         );
         // Touching at either end is an overlap; beside it is not.
-        assert!(check_local_ports(&cfg, (49151, 60999)).is_err());
+        assert!(check_local_ports(&cfg, (32767, 60999)).is_err());
         assert!(check_local_ports(&cfg, (1, 1024)).is_err());
-        assert_eq!(check_local_ports(&cfg, (49152, 60999)), Ok(()));
-        let ok = CFG.replace("[1024, 49151]", "[1024, 32767]");
-        let cfg = Config::from_toml_str(&ok, "t").unwrap();
         assert_eq!(check_local_ports(&cfg, (32768, 60999)), Ok(()));
+        assert_eq!(check_local_ports(&cfg, (1, 1023)), Ok(()));
     }
 }
