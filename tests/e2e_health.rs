@@ -454,6 +454,7 @@ fn health_checks_end_to_end() {
     assert!(st.success(), "border-dp exit {st}:\n{}", dp.log_text());
     for inst in &instances {
         let _ = std::fs::remove_file(conf::tables::tables_path(inst));
+        forget_intent(inst);
     }
 }
 

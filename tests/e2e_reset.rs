@@ -279,4 +279,5 @@ fn established_connections_to_a_down_backend_are_reset_or_kept() {
     assert_eq!(dp.counter(Counter::ResetBackendDown), 2);
     let rose = drops_rose(&drops_before, &dp.drops());
     assert!(rose.is_empty(), "drop counters rose: {rose:?}");
+    forget_intent("e2ers");
 }
