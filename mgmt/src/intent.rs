@@ -269,9 +269,12 @@ pub struct Start {
 /// Why border-mgmt cannot start from its saved intent. One line each.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// Unreadable, invalid or unsavable intent file.
+    /// Unreadable or invalid intent file.
     #[error("{0} (--from-config-file starts from --config instead)")]
     Intent(#[from] IntentError),
+    /// What runs cannot be saved: no change could be either.
+    #[error("{0} (--state-dir chooses another directory)")]
+    Save(IntentError),
     /// The saved config no longer validates.
     #[error("the saved config in {} is not valid: {error} (--from-config-file starts from --config instead)", path.display())]
     Config {
@@ -282,7 +285,7 @@ pub enum StartError {
     },
     /// The file changed what only a restart changes: which wins is the
     /// operator's call.
-    #[error("the last applied config ({origin}, saved in {}) differs from --config in {section}, which the dataplane reads from --config: start with --from-config-file to run --config (drains and weights stay), or put the applied [[vip]]s into --config (borderctl config)", path.display())]
+    #[error("the last applied config ({origin}, saved in {}) differs from --config in {section}, which the dataplane reads from --config: start with --from-config-file to run --config (drains and weights stay), or first copy the applied [[vip]]s (its `config` text) into --config", path.display())]
     Differs {
         /// Where the saved config came from.
         origin: String,
@@ -337,7 +340,10 @@ pub fn start(
             tracing::info!(vip = %k.vip, backend = %k.backend, "saved operator override dropped: the backend is not configured");
         }
     }
-    intent.stage(&Intent::of(&store))?.commit()?;
+    intent
+        .stage(&Intent::of(&store))
+        .and_then(Staged::commit)
+        .map_err(StartError::Save)?;
     Ok(Start {
         store,
         restored_from,
@@ -413,6 +419,72 @@ mod tests {
         assert!(
             e.ends_with("format version 9 (this border-mgmt reads version 1)"),
             "{e}"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn file(text: &str) -> (Config, String, String) {
+        let cfg = Config::from_toml_str(text, "b.toml").unwrap();
+        (cfg, text.to_string(), "b.toml".into())
+    }
+
+    #[test]
+    fn a_saved_config_that_no_longer_fits_the_file_stops_the_start() {
+        use crate::store::tests::CFG;
+        let d = tmpdir("start");
+        let f = IntentFile::in_dir(&d);
+        let first = start(&f, file(CFG), false, None).unwrap();
+        assert_eq!(
+            (first.store.origin(), first.restored_from),
+            ("b.toml", None)
+        );
+        let again = start(&f, file(CFG), false, None).unwrap();
+        assert_eq!(again.restored_from.as_deref(), Some(f.path()));
+
+        let edited = CFG.replace("worker_lcores = [1]", "worker_lcores = [1, 2]");
+        let e = start(&f, file(&edited), false, None)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!("the last applied config (b.toml, saved in {}) differs from --config in [dataplane], which the dataplane reads from --config: start with --from-config-file to run --config (drains and weights stay), or first copy the applied [[vip]]s (its `config` text) into --config", f.path().display())
+        );
+        let s = start(&f, file(&edited), true, None).unwrap();
+        assert_eq!(s.store.config().dataplane.worker_lcores, [1, 2]);
+
+        let mut broken = f.load().unwrap().unwrap();
+        broken.config.push_str("\nbogus = 1\n");
+        f.stage(&broken).unwrap().commit().unwrap();
+        let e = start(&f, file(&edited), false, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!(
+                "the saved config in {} is not valid: b.toml:",
+                f.path().display()
+            )),
+            "{e}"
+        );
+        assert!(
+            e.ends_with("(--from-config-file starts from --config instead)"),
+            "{e}"
+        );
+
+        // A state directory that cannot take the save (immutable: even
+        // root cannot create in it): no start.
+        let chattr = |flag: &str| {
+            let st = std::process::Command::new("chattr")
+                .args([flag, d.to_str().unwrap()])
+                .status()
+                .unwrap();
+            assert!(st.success(), "chattr {flag}");
+        };
+        chattr("+i");
+        let e = start(&f, file(CFG), true, None).map(|_| ());
+        chattr("-i");
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            format!("cannot save the applied config and overrides to {} (creating a temporary file): Operation not permitted (os error 1) (--state-dir chooses another directory)", f.path().display())
         );
         std::fs::remove_dir_all(&d).unwrap();
     }
