@@ -66,6 +66,7 @@ fn free_port() -> u16 {
 fn clean(instance: &str) {
     let _ = std::fs::remove_file(conf::tables::tables_path(instance));
     let _ = std::fs::remove_dir_all(mgmt::intent::default_state_dir(instance));
+    let _ = std::fs::remove_file(mgmt::intent::legacy_overrides_path(instance));
 }
 
 struct Mgmt {

@@ -35,6 +35,33 @@ pub fn default_state_dir(instance: &str) -> PathBuf {
     PathBuf::from("/var/lib/border").join(instance)
 }
 
+/// Where border-mgmt kept drains and weights before durable intent
+/// (tmpfs): read once, when the state directory has no intent yet, so that
+/// an upgrade keeps them.
+pub fn legacy_overrides_path(instance: &str) -> PathBuf {
+    PathBuf::from(format!("/run/border/{instance}.overrides.json"))
+}
+
+/// The drains and weights of a legacy overrides file (`None`: no file).
+fn read_legacy(path: &Path) -> Result<Option<Vec<SavedOverride>>, IntentError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(IntentError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| IntentError::Invalid {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })
+}
+
 /// One operator override as saved.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedOverride {
@@ -299,17 +326,23 @@ pub enum StartError {
 /// Chooses what runs at start: the saved intent if there is one (a
 /// restart never undoes an operator's change), `file` (`--config`) if
 /// nothing was saved or `from_file` says so; saved drains and weights of
-/// backends still configured stay either way. `tls_dir` resolves relative
-/// TLS paths of a saved config, as ApplyConfig did. The choice is saved
-/// before anything runs.
+/// backends still configured stay either way. With nothing saved, those of
+/// the `legacy` overrides file are taken (and the file removed once saved).
+/// `tls_dir` resolves relative TLS paths of a saved config, as ApplyConfig
+/// did. The choice is saved before anything runs.
 pub fn start(
     intent: &IntentFile,
     file: (Config, String, String),
     from_file: bool,
     tls_dir: Option<&Path>,
+    legacy: Option<&Path>,
 ) -> Result<Start, StartError> {
     let (file_cfg, file_text, file_origin) = file;
     let saved = intent.load()?;
+    let legacy = match (&saved, legacy) {
+        (None, Some(p)) => read_legacy(p)?.map(|o| (p, o)),
+        _ => None,
+    };
     let mut restored_from = None;
     let mut store = match &saved {
         Some(s) if !from_file => {
@@ -334,8 +367,16 @@ pub fn start(
         }
         _ => Store::new(file_cfg, file_text, file_origin),
     };
-    if let Some(s) = saved {
-        let gone = store.restore_overrides(s.overrides.into_iter().map(|o| (o.key, o.value)));
+    let overrides = match (saved, &legacy) {
+        (Some(s), _) => Some(s.overrides),
+        (None, Some((p, o))) => {
+            tracing::info!(path = %p.display(), count = o.len(), "operator overrides taken from the file of an older border-mgmt");
+            Some(o.clone())
+        }
+        (None, None) => None,
+    };
+    if let Some(o) = overrides {
+        let gone = store.restore_overrides(o.into_iter().map(|o| (o.key, o.value)));
         for k in gone {
             tracing::info!(vip = %k.vip, backend = %k.backend, "saved operator override dropped: the backend is not configured");
         }
@@ -344,6 +385,9 @@ pub fn start(
         .stage(&Intent::of(&store))
         .and_then(Staged::commit)
         .map_err(StartError::Save)?;
+    if let Some((p, _)) = legacy {
+        let _ = std::fs::remove_file(p);
+    }
     Ok(Start {
         store,
         restored_from,
@@ -433,29 +477,29 @@ mod tests {
         use crate::store::tests::CFG;
         let d = tmpdir("start");
         let f = IntentFile::in_dir(&d);
-        let first = start(&f, file(CFG), false, None).unwrap();
+        let first = start(&f, file(CFG), false, None, None).unwrap();
         assert_eq!(
             (first.store.origin(), first.restored_from),
             ("b.toml", None)
         );
-        let again = start(&f, file(CFG), false, None).unwrap();
+        let again = start(&f, file(CFG), false, None, None).unwrap();
         assert_eq!(again.restored_from.as_deref(), Some(f.path()));
 
         let edited = CFG.replace("worker_lcores = [1]", "worker_lcores = [1, 2]");
-        let e = start(&f, file(&edited), false, None)
+        let e = start(&f, file(&edited), false, None, None)
             .unwrap_err()
             .to_string();
         assert_eq!(
             e,
             format!("the last applied config (b.toml, saved in {}) differs from --config in [dataplane], which the dataplane reads from --config: start with --from-config-file to run --config (drains and weights stay), or first copy the applied [[vip]]s (its `config` text) into --config", f.path().display())
         );
-        let s = start(&f, file(&edited), true, None).unwrap();
+        let s = start(&f, file(&edited), true, None, None).unwrap();
         assert_eq!(s.store.config().dataplane.worker_lcores, [1, 2]);
 
         let mut broken = f.load().unwrap().unwrap();
         broken.config.push_str("\nbogus = 1\n");
         f.stage(&broken).unwrap().commit().unwrap();
-        let e = start(&f, file(&edited), false, None)
+        let e = start(&f, file(&edited), false, None, None)
             .unwrap_err()
             .to_string();
         assert!(
@@ -480,12 +524,35 @@ mod tests {
             assert!(st.success(), "chattr {flag}");
         };
         chattr("+i");
-        let e = start(&f, file(CFG), true, None).map(|_| ());
+        let e = start(&f, file(CFG), true, None, None).map(|_| ());
         chattr("-i");
         assert_eq!(
             e.unwrap_err().to_string(),
             format!("cannot save the applied config and overrides to {} (creating a temporary file): Operation not permitted (os error 1) (--state-dir chooses another directory)", f.path().display())
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn drains_of_an_older_border_mgmt_are_taken_once() {
+        use crate::store::tests::CFG;
+        let d = tmpdir("legacy");
+        std::fs::create_dir_all(&d).unwrap();
+        let f = IntentFile::in_dir(&d.join("state"));
+        let legacy = d.join("t.overrides.json");
+        let old = r#"[{"vip": "web", "backend": "10.0.1.2:8080", "drained": true, "note": "old"},
+                      {"vip": "gone", "backend": "10.9.9.9:1", "weight": 3}]"#;
+        std::fs::write(&legacy, old).unwrap();
+        let s = start(&f, file(CFG), false, None, Some(&legacy)).unwrap();
+        let k = BackendKey::new("web", "10.0.1.2:8080".parse().unwrap());
+        assert!(s.store.operator_overrides()[&k].drained);
+        assert_eq!(s.store.operator_overrides().len(), 1);
+        assert!(!legacy.exists(), "taken once");
+        assert_eq!(f.load().unwrap().unwrap().overrides.len(), 1);
+        // With an intent saved, a legacy file is not read.
+        std::fs::write(&legacy, "not json").unwrap();
+        let s = start(&f, file(CFG), false, None, Some(&legacy)).unwrap();
+        assert_eq!(s.store.operator_overrides().len(), 1);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -42,6 +42,9 @@ pub struct Paths {
     /// kept across restarts and reboots ([`crate::intent`]); `None`: kept
     /// in memory only.
     pub state_dir: Option<PathBuf>,
+    /// Drains and weights an older border-mgmt kept on tmpfs, taken when
+    /// the state directory has none yet ([`crate::intent::start`]).
+    pub legacy_overrides: Option<PathBuf>,
 }
 
 impl Paths {
@@ -52,6 +55,7 @@ impl Paths {
             tables: tables_path(instance),
             state: state_path(instance),
             state_dir: Some(crate::intent::default_state_dir(instance)),
+            legacy_overrides: Some(crate::intent::legacy_overrides_path(instance)),
         }
     }
 
@@ -61,6 +65,7 @@ impl Paths {
             tables: dir.join("tables"),
             state: dir.join("state"),
             state_dir: Some(dir.join("intent")),
+            legacy_overrides: None,
         }
     }
 }
@@ -244,6 +249,7 @@ impl Manager {
                     (cfg, text, origin),
                     opts.from_config_file,
                     tls_dir,
+                    opts.paths.legacy_overrides.as_deref(),
                 )?;
                 (start.store, start.restored_from)
             }

@@ -435,6 +435,7 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
             tables: conf::tables::tables_path(INSTANCE),
             state: conf::state::state_path(INSTANCE),
             state_dir: Some(dir.join("intent")),
+            legacy_overrides: None,
         }
     } else {
         mgmt::Paths::in_dir(dir)

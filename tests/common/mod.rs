@@ -645,10 +645,12 @@ pub fn clean_instance(instance: &str) {
     forget_intent(instance);
 }
 
-/// Removes border-mgmt's default state directory of `instance`: the next
-/// border-mgmt starts from its --config.
+/// Removes border-mgmt's default state directory of `instance` (and the
+/// overrides file an older border-mgmt kept, which it would take): the
+/// next border-mgmt starts from its --config.
 pub fn forget_intent(instance: &str) {
     let _ = std::fs::remove_dir_all(mgmt::intent::default_state_dir(instance));
+    let _ = std::fs::remove_file(mgmt::intent::legacy_overrides_path(instance));
 }
 
 /// Runs borderctl with `args`; returns (exit code, stdout, stderr).
