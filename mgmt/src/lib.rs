@@ -1,7 +1,8 @@
-//! border's management process as a library (docs/design.md §1, §3, §6): the config
-//! store with operator overrides, table generation building and publishing
-//! into the shared-memory tables region (QSBR over the dataplane's workers),
-//! the gRPC API `border.v1`, and the Prometheus exporter. `border-mgmt` is a
+//! border's management process as a library (docs/design.md §1, §3, §6,
+//! §9): the config store with operator overrides, saved as durable intent
+//! ([`intent`]), table generation building and publishing into the
+//! shared-memory tables region (QSBR over the dataplane's workers), the
+//! gRPC API `border.v1`, and the Prometheus exporter. `border-mgmt` is a
 //! thin binary over [`server::run`].
 //!
 //! The manager, the dataplane watcher, the health checker and the exporter

@@ -1,8 +1,10 @@
 //! The manager: the config store, the publisher and the dataplane watcher
 //! behind one lock, and the events they produce. Every change (a config
-//! apply, an operator override, later a health verdict) is made on a copy of
-//! the store, built and published, and only then committed: a change that
-//! cannot be published leaves the running config as it was.
+//! apply, an operator override, a health verdict) is made on a copy of the
+//! store, built and published, and only then committed: a change that
+//! cannot be published leaves the running config as it was. An operator's
+//! change (config, override) is also saved around its publish
+//! ([`crate::intent`]): one that cannot be saved changes nothing either.
 //!
 //! Methods block (file I/O, Maglev); async callers use `spawn_blocking`.
 
