@@ -44,15 +44,8 @@ pub fn legacy_overrides_path(instance: &str) -> PathBuf {
 
 /// The drains and weights of a legacy overrides file (`None`: no file).
 fn read_legacy(path: &Path) -> Result<Option<Vec<SavedOverride>>, IntentError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(IntentError::Read {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+    let Some(bytes) = read_saved(path)? else {
+        return Ok(None);
     };
     serde_json::from_slice(&bytes)
         .map(Some)
@@ -60,6 +53,41 @@ fn read_legacy(path: &Path) -> Result<Option<Vec<SavedOverride>>, IntentError> {
             path: path.to_path_buf(),
             why: e.to_string(),
         })
+}
+
+/// The bytes of a file border-mgmt saved (`None`: no such file).
+fn read_saved(path: &Path) -> Result<Option<Vec<u8>>, IntentError> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(IntentError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// A new file beside `path` to be renamed over it: `O_EXCL` and
+/// `O_NOFOLLOW` (a fresh file of ours, never one planted under the name,
+/// never through a symlink), mode 0600.
+fn create_temp(path: &Path) -> std::io::Result<(PathBuf, File)> {
+    let tmp = path.with_file_name(format!(
+        "{INTENT_FILE}.tmp-{}-{}",
+        std::process::id(),
+        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    Ok((tmp, file))
+}
+
+/// Whether `name` is a temporary name [`create_temp`] gives.
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with(&format!("{INTENT_FILE}.tmp-"))
 }
 
 /// One operator override as saved.
@@ -168,15 +196,8 @@ impl IntentFile {
     /// a crash left behind are removed.
     pub fn load(&self) -> Result<Option<Intent>, IntentError> {
         self.remove_leftovers();
-        let bytes = match std::fs::read(&self.path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(IntentError::Read {
-                    path: self.path.clone(),
-                    source,
-                })
-            }
+        let Some(bytes) = read_saved(&self.path)? else {
+            return Ok(None);
         };
         let invalid = |why: String| IntentError::Invalid {
             path: self.path.clone(),
@@ -206,20 +227,7 @@ impl IntentFile {
             .create(&self.dir)
             .map_err(fail("creating its directory"))?;
         let json = serde_json::to_vec_pretty(intent).map_err(std::io::Error::other);
-        let tmp = self.dir.join(format!(
-            "{INTENT_FILE}.tmp-{}-{}",
-            std::process::id(),
-            TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        // O_EXCL and O_NOFOLLOW: a fresh file of ours, never one planted
-        // under the name, never through a symlink.
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(fail("creating a temporary file"))?;
+        let (tmp, mut file) = create_temp(&self.path).map_err(fail("creating a temporary file"))?;
         // From here on the temporary file is ours: removed on any failure.
         let staged = Staged {
             tmp,
@@ -237,9 +245,8 @@ impl IntentFile {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
-        let prefix = format!("{INTENT_FILE}.tmp-");
         for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
+            if is_temp_name(&e.file_name().to_string_lossy()) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
@@ -445,7 +452,7 @@ mod tests {
         let d = tmpdir("bad");
         std::fs::create_dir_all(&d).unwrap();
         let f = IntentFile::in_dir(&d);
-        std::fs::write(d.join(format!("{INTENT_FILE}.tmp-1-0")), "half").unwrap();
+        let (left, _) = create_temp(f.path()).unwrap();
         std::fs::write(f.path(), "{\"version\": 1").unwrap();
         let e = f.load().unwrap_err().to_string();
         assert!(
@@ -455,7 +462,7 @@ mod tests {
             )),
             "{e}"
         );
-        assert!(!d.join(format!("{INTENT_FILE}.tmp-1-0")).exists());
+        assert!(!left.exists());
         let mut other = intent("a");
         other.version = 9;
         std::fs::write(f.path(), serde_json::to_vec(&other).unwrap()).unwrap();
