@@ -1267,6 +1267,41 @@ local_addresses = ["10.0.0.1"]
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A change whose save fails at the rename, after its publish, is taken
+    /// back: the running store is published again and nothing changed.
+    #[test]
+    fn a_change_published_but_not_saved_is_published_back() {
+        let dir = tmpdir("rollback");
+        let m = manager(&dir, 2);
+        let g = m.published_generation();
+        let slots = |m: &Manager| m.status().vips[0].backends[0].ring_slots;
+        let before = slots(&m);
+        assert!(before > 0);
+        // A directory in the intent file's place: the rename fails.
+        let intent = dir.join("intent").join("intent.json");
+        std::fs::remove_file(&intent).unwrap();
+        std::fs::create_dir_all(intent.join("x")).unwrap();
+        let e = m
+            .set_backend("v0", "10.0.1.1:8080", BackendAction::Drain, "")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(renaming the temporary file): "), "{e}");
+        // Published (g + 1), then the running store again (g + 2).
+        assert_eq!(m.published_generation(), g + 2);
+        let st = m.status();
+        assert_eq!(st.vips[0].backends[0].state, BackendState::Up);
+        assert_eq!(slots(&m), before);
+        let e = m
+            .apply_config(&text(1, None, "a"), "<api>", false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(renaming the temporary file): "), "{e}");
+        assert_eq!(m.status().vips.len(), 2);
+        assert_eq!(m.published_generation(), g + 4);
+        assert_same_as_full_build(&m);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// Relative `[mgmt.tls]` paths of an ApplyConfig resolve against the
     /// config file's directory, as the file's own did: the shared parse is
     /// copied for that, and the cached parse keeps the paths as written.
