@@ -24,9 +24,10 @@ use crate::local_ports::{self, LocalPorts, SetId};
 use crate::nat;
 use crate::neigh::{Binding, NeighborSync, Neighbors, Resolution, Slot};
 use crate::neigh_queue;
-use crate::pipeline::{PortInfo, Verdict};
+use crate::port::PortInfo;
 use crate::ppv2::{self, PpConfig, PpFlow, PpWorker};
 use crate::tstamp;
+use crate::verdict::Verdict;
 use crate::wire::{ip_proto, Fragment, L3Kind, Parsed};
 
 /// Local ports tried for one new full-NAT flow before giving up.
@@ -2378,7 +2379,8 @@ mod express_tests {
 
     use super::*;
     use crate::neigh::NeighborSync;
-    use crate::pipeline::{ports_from_config, Pipeline};
+    use crate::pipeline::Pipeline;
+    use crate::port::ports_from_config;
 
     const EXT: usize = 0;
     const INT: usize = 1;

@@ -39,7 +39,8 @@ use crate::io::{Burst, Frame, PortIo, BURST};
 use crate::lb::{Adopted, Prepared, IDLE_EXPIRE_BUDGET};
 use crate::neigh;
 use crate::neigh_queue::{Fate, NeighQueue};
-use crate::pipeline::{Pipeline, Verdict};
+use crate::pipeline::Pipeline;
+use crate::verdict::Verdict;
 
 // `poll_once` marks the prepared frames of a burst in a `u32`.
 const _: () = assert!(BURST <= 32);

@@ -14,7 +14,7 @@ use conf::counters::Counter;
 use conf::state::FlowStat;
 use dataplane::conntrack::{FlowKey, State};
 use dataplane::lb::{Adopted, Flow4or6};
-use dataplane::pipeline::Verdict;
+use dataplane::verdict::Verdict;
 use dataplane::wire::ip_proto;
 use etherparse::{
     ArpHardwareId, ArpOperation, ArpPacket, EtherType, LinkSlice, NetSlice, SlicedPacket,

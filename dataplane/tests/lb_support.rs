@@ -19,8 +19,10 @@ use dataplane::conntrack::Timeouts;
 use dataplane::io::MemPorts;
 use dataplane::lb::{Adopted, Lb};
 use dataplane::neigh::NeighborSync;
-use dataplane::pipeline::{ports_from_config, Pipeline, Verdict};
+use dataplane::pipeline::Pipeline;
+use dataplane::port::ports_from_config;
 use dataplane::standalone::adopted_from_config;
+use dataplane::verdict::Verdict;
 use dataplane::wire::parse_frame;
 use dataplane::worker::{Clock, Handoff, Poll, TablePoll, TableSource, Worker};
 use etherparse::{

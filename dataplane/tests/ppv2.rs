@@ -18,7 +18,8 @@ use dataplane::conntrack::{FlowKey, State, Timeouts};
 use dataplane::io::MemPorts;
 use dataplane::lb::Lb;
 use dataplane::neigh::NeighborSync;
-use dataplane::pipeline::{ports_from_config, Pipeline};
+use dataplane::pipeline::Pipeline;
+use dataplane::port::ports_from_config;
 use dataplane::ppv2::header::{Header, SIGNATURE};
 use dataplane::standalone::adopted_from_config;
 use dataplane::worker::{Clock, Handoff, NoTables, Poll, Worker};
@@ -947,7 +948,7 @@ fn without_room_to_grow_the_payload_is_split_too() {
     let mut frame = conn.c(f::ACK, c1, BISN + 1).data(&data).build();
     let v = n.w.pipeline.process(EXT, &mut frame);
     match v {
-        dataplane::pipeline::Verdict::Send { port, len } => {
+        dataplane::verdict::Verdict::Send { port, len } => {
             assert_eq!(port, INT);
             assert_eq!(len, frame.len());
             let s = decode(&frame[..len]);
