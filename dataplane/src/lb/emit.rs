@@ -1,0 +1,241 @@
+//! Where a frame leaves: routes to a data port and next hop, the next
+//! hop's MAC (or a wait for it), and the ARP requests and neighbour
+//! solicitations the worker should send.
+
+use std::net::IpAddr;
+
+use conf::counters::Counter;
+use conf::state::FlowStat;
+
+use super::count_drop;
+use super::FlowRec;
+use super::Lb;
+use crate::conntrack::EntryId;
+use crate::counters::Counters;
+use crate::nat;
+use crate::neigh::{Binding, Resolution, Slot};
+use crate::neigh_queue;
+use crate::port::PortInfo;
+use crate::verdict::Verdict;
+use crate::wire::Parsed;
+
+/// A full-NAT source pool entry: address, the data port it lives on, port range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalPool {
+    pub addr: IpAddr,
+    pub port: usize,
+    pub range: (u16, u16),
+}
+
+/// Where to send packets for an address: data port and next hop.
+#[derive(Clone, Debug, Default)]
+pub struct Routes {
+    /// (data port, subnets of the port, gateway)
+    pub ports: Vec<(usize, Vec<conf::IpNet>, Option<IpAddr>)>,
+    pub pools: Vec<LocalPool>,
+}
+
+impl Routes {
+    pub fn from_config(cfg: &conf::Config) -> Routes {
+        let mut r = Routes::default();
+        for (i, p) in cfg.ports.iter().enumerate() {
+            r.ports.push((i, p.addresses.clone(), p.gateway));
+            if let Some(range) = p.local_port_range {
+                for a in &p.local_addresses {
+                    r.pools.push(LocalPool {
+                        addr: *a,
+                        port: i,
+                        range,
+                    });
+                }
+            }
+        }
+        r
+    }
+
+    /// The data port and next hop for `dst`: on-link first, else a gateway of the same family.
+    pub fn route(&self, dst: IpAddr) -> Option<(usize, IpAddr)> {
+        if let Some((p, _, _)) = self
+            .ports
+            .iter()
+            .find(|(_, nets, _)| nets.iter().any(|n| n.contains(dst)))
+        {
+            return Some((*p, dst));
+        }
+        self.ports
+            .iter()
+            .find_map(|(p, _, gw)| gw.filter(|g| g.is_ipv4() == dst.is_ipv4()).map(|g| (*p, g)))
+    }
+
+    /// The full-NAT pool used towards a backend reached through `port`.
+    pub fn pool_for(&self, port: usize, v4: bool) -> Option<&LocalPool> {
+        self.pools
+            .iter()
+            .find(|l| l.port == port && l.addr.is_ipv4() == v4)
+            .or_else(|| self.pools.iter().find(|l| l.addr.is_ipv4() == v4))
+    }
+}
+
+/// An ARP request or neighbour solicitation the worker should send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeighRequest {
+    pub port: usize,
+    pub target: IpAddr,
+}
+
+impl Lb {
+    pub(super) fn want_neighbor(&mut self, port: usize, ip: IpAddr) {
+        match self.neighbors.resolve(ip, self.now_ms) {
+            Resolution::Request | Resolution::KnownRefresh(_) => {
+                let _ = self.requests.try_push(NeighRequest { port, target: ip });
+            }
+            _ => {}
+        }
+    }
+
+    /// Learns a binding seen on the wire and tells the other workers.
+    pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6]) {
+        if self.neighbors.learn(ip, mac, self.now_ms) && self.workers > 1 {
+            self.sync.share(self.worker, Binding { ip, mac });
+        }
+    }
+
+    /// Accounts for a translated client packet and sends it to the backend.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(super) fn client_sent(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        p: &Parsed,
+        id: Option<EntryId>,
+        rec: &FlowRec,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Verdict {
+        self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
+        self.vip_stats
+            .add(rec.vip_slot, FlowStat::Bytes, len as u64);
+        self.backend_stats
+            .add(rec.backend_slot, FlowStat::Packets, 1);
+        self.backend_stats
+            .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        let Some(frame) = buf.get_mut(..len) else {
+            return count_drop(counters, Counter::DropSlowpathUnhandled);
+        };
+        let v = self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters);
+        match (v, id) {
+            (Verdict::Send { port, len }, Some(id)) if rec.pp_on() => {
+                self.pp_client(id, buf, len, p, port, counters)
+            }
+            // A PROXY flow's segment cannot wait: its header and sequence
+            // shift are decided as it leaves.
+            (Verdict::Park { .. }, _) if rec.pp_on() => {
+                count_drop(counters, Counter::DropNeighborUnresolved)
+            }
+            _ => v,
+        }
+    }
+
+    /// Sends out of data port `out` to next hop `hop`, resolving its MAC.
+    pub(super) fn send_via(
+        &mut self,
+        frame: &mut [u8],
+        out: usize,
+        hop: IpAddr,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Verdict {
+        if ports.get(out).is_none() {
+            return count_drop(counters, Counter::DropNoRoute);
+        }
+        let slot = match self.neighbors.slot(hop) {
+            Some(slot) => slot,
+            // Unknown: a new pending entry with the request due now, or none
+            // for a full table.
+            None => {
+                if self.neighbors.resolve(hop, self.now_ms) == Resolution::Request {
+                    let _ = self.requests.try_push(NeighRequest {
+                        port: out,
+                        target: hop,
+                    });
+                }
+                return count_drop(counters, Counter::DropNeighborUnresolved);
+            }
+        };
+        self.send_to_hop(frame, out, slot, ports, counters)
+    }
+
+    /// Sends out of data port `out` to the next hop in neighbour slot `hop`.
+    #[inline(always)]
+    pub(super) fn send_to_hop(
+        &mut self,
+        frame: &mut [u8],
+        out: usize,
+        hop: Slot,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Verdict {
+        let Some(port) = ports.get(out) else {
+            return count_drop(counters, Counter::DropNoRoute);
+        };
+        let mac = match self.neighbors.resolve_at(hop, self.now_ms) {
+            Resolution::Known(m) => m,
+            Resolution::KnownRefresh(m) => {
+                self.request(out, hop);
+                m
+            }
+            r @ (Resolution::Request | Resolution::Pending) => {
+                if r == Resolution::Request {
+                    self.request(out, hop);
+                }
+                nat::set_macs(frame, port.mac, [0; 6]);
+                return Verdict::Park {
+                    port: out,
+                    len: frame.len(),
+                    hop,
+                };
+            }
+            Resolution::Full => {
+                return count_drop(counters, Counter::DropNeighborUnresolved);
+            }
+        };
+        nat::set_macs(frame, port.mac, mac);
+        Verdict::Send {
+            port: out,
+            len: frame.len(),
+        }
+    }
+
+    /// What becomes of a frame that has waited `waited_ms` for next hop
+    /// `hop` on `port` ([`Verdict::Park`]): sent once the hop is known,
+    /// asked for again while it is not, dropped after
+    /// [`neigh_queue::WAIT_MS`].
+    pub fn parked_fate(&mut self, port: usize, hop: Slot, waited_ms: u64) -> neigh_queue::Fate {
+        match self.neighbors.resolve_at(hop, self.now_ms) {
+            Resolution::Known(m) | Resolution::KnownRefresh(m) => neigh_queue::Fate::Send(m),
+            Resolution::Full => neigh_queue::Fate::Expire,
+            _ if waited_ms >= neigh_queue::WAIT_MS => neigh_queue::Fate::Expire,
+            Resolution::Request => {
+                self.request(port, hop);
+                neigh_queue::Fate::Wait
+            }
+            Resolution::Pending => {
+                if self
+                    .neighbors
+                    .ask_again(hop, self.now_ms, neigh_queue::ASK_EVERY_MS)
+                {
+                    self.request(port, hop);
+                }
+                neigh_queue::Fate::Wait
+            }
+        }
+    }
+
+    #[cold]
+    pub(super) fn request(&mut self, port: usize, hop: Slot) {
+        if let Some(target) = self.neighbors.ip_at(hop) {
+            let _ = self.requests.try_push(NeighRequest { port, target });
+        }
+    }
+}

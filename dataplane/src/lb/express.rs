@@ -1,0 +1,383 @@
+//! The express lane: packets of established flows in the common shapes
+//! take the same steps as the general path ([`Lb::handle`]) without
+//! building a `Parsed`, over a whole burst in passes so the connection
+//! table's cache misses overlap. Its differential tests against the general
+//! path are in `express/tests.rs`.
+
+use conf::counters::Counter;
+use conf::state::FlowStat;
+use conf::Mode;
+
+use super::count_drop;
+use super::rewrite::forward_drop;
+use super::Lb;
+use crate::conntrack::{Dir, FlowKey, Hint, KeyHash};
+use crate::counters::Counters;
+use crate::nat;
+use crate::port::PortInfo;
+use crate::ppv2::{self};
+use crate::tstamp;
+use crate::verdict::Verdict;
+use crate::wire::ip_proto;
+
+/// TCP flags the express lane looks at.
+pub(super) const TCP_SYN: u8 = 0x02;
+
+pub(super) const TCP_ACK: u8 = 0x10;
+
+/// The express lane's parse: the layout, the flow key and the TCP flags
+/// (0 for UDP) of a frame of the shape [`Lb::express`] takes, with the
+/// checks `parse_frame` makes of such a frame (`parse_fast` accepts every
+/// frame this does, with the same offsets) and those `client_packet` and
+/// `backend_packet` make before any state changes (TTL above 1, TCP flags
+/// valid). A SYN is refused: it may start a connection.
+#[inline(always)]
+pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
+    let rd =
+        |at: usize| -> Option<u16> { Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?])) };
+    let (l3, et) = match rd(12)? {
+        0x8100 => (18, rd(16)?),
+        et => (14, et),
+    };
+    let (v4, end, proto, mut key) = match et {
+        0x0800 => {
+            let h: &[u8; 20] = f.get(l3..l3 + 20)?.try_into().ok()?;
+            let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+            // Version 4 without options, within the frame, not a fragment, TTL > 1.
+            if h[0] != 0x45
+                || total < 20
+                || l3 + total > f.len()
+                || (h[6] & 0x3F) | h[7] != 0
+                || h[8] <= 1
+            {
+                return None;
+            }
+            // The header checksum verifies: the one's-complement sum is
+            // 0xFFFF, i.e. the plain sum is a non-zero multiple of 0xFFFF.
+            // Either byte order will do for that (RFC 1071 §2(B)).
+            let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            let sum = w(0) + w(4) + w(8) + w(12) + w(16);
+            if sum == 0 || sum % 0xFFFF != 0 {
+                return None;
+            }
+            let s = u32::from_ne_bytes([h[12], h[13], h[14], h[15]]).to_ne_bytes();
+            let d = u32::from_ne_bytes([h[16], h[17], h[18], h[19]]).to_ne_bytes();
+            (true, l3 + total, h[9], FlowKey::v4(s, d, 0, 0, h[9]))
+        }
+        0x86DD => {
+            let h: &[u8; 40] = f.get(l3..l3 + 40)?.try_into().ok()?;
+            let end = l3 + 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
+            if h[0] >> 4 != 6 || end > f.len() || h[7] <= 1 {
+                return None;
+            }
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&h[8..24]);
+            d.copy_from_slice(&h[24..40]);
+            (false, end, h[6], FlowKey::v6(s, d, 0, 0, h[6]))
+        }
+        _ => return None,
+    };
+    let l4 = l3 + if v4 { 20 } else { 40 };
+    let seg = f.get(l4..end)?;
+    let (udp, flags) = match proto {
+        ip_proto::TCP => {
+            let h = seg.get(..20)?;
+            let doff = usize::from(h[12] >> 4) * 4;
+            let flags = h[13];
+            if doff < 20
+                || doff > seg.len()
+                || flags & 0x02 != 0
+                || !crate::wire::tcp_flags_valid(crate::wire::TcpFlags(flags))
+            {
+                return None;
+            }
+            (false, flags)
+        }
+        ip_proto::UDP => {
+            let ulen = usize::from(u16::from_be_bytes([*seg.get(4)?, *seg.get(5)?]));
+            if ulen < 8 || ulen > seg.len() {
+                return None;
+            }
+            (true, 0)
+        }
+        _ => return None,
+    };
+    key.sport = u16::from_be_bytes([*seg.first()?, *seg.get(1)?]);
+    key.dport = u16::from_be_bytes([*seg.get(2)?, *seg.get(3)?]);
+    Some((nat::Layout { l3, l4, v4, udp }, key, flags))
+}
+
+/// A frame [`Lb::express_prepare`] took: its layout, flow key, TCP flags,
+/// the direction the key must have in the connection table (original: to
+/// a VIP; reply: to a full-NAT local address) and the key's index hash.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Prepared {
+    key: FlowKey,
+    hash: KeyHash,
+    /// Set by [`Lb::express_prefetch`] (none without it).
+    hint: Hint,
+    /// `nat::Layout`'s offsets (at most 18 and 58).
+    l3: u8,
+    l4: u8,
+    flags: u8,
+    /// [`PREP_V4`], [`PREP_UDP`], [`PREP_REPLY`].
+    bits: u8,
+}
+
+pub(super) const PREP_V4: u8 = 1;
+
+pub(super) const PREP_UDP: u8 = 2;
+
+/// The key must be a reply key (else an original key).
+pub(super) const PREP_REPLY: u8 = 4;
+
+/// The destination is no VIP or local address: only a DNAT reply (to an
+/// address the input port does not own) is the lane's.
+pub(super) const PREP_NOT_LOCAL: u8 = 8;
+
+impl Lb {
+    /// The express lane: a packet of an established flow, client -> VIP,
+    /// backend -> full-NAT local address or backend -> client (DNAT), in
+    /// the frame's most common shape
+    /// (Ethernet with at most one VLAN tag; IPv4 without options and not a
+    /// fragment, or IPv6 without extension headers; TCP without SYN, or
+    /// UDP), of a flow without PROXY protocol. Everything else, and every
+    /// packet this lane is unsure about, gets `None` before anything was
+    /// changed, and takes the general path (`parse_frame`, then
+    /// [`Lb::handle`]).
+    ///
+    /// For the packets it takes, the lane does what the general path does,
+    /// step for step and with the same functions (connection state,
+    /// [`nat::forward`]'s rewrite, statistics, next hop), without building
+    /// a `Parsed`: its header checks are those of `parse_frame` (IPv4
+    /// header checksum included) restricted to that shape.
+    ///
+    /// This is [`Lb::express_prepare`] then [`Lb::express_prepared`]; a
+    /// worker runs the two over a whole burst in separate passes, with
+    /// [`Lb::express_prefetch`] in between, so the connection table's cache
+    /// misses overlap.
+    #[inline]
+    pub fn express(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        in_port: usize,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Option<Verdict> {
+        let prep = self.express_prepare(buf.get(..len)?)?;
+        self.express_prepared(buf, len, &prep, in_port, ports, counters)
+    }
+
+    /// The express lane's first step, which changes nothing: parses the
+    /// frame, finds whether it is addressed to a VIP, to a full-NAT local
+    /// address in its pool's port range or to no address of ours (a DNAT
+    /// reply on its way to the client), hashes its key and starts loading
+    /// the connection table's index bucket for it. `None`: not a frame for
+    /// the lane (the general path takes it).
+    #[inline(always)]
+    pub fn express_prepare(&self, frame: &[u8]) -> Option<Prepared> {
+        let mut prep = Prepared::default();
+        self.express_prepare_into(frame, &mut prep).then_some(prep)
+    }
+
+    /// [`Lb::express_prepare`] into `out`, in place (a worker's array for
+    /// the burst). False: not a frame for the lane; `out` may have
+    /// changed, but means nothing.
+    #[inline(always)]
+    pub fn express_prepare_into(&self, frame: &[u8], out: &mut Prepared) -> bool {
+        self.express_prepare_opt(frame, out).is_some()
+    }
+
+    #[inline(always)]
+    pub(super) fn express_prepare_opt(&self, frame: &[u8], out: &mut Prepared) -> Option<()> {
+        #[cfg(test)]
+        if self.express_off {
+            return None;
+        }
+        let tables = self.tables.as_ref()?;
+        // Some flow may have to be reset: the general path checks each.
+        if tables.reset_pending {
+            return None;
+        }
+        let (at, key, flags) = express_parse(frame)?;
+        let mut not_local = false;
+        let dir = if tables
+            .vip_at(&key.dst, key.v6, key.dport, key.proto)
+            .is_some()
+        {
+            Dir::Original
+        } else {
+            let class = tables.class_of(&key.dst, key.v6);
+            match class.pool {
+                _ if class.vip => return None,
+                Some((lo, hi)) if key.dport < lo || key.dport > hi => return None,
+                Some(_) => {}
+                // Not a VIP or local address; unless a port owns it (checked
+                // once the flow is found), a DNAT reply.
+                None => not_local = true,
+            }
+            Dir::Reply
+        };
+        let hash = self.conntrack.hash_of(&key);
+        self.conntrack.prefetch_bucket(hash);
+        out.key = key;
+        out.hash = hash;
+        out.hint = Hint::default();
+        out.l3 = at.l3 as u8;
+        out.l4 = at.l4 as u8;
+        out.flags = flags;
+        out.bits = (u8::from(at.v4) * PREP_V4)
+            | (u8::from(at.udp) * PREP_UDP)
+            | (u8::from(dir == Dir::Reply) * PREP_REPLY)
+            | (u8::from(not_local) * PREP_NOT_LOCAL);
+        Some(())
+    }
+
+    /// The express lane's second step, a hint that changes nothing: starts
+    /// loading the connection-table entry of a prepared frame (its index
+    /// bucket should have arrived since [`Lb::express_prepare`]).
+    #[inline(always)]
+    pub fn express_prefetch(&self, prep: &mut Prepared) {
+        prep.hint = self.conntrack.prefetch_entry(prep.hash);
+    }
+
+    /// The express lane's last step: the frame in `buf[..len]`, which
+    /// [`Lb::express_prepare`] prepared as `prep` in this poll iteration
+    /// (same tables; the frame unchanged since), as [`Lb::express`] takes
+    /// it. `None`, with nothing changed: the general path takes the frame.
+    #[inline(always)]
+    pub fn express_prepared(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        prep: &Prepared,
+        in_port: usize,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+    ) -> Option<Verdict> {
+        let frame = buf.get_mut(..len)?;
+        let Prepared {
+            ref key,
+            hash,
+            hint,
+            l3,
+            l4,
+            flags,
+            bits,
+        } = *prep;
+        let at = nat::Layout {
+            l3: usize::from(l3),
+            l4: usize::from(l4),
+            v4: bits & PREP_V4 != 0,
+            udp: bits & PREP_UDP != 0,
+        };
+        let dir = if bits & PREP_REPLY != 0 {
+            Dir::Reply
+        } else {
+            Dir::Original
+        };
+        let now = self.now_ms;
+        let (id, found) = self.conntrack.lookup_hinted(key, hash, hint, now)?;
+        if found != dir {
+            return None;
+        }
+        let e = self.conntrack.get(id);
+        // PROXY protocol flows once past their header: only sequence or
+        // acknowledgement numbers move (no SYN: the SYN-ACK's MSS is clamped
+        // on the general path; replies need the ACK they translate).
+        if e.value.pp_on()
+            && !(e.value.pp.steady()
+                && !at.udp
+                && flags & TCP_SYN == 0
+                && (dir == Dir::Original || flags & TCP_ACK != 0))
+        {
+            return None;
+        }
+        // As `handle`: a packet to an address the port owns is not a DNAT
+        // reply (the local stack takes it).
+        if bits & PREP_NOT_LOCAL != 0
+            && (e.value.mode != Mode::Dnat
+                || ports
+                    .get(in_port)
+                    .is_none_or(|port| port.owns_any(key.dst_ip())))
+        {
+            return None;
+        }
+        #[cfg(test)]
+        {
+            self.express_taken += 1;
+        }
+        // As `client_packet` (original) or `backend_packet` (reply) from here on.
+        if at.udp {
+            self.conntrack.touch(id, now);
+        } else {
+            self.conntrack.update_tcp(id, dir, flags, now);
+        }
+        let e = self.conntrack.get(id);
+        let rec = &e.value;
+        // The packet becomes the other key reversed.
+        let other = e.key(dir.reverse());
+        if other.v6 != key.v6 {
+            return Some(count_drop(counters, Counter::DropSlowpathUnhandled));
+        }
+        let (src, deltas) = match dir {
+            Dir::Original => (
+                (rec.mode == Mode::FullNat).then_some((&other.dst, other.dport)),
+                rec.fwd,
+            ),
+            Dir::Reply => (Some((&other.dst, other.dport)), rec.rev),
+        };
+        let dst = Some((&other.src, other.sport));
+        if let Err(err) = nat::forward_with(frame, at, src, dst, deltas) {
+            return Some(count_drop(counters, forward_drop(err)));
+        }
+        if rec.ts_on() {
+            let seg = frame.get_mut(at.l4..)?;
+            match dir {
+                Dir::Original => tstamp::shift_tsval(seg, rec.ts_delta),
+                Dir::Reply => tstamp::unshift_tsecr(seg, rec.ts_delta),
+            }
+        }
+        let rec = *rec;
+        self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
+        self.vip_stats
+            .add(rec.vip_slot, FlowStat::Bytes, len as u64);
+        self.backend_stats
+            .add(rec.backend_slot, FlowStat::Packets, 1);
+        self.backend_stats
+            .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        // PROXY protocol: as `pp_client` / `PpFlow::backend_segment` do for
+        // a steady flow, at the same points.
+        let segment = |frame: &[u8]| ppv2::seg::locate_at(frame, !at.v4, at.l3, at.l4);
+        if dir == Dir::Original {
+            let v = self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters);
+            if rec.pp_on() && matches!(v, Verdict::Park { .. }) {
+                return Some(count_drop(counters, Counter::DropNeighborUnresolved));
+            }
+            if rec.pp_on() && matches!(v, Verdict::Send { .. }) {
+                let Some(s) = segment(frame) else {
+                    return Some(count_drop(counters, Counter::DropPpBadSegment));
+                };
+                rec.pp.shift_client(frame, &s);
+            }
+            return Some(v);
+        }
+        if rec.pp_on() {
+            let Some(s) = segment(frame) else {
+                return Some(count_drop(counters, Counter::DropPpBadSegment));
+            };
+            rec.pp.map_backend(frame, &s);
+        }
+        let out = rec.client_port as usize;
+        let Some(port) = ports.get(out) else {
+            return Some(count_drop(counters, Counter::DropNoRoute));
+        };
+        nat::set_macs(frame, port.mac, rec.client_mac);
+        Some(Verdict::Send { port: out, len })
+    }
+}
+
+#[cfg(test)]
+mod tests;
