@@ -11,14 +11,13 @@ use conf::counters::Counter;
 use crate::counters::Counters;
 use crate::lb::Lb;
 use crate::port::{PortInfo, PortRole};
-use crate::slowpath::{self, Outcome, OwnedAddrs, SlowDrop};
+use crate::slowpath::{self, Outcome, OwnedAddrs};
 use crate::verdict::Verdict;
 use crate::wire::{self, ip_proto, L3Kind, Malformed};
 
 pub struct Pipeline {
     ports: Vec<PortInfo>,
     pub counters: Counters,
-    malformed: [Counter; Malformed::COUNT],
     pub lb: Lb,
     last_in_port: usize,
 }
@@ -28,7 +27,6 @@ impl Pipeline {
         Pipeline {
             ports,
             counters: Counters::default(),
-            malformed: malformed_counters(),
             lb,
             last_in_port: 0,
         }
@@ -173,26 +171,12 @@ impl Pipeline {
         }
     }
 
-    fn slow_drop(&mut self, reason: SlowDrop) -> Verdict {
-        let c = match reason {
-            SlowDrop::Malformed(m) => {
-                self.counters.inc(Counter::DropMalformed);
-                self.malformed[m.index()]
-            }
-            SlowDrop::Unhandled => Counter::DropSlowpathUnhandled,
-            SlowDrop::NotOurs => Counter::DropNotLocal,
-            SlowDrop::ArpNotOurs => Counter::DropArpNotOurs,
-            SlowDrop::ArpBadOp => Counter::DropArpBadOp,
-            SlowDrop::ArpBadSender => Counter::DropArpBadSender,
-            SlowDrop::IcmpNotOurs => Counter::DropIcmpNotOurs,
-            SlowDrop::IcmpBadChecksum => Counter::DropIcmpBadChecksum,
-            SlowDrop::IcmpBadSource => Counter::DropIcmpBadSource,
-            SlowDrop::NdBadHopLimit => Counter::DropNdBadHopLimit,
-            SlowDrop::NdInvalid => Counter::DropNdInvalid,
-            SlowDrop::NdBadOption => Counter::DropNdBadOption,
-            SlowDrop::NdNotOurs => Counter::DropNdNotOurs,
-        };
-        self.drop(c)
+    /// A frame that failed parsing: counted under its reason and under
+    /// `drop_malformed`, their sum.
+    #[cold]
+    fn malformed(&mut self, reason: Malformed) -> Verdict {
+        self.counters.inc(Counter::DropMalformed);
+        self.drop(reason.counter())
     }
 
     /// Acts on a slow-path outcome for a frame addressed to port `in_port`.
@@ -217,7 +201,7 @@ impl Pipeline {
             }
             Outcome::ToHost { .. } if vip => self.drop(Counter::DropVipUnhandled),
             Outcome::ToHost { .. } => self.host_bound(twin, len),
-            Outcome::Drop { reason, .. } => self.slow_drop(reason),
+            Outcome::Drop { reason, .. } => self.drop(reason),
         }
     }
 
@@ -235,7 +219,7 @@ impl Pipeline {
         let mac = port.mac;
         let frame = &mut buf[..len];
         if len < wire::ethernet::HEADER_LEN {
-            return self.slow_drop(SlowDrop::Malformed(Malformed::TruncatedEthernet));
+            return self.malformed(Malformed::TruncatedEthernet);
         }
         let group = frame[0] & 1 == 1;
         if !group && frame[..6] != mac {
@@ -257,7 +241,7 @@ impl Pipeline {
             Some(p) => p,
             None => match wire::parse_views(frame, &opts) {
                 Ok(p) => p,
-                Err(m) => return self.slow_drop(SlowDrop::Malformed(m)),
+                Err(m) => return self.malformed(m),
             },
         };
         match parsed.l3 {
@@ -346,14 +330,4 @@ impl Pipeline {
             _ => self.drop(Counter::DropUnknownEthertype),
         }
     }
-}
-
-/// Maps each parse failure to its `drop_<reason>` counter.
-fn malformed_counters() -> [Counter; Malformed::COUNT] {
-    let mut table = [Counter::DropMalformed; Malformed::COUNT];
-    for m in Malformed::ALL {
-        let name = format!("drop_{}", m.counter_name());
-        table[m.index()] = Counter::from_name(&name).unwrap_or(Counter::DropMalformed);
-    }
-    table
 }

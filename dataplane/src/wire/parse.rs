@@ -3,6 +3,8 @@
 
 use core::fmt;
 
+use conf::counters::Counter;
+
 use super::arp::{self, ArpPacket};
 use super::ethernet::{ethertype, EthernetFrame, HEADER_LEN as ETH_HEADER_LEN};
 use super::ip_proto;
@@ -12,10 +14,11 @@ use super::tcp::TcpFlags;
 use super::{rd16, WireError};
 
 macro_rules! malformed {
-    ($( $(#[$doc:meta])* $variant:ident => $name:literal, )*) => {
-        /// Why a frame was rejected by [`parse_frame`]. Each reason has a stable
-        /// counter name ([`Malformed::counter_name`]) and a dense index
-        /// ([`Malformed::index`]) for per-reason counter arrays.
+    ($( $(#[$doc:meta])* $variant:ident => $counter:ident, )*) => {
+        /// Why a frame was rejected by [`parse_frame`]. Each reason is
+        /// counted under its own drop counter ([`Malformed::counter`], named
+        /// `drop_` and [`Malformed::counter_name`]) and has a dense index
+        /// ([`Malformed::index`]) for per-reason arrays.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[repr(u8)]
         pub enum Malformed {
@@ -28,10 +31,10 @@ macro_rules! malformed {
             /// Number of reasons.
             pub const COUNT: usize = Self::ALL.len();
 
-            /// Stable name for drop counters (snake_case, never changes).
-            pub fn counter_name(&self) -> &'static str {
+            /// The drop counter this reason is counted under.
+            pub const fn counter(self) -> Counter {
                 match self {
-                    $( Malformed::$variant => $name, )*
+                    $( Malformed::$variant => Counter::$counter, )*
                 }
             }
         }
@@ -40,57 +43,65 @@ macro_rules! malformed {
 
 malformed! {
     /// Shorter than 14 bytes.
-    TruncatedEthernet => "truncated_ethernet",
+    TruncatedEthernet => DropTruncatedEthernet,
     /// 802.1Q tag present but the frame ends inside it.
-    TruncatedVlan => "truncated_vlan",
+    TruncatedVlan => DropTruncatedVlan,
     /// Two VLAN tags (or an 802.1ad outer tag).
-    QinQ => "vlan_qinq",
+    VlanQinq => DropVlanQinq,
     /// ARP shorter than 28 bytes.
-    TruncatedArp => "truncated_arp",
+    TruncatedArp => DropTruncatedArp,
     /// ARP for something other than Ethernet/IPv4.
-    ArpUnsupported => "arp_unsupported",
+    ArpUnsupported => DropArpUnsupported,
     /// IPv4 header shorter than 20 bytes or than its IHL.
-    TruncatedIpv4 => "truncated_ipv4",
+    TruncatedIpv4 => DropTruncatedIpv4,
     /// EtherType IPv4 but version is not 4.
-    Ipv4BadVersion => "ipv4_bad_version",
+    Ipv4BadVersion => DropIpv4BadVersion,
     /// IHL < 5.
-    Ipv4BadIhl => "ipv4_bad_ihl",
+    Ipv4BadIhl => DropIpv4BadIhl,
     /// Total length below the header length or beyond the frame.
-    Ipv4BadTotalLength => "ipv4_bad_total_length",
+    Ipv4BadTotalLength => DropIpv4BadTotalLength,
     /// Header checksum does not verify.
-    Ipv4BadChecksum => "ipv4_bad_checksum",
+    Ipv4BadChecksum => DropIpv4BadChecksum,
     /// Fragment would extend past 65535 bytes.
-    Ipv4BadFragment => "ipv4_bad_fragment",
+    Ipv4BadFragment => DropIpv4BadFragment,
     /// Shorter than the 40-byte IPv6 header.
-    TruncatedIpv6 => "truncated_ipv6",
+    TruncatedIpv6 => DropTruncatedIpv6,
     /// EtherType IPv6 but version is not 6.
-    Ipv6BadVersion => "ipv6_bad_version",
+    Ipv6BadVersion => DropIpv6BadVersion,
     /// Payload length beyond the frame.
-    Ipv6BadPayloadLength => "ipv6_bad_payload_length",
+    Ipv6BadPayloadLength => DropIpv6BadPayloadLength,
     /// An extension header runs past the payload.
-    Ipv6TruncatedExtHeader => "ipv6_truncated_ext_header",
+    Ipv6TruncatedExtHeader => DropIpv6TruncatedExtHeader,
     /// Hop-by-hop not first, or a second fragment header.
-    Ipv6BadExtHeader => "ipv6_bad_ext_header",
+    Ipv6BadExtHeader => DropIpv6BadExtHeader,
     /// More extension headers than the walk allows.
-    Ipv6TooManyExtHeaders => "ipv6_too_many_ext_headers",
+    Ipv6TooManyExtHeaders => DropIpv6TooManyExtHeaders,
     /// Fragment past 65535 bytes, or a non-final fragment whose length is
     /// not a multiple of 8 (RFC 8200 §4.5).
-    Ipv6BadFragment => "ipv6_bad_fragment",
+    Ipv6BadFragment => DropIpv6BadFragment,
     /// TCP header shorter than 20 bytes.
-    TruncatedTcp => "truncated_tcp",
+    TruncatedTcp => DropTruncatedTcp,
     /// TCP data offset < 5 or beyond the segment.
-    TcpBadDataOffset => "tcp_bad_data_offset",
+    TcpBadDataOffset => DropTcpBadDataOffset,
     /// UDP header shorter than 8 bytes.
-    TruncatedUdp => "truncated_udp",
+    TruncatedUdp => DropTruncatedUdp,
     /// UDP length field < 8 or beyond the IP payload.
-    UdpBadLength => "udp_bad_length",
+    UdpBadLength => DropUdpBadLength,
     /// ICMP message shorter than 8 bytes.
-    TruncatedIcmpv4 => "truncated_icmpv4",
+    TruncatedIcmpv4 => DropTruncatedIcmpv4,
     /// ICMPv6 message shorter than 8 bytes.
-    TruncatedIcmpv6 => "truncated_icmpv6",
+    TruncatedIcmpv6 => DropTruncatedIcmpv6,
 }
 
 impl Malformed {
+    /// The reason's name: its counter's without the `drop_` every drop
+    /// counter's name starts with (snake_case, never changes).
+    pub fn counter_name(&self) -> &'static str {
+        // Every `Malformed` counter is a drop counter (`drop_...`): see
+        // the test `every_reason_has_its_own_drop_counter`.
+        &self.counter().name()["drop_".len()..]
+    }
+
     /// Dense index in `0..COUNT`, equal to the position in [`Malformed::ALL`].
     pub fn index(self) -> usize {
         self as usize
@@ -367,7 +378,7 @@ fn ipv4_header_ok(h: &[u8]) -> bool {
 /// [`parse_frame_with`] through the views: every frame, every error.
 pub(crate) fn parse_views(buf: &[u8], opts: &ParseOptions) -> Result<Parsed, Malformed> {
     let eth = EthernetFrame::new_checked(buf).map_err(|e| match e {
-        WireError::QinQ => Malformed::QinQ,
+        WireError::QinQ => Malformed::VlanQinq,
         _ if buf.len() < ETH_HEADER_LEN => Malformed::TruncatedEthernet,
         _ => Malformed::TruncatedVlan,
     })?;
