@@ -1,7 +1,9 @@
 //! The per-frame decision: what a worker does with one received frame.
 //!
 //! Sans-IO: `process` takes the frame's bytes (rewritten in place when the
-//! appliance answers) and returns a [`Verdict`]; the worker loop does the I/O.
+//! appliance answers) and returns a [`Verdict`]; the worker loop does the I/O,
+//! and pulls whatever else the pipeline wants sent through
+//! [`Pipeline::poll_transmit`].
 //! Every drop names the counter it was counted under.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -9,16 +11,35 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use conf::counters::Counter;
 
 use crate::counters::Counters;
-use crate::lb::Lb;
+use crate::io::Frame;
+use crate::lb::{Adopted, Lb, Prepared};
+use crate::neigh::Slot;
+use crate::neigh_queue::Fate;
 use crate::port::{PortInfo, PortRole};
 use crate::slowpath::{self, Outcome, OwnedAddrs};
 use crate::verdict::Verdict;
 use crate::wire::{self, ip_proto, L3Kind, Malformed};
 
+/// What the express lane already made of a frame of a burst (see
+/// [`Pipeline::express_prepare`]), for [`Pipeline::process_in_lane`].
+#[derive(Clone, Copy, Debug)]
+pub enum Lane<'p> {
+    /// Not asked: the pipeline asks the lane, then takes the general path.
+    Unasked,
+    /// Prepared in this poll iteration (same tables, frame unchanged
+    /// since): the lane with this preparation, else the general path.
+    Prepared(&'p Prepared),
+    /// Declined in this poll iteration (frame unchanged since): the
+    /// general path, without asking the lane again.
+    Declined,
+}
+
+/// One worker's packet path: the ports, the counters, and the
+/// load-balancing state, behind the calls a worker loop makes.
 pub struct Pipeline {
     ports: Vec<PortInfo>,
-    pub counters: Counters,
-    pub lb: Lb,
+    counters: Counters,
+    lb: Lb,
     last_in_port: usize,
 }
 
@@ -39,6 +60,84 @@ impl Pipeline {
 
     pub fn ports(&self) -> &[PortInfo] {
         &self.ports
+    }
+
+    /// This worker's counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Counts what the worker loop saw (a handed-over frame, a full queue).
+    #[inline]
+    pub fn count(&mut self, c: Counter) {
+        self.counters.inc(c);
+    }
+
+    /// The load-balancing state, to look at (tests, benchmarks): the
+    /// pipeline's calls are the only way to change it.
+    pub fn lb(&self) -> &Lb {
+        &self.lb
+    }
+
+    /// This worker's index.
+    pub fn worker(&self) -> usize {
+        self.lb.worker()
+    }
+
+    /// The `now` of the last [`Pipeline::tick`], in milliseconds.
+    pub fn now_ms(&self) -> u64 {
+        self.lb.now_ms()
+    }
+
+    /// Housekeeping once per poll iteration: the clock, bindings from other
+    /// workers, a slice of expiry, PROXY header retransmissions.
+    pub fn tick(&mut self, now_ms: u64) {
+        self.lb.tick(now_ms, &mut self.counters);
+    }
+
+    /// Examines up to `budget` more connection-table entries for expiry.
+    pub fn expire(&mut self, budget: usize) {
+        self.lb.expire(budget, &mut self.counters);
+    }
+
+    /// The generation of the adopted tables, if any.
+    pub fn generation(&self) -> Option<u64> {
+        self.lb.generation()
+    }
+
+    /// Switches to a new table generation (see [`Lb::adopt`]).
+    pub fn adopt(&mut self, t: Adopted<'static>) {
+        self.lb.adopt(t);
+    }
+
+    /// Learns a neighbour binding (and tells the other workers).
+    pub fn learn(&mut self, ip: std::net::IpAddr, mac: [u8; 6]) {
+        self.lb.learn(ip, mac);
+    }
+
+    /// What becomes of a frame that has waited `waited_ms` for next hop
+    /// `hop` on `port` ([`Verdict::Park`]).
+    pub fn parked_fate(&mut self, port: usize, hop: Slot, waited_ms: u64) -> Fate {
+        self.lb.parked_fate(port, hop, waited_ms)
+    }
+
+    /// Whether [`Pipeline::poll_transmit`] has a frame: cheap, for after
+    /// every frame.
+    #[inline(always)]
+    pub fn wants_transmit(&self) -> bool {
+        self.lb.wants_transmit()
+    }
+
+    /// The next frame the pipeline wants sent that no received frame
+    /// carries (a neighbour request, the rest of a split segment, a PROXY
+    /// header on its own), built in a frame `alloc` gives for its length,
+    /// and the port it leaves by. `None`: nothing left.
+    pub fn poll_transmit<F: Frame>(
+        &mut self,
+        alloc: impl FnMut(usize) -> Option<F>,
+    ) -> Option<(usize, F)> {
+        self.lb
+            .poll_transmit(&self.ports, &mut self.counters, alloc)
     }
 
     /// Counts a frame refused before parsing (e.g. a chained mbuf).
@@ -66,25 +165,32 @@ impl Pipeline {
         Verdict::Drop(reason)
     }
 
-    /// Decides the fate of one frame received on `in_port`; the frame is
-    /// the whole of `frame` and cannot grow.
-    pub fn process(&mut self, in_port: usize, frame: &mut [u8]) -> Verdict {
-        let len = frame.len();
-        self.process_buf(in_port, frame, len)
-    }
-
-    /// Decides the fate of the frame in `buf[..len]`; the rest of `buf` is
-    /// room the frame may grow into (a returned `Send` length may exceed `len`).
-    pub fn process_buf(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
+    /// Decides the fate of the frame in `buf[..len]` received on
+    /// `in_port`; the rest of `buf` is room the frame may grow into (a
+    /// returned `Send` length may exceed `len`).
+    pub fn process(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
         self.process_with(in_port, buf, len, true)
     }
 
-    /// [`Pipeline::process_buf`] for a frame of data port `in_port`,
-    /// addressed to its MAC ([`Pipeline::express_port`]), that the express
-    /// lane declined in this poll iteration ([`Lb::express_prepare`] or
-    /// [`Lb::express_prepared`] said no, and nothing changed the frame
-    /// since): the general path, without asking the lane again.
-    pub fn process_declined(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
+    /// [`Pipeline::process`] for a frame of a burst of data port
+    /// `in_port`, addressed to its MAC ([`Pipeline::express_port`]), with
+    /// what the express lane made of it in this poll iteration.
+    #[inline(always)]
+    pub fn process_in_lane(
+        &mut self,
+        in_port: usize,
+        buf: &mut [u8],
+        len: usize,
+        lane: Lane<'_>,
+    ) -> Verdict {
+        match lane {
+            Lane::Unasked => self.process(in_port, buf, len),
+            Lane::Declined => self.process_declined(in_port, buf, len),
+            Lane::Prepared(prep) => self.process_prepared(in_port, buf, len, prep),
+        }
+    }
+
+    fn process_declined(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
         self.process_with(in_port, buf, len, false)
     }
 
@@ -121,28 +227,40 @@ impl Pipeline {
 
     /// Whether frames received on `in_port` may go to the express lane's
     /// burst passes, and the MAC they must be addressed to: a data port's
-    /// (what `process_buf` checks before the lane).
+    /// (what `process` checks before the lane).
     #[inline]
     pub fn express_port(&self, in_port: usize) -> Option<[u8; 6]> {
         match self.ports.get(in_port) {
-            Some(p) if matches!(p.role, PortRole::Data { .. }) && self.lb.tables.is_some() => {
+            Some(p) if matches!(p.role, PortRole::Data { .. }) && self.lb.tables().is_some() => {
                 Some(p.mac)
             }
             _ => None,
         }
     }
 
-    /// [`Pipeline::process_buf`] for a frame of data port `in_port`,
-    /// addressed to its MAC ([`Pipeline::express_port`]), that
-    /// [`Lb::express_prepare`] prepared as `prep`: the express lane with
-    /// that preparation, else the general path.
+    /// The express lane's first pass over a frame addressed to the MAC of
+    /// [`Pipeline::express_port`]; changes nothing. False: the lane
+    /// declines it. See [`Lb::express`].
     #[inline(always)]
-    pub fn process_prepared(
+    pub fn express_prepare(&self, frame: &[u8], out: &mut Prepared) -> bool {
+        self.lb.express_prepare(frame, out)
+    }
+
+    /// The express lane's second pass over a prepared frame: starts
+    /// loading its connection-table entry. Changes nothing else.
+    #[inline(always)]
+    pub fn express_prefetch(&self, prep: &mut Prepared) {
+        self.lb.express_prefetch(prep);
+    }
+
+    /// The express lane with the preparation `prep`, else the general path.
+    #[inline(always)]
+    fn process_prepared(
         &mut self,
         in_port: usize,
         buf: &mut [u8],
         len: usize,
-        prep: &crate::lb::Prepared,
+        prep: &Prepared,
     ) -> Verdict {
         let Pipeline {
             lb,
@@ -150,7 +268,7 @@ impl Pipeline {
             counters,
             ..
         } = self;
-        match lb.express_prepared(buf, len, prep, in_port, ports, counters) {
+        match lb.express(buf, len, prep, in_port, ports, counters) {
             Some(v) => {
                 self.last_in_port = in_port;
                 self.counters.inc(Counter::RxPackets);
@@ -226,11 +344,14 @@ impl Pipeline {
             return self.drop(Counter::DropNotOurMac);
         }
         if express {
-            if let Some(v) = self
-                .lb
-                .express(buf, len, in_port, &self.ports, &mut self.counters)
-            {
-                return v;
+            let mut prep = Prepared::default();
+            if self.lb.express_prepare(frame, &mut prep) {
+                if let Some(v) =
+                    self.lb
+                        .express(buf, len, &prep, in_port, &self.ports, &mut self.counters)
+                {
+                    return v;
+                }
             }
         }
         let frame = &mut buf[..len];
@@ -249,7 +370,7 @@ impl Pipeline {
                 let o = slowpath::arp_parsed(frame, &parsed, mac, |ip| port.owns_v4(ip));
                 self.slow(in_port, twin, len, false, o, Counter::ArpReplies)
             }
-            L3Kind::Ipv4 | L3Kind::Ipv6 if self.lb.tables.is_some() => {
+            L3Kind::Ipv4 | L3Kind::Ipv6 if self.lb.tables().is_some() => {
                 let Pipeline {
                     lb,
                     ports,

@@ -152,7 +152,7 @@ fn node() -> Node {
     );
     for v in &cfg.vips {
         for b in &v.backends {
-            lb.neighbors.learn(b.address, BACKEND_MAC, 0);
+            lb.seed_neighbor(b.address, BACKEND_MAC);
         }
     }
     lb.adopt(adopted_from_config(&cfg, 1).expect("tables"));
@@ -197,7 +197,7 @@ impl Node {
     }
 
     fn counter(&self, c: Counter) -> u64 {
-        self.w.pipeline.counters.get(c)
+        self.w.pipeline.counters().get(c)
     }
 
     fn tick(&mut self, ms: u64) -> Vec<Seen> {
@@ -219,7 +219,7 @@ impl Node {
             }
             _ => unreachable!(),
         };
-        let ct = &self.w.pipeline.lb.conntrack;
+        let ct = self.w.pipeline.lb().conntrack();
         let (id, _) = ct.lookup(&key, 0).expect("flow tracked");
         ct.get(id).value
     }
@@ -231,7 +231,7 @@ impl Node {
             }
             _ => unreachable!(),
         };
-        let ct = &self.w.pipeline.lb.conntrack;
+        let ct = self.w.pipeline.lb().conntrack();
         let (id, _) = ct.lookup(&key, 0).expect("flow tracked");
         ct.get(id).state()
     }
@@ -946,7 +946,8 @@ fn without_room_to_grow_the_payload_is_split_too() {
     let c1 = ISN.wrapping_add(1);
     let data = vec![0x5a; 300];
     let mut frame = conn.c(f::ACK, c1, BISN + 1).data(&data).build();
-    let v = n.w.pipeline.process(EXT, &mut frame);
+    let len = frame.len();
+    let v = n.w.pipeline.process(EXT, &mut frame, len);
     match v {
         dataplane::verdict::Verdict::Send { port, len } => {
             assert_eq!(port, INT);
@@ -959,7 +960,7 @@ fn without_room_to_grow_the_payload_is_split_too() {
         other => panic!("{other:?}"),
     }
     // The rest was queued for the worker.
-    assert_eq!(n.w.pipeline.lb.pp.emits.len(), 1);
+    assert_eq!(n.w.pipeline.lb().pp().emits.len(), 1);
 }
 
 #[test]
@@ -1017,7 +1018,7 @@ fn send_on_connect_puts_the_header_in_the_handshake_ack_and_retransmits_it() {
     );
     assert_eq!(banner.ack, c1);
     assert!(n.tick(5000).is_empty(), "acknowledged: the timer stops");
-    assert_eq!(n.w.pipeline.lb.pp.timers.active(), 0);
+    assert_eq!(n.w.pipeline.lb().pp().timers.active(), 0);
     // The client's bare ACK and data are shifted now.
     let a = n.one(&conn.c(f::ACK, c1, BISN + 9));
     assert_eq!(a.seq, c1.wrapping_add(l));
@@ -1039,7 +1040,7 @@ fn send_on_connect_timer_stops_when_the_connection_resets() {
     assert_eq!(rst.flags & f::RST, f::RST);
     assert_eq!(n.state(client, vips), State::Closed);
     assert!(n.tick(200).is_empty());
-    assert_eq!(n.w.pipeline.lb.pp.timers.active(), 0);
+    assert_eq!(n.w.pipeline.lb().pp().timers.active(), 0);
 }
 
 #[test]

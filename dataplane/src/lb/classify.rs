@@ -162,7 +162,7 @@ impl Lb {
     /// (a PROXY header), so a `Send` may carry a larger length. `p` is what
     /// `parse_frame` returned for the frame (the rewrites trust its offsets).
     #[inline(always)]
-    pub fn handle(
+    pub(crate) fn handle(
         &mut self,
         buf: &mut [u8],
         len: usize,

@@ -12,8 +12,9 @@ use super::FlowRec;
 use super::Lb;
 use crate::conntrack::EntryId;
 use crate::counters::Counters;
+use crate::io::Frame;
 use crate::nat;
-use crate::neigh::{Binding, Resolution, Slot};
+use crate::neigh::{self, Binding, Resolution, Slot};
 use crate::neigh_queue;
 use crate::port::PortInfo;
 use crate::verdict::Verdict;
@@ -94,7 +95,7 @@ impl Lb {
     }
 
     /// Learns a binding seen on the wire and tells the other workers.
-    pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6]) {
+    pub(crate) fn learn(&mut self, ip: IpAddr, mac: [u8; 6]) {
         if self.neighbors.learn(ip, mac, self.now_ms) && self.workers > 1 {
             self.sync.share(self.worker, Binding { ip, mac });
         }
@@ -211,7 +212,12 @@ impl Lb {
     /// `hop` on `port` ([`Verdict::Park`]): sent once the hop is known,
     /// asked for again while it is not, dropped after
     /// [`neigh_queue::WAIT_MS`].
-    pub fn parked_fate(&mut self, port: usize, hop: Slot, waited_ms: u64) -> neigh_queue::Fate {
+    pub(crate) fn parked_fate(
+        &mut self,
+        port: usize,
+        hop: Slot,
+        waited_ms: u64,
+    ) -> neigh_queue::Fate {
         match self.neighbors.resolve_at(hop, self.now_ms) {
             Resolution::Known(m) | Resolution::KnownRefresh(m) => neigh_queue::Fate::Send(m),
             Resolution::Full => neigh_queue::Fate::Expire,
@@ -237,5 +243,89 @@ impl Lb {
         if let Some(target) = self.neighbors.ip_at(hop) {
             let _ = self.requests.try_push(NeighRequest { port, target });
         }
+    }
+}
+
+/// Room for a generated ARP request or neighbour solicitation.
+const REQUEST_FRAME_LEN: usize = 86;
+
+impl Lb {
+    /// Whether [`Lb::poll_transmit`] has a frame: two loads, for after
+    /// every received frame (the rest of a split segment must leave right
+    /// behind its first part).
+    #[inline(always)]
+    pub(crate) fn wants_transmit(&self) -> bool {
+        !self.requests.is_empty() || !self.pp.emits.is_empty()
+    }
+
+    /// The next frame this worker wants sent that no received frame
+    /// carries, and the port it leaves by: a neighbour request (written
+    /// here, from the port's own address), then the PROXY protocol's extra
+    /// frames (the rest of a split segment, a header sent on its own or
+    /// again) in the order they were made. `alloc` gives a frame of the
+    /// length asked for. A frame that cannot be made (no buffer) is counted
+    /// and skipped; `None`: nothing left.
+    pub(crate) fn poll_transmit<F: Frame>(
+        &mut self,
+        ports: &[PortInfo],
+        counters: &mut Counters,
+        mut alloc: impl FnMut(usize) -> Option<F>,
+    ) -> Option<(usize, F)> {
+        while let Some(req) = self.requests.pop() {
+            let Some(info) = ports.get(req.port) else {
+                continue;
+            };
+            let Some(mut frame) = alloc(REQUEST_FRAME_LEN) else {
+                counters.inc(Counter::DropNoAllocation);
+                continue;
+            };
+            let Some(len) = write_request(frame.data_mut(), info, req.target) else {
+                continue;
+            };
+            frame.set_len(len);
+            counters.inc(Counter::NeighborRequests);
+            return Some((req.port, frame));
+        }
+        while let Some((port, bytes)) = self.pp.emits.front() {
+            if port >= ports.len() {
+                self.pp.emits.pop();
+                continue;
+            }
+            let n = bytes.len();
+            let Some(mut frame) = alloc(n) else {
+                self.pp.emits.pop();
+                counters.inc(Counter::DropNoAllocation);
+                continue;
+            };
+            let Some(d) = frame.data_mut().get_mut(..n) else {
+                self.pp.emits.pop();
+                counters.inc(Counter::DropNoAllocation);
+                continue;
+            };
+            d.copy_from_slice(bytes);
+            frame.set_len(n);
+            self.pp.emits.pop();
+            return Some((port, frame));
+        }
+        None
+    }
+}
+
+/// Writes the ARP request or neighbour solicitation for `target` out of
+/// port `info` into `buf`: its length, or `None` when the port has no
+/// address of the family to ask from.
+fn write_request(buf: &mut [u8], info: &PortInfo, target: IpAddr) -> Option<usize> {
+    let mac = info.mac;
+    match target {
+        IpAddr::V4(t) => info
+            .addrs_v4
+            .first()
+            .and_then(|s| neigh::write_arp_request(buf, mac, *s, t)),
+        IpAddr::V6(t) => info
+            .addrs_v6
+            .iter()
+            .find(|a| !a.is_unicast_link_local())
+            .or(info.addrs_v6.first())
+            .and_then(|s| neigh::write_neighbor_solicitation(buf, mac, *s, t)),
     }
 }

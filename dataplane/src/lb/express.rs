@@ -137,61 +137,21 @@ pub(super) const PREP_REPLY: u8 = 4;
 pub(super) const PREP_NOT_LOCAL: u8 = 8;
 
 impl Lb {
-    /// The express lane: a packet of an established flow, client -> VIP,
-    /// backend -> full-NAT local address or backend -> client (DNAT), in
-    /// the frame's most common shape
-    /// (Ethernet with at most one VLAN tag; IPv4 without options and not a
-    /// fragment, or IPv6 without extension headers; TCP without SYN, or
-    /// UDP), of a flow without PROXY protocol. Everything else, and every
-    /// packet this lane is unsure about, gets `None` before anything was
-    /// changed, and takes the general path (`parse_frame`, then
-    /// [`Lb::handle`]).
-    ///
-    /// For the packets it takes, the lane does what the general path does,
-    /// step for step and with the same functions (connection state,
-    /// [`nat::forward`]'s rewrite, statistics, next hop), without building
-    /// a `Parsed`: its header checks are those of `parse_frame` (IPv4
-    /// header checksum included) restricted to that shape.
-    ///
-    /// This is [`Lb::express_prepare`] then [`Lb::express_prepared`]; a
-    /// worker runs the two over a whole burst in separate passes, with
-    /// [`Lb::express_prefetch`] in between, so the connection table's cache
-    /// misses overlap.
-    #[inline]
-    pub fn express(
-        &mut self,
-        buf: &mut [u8],
-        len: usize,
-        in_port: usize,
-        ports: &[PortInfo],
-        counters: &mut Counters,
-    ) -> Option<Verdict> {
-        let prep = self.express_prepare(buf.get(..len)?)?;
-        self.express_prepared(buf, len, &prep, in_port, ports, counters)
-    }
-
     /// The express lane's first step, which changes nothing: parses the
     /// frame, finds whether it is addressed to a VIP, to a full-NAT local
     /// address in its pool's port range or to no address of ours (a DNAT
     /// reply on its way to the client), hashes its key and starts loading
-    /// the connection table's index bucket for it. `None`: not a frame for
-    /// the lane (the general path takes it).
+    /// the connection table's index bucket for it, into `out` (a worker's
+    /// array for the burst). False: not a frame for the lane (the general
+    /// path takes it); `out` may have changed, but means nothing. See
+    /// [`Lb::express`].
     #[inline(always)]
-    pub fn express_prepare(&self, frame: &[u8]) -> Option<Prepared> {
-        let mut prep = Prepared::default();
-        self.express_prepare_into(frame, &mut prep).then_some(prep)
-    }
-
-    /// [`Lb::express_prepare`] into `out`, in place (a worker's array for
-    /// the burst). False: not a frame for the lane; `out` may have
-    /// changed, but means nothing.
-    #[inline(always)]
-    pub fn express_prepare_into(&self, frame: &[u8], out: &mut Prepared) -> bool {
+    pub(crate) fn express_prepare(&self, frame: &[u8], out: &mut Prepared) -> bool {
         self.express_prepare_opt(frame, out).is_some()
     }
 
     #[inline(always)]
-    pub(super) fn express_prepare_opt(&self, frame: &[u8], out: &mut Prepared) -> Option<()> {
+    fn express_prepare_opt(&self, frame: &[u8], out: &mut Prepared) -> Option<()> {
         #[cfg(test)]
         if self.express_off {
             return None;
@@ -239,16 +199,35 @@ impl Lb {
     /// loading the connection-table entry of a prepared frame (its index
     /// bucket should have arrived since [`Lb::express_prepare`]).
     #[inline(always)]
-    pub fn express_prefetch(&self, prep: &mut Prepared) {
+    pub(crate) fn express_prefetch(&self, prep: &mut Prepared) {
         prep.hint = self.conntrack.prefetch_entry(prep.hash);
     }
 
-    /// The express lane's last step: the frame in `buf[..len]`, which
-    /// [`Lb::express_prepare`] prepared as `prep` in this poll iteration
-    /// (same tables; the frame unchanged since), as [`Lb::express`] takes
-    /// it. `None`, with nothing changed: the general path takes the frame.
+    /// The express lane: a packet of an established flow, client -> VIP,
+    /// backend -> full-NAT local address or backend -> client (DNAT), in
+    /// the frame's most common shape
+    /// (Ethernet with at most one VLAN tag; IPv4 without options and not a
+    /// fragment, or IPv6 without extension headers; TCP without SYN, or
+    /// UDP), of a flow without PROXY protocol or past its header. Everything
+    /// else, and every packet this lane is unsure about, gets `None` before
+    /// anything was changed, and takes the general path (`parse_frame`,
+    /// then [`Lb::handle`]).
+    ///
+    /// For the packets it takes, the lane does what the general path does,
+    /// step for step and with the same functions (connection state,
+    /// [`nat::forward`]'s rewrite, statistics, next hop), without building
+    /// a `Parsed`: its header checks are those of `parse_frame` (IPv4
+    /// header checksum included) restricted to that shape.
+    ///
+    /// It takes three steps: [`Lb::express_prepare`], [`Lb::express_prefetch`]
+    /// and this one, the last; a worker runs each over a whole burst before
+    /// the next, so the connection table's cache misses overlap. Here: the
+    /// frame in `buf[..len]`, which [`Lb::express_prepare`] prepared as
+    /// `prep` in this poll iteration (same tables; the frame unchanged
+    /// since). `None`, with nothing changed: the general path takes the
+    /// frame.
     #[inline(always)]
-    pub fn express_prepared(
+    pub(crate) fn express(
         &mut self,
         buf: &mut [u8],
         len: usize,

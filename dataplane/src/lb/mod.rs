@@ -60,12 +60,12 @@ pub const IDLE_EXPIRE_BUDGET: usize = 1024;
 
 /// Per-worker load-balancing state.
 pub struct Lb {
-    pub worker: usize,
+    worker: usize,
     workers: usize,
     owner_mask: u16,
-    pub tables: Option<Adopted<'static>>,
-    pub conntrack: Conntrack<FlowRec>,
-    pub neighbors: Neighbors,
+    tables: Option<Adopted<'static>>,
+    conntrack: Conntrack<FlowRec>,
+    neighbors: Neighbors,
     sync: NeighborSync,
     vip_stats: FlowStats<'static>,
     backend_stats: FlowStats<'static>,
@@ -74,12 +74,13 @@ pub struct Lb {
     local_port_cooldown: u32,
     /// `conntrack::timeout_table` of the table's timeouts.
     state_timeouts_ms: [u64; 7],
-    pub requests: ArrayVec<NeighRequest, 32>,
-    pub now_ms: u64,
+    /// Neighbour requests to send ([`Lb::poll_transmit`]).
+    requests: ArrayVec<NeighRequest, 32>,
+    now_ms: u64,
     /// Connections created by this worker (the low bits of `FlowRec::conn_id`).
     conn_counter: u64,
     /// Extra frames to send and PROXY header retransmission timers.
-    pub pp: PpWorker,
+    pp: PpWorker,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -170,8 +171,46 @@ impl Lb {
         self.tables.as_ref().map(|t| t.generation)
     }
 
+    /// The adopted table generation, if any (inspection: tests, benchmarks).
+    pub fn tables(&self) -> Option<&Adopted<'static>> {
+        self.tables.as_ref()
+    }
+
+    /// Takes the adopted tables out (tests that adopt them elsewhere).
+    #[cfg(test)]
+    pub(crate) fn take_tables(&mut self) -> Option<Adopted<'static>> {
+        self.tables.take()
+    }
+
+    /// The connection table (inspection: tests, benchmarks).
+    pub fn conntrack(&self) -> &Conntrack<FlowRec> {
+        &self.conntrack
+    }
+
+    /// PROXY protocol frames waiting to be sent and their retransmission
+    /// timers (inspection: tests).
+    pub fn pp(&self) -> &PpWorker {
+        &self.pp
+    }
+
+    /// This worker's index.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// The `now` of the last [`Lb::tick`], in milliseconds.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// A neighbour binding known before any traffic (tests and benchmarks
+    /// that have no ARP exchange), not shared with the other workers.
+    pub fn seed_neighbor(&mut self, ip: std::net::IpAddr, mac: [u8; 6]) {
+        self.neighbors.learn(ip, mac, self.now_ms);
+    }
+
     /// Housekeeping once per poll iteration: bindings from other workers, expiry.
-    pub fn tick(&mut self, now_ms: u64, counters: &mut Counters) {
+    pub(crate) fn tick(&mut self, now_ms: u64, counters: &mut Counters) {
         self.now_ms = now_ms;
         self.sync
             .drain_into(self.worker, &mut self.neighbors, now_ms);
@@ -198,7 +237,7 @@ impl Lb {
 
     /// Examines up to `budget` more connection-table entries for expiry
     /// (at the `now` of the last [`Lb::tick`]).
-    pub fn expire(&mut self, budget: usize, counters: &mut Counters) {
+    pub(crate) fn expire(&mut self, budget: usize, counters: &mut Counters) {
         let mut release = Release::of(
             self.vip_stats,
             self.backend_stats,

@@ -229,13 +229,13 @@ fn both(a: &mut Pipeline, b: &mut Pipeline, port: usize, f: &[u8]) -> Option<Vec
     let mut fa = f.to_vec();
     fa.resize(f.len() + 256, 0);
     let mut fb = fa.clone();
-    let va = a.process_buf(port, &mut fa, f.len());
-    let vb = b.process_buf(port, &mut fb, f.len());
+    let va = a.process(port, &mut fa, f.len());
+    let vb = b.process(port, &mut fb, f.len());
     assert_eq!(va, vb, "verdicts differ for {f:02x?}");
     assert_eq!(fa, fb, "frames differ for {f:02x?}");
     assert_eq!(
-        a.counters.nonzero(),
-        b.counters.nonzero(),
+        a.counters().nonzero(),
+        b.counters().nonzero(),
         "counters after {f:02x?}"
     );
     match va {
@@ -245,10 +245,8 @@ fn both(a: &mut Pipeline, b: &mut Pipeline, port: usize, f: &[u8]) -> Option<Vec
 }
 
 fn tick(a: &mut Pipeline, b: &mut Pipeline, now: u64) {
-    let Pipeline { lb, counters, .. } = a;
-    lb.tick(now, counters);
-    let Pipeline { lb, counters, .. } = b;
-    lb.tick(now, counters);
+    a.tick(now);
+    b.tick(now);
 }
 
 /// A DNAT backend's packets to the client take the express lane (they
@@ -267,7 +265,7 @@ fn dnat_replies_take_the_express_lane() {
         let out = both(&mut a, &mut b, EXT, &syn).expect("forwarded to a backend");
         let (from, backend) = ends(&out);
         assert_eq!(from, client, "DNAT keeps the client's source");
-        let taken = a.lb.express_taken;
+        let taken = a.lb().express_taken;
         for (flags, payload) in [(0x12, &b""[..]), (0x18, &b"reply"[..])] {
             let reply = frame(
                 BACKEND_MAC,
@@ -302,8 +300,8 @@ fn dnat_replies_take_the_express_lane() {
         // The SYN-ACK changes the TCP state (the general path); the
         // data segment, and both UDP replies, are the lane's.
         let express = if udp { 2 } else { 1 };
-        assert_eq!(a.lb.express_taken - taken, express, "udp {udp}");
-        assert_eq!(b.lb.express_taken, 0);
+        assert_eq!(a.lb().express_taken - taken, express, "udp {udp}");
+        assert_eq!(b.lb().express_taken, 0);
     }
 }
 
@@ -427,10 +425,10 @@ fn steady_proxy_flows_take_the_express_lane_as_the_general_path() {
         let sent = edge.wrapping_add(first.len() as u32);
         both(&mut a, &mut b, INT, &from_backend(ACK, b1, sent, None, &[])).expect("ACK of it");
         let key = key_of(client.0, vip.0, client.1, vip.1, ip_proto::TCP);
-        let (id, _) = a.lb.conntrack.lookup(&key, 1_000).expect("entry");
-        assert!(a.lb.conntrack.get(id).value.pp.steady());
+        let (id, _) = a.lb().conntrack.lookup(&key, 1_000).expect("entry");
+        assert!(a.lb().conntrack.get(id).value.pp.steady());
 
-        let taken = a.lb.express_taken;
+        let taken = a.lb().express_taken;
         let mut ours = first.len() as u32;
         for step in 0..60u32 {
             let payload = vec![step as u8; rng.below(30) as usize];
@@ -494,9 +492,9 @@ fn steady_proxy_flows_take_the_express_lane_as_the_general_path() {
             );
         }
         assert!(
-            a.lb.express_taken - taken >= 40,
+            a.lb().express_taken - taken >= 40,
             "express lane took {} of connection {c}'s frames",
-            a.lb.express_taken - taken
+            a.lb().express_taken - taken
         );
         conns.push(Conn {
             client,
@@ -506,7 +504,7 @@ fn steady_proxy_flows_take_the_express_lane_as_the_general_path() {
         });
     }
     assert!(steady_frames > 800, "{steady_frames} frames sent");
-    assert_eq!(b.lb.express_taken, 0);
+    assert_eq!(b.lb().express_taken, 0);
     same_state(&a, &b, &conns, 1_000);
 }
 
@@ -595,25 +593,25 @@ fn compare(seed: u64) {
     }
     assert!(sent > 1_000, "only {sent} frames went through");
     assert!(
-        a.lb.express_taken > 1_000 && b.lb.express_taken == 0,
+        a.lb().express_taken > 1_000 && b.lb().express_taken == 0,
         "express lane took {} frames",
-        a.lb.express_taken
+        a.lb().express_taken
     );
     same_state(&a, &b, &conns, now);
 }
 
 /// Same connections in the same states, same statistics.
 fn same_state(a: &Pipeline, b: &Pipeline, conns: &[Conn], now: u64) {
-    assert_eq!(a.lb.conntrack.len(), b.lb.conntrack.len());
+    assert_eq!(a.lb().conntrack.len(), b.lb().conntrack.len());
     for c in conns {
         let proto = if c.udp { ip_proto::UDP } else { ip_proto::TCP };
         let key = key_of(c.client.0, c.vip.0, c.client.1, c.vip.1, proto);
-        let sa = a.lb.conntrack.lookup(&key, now).map(|(id, _)| {
-            let e = a.lb.conntrack.get(id);
+        let sa = a.lb().conntrack.lookup(&key, now).map(|(id, _)| {
+            let e = a.lb().conntrack.get(id);
             (e.state(), e.expires_at(), *e.reply(), e.value)
         });
-        let sb = b.lb.conntrack.lookup(&key, now).map(|(id, _)| {
-            let e = b.lb.conntrack.get(id);
+        let sb = b.lb().conntrack.lookup(&key, now).map(|(id, _)| {
+            let e = b.lb().conntrack.get(id);
             (e.state(), e.expires_at(), *e.reply(), e.value)
         });
         assert_eq!(sa, sb, "{c:?}");
@@ -621,16 +619,16 @@ fn same_state(a: &Pipeline, b: &Pipeline, conns: &[Conn], now: u64) {
     for slot in 0..64 {
         for stat in FlowStat::ALL {
             assert_eq!(
-                a.lb.vip_stats.get(slot, stat),
-                b.lb.vip_stats.get(slot, stat)
+                a.lb().vip_stats.get(slot, stat),
+                b.lb().vip_stats.get(slot, stat)
             );
             assert_eq!(
-                a.lb.backend_stats.get(slot, stat),
-                b.lb.backend_stats.get(slot, stat)
+                a.lb().backend_stats.get(slot, stat),
+                b.lb().backend_stats.get(slot, stat)
             );
         }
     }
-    assert_eq!(a.lb.pp.emits.len(), b.lb.pp.emits.len());
+    assert_eq!(a.lb().pp.emits.len(), b.lb().pp.emits.len());
 }
 
 /// A random frame of the differential tests: a segment of connection
@@ -768,11 +766,11 @@ fn a_new_generation_is_seen_between_bursts() {
                 &frame(CLIENT_MAC, EXT_MAC, client, vip, false, 0x02, 64, &[]),
             );
         }
-        let before = w.pipeline.lb.generation();
+        let before = w.pipeline.lb().generation();
         assert_eq!(w.poll_once(), first, "at {at}");
         assert_eq!(w.io.take_tx(INT).len(), first, "at {at}: SYNs forwarded");
         assert_eq!(
-            w.pipeline.lb.generation(),
+            w.pipeline.lb().generation(),
             Some(2),
             "at {at}: adopted after burst"
         );
@@ -843,16 +841,16 @@ fn compare_bursts(seed: u64) {
             sent += ta.len();
         }
         assert_eq!(
-            a.pipeline.counters.nonzero(),
-            b.pipeline.counters.nonzero(),
+            a.pipeline.counters().nonzero(),
+            b.pipeline.counters().nonzero(),
             "round {round}: counters"
         );
         // Learn where the connections went.
         for c in conns.iter_mut() {
             let proto = if c.udp { ip_proto::UDP } else { ip_proto::TCP };
             let key = key_of(c.client.0, c.vip.0, c.client.1, c.vip.1, proto);
-            if let Some((id, Dir::Original)) = a.pipeline.lb.conntrack.lookup(&key, now) {
-                let r = *a.pipeline.lb.conntrack.get(id).reply();
+            if let Some((id, Dir::Original)) = a.pipeline.lb().conntrack.lookup(&key, now) {
+                let r = *a.pipeline.lb().conntrack.get(id).reply();
                 c.seen = Some(((r.src_ip(), r.sport), (r.dst_ip(), r.dport)));
             }
         }
@@ -865,9 +863,9 @@ fn compare_bursts(seed: u64) {
     let (pa, pb) = (&a.pipeline, &b.pipeline);
     assert!(sent > 2_000, "only {sent} frames went through");
     assert!(
-        pa.lb.express_taken > 2_000 && pb.lb.express_taken == 0,
+        pa.lb().express_taken > 2_000 && pb.lb().express_taken == 0,
         "express lane took {} frames",
-        pa.lb.express_taken
+        pa.lb().express_taken
     );
     same_state(pa, pb, &conns, now);
 }
