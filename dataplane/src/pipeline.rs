@@ -121,8 +121,10 @@ impl Pipeline {
         self.lb.parked_fate(port, hop, waited_ms)
     }
 
-    /// Whether [`Pipeline::poll_transmit`] has a frame: cheap, for after
-    /// every frame.
+    /// Whether [`Pipeline::poll_transmit`] has a frame that must leave right
+    /// behind the frame just handled: cheap, for after every frame (the
+    /// worker calls [`Pipeline::poll_transmit`] once more at the end of its
+    /// poll iteration for the rest).
     #[inline(always)]
     pub fn wants_transmit(&self) -> bool {
         self.lb.wants_transmit()

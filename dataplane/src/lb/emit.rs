@@ -250,12 +250,13 @@ impl Lb {
 const REQUEST_FRAME_LEN: usize = 86;
 
 impl Lb {
-    /// Whether [`Lb::poll_transmit`] has a frame: two loads, for after
-    /// every received frame (the rest of a split segment must leave right
-    /// behind its first part).
+    /// Whether [`Lb::poll_transmit`] has a frame that must leave right
+    /// behind the one just handled (the rest of a split segment): one load,
+    /// for after every received frame. Neighbour requests wait for the end
+    /// of the poll iteration.
     #[inline(always)]
     pub(crate) fn wants_transmit(&self) -> bool {
-        !self.requests.is_empty() || !self.pp.emits.is_empty()
+        !self.pp.emits.is_empty()
     }
 
     /// The next frame this worker wants sent that no received frame
