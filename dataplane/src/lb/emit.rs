@@ -5,9 +5,9 @@
 use std::net::IpAddr;
 
 use conf::counters::Counter;
-use conf::state::FlowStat;
 
 use super::count_drop;
+use super::track::count_forwarded;
 use super::FlowRec;
 use super::Lb;
 use crate::conntrack::EntryId;
@@ -114,13 +114,7 @@ impl Lb {
         ports: &[PortInfo],
         counters: &mut Counters,
     ) -> Verdict {
-        self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
-        self.vip_stats
-            .add(rec.vip_slot, FlowStat::Bytes, len as u64);
-        self.backend_stats
-            .add(rec.backend_slot, FlowStat::Packets, 1);
-        self.backend_stats
-            .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        count_forwarded(self.vip_stats, self.backend_stats, rec, len);
         let Some(frame) = buf.get_mut(..len) else {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         };

@@ -5,11 +5,11 @@
 //! path are in `express/tests.rs`.
 
 use conf::counters::Counter;
-use conf::state::FlowStat;
 use conf::Mode;
 
 use super::count_drop;
 use super::rewrite::forward_drop;
+use super::track::count_forwarded;
 use super::Lb;
 use crate::conntrack::{Dir, FlowKey, Hint, KeyHash};
 use crate::counters::Counters;
@@ -320,13 +320,7 @@ impl Lb {
             }
         }
         let rec = *rec;
-        self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
-        self.vip_stats
-            .add(rec.vip_slot, FlowStat::Bytes, len as u64);
-        self.backend_stats
-            .add(rec.backend_slot, FlowStat::Packets, 1);
-        self.backend_stats
-            .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        count_forwarded(self.vip_stats, self.backend_stats, &rec, len);
         // PROXY protocol: as `pp_client` / `PpFlow::backend_segment` do for
         // a steady flow, at the same points.
         let segment = |frame: &[u8]| ppv2::seg::locate_at(frame, !at.v4, at.l3, at.l4);

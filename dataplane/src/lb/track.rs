@@ -115,6 +115,21 @@ impl Default for FlowRec {
     }
 }
 
+/// Counts a forwarded packet of `len` bytes of the flow `rec` in its VIP's
+/// and its backend's statistics (the one place a packet is counted there).
+#[inline(always)]
+pub(super) fn count_forwarded(
+    vip_stats: FlowStats<'static>,
+    backend_stats: FlowStats<'static>,
+    rec: &FlowRec,
+    len: usize,
+) {
+    vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
+    vip_stats.add(rec.vip_slot, FlowStat::Bytes, len as u64);
+    backend_stats.add(rec.backend_slot, FlowStat::Packets, 1);
+    backend_stats.add(rec.backend_slot, FlowStat::Bytes, len as u64);
+}
+
 /// Gives back what a connection-table entry held when it goes: its
 /// active-connection counts and, for full-NAT, its local tuple, which
 /// rests from the entry's last packet on.
@@ -355,13 +370,7 @@ impl Lb {
                 tstamp::unshift_tsecr(seg, rec.ts_delta);
             }
         }
-        self.vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
-        self.vip_stats
-            .add(rec.vip_slot, FlowStat::Bytes, len as u64);
-        self.backend_stats
-            .add(rec.backend_slot, FlowStat::Packets, 1);
-        self.backend_stats
-            .add(rec.backend_slot, FlowStat::Bytes, len as u64);
+        count_forwarded(self.vip_stats, self.backend_stats, rec, len);
         if rec.pp_on() {
             if let Err(c) = rec.pp.backend_segment(frame, p, counters) {
                 return count_drop(counters, c);
