@@ -281,16 +281,13 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                     more = rx[next].is_full();
                     next_marks = prepare_burst(pipeline, express, &rx[next], &mut prep[next]);
                 }
-                run_burst(
-                    io,
-                    pipeline,
-                    tx,
-                    (handoff, parked),
+                let burst = Prepped {
                     port,
-                    &mut rx[cur],
-                    &prep[cur],
+                    frames: &mut rx[cur],
+                    prep: &prep[cur],
                     marks,
-                );
+                };
+                run_burst(io, pipeline, tx, (handoff, parked), burst);
                 if changed {
                     check_tables(tables, pipeline);
                     break;
@@ -395,6 +392,15 @@ struct Marks {
     declined: u32,
 }
 
+/// A received burst of port `port` after passes 1 and 2, ready for pass 3.
+struct Prepped<'a, F> {
+    port: usize,
+    frames: &'a mut Burst<F>,
+    /// The lane's preparation of each frame marked ready in `marks`.
+    prep: &'a [Prepared; BURST],
+    marks: Marks,
+}
+
 /// Pass 1: parses and hashes every frame the express lane may take and
 /// starts the loads of their index buckets. Changes nothing.
 #[inline(always)]
@@ -440,17 +446,19 @@ fn prefetch_entries(pipeline: &Pipeline, prep: &mut [Prepared; BURST], marks: Ma
 /// untouched by the rest of `poll_once` (inlined, it cost ~10-20
 /// instructions a packet more under callgrind).
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
 fn run_burst<P: PortIo>(
     io: &mut P,
     pipeline: &mut Pipeline,
     tx: &mut [TxQueue<P::Frame>],
     (handoff, parked): (&Handoff<P::Frame>, &mut NeighQueue<P::Frame>),
-    port: usize,
-    rx: &mut Burst<P::Frame>,
-    prep: &[Prepared; BURST],
-    marks: Marks,
+    burst: Prepped<'_, P::Frame>,
 ) {
+    let Prepped {
+        port,
+        frames: rx,
+        prep,
+        marks,
+    } = burst;
     for (i, mut frame) in rx.drain(..).enumerate() {
         let len = frame.data().len();
         let verdict = match prep.get(i) {

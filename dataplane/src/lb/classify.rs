@@ -11,6 +11,7 @@ use hashbrown::HashMap;
 use super::count_drop;
 use super::Adopted;
 use super::Lb;
+use super::{Out, Rx};
 use crate::conntrack::FlowKey;
 use crate::counters::Counters;
 use crate::port::PortInfo;
@@ -193,7 +194,13 @@ impl Lb {
             if let Some(pt) = p.ports {
                 if let Some(vi) = tables.vip_at(&dst, v6, pt.dst, proto) {
                     let k = key(pt);
-                    return Some(self.client_packet(buf, len, p, in_port, vi, &k, ports, counters));
+                    let rx = Rx {
+                        buf,
+                        len,
+                        p,
+                        in_port,
+                    };
+                    return Some(self.client_packet(rx, vi, &k, Out { ports, counters }));
                 }
             }
         }
@@ -213,7 +220,13 @@ impl Lb {
             if pt.dst < lo || pt.dst > hi {
                 return None; // the kernel twin's own connection
             }
-            return Some(self.backend_packet(frame, p, in_port, &key(pt), ports, counters, true));
+            let rx = Rx {
+                len: frame.len(),
+                buf: frame,
+                p,
+                in_port,
+            };
+            return Some(self.backend_packet(rx, &key(pt), Out { ports, counters }, true));
         }
         // DNAT replies are addressed to the client, not to us.
         let k = key(pt);
@@ -223,6 +236,12 @@ impl Lb {
         {
             return None;
         }
-        Some(self.backend_packet(frame, p, in_port, &k, ports, counters, false))
+        let rx = Rx {
+            len: frame.len(),
+            buf: frame,
+            p,
+            in_port,
+        };
+        Some(self.backend_packet(rx, &k, Out { ports, counters }, false))
     }
 }

@@ -10,6 +10,7 @@ use super::count_drop;
 use super::track::count_forwarded;
 use super::FlowRec;
 use super::Lb;
+use super::Out;
 use crate::conntrack::EntryId;
 use crate::counters::Counters;
 use crate::io::Frame;
@@ -102,7 +103,6 @@ impl Lb {
     }
 
     /// Accounts for a translated client packet and sends it to the backend.
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn client_sent(
         &mut self,
@@ -111,9 +111,9 @@ impl Lb {
         p: &Parsed,
         id: Option<EntryId>,
         rec: &FlowRec,
-        ports: &[PortInfo],
-        counters: &mut Counters,
+        out: Out<'_>,
     ) -> Verdict {
+        let Out { ports, counters } = out;
         count_forwarded(self.vip_stats, self.backend_stats, rec, len);
         let Some(frame) = buf.get_mut(..len) else {
             return count_drop(counters, Counter::DropSlowpathUnhandled);

@@ -26,8 +26,10 @@ use crate::conntrack::{Conntrack, Timeouts};
 use crate::counters::Counters;
 use crate::local_ports::LocalPorts;
 use crate::neigh::{NeighborSync, Neighbors, Slot};
+use crate::port::PortInfo;
 use crate::ppv2::{self, PpWorker};
 use crate::verdict::Verdict;
+use crate::wire::Parsed;
 use track::Release;
 
 mod classify;
@@ -57,6 +59,25 @@ pub const EXPIRE_BUDGET: usize = 64;
 /// table of a million entries is swept in ~10 s while idle (64 per
 /// wake-up would take ~3 minutes), for a few microseconds per wake-up.
 pub const IDLE_EXPIRE_BUDGET: usize = 1024;
+
+/// A received frame on the general path, as the stages pass it on.
+struct Rx<'a> {
+    /// The frame is `buf[..len]`; the rest of `buf` is room it may grow
+    /// into (a PROXY header).
+    buf: &'a mut [u8],
+    len: usize,
+    /// What `parse_frame` found in the frame.
+    p: &'a Parsed,
+    /// The port it came by.
+    in_port: usize,
+}
+
+/// Where a stage's verdict goes: the port table it may name and the
+/// counters it counts in.
+struct Out<'a> {
+    ports: &'a [PortInfo],
+    counters: &'a mut Counters,
+}
 
 /// Per-worker load-balancing state.
 pub struct Lb {

@@ -8,6 +8,7 @@ use conf::counters::Counter;
 use super::classify::{flags_of, to16};
 use super::count_drop;
 use super::Lb;
+use super::{Out, Rx};
 use crate::conntrack::{EntryId, FlowKey};
 use crate::counters::Counters;
 use crate::port::PortInfo;
@@ -69,27 +70,29 @@ impl Lb {
     /// (built from the packet itself, so in the client's sequence space)
     /// and the entry removed; a SYN instead starts a new connection. UDP:
     /// the flow is forgotten and the datagram picks a backend again.
-    #[allow(clippy::too_many_arguments)]
     #[cold]
     #[inline(never)]
     pub(super) fn reset_client(
         &mut self,
-        buf: &mut [u8],
-        len: usize,
-        p: &Parsed,
-        in_port: usize,
+        rx: Rx<'_>,
         vi: u32,
         key: &FlowKey,
         id: EntryId,
-        ports: &[PortInfo],
-        counters: &mut Counters,
+        out: Out<'_>,
     ) -> Verdict {
-        let syn_only = flags_of(p) & 0x12 == 0x02;
+        let syn_only = flags_of(rx.p) & 0x12 == 0x02;
         if key.proto != ip_proto::TCP || syn_only {
             self.forget(id);
-            counters.inc(Counter::ForgotBackendDown);
-            return self.client_miss(buf, len, p, in_port, vi, key, None, ports, counters);
+            out.counters.inc(Counter::ForgotBackendDown);
+            return self.client_miss(rx, vi, key, None, out);
         }
+        let Rx {
+            buf,
+            len,
+            p,
+            in_port,
+        } = rx;
+        let Out { ports, counters } = out;
         let Some(frame) = buf.get_mut(..len) else {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         };

@@ -90,17 +90,16 @@ impl Lb {
             vip: (orig.dst_ip(), orig.dport),
             conn_id: e.value.conn_id,
         };
-        let r = e.value.pp.client_segment(
-            &ends,
-            buf,
-            len,
-            p,
-            port,
-            id,
-            self.now_ms,
-            &mut self.pp,
-            counters,
-        );
+        let d = ppv2::Departure {
+            ends: &ends,
+            out_port: port,
+            entry: id,
+            now: self.now_ms,
+        };
+        let r = e
+            .value
+            .pp
+            .client_segment(&d, buf, len, p, &mut self.pp, counters);
         match r {
             Ok(len) => Verdict::Send { port, len },
             Err(c) => count_drop(counters, c),

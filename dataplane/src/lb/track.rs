@@ -11,6 +11,7 @@ use super::count_drop;
 use super::rewrite::{forward_drop, translate_client};
 use super::select::Picked;
 use super::Lb;
+use super::{Out, Rx};
 use crate::conntrack::{Dir, EntryId, FlowKey};
 use crate::counters::Counters;
 use crate::local_ports::LocalPorts;
@@ -172,21 +173,22 @@ impl<'a> Release<'a> {
 }
 
 impl Lb {
-    // The packet, its parse, where it came from and what it matched travel
-    // together; bundling them would only rename the list.
-    #[allow(clippy::too_many_arguments)]
+    /// A client's packet to VIP `vi`, of the flow `key`.
     #[inline(always)]
     pub(super) fn client_packet(
         &mut self,
-        buf: &mut [u8],
-        len: usize,
-        p: &Parsed,
-        in_port: usize,
+        rx: Rx<'_>,
         vi: u32,
         key: &FlowKey,
-        ports: &[PortInfo],
-        counters: &mut Counters,
+        out: Out<'_>,
     ) -> Verdict {
+        let Rx {
+            buf,
+            len,
+            p,
+            in_port,
+        } = rx;
+        let Out { ports, counters } = out;
         if !p.tcp_flags_valid {
             return count_drop(counters, Counter::DropBadTcpFlags);
         }
@@ -204,12 +206,25 @@ impl Lb {
                 if syn_only && self.conntrack.is_closing(id) {
                     // A new connection on the tuple of a closing one.
                     let closing = Some(id);
-                    return self
-                        .client_miss(buf, len, p, in_port, vi, key, closing, ports, counters);
+                    let rx = Rx {
+                        buf,
+                        len,
+                        p,
+                        in_port,
+                    };
+                    return self.client_miss(rx, vi, key, closing, Out { ports, counters });
                 }
                 id
             }
-            _ => return self.client_miss(buf, len, p, in_port, vi, key, None, ports, counters),
+            _ => {
+                let rx = Rx {
+                    buf,
+                    len,
+                    p,
+                    in_port,
+                };
+                return self.client_miss(rx, vi, key, None, Out { ports, counters });
+            }
         };
         // Its backend went down and the VIP resets such flows (a RST ends
         // the connection by itself: it goes on as usual).
@@ -217,7 +232,13 @@ impl Lb {
             && flags & 0x04 == 0
             && self.must_reset(id)
         {
-            return self.reset_client(buf, len, p, in_port, vi, key, id, ports, counters);
+            let rx = Rx {
+                buf,
+                len,
+                p,
+                in_port,
+            };
+            return self.reset_client(rx, vi, key, id, Out { ports, counters });
         }
         // An established flow.
         if tcp {
@@ -233,25 +254,27 @@ impl Lb {
             return count_drop(counters, c);
         }
         let rec = e.value;
-        self.client_sent(buf, len, p, Some(id), &rec, ports, counters)
+        self.client_sent(buf, len, p, Some(id), &rec, Out { ports, counters })
     }
 
     /// A client's packet of no established flow: a new flow, or a SYN on
     /// the `closing` entry of its tuple.
-    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     pub(super) fn client_miss(
         &mut self,
-        buf: &mut [u8],
-        len: usize,
-        p: &Parsed,
-        in_port: usize,
+        rx: Rx<'_>,
         vi: u32,
         key: &FlowKey,
         closing: Option<EntryId>,
-        ports: &[PortInfo],
-        counters: &mut Counters,
+        out: Out<'_>,
     ) -> Verdict {
+        let Rx {
+            buf,
+            len,
+            p,
+            in_port,
+        } = rx;
+        let Out { ports, counters } = out;
         let Some(frame) = buf.get_mut(..len) else {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         };
@@ -302,23 +325,27 @@ impl Lb {
                 (*rec, None)
             }
         };
-        self.client_sent(buf, len, p, id, &rec, ports, counters)
+        self.client_sent(buf, len, p, id, &rec, Out { ports, counters })
     }
 
     /// A packet from a backend: to a full-NAT local address (`to_local`) or,
     /// for DNAT, to the client.
+    /// `rx.buf` is the frame, without room to grow.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn backend_packet(
         &mut self,
-        frame: &mut [u8],
-        p: &Parsed,
-        in_port: usize,
+        rx: Rx<'_>,
         key: &FlowKey,
-        ports: &[PortInfo],
-        counters: &mut Counters,
+        out: Out<'_>,
         to_local: bool,
     ) -> Verdict {
+        let Rx {
+            buf: frame,
+            p,
+            in_port,
+            ..
+        } = rx;
+        let Out { ports, counters } = out;
         if p.ttl <= 1 {
             return count_drop(counters, Counter::DropTtlExceeded);
         }
