@@ -15,7 +15,7 @@ use crate::io::Frame;
 use crate::lb::{Adopted, Lb, Prepared};
 use crate::neigh::Slot;
 use crate::neigh_queue::Fate;
-use crate::port::{PortInfo, PortRole};
+use crate::port::{PortDesc, PortRole};
 use crate::slowpath::{self, Outcome, OwnedAddrs};
 use crate::verdict::Verdict;
 use crate::wire::{self, ip_proto, L3Kind, Malformed};
@@ -37,14 +37,14 @@ pub enum Lane<'p> {
 /// One worker's packet path: the ports, the counters, and the
 /// load-balancing state, behind the calls a worker loop makes.
 pub struct Pipeline {
-    ports: Vec<PortInfo>,
+    ports: Vec<PortDesc>,
     counters: Counters,
     lb: Lb,
     last_in_port: usize,
 }
 
 impl Pipeline {
-    pub fn new(ports: Vec<PortInfo>, lb: Lb) -> Self {
+    pub fn new(ports: Vec<PortDesc>, lb: Lb) -> Self {
         Pipeline {
             ports,
             counters: Counters::default(),
@@ -58,7 +58,7 @@ impl Pipeline {
         self.last_in_port
     }
 
-    pub fn ports(&self) -> &[PortInfo] {
+    pub fn ports(&self) -> &[PortDesc] {
         &self.ports
     }
 

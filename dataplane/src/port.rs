@@ -18,9 +18,11 @@ pub enum PortRole {
     Twin { data: usize },
 }
 
-/// The addresses a data port answers for.
+/// A port as the packet path knows it: name, MAC, role, and the addresses
+/// a data port answers for. (`dpdk_ffi::port::PortInfo` is what DPDK says
+/// about a device.)
 #[derive(Clone, Debug)]
-pub struct PortInfo {
+pub struct PortDesc {
     pub name: String,
     pub mac: [u8; 6],
     pub role: PortRole,
@@ -55,7 +57,7 @@ pub fn link_local_of(mac: [u8; 6]) -> Ipv6Addr {
     ])
 }
 
-impl PortInfo {
+impl PortDesc {
     /// True for the port's own addresses and its VIPs.
     pub fn owns_any(&self, ip: std::net::IpAddr) -> bool {
         match ip {
@@ -65,7 +67,7 @@ impl PortInfo {
     }
 }
 
-impl OwnedAddrs for PortInfo {
+impl OwnedAddrs for PortDesc {
     fn owns_v4(&self, ip: Ipv4Addr) -> bool {
         self.addrs_v4.contains(&ip) || self.vips_v4.contains(&ip)
     }
@@ -77,12 +79,12 @@ impl OwnedAddrs for PortInfo {
 /// Builds the port table a worker uses: data ports in config order
 /// (`macs[i]` is the MAC of port i), then one twin per data port when
 /// `with_twins` is set.
-pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Vec<PortInfo> {
+pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Vec<PortDesc> {
     let n = cfg.ports.len();
     let mut ports = Vec::with_capacity(n * 2);
     for (i, p) in cfg.ports.iter().enumerate() {
         let in_port = |ip: std::net::IpAddr| p.addresses.iter().any(|net| net.contains(ip));
-        let mut info = PortInfo {
+        let mut info = PortDesc {
             name: p.name.clone(),
             mac: macs[i],
             role: PortRole::Data {
@@ -115,7 +117,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
     }
     if with_twins {
         for (i, p) in cfg.ports.iter().enumerate() {
-            ports.push(PortInfo {
+            ports.push(PortDesc {
                 name: p.host_interface.clone(),
                 mac: macs[i],
                 role: PortRole::Twin { data: i },

@@ -24,7 +24,7 @@ use crate::lb::Routes;
 use crate::neigh::NeighborSync;
 use crate::pipeline::Pipeline;
 use crate::plan::{eal_plan, EalPlan};
-use crate::port::{ports_from_config, PortInfo};
+use crate::port::{ports_from_config, PortDesc};
 use crate::tables_source::{reader_inbox, ReaderInbox, ShmTables};
 use crate::worker::{Clock, Handoff, Poll, Worker};
 use conf::tables::{tables_path, GenerationBuilder, Published, TablesReader, TablesWriter};
@@ -532,7 +532,7 @@ struct WorkerSetup {
     index: usize,
     workers: usize,
     io: DpdkPorts,
-    ports_info: Vec<PortInfo>,
+    ports_info: Vec<PortDesc>,
     inbox: ReaderInbox,
     routes: Routes,
     capacity: usize,

@@ -58,7 +58,7 @@ pub fn inputs_from_view(view: &TablesView<'static>, region_id: u64) -> Vec<VipIn
             mode: v.mode(),
             ring: v.ring(),
             backends: Vec::new(),
-            pp: pp_from_flags(v.flags(), v.proto(), v.pp_max_len()),
+            proxy_protocol: pp_from_flags(v.flags(), v.proto(), v.pp_max_len()),
             translate_timestamps: !v.flags().contains(VipFlags::TIMESTAMPS_PASS),
             block: Some((
                 VipSrc {
@@ -85,7 +85,7 @@ pub fn inputs_from_generation(gen: &Generation) -> Vec<VipInput<'static>> {
             mode: v.mode,
             ring: Box::leak(v.ring.clone().into_boxed_slice()),
             backends: v.backends.iter().map(|b| (b.id, b.addr, b.port)).collect(),
-            pp: pp_from_flags(v.flags, v.proto, v.pp_max_len),
+            proxy_protocol: pp_from_flags(v.flags, v.proto, v.pp_max_len),
             translate_timestamps: !v.flags.contains(VipFlags::TIMESTAMPS_PASS),
             block: None,
         })

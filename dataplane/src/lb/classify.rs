@@ -14,7 +14,7 @@ use super::Lb;
 use super::{Out, Rx};
 use crate::conntrack::FlowKey;
 use crate::counters::Counters;
-use crate::port::PortInfo;
+use crate::port::PortDesc;
 use crate::verdict::Verdict;
 use crate::wire::{ip_proto, Fragment, L3Kind, Parsed};
 
@@ -169,7 +169,7 @@ impl Lb {
         len: usize,
         p: &Parsed,
         in_port: usize,
-        ports: &[PortInfo],
+        ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Option<Verdict> {
         let tables = self.tables.as_ref()?;

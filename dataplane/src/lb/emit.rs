@@ -17,7 +17,7 @@ use crate::io::Frame;
 use crate::nat;
 use crate::neigh::{self, Binding, Resolution, Slot};
 use crate::neigh_queue;
-use crate::port::PortInfo;
+use crate::port::PortDesc;
 use crate::verdict::Verdict;
 use crate::wire::Parsed;
 
@@ -138,7 +138,7 @@ impl Lb {
         frame: &mut [u8],
         out: usize,
         hop: IpAddr,
-        ports: &[PortInfo],
+        ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Verdict {
         if ports.get(out).is_none() {
@@ -168,7 +168,7 @@ impl Lb {
         frame: &mut [u8],
         out: usize,
         hop: Slot,
-        ports: &[PortInfo],
+        ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Verdict {
         let Some(port) = ports.get(out) else {
@@ -250,7 +250,7 @@ impl Lb {
     /// of the poll iteration.
     #[inline(always)]
     pub(crate) fn wants_transmit(&self) -> bool {
-        !self.pp.emits.is_empty()
+        !self.proxy_out.emits.is_empty()
     }
 
     /// The next frame this worker wants sent that no received frame
@@ -262,7 +262,7 @@ impl Lb {
     /// and skipped; `None`: nothing left.
     pub(crate) fn poll_transmit<F: Frame>(
         &mut self,
-        ports: &[PortInfo],
+        ports: &[PortDesc],
         counters: &mut Counters,
         mut alloc: impl FnMut(usize) -> Option<F>,
     ) -> Option<(usize, F)> {
@@ -281,25 +281,25 @@ impl Lb {
             counters.inc(Counter::NeighborRequests);
             return Some((req.port, frame));
         }
-        while let Some((port, bytes)) = self.pp.emits.front() {
+        while let Some((port, bytes)) = self.proxy_out.emits.front() {
             if port >= ports.len() {
-                self.pp.emits.pop();
+                self.proxy_out.emits.pop();
                 continue;
             }
             let n = bytes.len();
             let Some(mut frame) = alloc(n) else {
-                self.pp.emits.pop();
+                self.proxy_out.emits.pop();
                 counters.inc(Counter::DropNoAllocation);
                 continue;
             };
             let Some(d) = frame.data_mut().get_mut(..n) else {
-                self.pp.emits.pop();
+                self.proxy_out.emits.pop();
                 counters.inc(Counter::DropNoAllocation);
                 continue;
             };
             d.copy_from_slice(bytes);
             frame.set_len(n);
-            self.pp.emits.pop();
+            self.proxy_out.emits.pop();
             return Some((port, frame));
         }
         None
@@ -309,7 +309,7 @@ impl Lb {
 /// Writes the ARP request or neighbour solicitation for `target` out of
 /// port `info` into `buf`: its length, or `None` when the port has no
 /// address of the family to ask from.
-fn write_request(buf: &mut [u8], info: &PortInfo, target: IpAddr) -> Option<usize> {
+fn write_request(buf: &mut [u8], info: &PortDesc, target: IpAddr) -> Option<usize> {
     let mac = info.mac;
     match target {
         IpAddr::V4(t) => info

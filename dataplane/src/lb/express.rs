@@ -14,7 +14,7 @@ use super::Lb;
 use crate::conntrack::{Dir, FlowKey, Hint, KeyHash};
 use crate::counters::Counters;
 use crate::nat;
-use crate::port::PortInfo;
+use crate::port::PortDesc;
 use crate::ppv2::{self};
 use crate::tstamp;
 use crate::verdict::Verdict;
@@ -233,7 +233,7 @@ impl Lb {
         len: usize,
         prep: &Prepared,
         in_port: usize,
-        ports: &[PortInfo],
+        ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Option<Verdict> {
         let frame = buf.get_mut(..len)?;
@@ -267,7 +267,7 @@ impl Lb {
         // acknowledgement numbers move (no SYN: the SYN-ACK's MSS is clamped
         // on the general path; replies need the ACK they translate).
         if e.value.pp_on()
-            && !(e.value.pp.steady()
+            && !(e.value.proxy.steady()
                 && !at.udp
                 && flags & TCP_SYN == 0
                 && (dir == Dir::Original || flags & TCP_ACK != 0))
@@ -333,7 +333,7 @@ impl Lb {
                 let Some(s) = segment(frame) else {
                     return Some(count_drop(counters, Counter::DropPpBadSegment));
                 };
-                rec.pp.shift_client(frame, &s);
+                rec.proxy.shift_client(frame, &s);
             }
             return Some(v);
         }
@@ -341,7 +341,7 @@ impl Lb {
             let Some(s) = segment(frame) else {
                 return Some(count_drop(counters, Counter::DropPpBadSegment));
             };
-            rec.pp.map_backend(frame, &s);
+            rec.proxy.map_backend(frame, &s);
         }
         let out = rec.client_port as usize;
         let Some(port) = ports.get(out) else {

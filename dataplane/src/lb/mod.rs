@@ -26,7 +26,7 @@ use crate::conntrack::{Conntrack, Timeouts};
 use crate::counters::Counters;
 use crate::local_ports::LocalPorts;
 use crate::neigh::{NeighborSync, Neighbors, Slot};
-use crate::port::PortInfo;
+use crate::port::PortDesc;
 use crate::ppv2::{self, PpWorker};
 use crate::verdict::Verdict;
 use crate::wire::Parsed;
@@ -75,7 +75,7 @@ struct Rx<'a> {
 /// Where a stage's verdict goes: the port table it may name and the
 /// counters it counts in.
 struct Out<'a> {
-    ports: &'a [PortInfo],
+    ports: &'a [PortDesc],
     counters: &'a mut Counters,
 }
 
@@ -101,7 +101,7 @@ pub struct Lb {
     /// Connections created by this worker (the low bits of `FlowRec::conn_id`).
     conn_counter: u64,
     /// Extra frames to send and PROXY header retransmission timers.
-    pp: PpWorker,
+    proxy_out: PpWorker,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -136,7 +136,7 @@ impl Lb {
             requests: ArrayVec::new(),
             now_ms: 0,
             conn_counter: 0,
-            pp: PpWorker::default(),
+            proxy_out: PpWorker::default(),
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]
@@ -210,8 +210,8 @@ impl Lb {
 
     /// PROXY protocol frames waiting to be sent and their retransmission
     /// timers (inspection: tests).
-    pub fn pp(&self) -> &PpWorker {
-        &self.pp
+    pub fn proxy_out(&self) -> &PpWorker {
+        &self.proxy_out
     }
 
     /// This worker's index.
@@ -241,17 +241,17 @@ impl Lb {
             counters.set(Counter::LocalTuplesInUse, t.in_use);
             counters.set(Counter::LocalTuplesResting, t.resting);
         }
-        let (ct, pp) = (&self.conntrack, &mut self.pp);
-        pp.timers.tick(
+        let (ct, out) = (&self.conntrack, &mut self.proxy_out);
+        out.timers.tick(
             now_ms,
             |id, conn_id| {
                 let live = ct.is_live(id) && !ct.get(id).is_expired(now_ms) && !ct.is_closing(id);
                 match &ct.get(id).value {
-                    v if live && v.conn_id == conn_id => v.pp.pending(),
+                    v if live && v.conn_id == conn_id => v.proxy.pending(),
                     _ => ppv2::queue::Pending::Done,
                 }
             },
-            &mut pp.emits,
+            &mut out.emits,
             counters,
         );
     }

@@ -11,7 +11,7 @@ use super::Lb;
 use super::{Out, Rx};
 use crate::conntrack::{EntryId, FlowKey};
 use crate::counters::Counters;
-use crate::port::PortInfo;
+use crate::port::PortDesc;
 use crate::verdict::Verdict;
 use crate::wire::{ip_proto, Parsed};
 
@@ -113,7 +113,7 @@ impl Lb {
         p: &Parsed,
         in_port: usize,
         id: EntryId,
-        ports: &[PortInfo],
+        ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Verdict {
         if p.l4_proto != ip_proto::TCP {
@@ -132,7 +132,7 @@ impl Lb {
         p: &Parsed,
         in_port: usize,
         id: EntryId,
-        ports: &[PortInfo],
+        ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Verdict {
         self.forget(id);

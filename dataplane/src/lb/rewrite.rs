@@ -12,7 +12,7 @@ use super::Lb;
 use crate::conntrack::{Dir, EntryId, FlowKey};
 use crate::counters::Counters;
 use crate::nat;
-use crate::port::PortInfo;
+use crate::port::PortDesc;
 use crate::ppv2::{self};
 use crate::tstamp;
 use crate::verdict::Verdict;
@@ -98,8 +98,8 @@ impl Lb {
         };
         let r = e
             .value
-            .pp
-            .client_segment(&d, buf, len, p, &mut self.pp, counters);
+            .proxy
+            .client_segment(&d, buf, len, p, &mut self.proxy_out, counters);
         match r {
             Ok(len) => Verdict::Send { port, len },
             Err(c) => count_drop(counters, c),
@@ -112,7 +112,7 @@ impl Lb {
         &mut self,
         frame: &mut [u8],
         p: &Parsed,
-        ports: &[PortInfo],
+        ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Option<Verdict> {
         let inner = nat::icmp_error_inner(frame, p)?;

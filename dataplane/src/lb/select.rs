@@ -144,8 +144,8 @@ impl Lb {
             hop => hop,
         };
         let tcp = orig.proto == ip_proto::TCP;
-        let pp = if tcp {
-            PpFlow::new(vip.pp, orig.v6)
+        let proxy = if tcp {
+            PpFlow::new(vip.proxy_protocol, orig.v6)
         } else {
             PpFlow::default()
         };
@@ -157,12 +157,12 @@ impl Lb {
             backend_port: b.out_port as u8,
             client_mac,
             mode: vip.mode,
-            bits: if pp.is_on() { FLOW_PP } else { 0 },
+            bits: if proxy.is_on() { FLOW_PP } else { 0 },
             ts_delta: 0,
             fwd: nat::Deltas::default(),
             rev: nat::Deltas::default(),
             conn_id: (self.worker as u64) << 48 | (self.conn_counter & 0xFFFF_FFFF_FFFF),
-            pp,
+            proxy,
         };
         self.conn_counter += 1;
         let now = self.now_ms;

@@ -55,7 +55,7 @@ pub struct VipRt<'t> {
     pub ring: &'t [u32],
     pub backends: Vec<BackendRt>,
     /// PROXY protocol v2 settings (off by default).
-    pub pp: PpConfig,
+    pub proxy_protocol: PpConfig,
     /// Full-NAT TCP flows get their timestamps translated ([`tstamp`]).
     pub translate_timestamps: bool,
     /// The tables-region block the VIP was read from (`None`: built in
@@ -95,7 +95,7 @@ pub struct VipInput<'t> {
     /// (backend id, address, port); empty when `block` is set.
     pub backends: Vec<(u32, IpAddr, u16)>,
     /// PROXY protocol v2 settings; `PpConfig::default()` is off.
-    pub pp: PpConfig,
+    pub proxy_protocol: PpConfig,
     pub translate_timestamps: bool,
     /// A VIP read in place from a validated tables-region block: its source
     /// and its backend records. Its backends are built (or carried over from
@@ -250,7 +250,7 @@ impl<'t> Adopted<'t> {
                 mode: v.mode,
                 ring,
                 backends,
-                pp: v.pp,
+                proxy_protocol: v.proxy_protocol,
                 translate_timestamps: v.translate_timestamps,
                 src: v.block.map(|(src, _)| src),
                 records,

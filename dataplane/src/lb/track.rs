@@ -17,7 +17,7 @@ use crate::counters::Counters;
 use crate::local_ports::LocalPorts;
 use crate::nat;
 use crate::neigh::Slot;
-use crate::port::PortInfo;
+use crate::port::PortDesc;
 use crate::ppv2::PpFlow;
 use crate::tstamp;
 use crate::verdict::Verdict;
@@ -63,10 +63,10 @@ pub struct FlowRec {
     /// worker's connection counter below (the PPv2 `UNIQUE_ID`).
     pub conn_id: u64,
     /// PROXY protocol v2 state (off unless the VIP has it).
-    pub pp: PpFlow,
+    pub proxy: PpFlow,
 }
 
-/// `FlowRec::bits`: `pp.is_on()`, fixed when the connection starts.
+/// `FlowRec::bits`: `proxy.is_on()`, fixed when the connection starts.
 pub const FLOW_PP: u8 = 1;
 
 /// The client's SYN carried timestamps and `ts_delta` translates them.
@@ -111,7 +111,7 @@ impl Default for FlowRec {
             mode: Mode::FullNat,
             bits: 0,
             conn_id: 0,
-            pp: PpFlow::default(),
+            proxy: PpFlow::default(),
         }
     }
 }
@@ -399,7 +399,7 @@ impl Lb {
         }
         count_forwarded(self.vip_stats, self.backend_stats, rec, len);
         if rec.pp_on() {
-            if let Err(c) = rec.pp.backend_segment(frame, p, counters) {
+            if let Err(c) = rec.proxy.backend_segment(frame, p, counters) {
                 return count_drop(counters, c);
             }
         }
@@ -418,7 +418,7 @@ impl Lb {
         frame: &mut [u8],
         p: &Parsed,
         key: &FlowKey,
-        ports: &[PortInfo],
+        ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Verdict {
         let Some(tables) = self.tables.as_ref() else {

@@ -426,7 +426,7 @@ fn steady_proxy_flows_take_the_express_lane_as_the_general_path() {
         both(&mut a, &mut b, INT, &from_backend(ACK, b1, sent, None, &[])).expect("ACK of it");
         let key = key_of(client.0, vip.0, client.1, vip.1, ip_proto::TCP);
         let (id, _) = a.lb().conntrack.lookup(&key, 1_000).expect("entry");
-        assert!(a.lb().conntrack.get(id).value.pp.steady());
+        assert!(a.lb().conntrack.get(id).value.proxy.steady());
 
         let taken = a.lb().express_taken;
         let mut ours = first.len() as u32;
@@ -628,7 +628,7 @@ fn same_state(a: &Pipeline, b: &Pipeline, conns: &[Conn], now: u64) {
             );
         }
     }
-    assert_eq!(a.lb().pp.emits.len(), b.lb().pp.emits.len());
+    assert_eq!(a.lb().proxy_out.emits.len(), b.lb().proxy_out.emits.len());
 }
 
 /// A random frame of the differential tests: a segment of connection
