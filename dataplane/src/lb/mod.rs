@@ -72,6 +72,14 @@ struct Rx<'a> {
     in_port: usize,
 }
 
+impl<'a> Rx<'a> {
+    /// The buffer, the frame's length, its parse and its port.
+    #[inline(always)]
+    fn parts(self) -> (&'a mut [u8], usize, &'a Parsed, usize) {
+        (self.buf, self.len, self.p, self.in_port)
+    }
+}
+
 /// Where a stage's verdict goes: the port table it may name and the
 /// counters it counts in.
 struct Out<'a> {

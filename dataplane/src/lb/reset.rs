@@ -86,12 +86,7 @@ impl Lb {
             out.counters.inc(Counter::ForgotBackendDown);
             return self.client_miss(rx, vi, key, None, out);
         }
-        let Rx {
-            buf,
-            len,
-            p,
-            in_port,
-        } = rx;
+        let (buf, len, p, in_port) = rx.parts();
         let Out { ports, counters } = out;
         let Some(frame) = buf.get_mut(..len) else {
             return count_drop(counters, Counter::DropSlowpathUnhandled);

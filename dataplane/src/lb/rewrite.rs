@@ -186,37 +186,20 @@ mod tests {
     const BACKEND: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 10);
     const LOCAL: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 1);
 
+    /// Full-NAT VIP 10.1.0.100:80 with one backend behind `int`; clients
+    /// on `ext` and `ext2`.
     const CONFIG: &str = r#"
 instance = "rewrite"
-[dataplane]
-main_lcore = 0
-worker_lcores = [1]
-flow_hash_key = "00112233445566778899aabbccddeeff"
-[[port]]
-name = "ext"
-devargs = "net_null0"
-addresses = ["10.1.0.1/24"]
-[[port]]
-name = "int"
-devargs = "net_null1"
-addresses = ["10.2.0.1/16"]
-local_addresses = ["10.2.0.1"]
-local_port_range = [1024, 65535]
-[[port]]
-name = "ext2"
-devargs = "net_null2"
-addresses = ["10.3.0.1/24"]
-[mgmt]
-listen = "unix:///run/border/rewrite.sock"
-
-[[vip]]
-name = "fnat4"
-address = "10.1.0.100"
-port = 80
-mode = "fullnat"
-[[vip.backend]]
-address = "10.2.0.10"
-port = 8080
+mgmt = { listen = "unix:///run/border/rewrite.sock" }
+dataplane = { main_lcore = 0, worker_lcores = [1], flow_hash_key = "00112233445566778899aabbccddeeff" }
+port = [
+  { name = "ext", devargs = "net_null0", addresses = ["10.1.0.1/24"] },
+  { name = "int", devargs = "net_null1", addresses = ["10.2.0.1/16"], local_addresses = ["10.2.0.1"], local_port_range = [1024, 65535] },
+  { name = "ext2", devargs = "net_null2", addresses = ["10.3.0.1/24"] },
+]
+vip = [
+  { name = "fnat4", address = "10.1.0.100", port = 80, mode = "fullnat", backend = [{ address = "10.2.0.10", port = 8080 }] },
+]
 "#;
 
     /// An ICMP error about a tracked flow, to go to a client whose port
@@ -228,15 +211,9 @@ port = 8080
     #[test]
     fn icmp_error_towards_a_port_not_in_the_table_is_dropped_unchanged() {
         let cfg = Config::from_toml_str(CONFIG, "rewrite.toml").expect("config");
-        let mut lb = Lb::new(
-            0,
-            1,
-            256,
-            cfg.dataplane.timeouts,
-            NeighborSync::new(1),
-            FlowStats::detached(64),
-            FlowStats::detached(64),
-        );
+        let stats = || FlowStats::detached(64);
+        let timeouts = cfg.dataplane.timeouts;
+        let mut lb = Lb::new(0, 1, 256, timeouts, NeighborSync::new(1), stats(), stats());
         lb.learn(BACKEND.into(), BACKEND_MAC);
         lb.adopt(crate::standalone::adopted_from_config(&cfg, 1).expect("tables"));
         let ports = ports_from_config(&cfg, &MACS, false);

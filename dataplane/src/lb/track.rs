@@ -182,12 +182,7 @@ impl Lb {
         key: &FlowKey,
         out: Out<'_>,
     ) -> Verdict {
-        let Rx {
-            buf,
-            len,
-            p,
-            in_port,
-        } = rx;
+        let (buf, len, p, in_port) = rx.parts();
         let Out { ports, counters } = out;
         if !p.tcp_flags_valid {
             return count_drop(counters, Counter::DropBadTcpFlags);
@@ -268,12 +263,7 @@ impl Lb {
         closing: Option<EntryId>,
         out: Out<'_>,
     ) -> Verdict {
-        let Rx {
-            buf,
-            len,
-            p,
-            in_port,
-        } = rx;
+        let (buf, len, p, in_port) = rx.parts();
         let Out { ports, counters } = out;
         let Some(frame) = buf.get_mut(..len) else {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
