@@ -441,11 +441,7 @@ fn prefetch_entries(pipeline: &Pipeline, prep: &mut [Prepared; BURST], marks: Ma
 /// Pass 3: each frame of the burst through the pipeline, in order;
 /// prepared ones through the express lane (which looks each up again, so a
 /// frame sees what the frames before it did).
-///
-/// Not inlined: the per-packet loop gets its own register allocation,
-/// untouched by the rest of `poll_once` (inlined, it cost ~10-20
-/// instructions a packet more under callgrind).
-#[inline(never)]
+#[inline(always)]
 fn run_burst<P: PortIo>(
     io: &mut P,
     pipeline: &mut Pipeline,
