@@ -15,10 +15,11 @@ use crate::conntrack::{Dir, FlowKey, Hint, KeyHash};
 use crate::counters::Counters;
 use crate::nat;
 use crate::port::PortDesc;
-use crate::ppv2::{self};
+use crate::ppv2;
 use crate::tstamp;
 use crate::verdict::Verdict;
-use crate::wire::ip_proto;
+use crate::wire::ethernet::ethertype;
+use crate::wire::{self, ip_proto};
 
 /// TCP flags the express lane looks at.
 pub(super) const TCP_SYN: u8 = 0x02;
@@ -26,86 +27,66 @@ pub(super) const TCP_SYN: u8 = 0x02;
 pub(super) const TCP_ACK: u8 = 0x10;
 
 /// The express lane's parse: the layout, the flow key and the TCP flags
-/// (0 for UDP) of a frame of the shape [`Lb::express`] takes, with the
-/// checks `parse_frame` makes of such a frame (`parse_fast` accepts every
-/// frame this does, with the same offsets) and those `client_packet` and
-/// `backend_packet` make before any state changes (TTL above 1, TCP flags
-/// valid). A SYN is refused: it may start a connection.
+/// (0 for UDP) of a frame of the shape [`Lb::express`] takes. It runs the
+/// stages of `parse_fast` (so it accepts no frame `parse_frame` would
+/// refuse, and finds the same offsets) and stops where the lane has what it
+/// needs, adding the lane's own conditions: IPv4 without options and its
+/// checksum verified, and the checks `client_packet` and `backend_packet`
+/// make before any state changes (TTL above 1, TCP flags valid). A SYN is
+/// refused: it may start a connection.
 #[inline(always)]
 pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
-    let rd =
-        |at: usize| -> Option<u16> { Some(u16::from_be_bytes([*f.get(at)?, *f.get(at + 1)?])) };
-    let (l3, et) = match rd(12)? {
-        0x8100 => (18, rd(16)?),
-        et => (14, et),
-    };
-    let (v4, end, proto, mut key) = match et {
-        0x0800 => {
-            let h: &[u8; 20] = f.get(l3..l3 + 20)?.try_into().ok()?;
-            let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
-            // Version 4 without options, within the frame, not a fragment, TTL > 1.
-            if h[0] != 0x45
-                || total < 20
-                || l3 + total > f.len()
-                || (h[6] & 0x3F) | h[7] != 0
-                || h[8] <= 1
-            {
+    let (_, et, l3) = wire::fast_link(f)?;
+    let h = f.get(l3..)?;
+    let (v4, ttl, proto, hl, total) = match et {
+        ethertype::IPV4 => {
+            let (ttl, proto, hl, total) = wire::fast_ipv4(h)?;
+            if hl != 20 || !wire::ipv4_header_ok(h.get(..20)?) {
                 return None;
             }
-            // The header checksum verifies: the one's-complement sum is
-            // 0xFFFF, i.e. the plain sum is a non-zero multiple of 0xFFFF.
-            // Either byte order will do for that (RFC 1071 §2(B)).
-            let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
-            let sum = w(0) + w(4) + w(8) + w(12) + w(16);
-            if sum == 0 || sum % 0xFFFF != 0 {
-                return None;
-            }
-            let s = u32::from_ne_bytes([h[12], h[13], h[14], h[15]]).to_ne_bytes();
-            let d = u32::from_ne_bytes([h[16], h[17], h[18], h[19]]).to_ne_bytes();
-            (true, l3 + total, h[9], FlowKey::v4(s, d, 0, 0, h[9]))
+            (true, ttl, proto, hl, total)
         }
-        0x86DD => {
-            let h: &[u8; 40] = f.get(l3..l3 + 40)?.try_into().ok()?;
-            let end = l3 + 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
-            if h[0] >> 4 != 6 || end > f.len() || h[7] <= 1 {
-                return None;
-            }
-            let mut s = [0u8; 16];
-            let mut d = [0u8; 16];
-            s.copy_from_slice(&h[8..24]);
-            d.copy_from_slice(&h[24..40]);
-            (false, end, h[6], FlowKey::v6(s, d, 0, 0, h[6]))
+        ethertype::IPV6 => {
+            let (ttl, proto, total) = wire::fast_ipv6(h)?;
+            (false, ttl, proto, 40, total)
         }
         _ => return None,
     };
-    let l4 = l3 + if v4 { 20 } else { 40 };
-    let seg = f.get(l4..end)?;
-    let (udp, flags) = match proto {
-        ip_proto::TCP => {
-            let h = seg.get(..20)?;
-            let doff = usize::from(h[12] >> 4) * 4;
-            let flags = h[13];
-            if doff < 20
-                || doff > seg.len()
-                || flags & 0x02 != 0
-                || !crate::wire::tcp_flags_valid(crate::wire::TcpFlags(flags))
-            {
-                return None;
-            }
-            (false, flags)
-        }
-        ip_proto::UDP => {
-            let ulen = usize::from(u16::from_be_bytes([*seg.get(4)?, *seg.get(5)?]));
-            if ulen < 8 || ulen > seg.len() {
-                return None;
-            }
-            (true, 0)
-        }
-        _ => return None,
+    if ttl <= 1 {
+        return None;
+    }
+    let (ports, tcp_flags, _) = wire::fast_l4(proto, h.get(hl..total)?)?;
+    let flags = tcp_flags.map_or(0, |t| t.0);
+    if flags & TCP_SYN != 0 || !tcp_flags.is_none_or(wire::tcp_flags_valid) {
+        return None;
+    }
+    let mut key = if v4 {
+        let a: &[u8; 8] = h.get(12..20)?.try_into().ok()?;
+        FlowKey::v4(
+            [a[0], a[1], a[2], a[3]],
+            [a[4], a[5], a[6], a[7]],
+            0,
+            0,
+            proto,
+        )
+    } else {
+        let s: &[u8; 16] = h.get(8..24)?.try_into().ok()?;
+        let d: &[u8; 16] = h.get(24..40)?.try_into().ok()?;
+        FlowKey::v6(*s, *d, 0, 0, proto)
     };
-    key.sport = u16::from_be_bytes([*seg.first()?, *seg.get(1)?]);
-    key.dport = u16::from_be_bytes([*seg.get(2)?, *seg.get(3)?]);
-    Some((nat::Layout { l3, l4, v4, udp }, key, flags))
+    key.sport = u16::from_be_bytes([ports[0], ports[1]]);
+    key.dport = u16::from_be_bytes([ports[2], ports[3]]);
+    let udp = proto == ip_proto::UDP;
+    Some((
+        nat::Layout {
+            l3,
+            l4: l3 + hl,
+            v4,
+            udp,
+        },
+        key,
+        flags,
+    ))
 }
 
 /// A frame [`Lb::express_prepare`] took: its layout, flow key, TCP flags,
