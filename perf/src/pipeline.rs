@@ -45,7 +45,8 @@ use conf::Config;
 use dataplane::io::{Burst, Frame, PortIo};
 use dataplane::lb::Lb;
 use dataplane::neigh::NeighborSync;
-use dataplane::pipeline::{ports_from_config, Pipeline};
+use dataplane::pipeline::Pipeline;
+use dataplane::port::ports_from_config;
 use dataplane::standalone::{adopted_from_config, OneShot};
 use dataplane::worker::{Clock, Handoff, Poll, Worker};
 use etherparse::{PacketBuilder, TcpHeader};
@@ -494,7 +495,7 @@ impl Rig {
         let mut all: Vec<IpAddr> = (0..backends).map(|k| backend_v4(k).into()).collect();
         all.extend((0..backends).map(|k| IpAddr::from(backend_v6(k))));
         for ip in &all {
-            lb.neighbors.learn(*ip, backend_mac(*ip), 0);
+            lb.seed_neighbor(*ip, backend_mac(*ip));
         }
         let pipeline = Pipeline::new(ports_from_config(cfg, &[EXT_MAC, INT_MAC], false), lb);
         let offset_ms = Arc::new(AtomicU64::new(0));
@@ -542,14 +543,14 @@ impl Rig {
         self.offset_ms.fetch_add(ms, Ordering::Relaxed);
         self.w.poll_once();
         for ip in self.backends.clone() {
-            self.w.pipeline.lb.learn(ip, backend_mac(ip));
+            self.w.pipeline.learn(ip, backend_mac(ip));
         }
     }
 
     fn drops(&self) -> u64 {
         self.w
             .pipeline
-            .counters
+            .counters()
             .nonzero()
             .iter()
             .filter(|(n, _)| n.starts_with("drop_"))
@@ -671,7 +672,7 @@ fn establish(rig: &mut Rig, vip: Vip, n: usize) -> anyhow::Result<(Frames, Frame
         sent.len() == n && sent.iter().all(|(p, _)| *p == INT),
         "{} of {n} SYNs forwarded (drops {:?})",
         sent.len(),
-        rig.w.pipeline.counters.nonzero()
+        rig.w.pipeline.counters().nonzero()
     );
     let mut fwd = Vec::with_capacity(n);
     let mut rev = Vec::with_capacity(n);
@@ -975,13 +976,13 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
                 rig.w.poll_once();
             }
             anyhow::ensure!(
-                rig.w.pipeline.lb.conntrack.is_empty(),
+                rig.w.pipeline.lb().conntrack().is_empty(),
                 "{} entries left after expiry",
-                rig.w.pipeline.lb.conntrack.len()
+                rig.w.pipeline.lb().conntrack().len()
             );
         }
         let drops = rig.drops() - drops0;
-        let new = rig.w.pipeline.counters.get(Counter::NewFlows);
+        let new = rig.w.pipeline.counters().get(Counter::NewFlows);
         anyhow::ensure!(
             new == (n * (args.samples + 1)) as u64 - drops,
             "new_flows {new} does not match"
