@@ -191,6 +191,8 @@ pub struct Manager {
     parsed: Mutex<Option<ConfigText>>,
     dp: Mutex<DpWatcher>,
     events: EventBus,
+    /// BGP announcements (docs/bgp.md): maintenance switch and view.
+    bgp: Arc<crate::bgp::BgpShared>,
 }
 
 enum Published {
@@ -223,6 +225,7 @@ impl Manager {
         // Parsed once more so that the first ApplyConfig of a large config
         // is as fast as the next ones.
         let parsed = ConfigText::parse(&text, &origin).ok();
+        let cfg_has_bgp = cfg.mgmt.bgp.is_some();
         let mut store = Store::new(cfg, text, origin, opts.paths.overrides.clone());
         if let Some(g) = publisher.published() {
             seed_health(&mut store, g);
@@ -238,6 +241,7 @@ impl Manager {
             parsed: Mutex::new(parsed),
             dp: Mutex::new(dp),
             events: EventBus::new(),
+            bgp: Arc::new(crate::bgp::BgpShared::new(cfg_has_bgp)),
         };
         Ok((Arc::new(m), opened))
     }
@@ -264,6 +268,11 @@ impl Manager {
                 pending: Some(why),
             }),
         }
+    }
+
+    /// BGP state shared with its task, the API and the exporter.
+    pub fn bgp(&self) -> &Arc<crate::bgp::BgpShared> {
+        &self.bgp
     }
 
     /// The options.
@@ -684,6 +693,7 @@ impl Manager {
 
     /// GetStatus.
     pub fn status(&self) -> pb::GetStatusResponse {
+        let bgp = crate::bgp::status(self);
         let snap = self.sample_dp();
         let core = lock(&self.core);
         let cfg = core.store.config();
@@ -731,6 +741,7 @@ impl Manager {
                 ..dataplane_status(&snap)
             }),
             vips,
+            bgp: Some(bgp),
         }
     }
 

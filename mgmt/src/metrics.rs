@@ -310,6 +310,7 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
             );
         }
     }
+    o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
     o.0
 }
 
