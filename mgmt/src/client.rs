@@ -58,7 +58,8 @@ pub fn parse_target(s: &str) -> Result<Listen, ConnectError> {
     Err(ConnectError::BadAddress(s.to_string()))
 }
 
-fn with_limits(ch: Channel) -> Client {
+/// The Border client over a connection, with the API's message size limits.
+pub fn with_limits(ch: Channel) -> Client {
     BorderClient::new(ch)
         .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(usize::MAX)
@@ -78,17 +79,45 @@ fn describe(e: tonic::transport::Error) -> Box<dyn std::error::Error + Send + Sy
 
 /// Connects to the API at `target` (`unix:///…` or `tcp://…`); TCP needs `tls`.
 pub async fn connect(target: &Listen, tls: Option<&ClientTls>) -> Result<Client, ConnectError> {
+    connect_channel(target, tls).await.map(with_limits)
+}
+
+/// The connection itself, for the other services on the same listener
+/// (`BorderHealth`, `BorderBgp`).
+pub async fn connect_channel(
+    target: &Listen,
+    tls: Option<&ClientTls>,
+) -> Result<Channel, ConnectError> {
     match target {
-        Listen::Unix(path) => connect_unix(path.clone()).await,
+        Listen::Unix(path) => unix_channel(path.clone()).await,
         Listen::Tcp(addr) => {
             let tls = tls.ok_or_else(|| ConnectError::NeedTls(format!("tcp://{addr}")))?;
-            connect_tls(*addr, tls).await
+            let cfg = client_config(tls)?;
+            let name = match &tls.server_name {
+                Some(n) => ServerName::try_from(n.clone())
+                    .map_err(|_| ConnectError::ServerName(n.clone()))?,
+                None => ServerName::IpAddress(addr.ip().into()),
+            };
+            tls_channel(*addr, cfg, name).await
         }
     }
 }
 
+/// The `border.v1.BorderBgp` client type.
+pub type BgpClient = crate::pb::border_bgp_client::BorderBgpClient<Channel>;
+
+/// The BorderBgp client over a connection from [`connect_channel`].
+pub fn bgp_client(ch: Channel) -> BgpClient {
+    crate::pb::border_bgp_client::BorderBgpClient::new(ch)
+        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+}
+
 /// Connects over a unix socket.
 pub async fn connect_unix(path: PathBuf) -> Result<Client, ConnectError> {
+    unix_channel(path).await.map(with_limits)
+}
+
+async fn unix_channel(path: PathBuf) -> Result<Channel, ConnectError> {
     let shown = format!("unix://{}", path.display());
     // The URI is required by tonic but unused: the connector dials the socket.
     let ch = Endpoint::from_static("http://border-mgmt.invalid")
@@ -104,7 +133,7 @@ pub async fn connect_unix(path: PathBuf) -> Result<Client, ConnectError> {
             addr: shown,
             source: describe(e),
         })?;
-    Ok(with_limits(ch))
+    Ok(ch)
 }
 
 /// Connects over TCP with mutual TLS.
@@ -129,6 +158,14 @@ pub async fn connect_tls_with(
     cfg: Arc<rustls::ClientConfig>,
     name: ServerName<'static>,
 ) -> Result<Client, ConnectError> {
+    tls_channel(addr, cfg, name).await.map(with_limits)
+}
+
+async fn tls_channel(
+    addr: SocketAddr,
+    cfg: Arc<rustls::ClientConfig>,
+    name: ServerName<'static>,
+) -> Result<Channel, ConnectError> {
     let connector = tokio_rustls::TlsConnector::from(cfg);
     let ch = Endpoint::from_shared(format!("http://{addr}"))
         .map_err(|_| ConnectError::BadAddress(addr.to_string()))?
@@ -150,5 +187,5 @@ pub async fn connect_tls_with(
             addr: format!("tcp://{addr}"),
             source: describe(e),
         })?;
-    Ok(with_limits(ch))
+    Ok(ch)
 }
