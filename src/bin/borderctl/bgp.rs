@@ -127,3 +127,76 @@ impl BgpView {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(connected: bool) -> pb::BgpStatus {
+        pb::BgpStatus {
+            configured: true,
+            api: "127.0.0.1:50051".into(),
+            connected,
+            last_error: if connected {
+                String::new()
+            } else {
+                "gobgpd 127.0.0.1:50051: ListPeer: Unavailable: tcp connect error".into()
+            },
+            errors: if connected { 0 } else { 3 },
+            retry_in_ms: if connected { 0 } else { 640 },
+            maintenance: true,
+            active_connections: 12,
+            neighbours: vec![pb::BgpNeighbour {
+                address: "10.71.0.254".into(),
+                peer_asn: 65100,
+                state: "established".into(),
+            }],
+            vips: vec![pb::VipRoute {
+                name: "web".into(),
+                prefix: "10.71.9.100/32".into(),
+                next_hop: "10.71.0.1".into(),
+                announced: false,
+                reason: "maintenance".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn status_shows_gobgpd_maintenance_neighbours_and_routes() {
+        let mut t = Text::default();
+        BgpView::from_pb(Some(&fixture(true)))
+            .unwrap()
+            .render(&mut t);
+        let want = "\
+gobgpd        127.0.0.1:50051: connected
+maintenance   ON: every VIP withdrawn; 12 connections still established
+
+NEIGHBOUR       AS  SESSION
+10.71.0.254  65100  established
+
+VIP  ROUTE           NEXT HOP   ANNOUNCED  REASON
+web  10.71.9.100/32  10.71.0.1  no         maintenance";
+        assert_eq!(t.to_string(), want);
+    }
+
+    #[test]
+    fn status_says_gobgpd_is_unreachable_and_why() {
+        let mut t = Text::default();
+        BgpView::from_pb(Some(&fixture(false)))
+            .unwrap()
+            .render(&mut t);
+        assert!(t.to_string().starts_with(
+            "gobgpd        127.0.0.1:50051: UNREACHABLE (3 failed calls; retry in 640 ms): gobgpd 127.0.0.1:50051: ListPeer: Unavailable: tcp connect error"
+        ));
+        let v = serde_json::to_value(BgpView::from_pb(Some(&fixture(false))).unwrap()).unwrap();
+        assert_eq!(v["connected"], false);
+        assert_eq!(v["vips"][0]["reason"], "maintenance");
+        assert_eq!(v["neighbours"][0]["state"], "established");
+    }
+
+    #[test]
+    fn nothing_without_bgp() {
+        assert!(BgpView::from_pb(None).is_none());
+        assert!(BgpView::from_pb(Some(&pb::BgpStatus::default())).is_none());
+    }
+}

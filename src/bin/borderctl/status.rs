@@ -509,6 +509,7 @@ mod tests {
                 ],
                 ..Default::default()
             }],
+            bgp: None,
         }
     }
 
