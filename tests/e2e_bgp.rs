@@ -1,0 +1,585 @@
+//! BGP end to end (docs/bgp.md, issue 12): two appliances announce one VIP
+//! to a router that spreads it by ECMP, and withdraw it when they cannot
+//! serve it. Everything is asserted on what the ROUTER's kernel shows.
+//!
+//! - `bg-r`: the router, BIRD 2 with `merge paths` (ECMP) into its kernel
+//!   table, L4 multipath hashing; a bridge `bgbr` (10.71.0.254/24) holds
+//!   both appliances' `ext` ports; the client `bg-cli` (10.71.100.2) sits
+//!   behind it.
+//! - `bg-a`, `bg-b`: an appliance each: border-dp (one adaptive worker,
+//!   both on the machine's CPUs), border-mgmt and gobgpd. gobgpd's BGP
+//!   session runs over the `ext` port's kernel twin (10.71.0.1 / .2).
+//! - `bg-bk`: two TCP backends (10.72.0.11/.12) on a bridge holding both
+//!   appliances' `int` ports. The VIP 10.71.0.100:80 is full-NAT, so a
+//!   backend sees which appliance forwarded a connection (its local address).
+//!
+//! Steps: both announced (two next hops; connections land on both) ->
+//! maintenance on A withdraws A, off brings it back -> every backend down
+//! withdraws both, one back announces both -> gobgpd of A stopped: A's
+//! status says so, forwarding goes on, gobgpd started again: A's path comes
+//! back by itself -> kill -9 A's border-dp: the router drops A when its
+//! hold timer (3 s) runs out and every new connection succeeds -> SIGTERM to
+//! B's border-mgmt withdraws B before it exits.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const VIP: &str = "10.71.0.100";
+const ROUTER: &str = "10.71.0.254";
+const CLIENT: &str = "10.71.100.2";
+
+fn backends() -> [(&'static str, SocketAddr); 2] {
+    [
+        ("bk1", "10.72.0.11:8080".parse().unwrap()),
+        ("bk2", "10.72.0.12:8080".parse().unwrap()),
+    ]
+}
+
+/// A process with its output in a log file, killed on drop.
+struct Daemon {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(ns: &str, args: &[&str], log: PathBuf) -> Daemon {
+        let f = std::fs::File::create(&log).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {args:?}: {e}"));
+        Daemon {
+            child: Some(child),
+            log,
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One appliance: border-dp, border-mgmt and gobgpd in namespace `bg-<x>`.
+struct Appliance {
+    x: char,
+    ns: Netns,
+    dir: TempDir,
+    config: String,
+    dp: BorderDp,
+    mgmt: BorderMgmt,
+    gobgpd: Daemon,
+}
+
+impl Appliance {
+    fn instance(x: char) -> String {
+        format!("e2ebg{x}")
+    }
+
+    fn host(x: char) -> u8 {
+        if x == 'a' {
+            1
+        } else {
+            2
+        }
+    }
+
+    fn ext_addr(x: char) -> String {
+        format!("10.71.0.{}", Self::host(x))
+    }
+
+    fn int_addr(x: char) -> String {
+        format!("10.72.0.{}", Self::host(x))
+    }
+
+    fn config(x: char, socket: &str) -> String {
+        let instance = Self::instance(x);
+        let (ext, int) = (Self::ext_addr(x), Self::int_addr(x));
+        // Both workers share the two CPUs: A's on CPU 1, B's on CPU 0.
+        let cpus = if x == 'a' { "[0, 1]" } else { "[1, 0]" };
+        format!(
+            r#"instance = "{instance}"
+[dataplane]
+main_lcore = 0
+worker_lcores = [1]
+lcore_cpus = {cpus}
+poll = "adaptive"
+eal_args = ["--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--file-prefix", "{instance}"]
+conntrack_per_worker = 16384
+flow_hash_key = "00112233445566778899aabbccddeeff"
+
+[[port]]
+name = "ext"
+devargs = "net_tap0,iface=bg{x}-ext"
+addresses = ["{ext}/24"]
+gateway = "{ROUTER}"
+host_interface = "kbg{x}-ext"
+
+[[port]]
+name = "int"
+devargs = "net_tap1,iface=bg{x}-int"
+addresses = ["{int}/24"]
+host_interface = "kbg{x}-int"
+local_addresses = ["{int}"]
+
+[mgmt]
+listen = "unix://{socket}"
+
+[mgmt.bgp]
+api = "127.0.0.1:50051"
+communities = ["65000:100"]
+
+[[vip]]
+name = "web"
+address = "{VIP}"
+port = 80
+mode = "fullnat"
+announce = "healthy"
+[vip.health]
+kind = "tcp"
+interval_ms = 200
+timeout_ms = 150
+rise = 2
+fall = 2
+[[vip.backend]]
+address = "10.72.0.11"
+port = 8080
+[[vip.backend]]
+address = "10.72.0.12"
+port = 8080
+"#
+        )
+    }
+
+    fn gobgpd_config(x: char) -> String {
+        let (me, asn) = (Self::ext_addr(x), 65000 + u32::from(Self::host(x)));
+        format!(
+            r#"[global.config]
+  as = {asn}
+  router-id = "{me}"
+  port = 179
+
+[[neighbors]]
+  [neighbors.config]
+    neighbor-address = "{ROUTER}"
+    peer-as = 65100
+  [neighbors.timers.config]
+    connect-retry = 1
+    hold-time = 3
+    keepalive-interval = 1
+"#
+        )
+    }
+
+    fn start(x: char) -> Appliance {
+        let instance = Self::instance(x);
+        clean_instance(&instance);
+        let ns = Netns::new(&format!("bg-{x}"));
+        let dir = TempDir::new(&format!("bg{x}"));
+        let socket = dir.path("api.sock");
+        let config = Self::config(x, socket.to_str().unwrap());
+        let cfg = dir.path("border.toml");
+        std::fs::write(&cfg, &config).unwrap();
+        std::fs::write(dir.path("gobgpd.toml"), Self::gobgpd_config(x)).unwrap();
+        let mgmt = BorderMgmt::start_in(Some(&ns.name), &cfg, dir.path("mgmt.log"));
+        let dp = BorderDp::start_following(&ns, &dir, &instance, &config);
+        // gobgpd's session runs over the ext port's kernel twin.
+        let gobgpd = Self::start_gobgpd(&ns, &dir, "gobgpd.log");
+        let a = Appliance {
+            x,
+            ns,
+            dir,
+            config,
+            dp,
+            mgmt,
+            gobgpd,
+        };
+        a.wire();
+        a
+    }
+
+    fn start_gobgpd(ns: &Netns, dir: &TempDir, log: &str) -> Daemon {
+        let cfg = dir.path("gobgpd.toml");
+        Daemon::start(
+            &ns.name,
+            &[
+                "gobgpd",
+                "-f",
+                cfg.to_str().unwrap(),
+                "--api-hosts",
+                "127.0.0.1:50051",
+                "--pprof-disable",
+                "-p",
+            ],
+            dir.path(log),
+        )
+    }
+
+    /// The data ports into the router's and the backends' bridges.
+    fn wire(&self) {
+        let x = self.x;
+        for (iface, peer, bridge) in [
+            (format!("bg{x}-ext"), "bg-r", "bgbr"),
+            (format!("bg{x}-int"), "bg-bk", "bgbk"),
+        ] {
+            wait_iface(&self.ns, &iface);
+            run(&[
+                "ip",
+                "-n",
+                &self.ns.name,
+                "link",
+                "set",
+                &iface,
+                "netns",
+                peer,
+            ]);
+            run(&["ip", "-n", peer, "link", "set", &iface, "master", bridge]);
+            run(&["ip", "-n", peer, "link", "set", &iface, "up"]);
+        }
+    }
+
+    fn socket(&self) -> String {
+        format!("unix://{}", self.dir.path("api.sock").display())
+    }
+
+    fn status_json(&self) -> serde_json::Value {
+        let (_, out, err) = borderctl(&["--server", &self.socket(), "--json", "status"]);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("status --json: {e}: {out}{err}"))
+    }
+
+    fn logs(&self) -> String {
+        format!(
+            "--- border-mgmt {x}:\n{}\n--- gobgpd {x}:\n{}\n--- border-dp {x}:\n{}",
+            self.mgmt.log_text(),
+            self.gobgpd.log_text(),
+            self.dp.log_text(),
+            x = self.x
+        )
+    }
+}
+
+/// The router's next hops for the VIP, as its kernel has them.
+fn next_hops(r: &Netns) -> Vec<String> {
+    let out = r.try_run(&["ip", "-4", "route", "show", &format!("{VIP}/32")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut hops: Vec<String> = words
+        .windows(2)
+        .filter(|w| w[0] == "via")
+        .map(|w| w[1].to_string())
+        .collect();
+    hops.sort();
+    hops
+}
+
+fn hops(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// Waits until the router's kernel shows exactly `want`; returns how long it took.
+fn wait_next_hops(
+    r: &Netns,
+    want: &[&str],
+    within: Duration,
+    ctx: &dyn Fn() -> String,
+) -> Duration {
+    let start = Instant::now();
+    let want = hops(want);
+    loop {
+        let now = next_hops(r);
+        if now == want {
+            return start.elapsed();
+        }
+        if start.elapsed() > within {
+            let bird = r.try_run(&[
+                "birdc",
+                "-s",
+                "/run/border-e2e-bg-bird.ctl",
+                "show",
+                "route",
+                "all",
+            ]);
+            panic!(
+                "router next hops for {VIP}: {now:?}, expected {want:?} within {within:?}\n--- birdc:\n{}\n{}",
+                String::from_utf8_lossy(&bird.stdout),
+                ctx()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `n` connections from the client; the appliance (by its local address,
+/// as the backend saw it) each went through.
+fn appliances_used(n: usize) -> std::collections::BTreeMap<String, usize> {
+    let vip: SocketAddr = format!("{VIP}:80").parse().unwrap();
+    let names = tcp_names("bg-cli", vip, n);
+    let via: Vec<String> = names
+        .iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
+        .collect();
+    tally(&via)
+}
+
+const BIRD_CTL: &str = "/run/border-e2e-bg-bird.ctl";
+
+fn bird_config() -> String {
+    format!(
+        r#"log stderr all;
+router id {ROUTER};
+protocol device {{ scan time 1; }}
+protocol kernel {{
+  ipv4 {{ import none; export all; }};
+  merge paths yes;
+  scan time 1;
+}}
+template bgp appliance {{
+  local {ROUTER} as 65100;
+  hold time 3;
+  keepalive time 1;
+  connect retry time 1;
+  connect delay time 1;
+  error wait time 1, 2;
+  ipv4 {{ import all; export none; }};
+}}
+protocol bgp a from appliance {{ neighbor 10.71.0.1 as 65001; }}
+protocol bgp b from appliance {{ neighbor 10.71.0.2 as 65002; }}
+"#
+    )
+}
+
+/// The router, the client and the backends' namespace.
+fn network(dir: &TempDir) -> (Netns, Netns, Netns, Daemon) {
+    let r = Netns::new("bg-r");
+    let cli = Netns::new("bg-cli");
+    let bk = Netns::new("bg-bk");
+    r.run(&["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    // Flows from one client spread by port, not only by address.
+    r.run(&["sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"]);
+    for (ns, br, addrs) in [
+        (&r, "bgbr", vec!["10.71.0.254/24"]),
+        (&bk, "bgbk", vec!["10.72.0.11/24", "10.72.0.12/24"]),
+    ] {
+        // A fixed MAC: a bridge otherwise takes its ports' lowest, and
+        // changes it when a port goes (border-dp killed).
+        run(&[
+            "ip",
+            "-n",
+            &ns.name,
+            "link",
+            "add",
+            br,
+            "address",
+            "02:00:00:00:71:fe",
+            "type",
+            "bridge",
+        ]);
+        for a in addrs {
+            run(&["ip", "-n", &ns.name, "addr", "add", a, "dev", br]);
+        }
+        run(&["ip", "-n", &ns.name, "link", "set", br, "up"]);
+    }
+    run(&[
+        "ip", "-n", "bg-cli", "link", "add", "bgc0", "type", "veth", "peer", "name", "bgc1",
+        "netns", "bg-r",
+    ]);
+    run(&[
+        "ip",
+        "-n",
+        "bg-cli",
+        "addr",
+        "add",
+        &format!("{CLIENT}/24"),
+        "dev",
+        "bgc0",
+    ]);
+    run(&["ip", "-n", "bg-cli", "link", "set", "bgc0", "up"]);
+    run(&[
+        "ip",
+        "-n",
+        "bg-cli",
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.71.100.1",
+    ]);
+    run(&[
+        "ip",
+        "-n",
+        "bg-r",
+        "addr",
+        "add",
+        "10.71.100.1/24",
+        "dev",
+        "bgc1",
+    ]);
+    run(&["ip", "-n", "bg-r", "link", "set", "bgc1", "up"]);
+    let cfg = dir.path("bird.conf");
+    std::fs::write(&cfg, bird_config()).unwrap();
+    let bird = Daemon::start(
+        "bg-r",
+        &["bird", "-f", "-c", cfg.to_str().unwrap(), "-s", BIRD_CTL],
+        dir.path("bird.log"),
+    );
+    (r, cli, bk, bird)
+}
+
+#[test]
+fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
+    let t0 = Instant::now();
+    let dir = TempDir::new("bg");
+    let (r, _cli, _bk, bird) = network(&dir);
+    let mut servers = Some(TcpBackends::start("bg-bk", &backends()));
+    let mut a = Appliance::start('a');
+    let b = Appliance::start('b');
+    let ctx = |a: &Appliance, b: &Appliance| {
+        format!("{}\n{}\n--- bird:\n{}", a.logs(), b.logs(), bird.log_text())
+    };
+    let (ha, hb) = (Appliance::ext_addr('a'), Appliance::ext_addr('b'));
+    let both = [ha.as_str(), hb.as_str()];
+
+    // Both appliances announce the VIP: the router has two next hops, and
+    // connections from many source ports go through both.
+    let took = wait_next_hops(&r, &both, Duration::from_secs(30), &|| ctx(&a, &b));
+    eprintln!(
+        "both announced {took:?} after the appliances started ({:?} in all)",
+        t0.elapsed()
+    );
+    let used = appliances_used(40);
+    assert_eq!(
+        used.len(),
+        2,
+        "connections land on both appliances: {used:?}"
+    );
+    // Neighbours are read once a second.
+    wait_until(
+        "A's status shows the session established",
+        Duration::from_secs(3),
+        || a.status_json()["bgp"]["neighbours"][0]["state"] == "established",
+    );
+    let st = a.status_json();
+    assert_eq!(st["bgp"]["connected"], true, "{st}");
+    assert_eq!(st["bgp"]["neighbours"][0]["address"], ROUTER, "{st}");
+    assert_eq!(st["bgp"]["neighbours"][0]["state"], "established", "{st}");
+    assert_eq!(st["bgp"]["vips"][0]["announced"], true, "{st}");
+    assert_eq!(st["bgp"]["vips"][0]["next_hop"], ha.as_str(), "{st}");
+
+    // Maintenance on A: its path goes, new connections all go to B; off: back.
+    let out = borderctl_ok(&["--server", &a.socket(), "maintenance", "on"]);
+    assert!(out.starts_with("maintenance on"), "{out}");
+    let took = wait_next_hops(&r, &[&hb], Duration::from_secs(3), &|| ctx(&a, &b));
+    eprintln!("maintenance on A: withdrawn from the router in {took:?}");
+    let st = a.status_json();
+    assert_eq!(st["bgp"]["maintenance"], true, "{st}");
+    assert_eq!(st["bgp"]["vips"][0]["reason"], "maintenance", "{st}");
+    let used = appliances_used(20);
+    assert_eq!(
+        used.keys().collect::<Vec<_>>(),
+        [&Appliance::int_addr('b')],
+        "{used:?}"
+    );
+    borderctl_ok(&["--server", &a.socket(), "maintenance", "off"]);
+    wait_next_hops(&r, &both, Duration::from_secs(5), &|| ctx(&a, &b));
+
+    // Every backend down: both appliances withdraw; one back: both announce.
+    drop(servers.take());
+    let took = wait_next_hops(&r, &[], Duration::from_secs(5), &|| ctx(&a, &b));
+    eprintln!("every backend down: withdrawn from the router in {took:?}");
+    for x in [&a, &b] {
+        let st = x.status_json();
+        assert_eq!(
+            st["bgp"]["vips"][0]["reason"], "no eligible backend",
+            "{st}"
+        );
+    }
+    servers = Some(TcpBackends::start("bg-bk", &backends()));
+    let took = wait_next_hops(&r, &both, Duration::from_secs(10), &|| ctx(&a, &b));
+    eprintln!("backends back: announced again in {took:?}");
+
+    // gobgpd of A stopped: A says so, forwarding goes on (through B once the
+    // router drops A's session); started again, A's path comes back without
+    // touching border-mgmt.
+    a.gobgpd.kill();
+    wait_until(
+        "A's status says gobgpd is unreachable",
+        Duration::from_secs(5),
+        || a.status_json()["bgp"]["connected"] == false,
+    );
+    let st = a.status_json();
+    let err = st["bgp"]["last_error"].as_str().unwrap_or("").to_string();
+    assert!(err.contains("gobgpd 127.0.0.1:50051"), "{st}");
+    assert_eq!(st["bgp"]["vips"][0]["reason"], "gobgpd unreachable", "{st}");
+    let (_, text, _) = borderctl(&["--server", &a.socket(), "status"]);
+    assert!(
+        text.contains("gobgpd        127.0.0.1:50051: UNREACHABLE"),
+        "{text}"
+    );
+    wait_next_hops(&r, &[&hb], Duration::from_secs(5), &|| ctx(&a, &b));
+    assert_eq!(appliances_used(10).values().sum::<usize>(), 10);
+    a.gobgpd = Appliance::start_gobgpd(&a.ns, &a.dir, "gobgpd-2.log");
+    let took = wait_next_hops(&r, &both, Duration::from_secs(15), &|| ctx(&a, &b));
+    eprintln!("gobgpd of A restarted: its path is back in {took:?}");
+    assert_eq!(a.status_json()["bgp"]["connected"], true);
+
+    // kill -9 A's border-dp: the session dies with the twin (nobody can
+    // withdraw over it); the router drops A when its 3 s hold timer runs
+    // out, counted from A's last keepalive: 2-3 s after the kill, plus
+    // BIRD's reaction (the bound allows 0.5 s of that). Every new
+    // connection succeeds.
+    let killed = Instant::now();
+    a.dp.kill9();
+    let took = wait_next_hops(&r, &[&hb], Duration::from_millis(3500), &|| ctx(&a, &b));
+    eprintln!("border-dp of A killed: the router dropped it in {took:?}");
+    let used = appliances_used(30);
+    assert_eq!(
+        used.keys().collect::<Vec<_>>(),
+        [&Appliance::int_addr('b')],
+        "{used:?}"
+    );
+    wait_until(
+        "A's border-mgmt withdraws: dataplane down",
+        Duration::from_secs(2),
+        || a.status_json()["bgp"]["vips"][0]["reason"] == "dataplane down",
+    );
+    eprintln!(
+        "A's border-mgmt reported dataplane down {:?} after the kill",
+        killed.elapsed()
+    );
+
+    // SIGTERM to B's border-mgmt: it withdraws before it exits.
+    let stopping = Instant::now();
+    let mut b = b;
+    assert!(b.mgmt.stop().success(), "{}", b.logs());
+    wait_next_hops(&r, &[], Duration::from_secs(1), &|| ctx(&a, &b));
+    eprintln!(
+        "border-mgmt of B stopped and withdrawn in {:?}",
+        stopping.elapsed()
+    );
+    assert!(b.mgmt.log_text().contains("BGP: withdrawn"), "{}", b.logs());
+    drop(servers);
+    let _ = &a.config;
+    eprintln!("e2e_bgp: {:?} in all", t0.elapsed());
+}
