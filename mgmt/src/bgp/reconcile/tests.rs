@@ -69,7 +69,8 @@ fn a_fresh_start_announces_every_wanted_vip_at_once() {
 #[test]
 fn each_failure_withdraws_at_once_with_its_reason() {
     let t0 = Instant::now();
-    let cases: [(&str, fn(&mut Inputs), Why); 4] = [
+    type Change = fn(&mut Inputs);
+    let cases: [(&str, Change, Why); 4] = [
         (
             "heartbeats stop",
             |i| i.dataplane_alive = false,
