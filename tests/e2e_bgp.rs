@@ -13,12 +13,17 @@
 //!   appliances' `int` ports. The VIP 10.71.0.100:80 is full-NAT, so a
 //!   backend sees which appliance forwarded a connection (its local address).
 //!
+//! A second VIP (10.71.0.101) is DNAT over the same backends, which route
+//! client-bound replies through B.
+//!
 //! Steps: both announced (two next hops; connections land on both) ->
 //! maintenance on A withdraws A, off brings it back -> every backend down
 //! withdraws both, one back announces both -> gobgpd of A stopped: A's
 //! status says so, forwarding goes on, gobgpd started again: A's path comes
 //! back by itself -> kill -9 A's border-dp: the router drops A when its
-//! hold timer (3 s) runs out and every new connection succeeds -> SIGTERM to
+//! hold timer (3 s) runs out and every new connection succeeds; long-lived
+//! DNAT streams that were on A finish byte-exact through B, full-NAT ones on
+//! A break (their local port was A's) -> SIGTERM to
 //! B's border-mgmt withdraws B before it exits.
 
 mod common;
@@ -31,6 +36,8 @@ use std::time::{Duration, Instant};
 use common::*;
 
 const VIP: &str = "10.71.0.100";
+/// A DNAT VIP over the same backends (they route replies through B).
+const DNAT_VIP: &str = "10.71.0.101";
 const ROUTER: &str = "10.71.0.254";
 const CLIENT: &str = "10.71.100.2";
 
@@ -169,6 +176,24 @@ port = 8080
 [[vip.backend]]
 address = "10.72.0.12"
 port = 8080
+
+[[vip]]
+name = "dnat"
+address = "{DNAT_VIP}"
+port = 80
+mode = "dnat"
+[vip.health]
+kind = "tcp"
+interval_ms = 200
+timeout_ms = 150
+rise = 2
+fall = 2
+[[vip.backend]]
+address = "10.72.0.11"
+port = 8080
+[[vip.backend]]
+address = "10.72.0.12"
+port = 8080
 "#
         )
     }
@@ -280,9 +305,9 @@ port = 8080
     }
 }
 
-/// The router's next hops for the VIP, as its kernel has them.
-fn next_hops(r: &Netns) -> Vec<String> {
-    let out = r.try_run(&["ip", "-4", "route", "show", &format!("{VIP}/32")]);
+/// The router's next hops for `vip`, as its kernel has them.
+fn next_hops(r: &Netns, vip: &str) -> Vec<String> {
+    let out = r.try_run(&["ip", "-4", "route", "show", &format!("{vip}/32")]);
     let text = String::from_utf8_lossy(&out.stdout);
     let words: Vec<&str> = text.split_whitespace().collect();
     let mut hops: Vec<String> = words
@@ -298,7 +323,8 @@ fn hops(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-/// Waits until the router's kernel shows exactly `want`; returns how long it took.
+/// Waits until the router's kernel shows exactly `want` for both VIPs;
+/// returns how long it took.
 fn wait_next_hops(
     r: &Netns,
     want: &[&str],
@@ -308,8 +334,8 @@ fn wait_next_hops(
     let start = Instant::now();
     let want = hops(want);
     loop {
-        let now = next_hops(r);
-        if now == want {
+        let now = next_hops(r, VIP);
+        if now == want && next_hops(r, DNAT_VIP) == want {
             return start.elapsed();
         }
         if start.elapsed() > within {
@@ -329,6 +355,24 @@ fn wait_next_hops(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Long-lived streams per VIP in the kill step.
+const STREAMS: usize = 12;
+
+/// New connections through the appliance so far: (full-NAT VIP, DNAT VIP).
+fn new_connections(x: &Appliance) -> (u64, u64) {
+    let (_, out, err) = borderctl(&["--server", &x.socket(), "--json", "stats"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("stats --json: {e}: {out}{err}"));
+    let of = |name: &str| {
+        v["vips"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["name"] == name))
+            .and_then(|x| x["stats"]["new_connections"].as_u64())
+            .unwrap_or_else(|| panic!("no {name} in {v}"))
+    };
+    (of("web"), of("dnat"))
 }
 
 /// `n` connections from the client; the appliance (by its local address,
@@ -455,6 +499,19 @@ fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
     let mut servers = Some(TcpBackends::start("bg-bk", &backends()));
     let mut a = Appliance::start('a');
     let b = Appliance::start('b');
+    // DNAT: the backends route replies through an appliance, B here (it
+    // translates replies of flows A forwarded by its reverse map). Once
+    // the bridge has ports: a route over a bridge without carrier goes.
+    run(&[
+        "ip",
+        "-n",
+        "bg-bk",
+        "route",
+        "add",
+        "10.71.100.0/24",
+        "via",
+        "10.72.0.2",
+    ]);
     let ctx = |a: &Appliance, b: &Appliance| {
         format!("{}\n{}\n--- bird:\n{}", a.logs(), b.logs(), bird.log_text())
     };
@@ -544,6 +601,21 @@ fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
     eprintln!("gobgpd of A restarted: its path is back in {took:?}");
     assert_eq!(a.status_json()["bgp"]["connected"], true);
 
+    // Long-lived streams on both VIPs, spread over both appliances by the
+    // router (how many went through A: its new connections per VIP).
+    let on_a_before = new_connections(&a);
+    let web: SocketAddr = format!("{VIP}:80").parse().unwrap();
+    let dnat: SocketAddr = format!("{DNAT_VIP}:80").parse().unwrap();
+    let pace = Duration::from_millis(20);
+    let web_streams = EchoStreams::start("bg-cli", web, STREAMS, 1000, pace, 100);
+    let dnat_streams = EchoStreams::start("bg-cli", dnat, STREAMS, 1000, pace, 200);
+    let on_a = new_connections(&a);
+    let (web_on_a, dnat_on_a) = (on_a.0 - on_a_before.0, on_a.1 - on_a_before.1);
+    eprintln!("streams through A: {web_on_a} of {STREAMS} full-NAT, {dnat_on_a} of {STREAMS} DNAT");
+    assert!(web_on_a > 0 && dnat_on_a > 0, "ECMP put no stream on A");
+    dnat_streams.wait_all_moving(&[0; STREAMS]);
+    let dnat_before_kill = dnat_streams.progress();
+
     // kill -9 A's border-dp: the session dies with the twin (nobody can
     // withdraw over it); the router drops A when its 3 s hold timer runs
     // out, counted from A's last keepalive: 2-3 s after the kill, plus
@@ -558,6 +630,25 @@ fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
         used.keys().collect::<Vec<_>>(),
         [&Appliance::int_addr('b')],
         "{used:?}"
+    );
+    // DNAT streams that were on A go on through B (same Maglev pick,
+    // mid-stream pickup), byte-exact; full-NAT ones on A cannot (their
+    // local port was A's) and end with an error; the rest are intact.
+    dnat_streams.wait_all_moving(&dnat_before_kill);
+    let moved = Instant::now();
+    let dnat_reports = dnat_streams.finish();
+    for r in &dnat_reports {
+        assert!(r.error.is_none() && r.bytes > 0, "DNAT stream {r:?}");
+    }
+    let web_reports = web_streams.finish();
+    let broken = web_reports.iter().filter(|r| r.error.is_some()).count();
+    assert_eq!(
+        broken as u64, web_on_a,
+        "full-NAT streams broken = those on A: {web_reports:?}"
+    );
+    eprintln!(
+        "after the kill: {STREAMS} DNAT streams finished byte-exact ({dnat_on_a} moved from A), {broken} full-NAT streams on A broke ({:?})",
+        moved.elapsed()
     );
     wait_until(
         "A's border-mgmt withdraws: dataplane down",
