@@ -544,20 +544,42 @@ fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
     assert_eq!(st["bgp"]["vips"][0]["announced"], true, "{st}");
     assert_eq!(st["bgp"]["vips"][0]["next_hop"], ha.as_str(), "{st}");
 
-    // Maintenance on A: its path goes, new connections all go to B; off: back.
+    // Maintenance on A: its path goes, new connections all go to B; DNAT
+    // streams that were on A go on through B; the status counts the
+    // connections A still holds. Off: A is back.
+    let dnat: SocketAddr = format!("{DNAT_VIP}:80").parse().unwrap();
+    let before = new_connections(&a).1;
+    let streams = EchoStreams::start("bg-cli", dnat, 8, 1000, Duration::from_millis(20), 300);
+    let dnat_on_a = new_connections(&a).1 - before;
+    streams.wait_all_moving(&[0; 8]);
     let out = borderctl_ok(&["--server", &a.socket(), "maintenance", "on"]);
     assert!(out.starts_with("maintenance on"), "{out}");
-    let took = wait_next_hops(&r, &[&hb], Duration::from_secs(3), &|| ctx(&a, &b));
+    let took = wait_next_hops(&r, &[&hb], Duration::from_secs(1), &|| ctx(&a, &b));
     eprintln!("maintenance on A: withdrawn from the router in {took:?}");
     let st = a.status_json();
     assert_eq!(st["bgp"]["maintenance"], true, "{st}");
     assert_eq!(st["bgp"]["vips"][0]["reason"], "maintenance", "{st}");
+    let left = st["bgp"]["active_connections"].as_u64().unwrap();
+    assert!(
+        left >= dnat_on_a,
+        "{dnat_on_a} DNAT streams on A, status says {left} left: {st}"
+    );
+    let (_, text, _) = borderctl(&["--server", &a.socket(), "status"]);
+    assert!(
+        text.contains("maintenance   ON: every VIP withdrawn; "),
+        "{text}"
+    );
     let used = appliances_used(20);
     assert_eq!(
         used.keys().collect::<Vec<_>>(),
         [&Appliance::int_addr('b')],
         "{used:?}"
     );
+    streams.wait_all_moving(&streams.progress());
+    for r in streams.finish() {
+        assert!(r.error.is_none(), "DNAT stream through maintenance: {r:?}");
+    }
+    eprintln!("maintenance on A: {dnat_on_a} DNAT streams of A went on through B; status said {left} connections left on A");
     borderctl_ok(&["--server", &a.socket(), "maintenance", "off"]);
     wait_next_hops(&r, &both, Duration::from_secs(5), &|| ctx(&a, &b));
 
@@ -605,7 +627,6 @@ fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
     // router (how many went through A: its new connections per VIP).
     let on_a_before = new_connections(&a);
     let web: SocketAddr = format!("{VIP}:80").parse().unwrap();
-    let dnat: SocketAddr = format!("{DNAT_VIP}:80").parse().unwrap();
     let pace = Duration::from_millis(20);
     let web_streams = EchoStreams::start("bg-cli", web, STREAMS, 1000, pace, 100);
     let dnat_streams = EchoStreams::start("bg-cli", dnat, STREAMS, 1000, pace, 200);
