@@ -525,6 +525,22 @@ fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
         "both announced {took:?} after the appliances started ({:?} in all)",
         t0.elapsed()
     );
+    // The router got the configured community with each path.
+    let routes = r.run(&[
+        "birdc",
+        "-s",
+        BIRD_CTL,
+        "show",
+        "route",
+        "all",
+        &format!("{VIP}/32"),
+    ]);
+    let routes = String::from_utf8_lossy(&routes.stdout);
+    assert_eq!(
+        routes.matches("BGP.community: (65000,100)").count(),
+        2,
+        "{routes}"
+    );
     let used = appliances_used(40);
     assert_eq!(
         used.len(),
