@@ -360,94 +360,9 @@ fn build_impl(
         return Err(MaglevError::NotPrime { m });
     }
     let s = scratch;
-
-    // 1. Active backends, ranked by identity.
-    s.ranked.clear();
-    let Ok(len) = u32::try_from(backends.len()) else {
-        return Err(MaglevError::TooManyBackends {
-            backends: backends.iter().filter(|b| b.weight > 0).count(),
-            m,
-        });
-    };
-    s.ranked
-        .extend((0..len).filter(|&i| backends[i as usize].weight > 0));
-    let n = s.ranked.len();
-    if n == 0 {
-        return Err(MaglevError::NoBackends);
-    }
-    if n > m as usize {
-        return Err(MaglevError::TooManyBackends { backends: n, m });
-    }
-    s.ranked
-        .sort_unstable_by(|&a, &b| backends[a as usize].id.cmp(&backends[b as usize].id));
-    if let Some(w) = s
-        .ranked
-        .windows(2)
-        .find(|w| backends[w[0] as usize].id == backends[w[1] as usize].id)
-    {
-        return Err(MaglevError::DuplicateBackend {
-            id: backends[w[0] as usize].id,
-        });
-    }
-
-    // 2. Quotas: floor of the exact share, remainders to the largest ones.
-    let total: u64 = s
-        .ranked
-        .iter()
-        .map(|&i| u64::from(backends[i as usize].weight))
-        .sum();
-    let m64 = u64::from(m);
-    s.quota.clear();
-    s.remainder.clear();
-    let mut assigned: u64 = 0;
-    for (rank, &i) in s.ranked.iter().enumerate() {
-        // weight < 2^32 and m < 2^32: no overflow.
-        let p = u64::from(backends[i as usize].weight) * m64;
-        let q = p / total;
-        assigned += q;
-        s.quota.push(q as u32);
-        s.remainder.push((p % total, rank as u32));
-    }
-    // Fewer than n slots are left over, and at least that many backends have a
-    // non-zero remainder, so every backend ends at floor or ceil.
-    let left = (m64 - assigned) as usize;
-    if left > 0 {
-        s.remainder
-            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for &(_, rank) in &s.remainder[..left] {
-            s.quota[rank as usize] += 1;
-        }
-    }
-
-    // 3. Turn order: ranks by (quota desc, rank), in runs of equal quota.
-    s.by_quota.clear();
-    s.by_quota.extend(0..n as u32);
-    let quota = &s.quota;
-    s.by_quota
-        .sort_unstable_by(|&a, &b| quota[b as usize].cmp(&quota[a as usize]).then(a.cmp(&b)));
-    s.groups.clear();
-    let mut i = 0;
-    while i < n {
-        let q = s.quota[s.by_quota[i] as usize];
-        let start = i;
-        while i < n && s.quota[s.by_quota[i] as usize] == q {
-            i += 1;
-        }
-        if q > 0 {
-            s.groups.push(Group {
-                start: start as u32,
-                end: i as u32,
-                quota: q,
-                ..Group::default()
-            });
-        }
-    }
-    // R = the largest quota: that group takes a turn every round.
-    let rounds = s.groups.first().map_or(0, |g| g.quota);
-    for g in &mut s.groups {
-        g.whole = rounds / g.quota;
-        g.frac = rounds % g.quota;
-    }
+    let n = rank_active(s, backends, m)?;
+    assign_quotas(s, backends, m);
+    let rounds = turn_groups(s, n);
 
     // 4. Permutations.
     s.cursor.clear();
@@ -509,6 +424,110 @@ fn build_impl(
         }
     }
     Ok(())
+}
+
+/// Step 1 of [`build_impl`]: the active backends (weight above 0) into
+/// `s.ranked`, ranked by identity. Returns how many.
+fn rank_active(
+    s: &mut MaglevScratch,
+    backends: &[MaglevBackend],
+    m: u32,
+) -> Result<usize, MaglevError> {
+    s.ranked.clear();
+    let Ok(len) = u32::try_from(backends.len()) else {
+        return Err(MaglevError::TooManyBackends {
+            backends: backends.iter().filter(|b| b.weight > 0).count(),
+            m,
+        });
+    };
+    s.ranked
+        .extend((0..len).filter(|&i| backends[i as usize].weight > 0));
+    let n = s.ranked.len();
+    if n == 0 {
+        return Err(MaglevError::NoBackends);
+    }
+    if n > m as usize {
+        return Err(MaglevError::TooManyBackends { backends: n, m });
+    }
+    s.ranked
+        .sort_unstable_by(|&a, &b| backends[a as usize].id.cmp(&backends[b as usize].id));
+    if let Some(w) = s
+        .ranked
+        .windows(2)
+        .find(|w| backends[w[0] as usize].id == backends[w[1] as usize].id)
+    {
+        return Err(MaglevError::DuplicateBackend {
+            id: backends[w[0] as usize].id,
+        });
+    }
+    Ok(n)
+}
+
+/// Step 2 of [`build_impl`]: each ranked backend's quota of the `m` slots,
+/// the floor of its exact share, remainders to the largest ones.
+fn assign_quotas(s: &mut MaglevScratch, backends: &[MaglevBackend], m: u32) {
+    let total: u64 = s
+        .ranked
+        .iter()
+        .map(|&i| u64::from(backends[i as usize].weight))
+        .sum();
+    let m64 = u64::from(m);
+    s.quota.clear();
+    s.remainder.clear();
+    let mut assigned: u64 = 0;
+    for (rank, &i) in s.ranked.iter().enumerate() {
+        // weight < 2^32 and m < 2^32: no overflow.
+        let p = u64::from(backends[i as usize].weight) * m64;
+        let q = p / total;
+        assigned += q;
+        s.quota.push(q as u32);
+        s.remainder.push((p % total, rank as u32));
+    }
+    // Fewer than n slots are left over, and at least that many backends have a
+    // non-zero remainder, so every backend ends at floor or ceil.
+    let left = (m64 - assigned) as usize;
+    if left > 0 {
+        s.remainder
+            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for &(_, rank) in &s.remainder[..left] {
+            s.quota[rank as usize] += 1;
+        }
+    }
+}
+
+/// Step 3 of [`build_impl`]: the turn order, ranks by (quota desc, rank)
+/// in groups of equal quota, and each group's turn spacing. Returns the
+/// number of rounds R.
+fn turn_groups(s: &mut MaglevScratch, n: usize) -> u32 {
+    s.by_quota.clear();
+    s.by_quota.extend(0..n as u32);
+    let quota = &s.quota;
+    s.by_quota
+        .sort_unstable_by(|&a, &b| quota[b as usize].cmp(&quota[a as usize]).then(a.cmp(&b)));
+    s.groups.clear();
+    let mut i = 0;
+    while i < n {
+        let q = s.quota[s.by_quota[i] as usize];
+        let start = i;
+        while i < n && s.quota[s.by_quota[i] as usize] == q {
+            i += 1;
+        }
+        if q > 0 {
+            s.groups.push(Group {
+                start: start as u32,
+                end: i as u32,
+                quota: q,
+                ..Group::default()
+            });
+        }
+    }
+    // R = the largest quota: that group takes a turn every round.
+    let rounds = s.groups.first().map_or(0, |g| g.quota);
+    for g in &mut s.groups {
+        g.whole = rounds / g.quota;
+        g.frac = rounds % g.quota;
+    }
+    rounds
 }
 
 /// What a group's turn touches.

@@ -58,7 +58,7 @@ pub fn parse_target(s: &str) -> Result<Listen, ConnectError> {
     Err(ConnectError::BadAddress(s.to_string()))
 }
 
-/// The Border client over a connection, with the API's message size limits.
+/// The Border client over a channel, with the API's message size limits.
 pub fn with_limits(ch: Channel) -> Client {
     BorderClient::new(ch)
         .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
@@ -79,17 +79,31 @@ fn describe(e: tonic::transport::Error) -> Box<dyn std::error::Error + Send + Sy
 
 /// Connects to the API at `target` (`unix:///…` or `tcp://…`); TCP needs `tls`.
 pub async fn connect(target: &Listen, tls: Option<&ClientTls>) -> Result<Client, ConnectError> {
-    connect_channel(target, tls).await.map(with_limits)
+    match target {
+        Listen::Unix(path) => connect_unix(path.clone()).await,
+        Listen::Tcp(addr) => {
+            let tls = tls.ok_or_else(|| ConnectError::NeedTls(format!("tcp://{addr}")))?;
+            connect_tls(*addr, tls).await
+        }
+    }
 }
 
-/// The connection itself, for the other services on the same listener
-/// (`BorderHealth`, `BorderBgp`).
+/// A channel to the API at `target` (`unix:///…` or `tcp://…`; TCP needs
+/// `tls`), for the other services on the same listener (`BorderBgp`).
 pub async fn connect_channel(
     target: &Listen,
     tls: Option<&ClientTls>,
 ) -> Result<Channel, ConnectError> {
     match target {
-        Listen::Unix(path) => unix_channel(path.clone()).await,
+        Listen::Unix(path) => {
+            let shown = format!("unix://{}", path.display());
+            unix_channel(path.clone())
+                .await
+                .map_err(|e| ConnectError::Connect {
+                    addr: shown,
+                    source: describe(e),
+                })
+        }
         Listen::Tcp(addr) => {
             let tls = tls.ok_or_else(|| ConnectError::NeedTls(format!("tcp://{addr}")))?;
             let cfg = client_config(tls)?;
@@ -98,7 +112,12 @@ pub async fn connect_channel(
                     .map_err(|_| ConnectError::ServerName(n.clone()))?,
                 None => ServerName::IpAddress(addr.ip().into()),
             };
-            tls_channel(*addr, cfg, name).await
+            tls_channel(*addr, cfg, name)
+                .await
+                .map_err(|e| ConnectError::Connect {
+                    addr: format!("tcp://{addr}"),
+                    source: describe(e),
+                })
         }
     }
 }
@@ -106,7 +125,7 @@ pub async fn connect_channel(
 /// The `border.v1.BorderBgp` client type.
 pub type BgpClient = crate::pb::border_bgp_client::BorderBgpClient<Channel>;
 
-/// The BorderBgp client over a connection from [`connect_channel`].
+/// The BorderBgp client over a channel from [`connect_channel`].
 pub fn bgp_client(ch: Channel) -> BgpClient {
     crate::pb::border_bgp_client::BorderBgpClient::new(ch)
         .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
@@ -114,13 +133,21 @@ pub fn bgp_client(ch: Channel) -> BgpClient {
 
 /// Connects over a unix socket.
 pub async fn connect_unix(path: PathBuf) -> Result<Client, ConnectError> {
-    unix_channel(path).await.map(with_limits)
+    let shown = format!("unix://{}", path.display());
+    let ch = unix_channel(path)
+        .await
+        .map_err(|e| ConnectError::Connect {
+            addr: shown,
+            source: describe(e),
+        })?;
+    Ok(with_limits(ch))
 }
 
-async fn unix_channel(path: PathBuf) -> Result<Channel, ConnectError> {
-    let shown = format!("unix://{}", path.display());
+/// A channel to a border-mgmt API on the unix socket at `path` (the
+/// Border and BorderHealth clients both ride on it).
+pub async fn unix_channel(path: PathBuf) -> Result<Channel, tonic::transport::Error> {
     // The URI is required by tonic but unused: the connector dials the socket.
-    let ch = Endpoint::from_static("http://border-mgmt.invalid")
+    Endpoint::from_static("http://border-mgmt.invalid")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let path = path.clone();
             async move {
@@ -129,11 +156,6 @@ async fn unix_channel(path: PathBuf) -> Result<Channel, ConnectError> {
             }
         }))
         .await
-        .map_err(|e| ConnectError::Connect {
-            addr: shown,
-            source: describe(e),
-        })?;
-    Ok(ch)
 }
 
 /// Connects over TCP with mutual TLS.
@@ -158,17 +180,24 @@ pub async fn connect_tls_with(
     cfg: Arc<rustls::ClientConfig>,
     name: ServerName<'static>,
 ) -> Result<Client, ConnectError> {
-    tls_channel(addr, cfg, name).await.map(with_limits)
+    let ch = tls_channel(addr, cfg, name)
+        .await
+        .map_err(|e| ConnectError::Connect {
+            addr: format!("tcp://{addr}"),
+            source: describe(e),
+        })?;
+    Ok(with_limits(ch))
 }
 
-async fn tls_channel(
+/// A channel to a border-mgmt API at `addr` over TCP with mutual TLS
+/// (the Border and BorderHealth clients both ride on it).
+pub async fn tls_channel(
     addr: SocketAddr,
     cfg: Arc<rustls::ClientConfig>,
     name: ServerName<'static>,
-) -> Result<Channel, ConnectError> {
+) -> Result<Channel, tonic::transport::Error> {
     let connector = tokio_rustls::TlsConnector::from(cfg);
-    let ch = Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|_| ConnectError::BadAddress(addr.to_string()))?
+    Endpoint::from_shared(format!("http://{addr}"))?
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let (connector, name) = (connector.clone(), name.clone());
             async move {
@@ -183,9 +212,4 @@ async fn tls_channel(
             }
         }))
         .await
-        .map_err(|e| ConnectError::Connect {
-            addr: format!("tcp://{addr}"),
-            source: describe(e),
-        })?;
-    Ok(ch)
 }

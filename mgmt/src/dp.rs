@@ -13,7 +13,7 @@ use conf::counters::Counter;
 use conf::os::process_alive;
 use conf::state::{FlowStat, RunState, StateError, StateRegion};
 
-use crate::pb;
+use crate::model::EventKind;
 
 /// One worker at one look.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,7 +124,7 @@ impl DpWatcher {
 
     /// Looks at the region now, updates the liveness history and returns
     /// the snapshot and the events (changes since the last look).
-    pub fn sample(&mut self) -> (DpSnap, Vec<pb::event::Kind>) {
+    pub fn sample(&mut self) -> (DpSnap, Vec<EventKind>) {
         let now = Instant::now();
         let mut events = Vec::new();
         let region = match open_region(&self.path) {
@@ -210,12 +210,12 @@ impl DpWatcher {
                             "worker stalled: heartbeat not moving"
                         );
                     }
-                    events.push(pb::event::Kind::WorkerLiveness(pb::WorkerLiveness {
+                    events.push(EventKind::WorkerLiveness {
                         worker: i as u32,
                         lcore: w.lcore(),
                         alive,
                         applied_generation: applied,
-                    }));
+                    });
                 }
             }
             if refused > t.refused {
@@ -225,11 +225,11 @@ impl DpWatcher {
                     refused,
                     "worker refused a published table generation (kept the previous one)"
                 );
-                events.push(pb::event::Kind::TablesRefused(pb::TablesRefused {
+                events.push(EventKind::TablesRefused {
                     worker: i as u32,
                     lcore: w.lcore(),
                     refused_total: refused,
-                }));
+                });
             }
             t.refused = refused;
             snap.workers.push(WorkerSnap {
@@ -244,7 +244,7 @@ impl DpWatcher {
         (snap, events)
     }
 
-    fn note_dp(&mut self, snap: &DpSnap, events: &mut Vec<pb::event::Kind>) {
+    fn note_dp(&mut self, snap: &DpSnap, events: &mut Vec<EventKind>) {
         let key = (
             snap.present,
             snap.pid,
@@ -274,12 +274,12 @@ impl DpWatcher {
                 self.path.display()
             );
         }
-        events.push(pb::event::Kind::Dataplane(pb::DataplaneChanged {
+        events.push(EventKind::Dataplane {
             present: snap.present,
             pid: snap.pid,
             pid_alive: snap.pid_alive,
             run_state: snap.run_state_name(),
-        }));
+        });
         self.last = Some(key);
     }
 }
@@ -391,16 +391,32 @@ mod tests {
         c0.beat();
         let (s, _) = w.sample();
         assert!(s.workers[0].alive);
-        assert!(events.iter().any(|e| matches!(e,
-            pb::event::Kind::WorkerLiveness(l) if l.worker == 1 && !l.alive)));
-        assert!(events.iter().any(|e| matches!(e,
-            pb::event::Kind::WorkerLiveness(l) if l.worker == 0 && l.alive)));
+        assert!(events.iter().any(|e| matches!(
+            e,
+            EventKind::WorkerLiveness {
+                worker: 1,
+                alive: false,
+                ..
+            }
+        )));
+        assert!(events.iter().any(|e| matches!(
+            e,
+            EventKind::WorkerLiveness {
+                worker: 0,
+                alive: true,
+                ..
+            }
+        )));
 
         c0.add(Counter::TablesRefused, 1);
         let (_, ev) = w.sample();
-        assert!(ev
-            .iter()
-            .any(|e| matches!(e, pb::event::Kind::TablesRefused(r) if r.refused_total == 1)));
+        assert!(ev.iter().any(|e| matches!(
+            e,
+            EventKind::TablesRefused {
+                refused_total: 1,
+                ..
+            }
+        )));
 
         region.set_run_state(RunState::Stopped);
         let (s, _) = w.sample();

@@ -3,7 +3,7 @@
 
 use conf::counters::Counter;
 
-use crate::pb;
+use crate::model::Finding;
 
 /// Share of a worker's full-NAT local tuples (taken or resting) from which
 /// status warns, in percent.
@@ -13,7 +13,7 @@ pub const LOCAL_TUPLES_LOW_PCT: u64 = 80;
 /// at least [`LOCAL_TUPLES_LOW_PCT`] % taken or resting, from each
 /// worker's counter values (in [`Counter::ALL`] order) and the number of
 /// local addresses the config gives the ports.
-pub fn local_tuples(workers: &[(u64, Vec<u64>)], addresses: usize) -> Vec<pb::Finding> {
+pub fn local_tuples(workers: &[(u64, Vec<u64>)], addresses: usize) -> Vec<Finding> {
     let get = |v: &[u64], c: Counter| v.get(c.index()).copied().unwrap_or(0);
     let mut out = Vec::new();
     for (i, (_, v)) in workers.iter().enumerate() {
@@ -27,7 +27,7 @@ pub fn local_tuples(workers: &[(u64, Vec<u64>)], addresses: usize) -> Vec<pb::Fi
         // Addresses that would bring the same load under the threshold.
         let need = (addresses as u64 * used * 100).div_ceil(tuples * LOCAL_TUPLES_LOW_PCT);
         let need = need.max(addresses as u64 + 1);
-        out.push(pb::Finding {
+        out.push(Finding {
             kind: "local_tuples_low".into(),
             worker: i as u32,
             detail: format!(

@@ -4,6 +4,10 @@
 //! the gRPC API `border.v1`, and the Prometheus exporter. `border-mgmt` is a
 //! thin binary over [`server::run`].
 //!
+//! The manager, the dataplane watcher, the health checker and the exporter
+//! speak mgmt's own types ([`model`]); protobuf appears only at the gRPC
+//! services, converted in [`proto`].
+//!
 //! mgmt meets the dataplane only in `conf` (the shared-memory layouts); it
 //! never links DPDK.
 #![deny(unsafe_code)]
@@ -15,6 +19,8 @@ pub mod findings;
 pub mod health;
 pub mod manager;
 pub mod metrics;
+pub mod model;
+pub mod proto;
 pub mod publisher;
 pub mod server;
 pub mod service;

@@ -19,7 +19,11 @@ use conf::{Config, ConfigError, ConfigText};
 use tokio::sync::broadcast;
 
 use crate::dp::{read_stats, DpSnap, DpWatcher, StatKeys};
-use crate::pb;
+pub use crate::model::Outcome;
+use crate::model::{
+    BackendStats, BackendStatus, Event, EventKind, PublisherStatus, RunningConfig, Stats, Status,
+    VipStats, VipStatus, WorkerCounters,
+};
 use crate::publisher::{Opened, PublishError, Publisher};
 use crate::store::{
     check_reloadable, load_config_file, now_unix_ms, resolve_tls_paths, tls_paths_to_resolve,
@@ -87,7 +91,7 @@ impl Options {
 /// Events to every subscriber; each gets a sequence number.
 #[derive(Debug)]
 pub struct EventBus {
-    tx: broadcast::Sender<pb::Event>,
+    tx: broadcast::Sender<Event>,
     seq: AtomicU64,
 }
 
@@ -100,17 +104,17 @@ impl EventBus {
     }
 
     /// Sends one event (dropped if nobody listens).
-    pub fn emit(&self, kind: pb::event::Kind) {
+    pub fn emit(&self, kind: EventKind) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let _ = self.tx.send(pb::Event {
+        let _ = self.tx.send(Event {
             seq,
             unix_ms: now_unix_ms(),
-            kind: Some(kind),
+            kind,
         });
     }
 
     /// A receiver of every event from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<pb::Event> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.tx.subscribe()
     }
 }
@@ -158,17 +162,6 @@ pub enum SetError {
     /// Could not publish; nothing changed.
     #[error("cannot publish the tables: {0}")]
     Publish(#[from] PublishError),
-}
-
-/// What a change did to the tables.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    /// The generation carrying the change (0 while pending or for a dry run).
-    pub generation: u64,
-    /// Something changed.
-    pub changed: bool,
-    /// Not published yet; why. border-mgmt retries by itself.
-    pub pending: Option<String>,
 }
 
 #[derive(Debug)]
@@ -281,12 +274,12 @@ impl Manager {
     }
 
     /// Subscribes to events.
-    pub fn subscribe(&self) -> broadcast::Receiver<pb::Event> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.events.subscribe()
     }
 
     /// Emits an event.
-    pub fn emit(&self, kind: pb::event::Kind) {
+    pub fn emit(&self, kind: EventKind) {
         self.events.emit(kind)
     }
 
@@ -367,13 +360,13 @@ impl Manager {
                     arena_free = stats.arena_free,
                     "tables published"
                 );
-                self.events.emit(pb::event::Kind::Published(pb::Published {
+                self.events.emit(EventKind::Published {
                     generation: stats.generation,
                     cause: cause.to_string(),
                     blocks_written: stats.blocks_written,
                     bytes_written: stats.bytes_written,
                     arena_free_bytes: stats.arena_free,
-                }));
+                });
                 Ok(Published::New(stats.generation))
             }
             Ok(None) => {
@@ -384,11 +377,10 @@ impl Manager {
                 let retry = e.is_retryable();
                 let msg = e.to_string();
                 *last_error = Some(msg.clone());
-                self.events
-                    .emit(pb::event::Kind::PublishFailed(pb::PublishFailed {
-                        error: msg.clone(),
-                        will_retry: retry,
-                    }));
+                self.events.emit(EventKind::PublishFailed {
+                    error: msg.clone(),
+                    will_retry: retry,
+                });
                 if retry {
                     tracing::warn!(error = %msg, cause, "publish deferred: retrying when the workers pass older generations");
                     *pending = Some(msg.clone());
@@ -487,11 +479,10 @@ impl Manager {
 
     fn rejected(&self, origin: &str, e: ApplyError) -> ApplyError {
         tracing::error!(origin, error = %e, "config rejected; the running config stays");
-        self.events
-            .emit(pb::event::Kind::ConfigRejected(pb::ConfigRejected {
-                origin: origin.to_string(),
-                error: e.to_string(),
-            }));
+        self.events.emit(EventKind::ConfigRejected {
+            origin: origin.to_string(),
+            error: e.to_string(),
+        });
         e
     }
 
@@ -539,12 +530,11 @@ impl Manager {
             changed,
             "config applied"
         );
-        self.events
-            .emit(pb::event::Kind::ConfigApplied(pb::ConfigApplied {
-                origin: origin.to_string(),
-                generation: out.generation,
-                changed,
-            }));
+        self.events.emit(EventKind::ConfigApplied {
+            origin: origin.to_string(),
+            generation: out.generation,
+            changed,
+        });
         Ok(out)
     }
 
@@ -555,7 +545,7 @@ impl Manager {
         backend: &str,
         action: BackendAction,
         note: &str,
-    ) -> Result<(Outcome, pb::BackendStatus), SetError> {
+    ) -> Result<(Outcome, BackendStatus), SetError> {
         let addr: SocketAddr = backend
             .trim()
             .parse()
@@ -566,7 +556,7 @@ impl Manager {
         // published; only this backend's VIP is built again.
         let undo = core.store.undo_point(&key);
         let changed = core.store.set_backend(&key, action, note)?;
-        let (vi, bi) = core.store.find(&key).expect("checked by set_backend");
+        let (vi, _) = core.store.find(&key).expect("checked by set_backend");
         let p = match self.publish(&mut core, None, Some(&[vi]), "backend") {
             Ok(p) => p,
             Err(e) => {
@@ -575,18 +565,34 @@ impl Manager {
             }
         };
         core.store.save();
-        let share = ring_share(core.publisher.published(), &core.store, vi);
-        let status = backend_status(&core.store, &share, vi, bi);
+        let status = self
+            .backend_after(&core, &key, changed.then_some("operator"))
+            .expect("checked by set_backend");
         if changed {
             tracing::info!(vip, backend = %addr, ?action, state = ?status.state, weight = status.weight, "backend changed by the operator");
-            self.events
-                .emit(pb::event::Kind::BackendChanged(pb::BackendChanged {
-                    vip: vip.to_string(),
-                    backend: Some(status.clone()),
-                    cause: "operator".into(),
-                }));
         }
         Ok((Self::outcome(p, changed), status))
+    }
+
+    /// Backend `key` as published now (`None` if not configured); when
+    /// `changed_by` names a cause, announced as changed by it.
+    fn backend_after(
+        &self,
+        core: &Core,
+        key: &BackendKey,
+        changed_by: Option<&'static str>,
+    ) -> Option<BackendStatus> {
+        let (vi, bi) = core.store.find(key)?;
+        let share = ring_share(core.publisher.published(), &core.store, vi);
+        let status = backend_status(&core.store, &share, vi, bi);
+        if let Some(cause) = changed_by {
+            self.events.emit(EventKind::BackendChanged {
+                vip: key.vip.clone(),
+                backend: status.clone(),
+                cause,
+            });
+        }
+        Some(status)
     }
 
     /// The health checker's hook: records (or clears) a verdict on a backend
@@ -597,30 +603,7 @@ impl Manager {
         key: &BackendKey,
         verdict: Option<HealthVerdict>,
     ) -> Result<Option<Outcome>, PublishError> {
-        let mut core = lock(&self.core);
-        let undo = core.store.undo_point(key);
-        if !core.store.set_health(key, verdict) {
-            return Ok(None);
-        }
-        let vi = core.store.find(key).map(|(vi, _)| vi);
-        let p = match self.publish(&mut core, None, Some(vi.as_slice()), "health") {
-            Ok(p) => p,
-            Err(e) => {
-                core.store.undo(undo);
-                return Err(e);
-            }
-        };
-        if let Some((vi, bi)) = core.store.find(key) {
-            let share = ring_share(core.publisher.published(), &core.store, vi);
-            let status = backend_status(&core.store, &share, vi, bi);
-            self.events
-                .emit(pb::event::Kind::BackendChanged(pb::BackendChanged {
-                    vip: key.vip.clone(),
-                    backend: Some(status),
-                    cause: "health".into(),
-                }));
-        }
-        Ok(Some(Self::outcome(p, true)))
+        self.set_health_batch(vec![(key.clone(), verdict)])
     }
 
     /// The health checker's hook for several verdicts at once (see
@@ -656,16 +639,7 @@ impl Manager {
             }
         };
         for key in &changed {
-            if let Some((vi, bi)) = core.store.find(key) {
-                let share = ring_share(core.publisher.published(), &core.store, vi);
-                let status = backend_status(&core.store, &share, vi, bi);
-                self.events
-                    .emit(pb::event::Kind::BackendChanged(pb::BackendChanged {
-                        vip: key.vip.clone(),
-                        backend: Some(status),
-                        cause: "health".into(),
-                    }));
-            }
+            self.backend_after(&core, key, Some("health"));
         }
         Ok(Some(Self::outcome(p, true)))
     }
@@ -680,20 +654,20 @@ impl Manager {
         }
     }
 
-    /// GetConfig.
-    pub fn get_config(&self) -> pb::GetConfigResponse {
+    /// The running config as applied (GetConfig).
+    pub fn running_config(&self) -> RunningConfig {
         let core = lock(&self.core);
-        pb::GetConfigResponse {
-            config_toml: core.store.text().to_string(),
+        RunningConfig {
+            text: core.store.text().to_string(),
             origin: core.store.origin().to_string(),
             applied_unix_ms: core.store.applied_unix_ms(),
             generation: core.publisher.published_generation(),
         }
     }
 
-    /// GetStatus.
-    pub fn status(&self) -> pb::GetStatusResponse {
-        let bgp = crate::bgp::status(self);
+    /// Publisher, dataplane and every VIP and backend (GetStatus).
+    pub fn status(&self) -> Status {
+        let bgp = crate::bgp::report(self);
         let snap = self.sample_dp();
         let core = lock(&self.core);
         let cfg = core.store.config();
@@ -707,11 +681,11 @@ impl Manager {
                 let flags =
                     published_vip(published, vi, &v.name).map_or(VipFlags::EMPTY, |t| t.flags);
                 let share = ring_share(published, &core.store, vi);
-                pb::VipStatus {
+                VipStatus {
                     name: v.name.clone(),
-                    address: SocketAddr::new(v.address, v.port).to_string(),
-                    protocol: v.protocol.to_string(),
-                    mode: v.mode.to_string(),
+                    address: SocketAddr::new(v.address, v.port),
+                    protocol: v.protocol,
+                    mode: v.mode,
                     fail_open: flags.contains(VipFlags::FAIL_OPEN),
                     zone_local: flags.contains(VipFlags::ZONE_LOCAL),
                     backends: (0..v.backends.len())
@@ -720,33 +694,31 @@ impl Manager {
                 }
             })
             .collect();
-        pb::GetStatusResponse {
+        Status {
             instance: cfg.instance.clone(),
-            zone: cfg.zone.clone().unwrap_or_default(),
-            publisher: Some(pb::PublisherStatus {
-                tables_path: core.publisher.path().display().to_string(),
+            zone: cfg.zone.clone(),
+            publisher: PublisherStatus {
+                tables_path: core.publisher.path().to_path_buf(),
                 published_generation: core.publisher.published_generation(),
                 arena_bytes: arena,
                 arena_free_bytes: free,
-                pending: core.pending.clone().unwrap_or_default(),
-                last_error: core.last_error.clone().unwrap_or_default(),
+                pending: core.pending.clone(),
+                last_error: core.last_error.clone(),
                 config_origin: core.store.origin().to_string(),
                 config_applied_unix_ms: core.store.applied_unix_ms(),
-            }),
-            dataplane: Some(pb::DataplaneStatus {
-                findings: crate::findings::local_tuples(
-                    &read_stats(&self.opts.paths.state, &StatKeys::new()).workers,
-                    cfg.ports.iter().map(|p| p.local_addresses.len()).sum(),
-                ),
-                ..dataplane_status(&snap)
-            }),
+            },
+            findings: crate::findings::local_tuples(
+                &read_stats(&self.opts.paths.state, &StatKeys::new()).workers,
+                cfg.ports.iter().map(|p| p.local_addresses.len()).sum(),
+            ),
+            dataplane: snap,
             vips,
-            bgp: Some(bgp),
+            bgp,
         }
     }
 
-    /// GetStats.
-    pub fn stats(&self) -> pb::GetStatsResponse {
+    /// Counters per worker, flow statistics per VIP and backend (GetStats).
+    pub fn stats(&self) -> Stats {
         let cfg = self.config();
         let keys: StatKeys = cfg
             .vips
@@ -757,60 +729,30 @@ impl Manager {
             })
             .collect();
         let s = read_stats(&self.opts.paths.state, &keys);
-        let counters = conf::counters::Counter::ALL;
-        let totals = (0..counters.len())
-            .map(|i| {
-                s.workers
-                    .iter()
-                    .map(|(_, v)| v[i])
-                    .fold(0u64, u64::wrapping_add)
-            })
-            .collect();
-        let flow = |a: [u64; 4]| pb::FlowStats {
-            packets: a[0],
-            bytes: a[1],
-            new_connections: a[2],
-            active_connections: a[3],
-        };
-        pb::GetStatsResponse {
+        Stats {
             dataplane_present: s.present,
-            counters: counters
-                .iter()
-                .map(|c| pb::CounterInfo {
-                    name: c.name().to_string(),
-                    help: c.help().to_string(),
-                    drop: c.is_drop(),
-                    gauge: c.is_gauge(),
-                })
-                .collect(),
             workers: s
                 .workers
-                .iter()
-                .enumerate()
-                .map(|(i, (lcore, values))| pb::WorkerCounters {
-                    index: i as u32,
-                    lcore: *lcore,
-                    values: values.clone(),
-                })
+                .into_iter()
+                .map(|(lcore, values)| WorkerCounters { lcore, values })
                 .collect(),
-            totals,
             vips: cfg
                 .vips
                 .iter()
-                .zip(&s.vips)
+                .zip(s.vips)
                 .zip(&keys)
-                .map(|((v, (vs, bs)), (_, ids))| pb::VipStats {
+                .map(|((v, (vs, bs)), (_, ids))| VipStats {
                     name: v.name.clone(),
-                    stats: Some(flow(*vs)),
+                    flows: vs.into(),
                     backends: v
                         .backends
                         .iter()
                         .zip(bs)
                         .zip(ids)
-                        .map(|((b, st), id)| pb::BackendStats {
-                            address: SocketAddr::new(b.address, b.port).to_string(),
+                        .map(|((b, st), id)| BackendStats {
+                            address: SocketAddr::new(b.address, b.port),
                             id: *id,
-                            stats: Some(flow(*st)),
+                            flows: st.into(),
                         })
                         .collect(),
                 })
@@ -860,15 +802,6 @@ fn seed_health(store: &mut Store, g: &Generation) {
     }
 }
 
-/// The proto enum of a table state.
-pub fn pb_state(s: BackendState) -> pb::BackendState {
-    match s {
-        BackendState::Up => pb::BackendState::Up,
-        BackendState::Down => pb::BackendState::Down,
-        BackendState::Draining => pb::BackendState::Draining,
-    }
-}
-
 /// The published table of the VIP called `name`, which is at position `vi`
 /// unless the config changed since.
 fn published_vip<'g>(
@@ -911,47 +844,23 @@ fn ring_share(published: Option<&Generation>, store: &Store, vi: usize) -> Share
     }
 }
 
-fn backend_status(store: &Store, share: &Share, vi: usize, bi: usize) -> pb::BackendStatus {
+fn backend_status(store: &Store, share: &Share, vi: usize, bi: usize) -> BackendStatus {
     let cfg = store.config();
     let v = &cfg.vips[vi];
     let b = &v.backends[bi];
     let e = store.effective(vi, bi).expect("indices from the config");
     let id = share.ids[bi];
-    pb::BackendStatus {
-        address: SocketAddr::new(b.address, b.port).to_string(),
+    BackendStatus {
+        address: SocketAddr::new(b.address, b.port),
         id,
-        state: pb_state(e.state) as i32,
+        state: e.state,
         reason: e.reason,
         weight: e.weight,
         config_weight: e.config_weight,
         weight_overridden: e.weight_overridden,
         drained: e.drained,
         ring_slots: share.slots.get(&id).copied().unwrap_or(0),
-        zone: b.zone.clone().unwrap_or_default(),
-    }
-}
-
-fn dataplane_status(s: &DpSnap) -> pb::DataplaneStatus {
-    pb::DataplaneStatus {
-        present: s.present,
-        pid: s.pid,
-        pid_alive: s.pid_alive,
-        run_state: s.run_state_name(),
-        workers: s
-            .workers
-            .iter()
-            .enumerate()
-            .map(|(i, w)| pb::WorkerStatus {
-                index: i as u32,
-                lcore: w.lcore,
-                applied_generation: w.applied_generation,
-                alive: w.alive,
-                heartbeat: w.heartbeat,
-                heartbeat_age_ms: w.heartbeat_age.as_millis() as u64,
-            })
-            .collect(),
-        problem: s.problem.clone().unwrap_or_default(),
-        findings: Vec::new(),
+        zone: b.zone.clone(),
     }
 }
 

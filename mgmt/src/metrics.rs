@@ -1,6 +1,10 @@
 //! Prometheus text exposition format (version 0.0.4) at
 //! `metrics_listen`/metrics: a small hyper HTTP/1.1 handler. Everything is
-//! rendered from the same GetStatus / GetStats values the gRPC API returns.
+//! rendered from the manager's own [`Status`] and [`Stats`], the values the
+//! gRPC API converts into GetStatus / GetStats: the exporter is a second
+//! boundary beside gRPC, not a client of it, so it reads the typed values
+//! (backend states as an enum, counters as [`conf::counters::Counter`]s)
+//! rather than their protobuf encoding.
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -15,8 +19,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use conf::tables::BackendState;
+
+use crate::dp::WorkerSnap;
 use crate::manager::Manager;
-use crate::pb;
+use crate::model::{BackendStatus, FlowStats, PublisherStatus, Stats, Status};
+use crate::server::accept_until;
 
 /// Content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -46,6 +54,12 @@ impl Out {
         let _ = writeln!(self.0, "# TYPE {name} {kind}");
     }
 
+    /// A family of one unlabelled gauge.
+    fn gauge(&mut self, name: &str, help: &str, v: u64) {
+        self.family(name, "gauge", help);
+        self.sample(name, &[], v);
+    }
+
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: u64) {
         self.0.push_str(name);
         if !labels.is_empty() {
@@ -67,85 +81,82 @@ type FlowFamily = (
     &'static str,
     &'static str,
     &'static str,
-    fn(&pb::FlowStats) -> u64,
+    fn(&FlowStats) -> u64,
 );
 
 /// Renders every metric from a status and a stats snapshot.
-pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> String {
+pub fn render(status: &Status, stats: &Stats) -> String {
     let mut o = Out(String::with_capacity(16 << 10));
+    publisher(&mut o, &status.publisher);
+    dataplane(&mut o, status);
+    counters(&mut o, stats);
+    flows(&mut o, stats);
+    vip_state(&mut o, status);
+    o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
+    o.0
+}
 
-    // Publisher.
-    let p = status.publisher.clone().unwrap_or_default();
-    o.family(
+/// The publisher: generation, arena, pending publish.
+fn publisher(o: &mut Out, p: &PublisherStatus) {
+    o.gauge(
         "border_tables_published_generation",
-        "gauge",
         "table generation border-mgmt has published (0: none)",
-    );
-    o.sample(
-        "border_tables_published_generation",
-        &[],
         p.published_generation,
     );
-    o.family(
+    o.gauge(
         "border_tables_arena_bytes",
-        "gauge",
         "bytes of the tables region's arena",
+        p.arena_bytes,
     );
-    o.sample("border_tables_arena_bytes", &[], p.arena_bytes);
-    o.family(
+    o.gauge(
         "border_tables_arena_free_bytes",
-        "gauge",
         "free bytes of the tables arena (retired blocks not yet reclaimed are not free)",
+        p.arena_free_bytes,
     );
-    o.sample("border_tables_arena_free_bytes", &[], p.arena_free_bytes);
-    o.family(
+    o.gauge(
         "border_tables_publish_pending",
-        "gauge",
         "1 while a publish waits for workers to pass older generations",
+        u64::from(p.pending.is_some()),
     );
-    o.sample(
-        "border_tables_publish_pending",
-        &[],
-        u64::from(!p.pending.is_empty()),
-    );
+}
 
-    // Dataplane and workers.
-    let dp = status.dataplane.clone().unwrap_or_default();
-    let running = dp.present && dp.pid_alive && dp.run_state == "running";
-    o.family(
+/// The `worker` and `lcore` labels of each worker, by index.
+fn worker_labels(lcores: impl Iterator<Item = u64>) -> Vec<(String, String)> {
+    lcores
+        .enumerate()
+        .map(|(i, l)| (i.to_string(), l.to_string()))
+        .collect()
+}
+
+/// Name, help and value of a per-worker gauge.
+type WorkerGauge = (&'static str, &'static str, fn(&WorkerSnap) -> u64);
+
+/// border-dp, its workers, and the findings read off their counters.
+fn dataplane(o: &mut Out, status: &Status) {
+    o.gauge(
         "border_dataplane_up",
-        "gauge",
         "1 when border-dp runs (state region present, marked running, process alive)",
+        u64::from(status.dataplane_running()),
     );
-    o.sample("border_dataplane_up", &[], u64::from(running));
-    let wl: Vec<(String, String)> = dp
-        .workers
-        .iter()
-        .map(|w| (w.index.to_string(), w.lcore.to_string()))
-        .collect();
-    o.family(
-        "border_worker_applied_generation",
-        "gauge",
-        "table generation the worker has adopted (its quiescent state)",
-    );
-    for (w, (i, l)) in dp.workers.iter().zip(&wl) {
-        o.sample(
+    let workers = &status.dataplane.workers;
+    let wl = worker_labels(workers.iter().map(|w| w.lcore));
+    let gauges: [WorkerGauge; 2] = [
+        (
             "border_worker_applied_generation",
-            &[("worker", i), ("lcore", l)],
-            w.applied_generation,
-        );
-    }
-    o.family(
-        "border_worker_alive",
-        "gauge",
-        "1 when the worker's heartbeat moved within the liveness grace period",
-    );
-    for (w, (i, l)) in dp.workers.iter().zip(&wl) {
-        o.sample(
+            "table generation the worker has adopted (its quiescent state)",
+            |w| w.applied_generation,
+        ),
+        (
             "border_worker_alive",
-            &[("worker", i), ("lcore", l)],
-            u64::from(w.alive),
-        );
+            "1 when the worker's heartbeat moved within the liveness grace period",
+            |w| u64::from(w.alive),
+        ),
+    ];
+    for (name, help, get) in gauges {
+        o.family(name, "gauge", help);
+        for (w, (i, l)) in workers.iter().zip(&wl) {
+            o.sample(name, &[("worker", i), ("lcore", l)], get(w));
+        }
     }
 
     o.family(
@@ -153,7 +164,7 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         "gauge",
         "problems borderctl status names, by kind and worker (1 while present)",
     );
-    for f in &dp.findings {
+    for f in &status.findings {
         let w = f.worker.to_string();
         o.sample(
             "border_findings",
@@ -161,20 +172,18 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
             1,
         );
     }
+}
 
-    // Counters, per worker.
-    let sl: Vec<(String, String)> = stats
-        .workers
-        .iter()
-        .map(|w| (w.index.to_string(), w.lcore.to_string()))
-        .collect();
-    for (ci, c) in stats.counters.iter().enumerate() {
-        let (name, kind) = if c.gauge {
-            (format!("border_{}", c.name), "gauge")
+/// Every dataplane counter per worker, and the drops by reason.
+fn counters(o: &mut Out, stats: &Stats) {
+    let sl = worker_labels(stats.workers.iter().map(|w| w.lcore));
+    for (ci, c) in stats.counters().iter().enumerate() {
+        let (name, kind) = if c.is_gauge() {
+            (format!("border_{}", c.name()), "gauge")
         } else {
-            (format!("border_{}_total", c.name), "counter")
+            (format!("border_{}_total", c.name()), "counter")
         };
-        o.family(&name, kind, &c.help);
+        o.family(&name, kind, c.help());
         for (w, (i, l)) in stats.workers.iter().zip(&sl) {
             let v = w.values.get(ci).copied().unwrap_or(0);
             o.sample(&name, &[("worker", i), ("lcore", l)], v);
@@ -185,11 +194,11 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         "counter",
         "packets dropped, by reason (the drop_<reason> counters; drop_malformed, their parse-error sum, is left out)",
     );
-    for (ci, c) in stats.counters.iter().enumerate() {
-        let Some(reason) = c.name.strip_prefix("drop_") else {
+    for (ci, c) in stats.counters().iter().enumerate() {
+        let Some(reason) = c.name().strip_prefix("drop_") else {
             continue;
         };
-        if !c.drop || reason == "malformed" {
+        if !c.is_drop() || reason == "malformed" {
             continue;
         }
         for (w, (i, l)) in stats.workers.iter().zip(&sl) {
@@ -201,8 +210,10 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
             );
         }
     }
+}
 
-    // Per VIP and per backend flow statistics.
+/// Flow statistics per VIP and per backend.
+fn flows(o: &mut Out, stats: &Stats) {
     let flows: [FlowFamily; 4] = [
         (
             "packets_total",
@@ -233,8 +244,7 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         let name = format!("border_vip_{suffix}");
         o.family(&name, kind, &format!("per VIP: {help}"));
         for v in &stats.vips {
-            let f = v.stats.unwrap_or_default();
-            o.sample(&name, &[("vip", &v.name)], get(&f));
+            o.sample(&name, &[("vip", &v.name)], get(&v.flows));
         }
     }
     for (suffix, kind, help, get) in flows {
@@ -242,13 +252,19 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
         o.family(&name, kind, &format!("per backend: {help}"));
         for v in &stats.vips {
             for b in &v.backends {
-                let f = b.stats.unwrap_or_default();
-                o.sample(&name, &[("vip", &v.name), ("backend", &b.address)], get(&f));
+                let addr = b.address.to_string();
+                o.sample(
+                    &name,
+                    &[("vip", &v.name), ("backend", &addr)],
+                    get(&b.flows),
+                );
             }
         }
     }
+}
 
-    // VIP and backend state.
+/// VIP fail-open, backend state, weight and ring share.
+fn vip_state(o: &mut Out, status: &Status) {
     o.family(
         "border_vip_fail_open",
         "gauge",
@@ -268,51 +284,45 @@ pub fn render(status: &pb::GetStatusResponse, stats: &pb::GetStatsResponse) -> S
     );
     for v in &status.vips {
         for b in &v.backends {
-            let cur = pb::BackendState::try_from(b.state).unwrap_or(pb::BackendState::Unspecified);
+            let addr = b.address.to_string();
             for (s, name) in [
-                (pb::BackendState::Up, "up"),
-                (pb::BackendState::Down, "down"),
-                (pb::BackendState::Draining, "draining"),
+                (BackendState::Up, "up"),
+                (BackendState::Down, "down"),
+                (BackendState::Draining, "draining"),
             ] {
                 o.sample(
                     "border_backend_state",
-                    &[("vip", &v.name), ("backend", &b.address), ("state", name)],
-                    u64::from(cur == s),
+                    &[("vip", &v.name), ("backend", &addr), ("state", name)],
+                    u64::from(b.state == s),
                 );
             }
         }
     }
-    o.family(
-        "border_backend_weight",
-        "gauge",
-        "effective backend weight (operator override, else configured)",
-    );
-    for v in &status.vips {
-        for b in &v.backends {
-            o.sample(
-                "border_backend_weight",
-                &[("vip", &v.name), ("backend", &b.address)],
-                u64::from(b.weight),
-            );
+    let gauges: [BackendGauge; 2] = [
+        (
+            "border_backend_weight",
+            "effective backend weight (operator override, else configured)",
+            |b| u64::from(b.weight),
+        ),
+        (
+            "border_backend_ring_slots",
+            "slots of the VIP's Maglev ring that point at the backend in the published tables",
+            |b| u64::from(b.ring_slots),
+        ),
+    ];
+    for (name, help, get) in gauges {
+        o.family(name, "gauge", help);
+        for v in &status.vips {
+            for b in &v.backends {
+                let addr = b.address.to_string();
+                o.sample(name, &[("vip", &v.name), ("backend", &addr)], get(b));
+            }
         }
     }
-    o.family(
-        "border_backend_ring_slots",
-        "gauge",
-        "slots of the VIP's Maglev ring that point at the backend in the published tables",
-    );
-    for v in &status.vips {
-        for b in &v.backends {
-            o.sample(
-                "border_backend_ring_slots",
-                &[("vip", &v.name), ("backend", &b.address)],
-                u64::from(b.ring_slots),
-            );
-        }
-    }
-    o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
-    o.0
 }
+
+/// Name, help and value of a per-backend gauge.
+type BackendGauge = (&'static str, &'static str, fn(&BackendStatus) -> u64);
 
 fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
@@ -360,24 +370,7 @@ async fn handle(m: Arc<Manager>, req: Request<Incoming>) -> Response<Full<Bytes>
 
 /// Serves `/metrics` on `listener` until `shutdown` turns true.
 pub async fn serve(listener: TcpListener, m: Arc<Manager>, mut shutdown: watch::Receiver<bool>) {
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        let (stream, peer) = tokio::select! {
-            r = shutdown.changed() => {
-                if r.is_err() { return }
-                continue;
-            }
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
+    while let Some((stream, peer)) = accept_until(&listener, &mut shutdown, "metrics").await {
         let m = m.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| {

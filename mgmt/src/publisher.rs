@@ -302,31 +302,9 @@ impl Publisher {
 mod tests {
     use super::*;
     use crate::dp::WorkerSnap;
+    use crate::store::tests::CFG;
     use crate::store::{BackendAction, BackendKey};
     use conf::tables::BackendState;
-
-    const CFG: &str = r#"
-instance = "t"
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "000102030405060708090a0b0c0d0e0f"
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.0.0.1/24"]
-local_addresses = ["10.0.0.1"]
-[[vip]]
-name = "web"
-address = "10.0.0.100"
-port = 80
-maglev_table_size = 1009
-[[vip.backend]]
-address = "10.0.1.1"
-port = 8080
-[[vip.backend]]
-address = "10.0.1.2"
-port = 8080
-"#;
 
     fn tmp(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("border-mgmt-pub-{}-{name}", std::process::id()))

@@ -192,6 +192,33 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a graceful stop waits for open calls.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// The next connection on `listener`, or `None` once `shutdown` turns true.
+/// A failed accept (e.g. out of file descriptors) is logged, naming `what`
+/// listens, and retried after a pause.
+pub(crate) async fn accept_until(
+    listener: &TcpListener,
+    shutdown: &mut watch::Receiver<bool>,
+    what: &str,
+) -> Option<(TcpStream, SocketAddr)> {
+    loop {
+        if *shutdown.borrow() {
+            return None;
+        }
+        tokio::select! {
+            r = shutdown.changed() => {
+                if r.is_err() { return None }
+            }
+            r = listener.accept() => match r {
+                Ok(x) => return Some(x),
+                Err(e) => {
+                    tracing::warn!(error = %e, "{what}: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+}
+
 fn tls_incoming(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -200,24 +227,7 @@ fn tls_incoming(
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
-        loop {
-            if *shutdown.borrow() {
-                return;
-            }
-            let (tcp, peer) = tokio::select! {
-                r = shutdown.changed() => {
-                    if r.is_err() { return }
-                    continue;
-                }
-                r = listener.accept() => match r {
-                    Ok(x) => x,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "api: accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                },
-            };
+        while let Some((tcp, peer)) = accept_until(&listener, &mut shutdown, "api").await {
             let _ = tcp.set_nodelay(true);
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {

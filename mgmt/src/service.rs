@@ -1,4 +1,5 @@
-//! The gRPC service `border.v1.Border` over a [`Manager`].
+//! The gRPC service `border.v1.Border` over a [`Manager`]: requests and
+//! answers converted by [`crate::proto`], errors mapped to gRPC codes.
 
 use std::sync::Arc;
 
@@ -7,7 +8,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::manager::{ApplyError, Manager, SetError};
-use crate::pb::{self, border_server::Border, set_backend_request::Action};
+use crate::pb::{self, border_server::Border};
 use crate::store::{BackendAction, SetBackendError};
 
 /// The origin named in errors of configs applied over the API.
@@ -35,10 +36,23 @@ impl BorderService {
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Status::internal(format!("internal error: {e}")))
+impl BorderService {
+    /// Runs `f` on the manager off the async threads (its methods block)
+    /// and answers with what it returns, converted to protobuf.
+    async fn call<T, P>(
+        &self,
+        f: impl FnOnce(&Manager) -> Result<T, Status> + Send + 'static,
+    ) -> Result<Response<P>, Status>
+    where
+        T: Send + 'static,
+        P: From<T>,
+    {
+        let m = self.m.clone();
+        let out = tokio::task::spawn_blocking(move || f(&m))
+            .await
+            .map_err(|e| Status::internal(format!("internal error: {e}")))??;
+        Ok(Response::new(out.into()))
+    }
 }
 
 fn apply_status(e: ApplyError) -> Status {
@@ -68,23 +82,18 @@ impl Border for BorderService {
         req: Request<pb::ApplyConfigRequest>,
     ) -> Result<Response<pb::ApplyConfigResponse>, Status> {
         let r = req.into_inner();
-        let m = self.m.clone();
-        let out = blocking(move || m.apply_config(&r.config_toml, API_ORIGIN, r.dry_run))
-            .await?
-            .map_err(apply_status)?;
-        Ok(Response::new(pb::ApplyConfigResponse {
-            generation: out.generation,
-            changed: out.changed,
-            pending: out.pending.unwrap_or_default(),
-        }))
+        self.call(move |m| {
+            m.apply_config(&r.config_toml, API_ORIGIN, r.dry_run)
+                .map_err(apply_status)
+        })
+        .await
     }
 
     async fn get_config(
         &self,
         _req: Request<pb::GetConfigRequest>,
     ) -> Result<Response<pb::GetConfigResponse>, Status> {
-        let m = self.m.clone();
-        Ok(Response::new(blocking(move || m.get_config()).await?))
+        self.call(|m| Ok(m.running_config())).await
     }
 
     async fn set_backend(
@@ -92,43 +101,33 @@ impl Border for BorderService {
         req: Request<pb::SetBackendRequest>,
     ) -> Result<Response<pb::SetBackendResponse>, Status> {
         let r = req.into_inner();
-        let action = match r.action {
-            Some(Action::Weight(w)) => BackendAction::Weight(w),
-            Some(Action::Drain(_)) => BackendAction::Drain,
-            Some(Action::Undrain(_)) => BackendAction::Undrain,
-            Some(Action::ResetWeight(_)) => BackendAction::ResetWeight,
+        let action: BackendAction = match r.action {
+            Some(a) => a.into(),
             None => {
                 return Err(Status::invalid_argument(
                     "no action: set one of weight, drain, undrain, reset_weight",
                 ))
             }
         };
-        let m = self.m.clone();
-        let (out, backend) = blocking(move || m.set_backend(&r.vip, &r.backend, action, &r.note))
-            .await?
-            .map_err(set_status)?;
-        Ok(Response::new(pb::SetBackendResponse {
-            generation: out.generation,
-            changed: out.changed,
-            pending: out.pending.unwrap_or_default(),
-            backend: Some(backend),
-        }))
+        self.call(move |m| {
+            m.set_backend(&r.vip, &r.backend, action, &r.note)
+                .map_err(set_status)
+        })
+        .await
     }
 
     async fn get_status(
         &self,
         _req: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
-        let m = self.m.clone();
-        Ok(Response::new(blocking(move || m.status()).await?))
+        self.call(|m| Ok(m.status())).await
     }
 
     async fn get_stats(
         &self,
         _req: Request<pb::GetStatsRequest>,
     ) -> Result<Response<pb::GetStatsResponse>, Status> {
-        let m = self.m.clone();
-        Ok(Response::new(blocking(move || m.stats()).await?))
+        self.call(|m| Ok(m.stats())).await
     }
 
     type WatchEventsStream = ReceiverStream<Result<pb::Event, Status>>;
@@ -150,12 +149,10 @@ impl Border for BorderService {
                     _ = tx.closed() => break,
                     r = rx.recv() => {
                         let ev = match r {
-                            Ok(ev) => ev,
-                            Err(broadcast::error::RecvError::Lagged(missed)) => pb::Event {
-                                seq: 0,
-                                unix_ms: crate::store::now_unix_ms(),
-                                kind: Some(pb::event::Kind::Lagged(pb::Lagged { missed })),
-                            },
+                            Ok(ev) => ev.into(),
+                            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                                crate::proto::lagged(missed, crate::store::now_unix_ms())
+                            }
                             Err(broadcast::error::RecvError::Closed) => break,
                         };
                         if tx.send(Ok(ev)).await.is_err() {

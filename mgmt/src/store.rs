@@ -561,9 +561,11 @@ pub fn check_reloadable(old: &Config, new: &Config) -> Result<(), &'static str> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
+    /// One VIP of two backends (the second of weight 2); the publisher's
+    /// tests use it too.
     pub(crate) const CFG: &str = r#"
 instance = "t"
 [dataplane]

@@ -470,7 +470,7 @@ async fn a_restart_reattaches_keeps_the_generation_and_the_drain() {
     );
     assert_eq!(read_region(&paths.tables), before);
     let st = m2.status();
-    assert_eq!(st.vips[0].backends[0].state(), pb::BackendState::Draining);
+    assert_eq!(st.vips[0].backends[0].state, BackendState::Draining);
 
     // While it holds the region, another publisher is refused.
     let e = mgmt::Manager::new(cfg, text, "x".into(), m2.options().clone()).unwrap_err();

@@ -469,94 +469,144 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
 
     let workers = match &args.dp {
         Some(dp) => start_dp(dp, dir, &text)?,
-        None => {
-            let lcores: Vec<u32> = (1..=args.workers as u32).collect();
-            let state = Arc::new(StateRegion::create(&paths.state, &lcores)?);
-            state.set_run_state(RunState::Running);
-            let stop = Arc::new(AtomicBool::new(false));
-            let threads = (0..args.workers)
-                .map(|w| {
-                    sim_worker(
-                        w,
-                        paths.tables.clone(),
-                        Routes::from_config(&cfg),
-                        state.clone(),
-                        args.poll,
-                        stop.clone(),
-                    )
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            Workers::Sim {
-                state,
-                stop,
-                threads,
-            }
-        }
+        None => start_sim_workers(args, &cfg, &paths)?,
     };
     let measured = (|| -> anyhow::Result<()> {
         wait_applied(&workers, m.published_generation())?;
-        let mut client = rt.block_on(mgmt::client::connect_unix(socket.clone()))?;
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        // SetBackend: backend 0 of one VIP after the other, weight 2, then 1.
+        let client = rt.block_on(mgmt::client::connect_unix(socket.clone()))?;
+        let mut bench = Bench {
+            args,
+            n_vips,
+            rt: &rt,
+            m: &m,
+            workers: &workers,
+            client,
+            seed: 0x9E37_79B9_7F4A_7C15u64,
+        };
+        bench.set_backend_rpc(&mut out)?;
+        bench.set_backend_in_manager(&mut out)?;
+        bench.apply_config(&mut out, &text, &socket)
+    })();
+    let _ = stop_tx.send(true);
+    let _ = rt.block_on(server);
+    let stopped = workers.stop();
+    measured?;
+    out.adopt = stopped?;
+    Ok(out)
+}
+
+/// border-dp's stand-in: `args.workers` threads that adopt tables as workers do.
+fn start_sim_workers(
+    args: &Args,
+    cfg: &conf::Config,
+    paths: &mgmt::Paths,
+) -> anyhow::Result<Workers> {
+    let lcores: Vec<u32> = (1..=args.workers as u32).collect();
+    let state = Arc::new(StateRegion::create(&paths.state, &lcores)?);
+    state.set_run_state(RunState::Running);
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = (0..args.workers)
+        .map(|w| {
+            sim_worker(
+                w,
+                paths.tables.clone(),
+                Routes::from_config(cfg),
+                state.clone(),
+                args.poll,
+                stop.clone(),
+            )
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Workers::Sim {
+        state,
+        stop,
+        threads,
+    })
+}
+
+/// What the timed steps of one scenario share.
+struct Bench<'a> {
+    args: &'a Args,
+    n_vips: u32,
+    rt: &'a tokio::runtime::Runtime,
+    m: &'a mgmt::Manager,
+    workers: &'a Workers,
+    client: mgmt::client::Client,
+    seed: u64,
+}
+
+impl Bench<'_> {
+    /// SetBackend over gRPC: backend 0 of one VIP after the other, weight 2, then 1.
+    fn set_backend_rpc(&mut self, out: &mut Outcome) -> anyhow::Result<()> {
+        let (args, n_vips) = (self.args, self.n_vips as usize);
         for i in 0..args.warmup + args.changes {
-            let v = i % n_vips as usize;
-            let weight = if (i / n_vips as usize).is_multiple_of(2) {
-                2
-            } else {
-                1
-            };
+            let v = i % n_vips;
+            let weight = if (i / n_vips).is_multiple_of(2) { 2 } else { 1 };
             let req = pb::SetBackendRequest {
                 vip: format!("vip-{v}"),
                 backend: CHANGED.into(),
                 action: Some(pb::set_backend_request::Action::Weight(weight)),
                 note: String::new(),
             };
-            jitter(&mut seed);
+            jitter(&mut self.seed);
             let t0 = Instant::now();
-            let r = rt.block_on(client.set_backend(req))?.into_inner();
+            let r = self.rt.block_on(self.client.set_backend(req))?.into_inner();
             let rpc = t0.elapsed();
             anyhow::ensure!(
                 r.changed && r.pending.is_empty() && r.generation > 0,
                 "SetBackend did not publish: {r:?}"
             );
-            wait_applied(&workers, r.generation)?;
+            wait_applied(self.workers, r.generation)?;
             let e2e = t0.elapsed();
             if i >= args.warmup {
                 out.rpc.push(ms(rpc));
                 out.e2e.push(ms(e2e));
             }
         }
-        // The same change inside border-mgmt, without gRPC.
+        Ok(())
+    }
+
+    /// The same change inside border-mgmt, without gRPC; then back to the
+    /// configured weights (untimed) so that config weights count.
+    fn set_backend_in_manager(&mut self, out: &mut Outcome) -> anyhow::Result<()> {
+        let (args, n_vips) = (self.args, self.n_vips as usize);
         for i in 0..args.warmup + args.changes {
-            let v = i % n_vips as usize;
-            let action = if (i / n_vips as usize).is_multiple_of(2) {
+            let v = i % n_vips;
+            let action = if (i / n_vips).is_multiple_of(2) {
                 BackendAction::Weight(3)
             } else {
                 BackendAction::ResetWeight
             };
-            jitter(&mut seed);
+            jitter(&mut self.seed);
             let t0 = Instant::now();
-            let (o, _) = m.set_backend(&format!("vip-{v}"), CHANGED, action, "")?;
+            let (o, _) = self
+                .m
+                .set_backend(&format!("vip-{v}"), CHANGED, action, "")?;
             let dt = t0.elapsed();
             anyhow::ensure!(o.pending.is_none(), "publish pending: {o:?}");
-            wait_applied(&workers, o.generation)?;
+            wait_applied(self.workers, o.generation)?;
             if i >= args.warmup {
                 out.manager.push(ms(dt));
             }
         }
-        // Back to the configured weights (untimed) so that config weights count.
         for v in 0..n_vips {
             let (o, _) =
-                m.set_backend(&format!("vip-{v}"), CHANGED, BackendAction::ResetWeight, "")?;
-            wait_applied(&workers, o.generation)?;
+                self.m
+                    .set_backend(&format!("vip-{v}"), CHANGED, BackendAction::ResetWeight, "")?;
+            wait_applied(self.workers, o.generation)?;
         }
-        // ApplyConfig of the whole config, one backend weight different.
-        let mut last = m.published_generation();
-        let mut parsed = conf::ConfigText::parse(&text, "perf")
+        Ok(())
+    }
+
+    /// ApplyConfig of the whole config, one backend weight different.
+    fn apply_config(&mut self, out: &mut Outcome, text: &str, socket: &Path) -> anyhow::Result<()> {
+        let (args, n_vips) = (self.args, self.n_vips);
+        let mut last = self.m.published_generation();
+        let mut parsed = conf::ConfigText::parse(text, "perf")
             .map_err(|e| anyhow::anyhow!("generated config: {e}"))?;
         for i in 0..args.applies + args.applies.min(args.warmup) {
             let heavy = i.is_multiple_of(2).then_some((i / 2) as u32 % n_vips);
-            let t = config(args, n_vips, &socket, heavy);
+            let t = config(args, n_vips, socket, heavy);
             // What parsing and validating the text costs by itself (untimed
             // in the ApplyConfig row's sense: done before the call).
             // border-mgmt validates from the previous text (ConfigText).
@@ -574,10 +624,11 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
             conf::Config::from_toml_str(&t, "perf")
                 .map_err(|e| anyhow::anyhow!("generated config: {e}"))?;
             let full_parse = ms(p0.elapsed());
-            jitter(&mut seed);
+            jitter(&mut self.seed);
             let t0 = Instant::now();
-            let r = rt
-                .block_on(client.apply_config(pb::ApplyConfigRequest {
+            let r = self
+                .rt
+                .block_on(self.client.apply_config(pb::ApplyConfigRequest {
                     config_toml: t,
                     dry_run: false,
                 }))?
@@ -587,7 +638,7 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
                 "ApplyConfig did not publish: {r:?}"
             );
             last = r.generation;
-            wait_applied(&workers, r.generation)?;
+            wait_applied(self.workers, r.generation)?;
             if i >= args.applies.min(args.warmup) {
                 out.apply.push(ms(t0.elapsed()));
                 out.parse.push(parse);
@@ -595,13 +646,7 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
             }
         }
         Ok(())
-    })();
-    let _ = stop_tx.send(true);
-    let _ = rt.block_on(server);
-    let stopped = workers.stop();
-    measured?;
-    out.adopt = stopped?;
-    Ok(out)
+    }
 }
 
 /// Runs the benchmark.

@@ -185,6 +185,13 @@ struct PortInfo {
     range_default: bool,
 }
 
+/// A VIP's PROXY protocol options besides the version.
+struct ProxyOptions {
+    send_on_connect: bool,
+    tlvs: Vec<PpTlv>,
+    max_len: u16,
+}
+
 impl V {
     fn err(&mut self, at: usize, key: impl Into<String>, message: impl Into<String>) {
         self.diags.push(Diag {
@@ -391,6 +398,45 @@ impl V {
             PollMode::Adaptive,
         );
 
+        let eal_args = self.eal_args(d);
+
+        let conntrack_per_worker = or(&d.conntrack_per_worker, DEFAULT_CONNTRACK_PER_WORKER);
+        if let Some(c) = &d.conntrack_per_worker {
+            if !CONNTRACK_PER_WORKER_RANGE.contains(&conntrack_per_worker) {
+                self.err(
+                    at(c),
+                    "dataplane.conntrack_per_worker",
+                    format!(
+                        "{conntrack_per_worker} is out of range (expected {}..={} entries)",
+                        CONNTRACK_PER_WORKER_RANGE.start(),
+                        CONNTRACK_PER_WORKER_RANGE.end()
+                    ),
+                );
+            }
+        }
+
+        let flow_hash_key = self.flow_hash_key(d);
+
+        let timeouts = match &d.timeouts {
+            Some(t) => self.timeouts(t.get_ref()),
+            None => Timeouts::default(),
+        };
+
+        Dataplane {
+            main_lcore,
+            worker_lcores,
+            lcore_cpus,
+            poll,
+            eal_args,
+            conntrack_per_worker,
+            flow_hash_key,
+            timeouts,
+        }
+    }
+
+    /// `eal_args`: passed to DPDK as given, without the lcore options
+    /// border derives itself.
+    fn eal_args(&mut self, d: &RawDataplane) -> Vec<String> {
         let mut eal_args = Vec::new();
         if let Some(args) = &d.eal_args {
             for (i, a) in args.get_ref().iter().enumerate() {
@@ -412,24 +458,13 @@ impl V {
                 eal_args.push(s.clone());
             }
         }
+        eal_args
+    }
 
-        let conntrack_per_worker = or(&d.conntrack_per_worker, DEFAULT_CONNTRACK_PER_WORKER);
-        if let Some(c) = &d.conntrack_per_worker {
-            if !CONNTRACK_PER_WORKER_RANGE.contains(&conntrack_per_worker) {
-                self.err(
-                    at(c),
-                    "dataplane.conntrack_per_worker",
-                    format!(
-                        "{conntrack_per_worker} is out of range (expected {}..={} entries)",
-                        CONNTRACK_PER_WORKER_RANGE.start(),
-                        CONNTRACK_PER_WORKER_RANGE.end()
-                    ),
-                );
-            }
-        }
-
+    /// `flow_hash_key`: exactly 16 bytes in hex.
+    fn flow_hash_key(&mut self, d: &RawDataplane) -> [u8; 16] {
         let key_text = d.flow_hash_key.get_ref();
-        let flow_hash_key = match parse_hex::<16>(key_text) {
+        match parse_hex::<16>(key_text) {
             Some(k) => k,
             None => {
                 let n = key_text.chars().count();
@@ -445,22 +480,6 @@ impl V {
                 self.err(at(&d.flow_hash_key), "dataplane.flow_hash_key", msg);
                 [0; 16]
             }
-        };
-
-        let timeouts = match &d.timeouts {
-            Some(t) => self.timeouts(t.get_ref()),
-            None => Timeouts::default(),
-        };
-
-        Dataplane {
-            main_lcore,
-            worker_lcores,
-            lcore_cpus,
-            poll,
-            eal_args,
-            conntrack_per_worker,
-            flow_hash_key,
-            timeouts,
         }
     }
 
@@ -617,10 +636,35 @@ impl V {
 
     fn port(&mut self, sp: &S<RawPort>, key: &str) -> (Port, PortInfo) {
         let p = sp.get_ref();
-        let table_at = at(sp);
         self.name(&p.name, &format!("{key}.name"), MAX_NAME, false);
         let name = p.name.get_ref().clone();
+        let devargs = self.port_devargs(p, key);
+        let addresses = self.port_addresses(p, key);
+        let gateway = self.port_gateway(p, key, &addresses);
+        let host_interface = self.port_host_interface(p, key, &name);
+        let local_addresses = self.port_local_addresses(p, key, &addresses);
+        let (local_port_range, range_at) = self.port_local_range(sp, key, &local_addresses);
+        let mac = self.port_mac(p, key);
+        (
+            Port {
+                name,
+                devargs,
+                addresses,
+                gateway,
+                host_interface,
+                local_addresses,
+                local_port_range,
+                mac,
+            },
+            PortInfo {
+                range_at,
+                range_default: p.local_port_range.is_none(),
+            },
+        )
+    }
 
+    /// `devargs`: a device name before the first comma.
+    fn port_devargs(&mut self, p: &RawPort, key: &str) -> String {
         let devargs = p.devargs.get_ref().clone();
         let dev = device_name(&devargs);
         if devargs.is_empty() {
@@ -642,7 +686,11 @@ impl V {
                 "contains a NUL character",
             );
         }
+        devargs
+    }
 
+    /// `addresses`: unicast interface addresses with their subnets, once each.
+    fn port_addresses(&mut self, p: &RawPort, key: &str) -> Vec<IpNet> {
         let mut addresses: Vec<IpNet> = Vec::new();
         if let Some(list) = &p.addresses {
             for (i, a) in list.get_ref().iter().enumerate() {
@@ -671,8 +719,12 @@ impl V {
                 }
             }
         }
+        addresses
+    }
 
-        let gateway = p.gateway.as_ref().and_then(|g| {
+    /// `gateway`: a next hop inside one of the port's subnets.
+    fn port_gateway(&mut self, p: &RawPort, key: &str, addresses: &[IpNet]) -> Option<IpAddr> {
+        p.gateway.as_ref().and_then(|g| {
             let gkey = format!("{key}.gateway");
             let ip = self.ip(g, &gkey)?;
             if addresses.iter().any(|n| n.addr == ip) {
@@ -687,14 +739,17 @@ impl V {
                     gkey,
                     format!(
                         "{ip} is not inside any of this port's subnets (addresses: {})",
-                        nets(&addresses)
+                        nets(addresses)
                     ),
                 );
             }
             Some(ip)
-        });
+        })
+    }
 
-        let host_interface = match &p.host_interface {
+    /// `host_interface`: a valid interface name (by default `kni-<name>`).
+    fn port_host_interface(&mut self, p: &RawPort, key: &str, name: &str) -> String {
+        match &p.host_interface {
             Some(h) => {
                 let hkey = format!("{key}.host_interface");
                 let s = h.get_ref();
@@ -717,8 +772,11 @@ impl V {
                 }
                 s
             }
-        };
+        }
+    }
 
+    /// `local_addresses`: full-NAT source addresses inside the port's subnets.
+    fn port_local_addresses(&mut self, p: &RawPort, key: &str, addresses: &[IpNet]) -> Vec<IpAddr> {
         let mut local_addresses: Vec<IpAddr> = Vec::new();
         if let Some(list) = &p.local_addresses {
             for (i, a) in list.get_ref().iter().enumerate() {
@@ -738,7 +796,7 @@ impl V {
                         lkey,
                         format!(
                             "{ip} is not inside any of this port's subnets (addresses: {}; expected a local address on this port)",
-                            nets(&addresses)
+                            nets(addresses)
                         ),
                     );
                 } else {
@@ -746,7 +804,19 @@ impl V {
                 }
             }
         }
+        local_addresses
+    }
 
+    /// `local_port_range` (the default when local addresses are set, none
+    /// without), and where it was written (or the port's table).
+    fn port_local_range(
+        &mut self,
+        sp: &S<RawPort>,
+        key: &str,
+        local_addresses: &[IpAddr],
+    ) -> (Option<(u16, u16)>, usize) {
+        let p = sp.get_ref();
+        let table_at = at(sp);
         let mut range_at = table_at;
         let local_port_range = match &p.local_port_range {
             Some(r) => {
@@ -798,8 +868,12 @@ impl V {
         } else {
             Some(local_port_range.unwrap_or(DEFAULT_LOCAL_PORT_RANGE))
         };
+        (local_port_range, range_at)
+    }
 
-        let mac = p.mac.as_ref().and_then(|m| {
+    /// `mac`: a unicast MAC address.
+    fn port_mac(&mut self, p: &RawPort, key: &str) -> Option<[u8; 6]> {
+        p.mac.as_ref().and_then(|m| {
             let mkey = format!("{key}.mac");
             match parse_mac(m.get_ref()) {
                 None => {
@@ -820,24 +894,7 @@ impl V {
                 }
                 Some(mac) => Some(mac),
             }
-        });
-
-        (
-            Port {
-                name,
-                devargs,
-                addresses,
-                gateway,
-                host_interface,
-                local_addresses,
-                local_port_range,
-                mac,
-            },
-            PortInfo {
-                range_at,
-                range_default: p.local_port_range.is_none(),
-            },
-        )
+        })
     }
 
     fn mgmt(&mut self, m: Option<&S<RawMgmt>>, instance: &str) -> Mgmt {
@@ -1089,7 +1146,6 @@ impl V {
         have_zone: bool,
     ) -> Vip {
         let v = sv.get_ref();
-        let table_at = at(sv);
         self.name(&v.name, &format!("{key}.name"), MAX_NAME, false);
         let akey = format!("{key}.address");
         let address = self.ip(&v.address, &akey);
@@ -1121,55 +1177,112 @@ impl V {
         );
 
         if let (Some(ip), true) = (address, ports_ok) {
-            if !ports.iter().any(|p| p.on_link(ip)) {
-                let all: Vec<IpNet> = ports
-                    .iter()
-                    .flat_map(|p| p.addresses.iter().copied())
-                    .collect();
-                self.err(
-                    at(&v.address),
-                    &akey,
-                    format!(
-                        "{ip} is not on any port (expected an address inside the subnet of some port's addresses: {})",
-                        nets(&all)
-                    ),
-                );
-            }
-            // A VIP on a full-NAT source address must stay out of the pool's ports.
-            for (j, p) in ports.iter().enumerate() {
-                if let Some((lo, hi)) = p.local_port_range {
-                    if p.local_addresses.contains(&ip) && (lo..=hi).contains(&port) {
-                        self.err(
-                            at(&v.port),
-                            format!("{key}.port"),
-                            format!(
-                                "{port} is inside local_port_range [{lo}, {hi}] of port {:?} (port[{j}]), whose full-NAT pool includes {ip} (expected a port outside the pool's range)",
-                                p.name
-                            ),
-                        );
-                    }
-                }
-            }
-            if mode == Mode::FullNat
-                && !ports.iter().any(|p| {
-                    p.local_addresses
-                        .iter()
-                        .any(|l| l.is_ipv4() == ip.is_ipv4())
-                })
-            {
-                self.err(
-                    pos(&v.mode, table_at),
-                    format!("{key}.mode"),
-                    format!(
-                        "fullnat{} needs a full-NAT source pool of {fam}, but no port has {fam} local_addresses (expected local_addresses on some port, or mode = \"dnat\")",
-                        if v.mode.is_none() { " (the default)" } else { "" },
-                        fam = family(ip)
-                    ),
-                );
-            }
+            self.vip_on_ports(sv, key, ports, ip, mode);
+        }
+        let pp = self.vip_proxy_protocol(sv, key, (protocol, proxy_protocol), address);
+        let (backends, configured) = self.vip_backends(v, key, address);
+        let maglev_table_size = self.maglev_table_size(sv, key, configured);
+
+        let zone_affinity = or(&v.zone_affinity, false);
+        if let (true, Some(z)) = (zone_affinity && !have_zone, &v.zone_affinity) {
+            self.err(
+                at(z),
+                format!("{key}.zone_affinity"),
+                "true needs the top-level `zone` of this appliance (expected zone = \"...\" at the top of the file, or zone_affinity = false)",
+            );
         }
 
-        // PROXY protocol.
+        let health = v
+            .health
+            .as_ref()
+            .map(|h| self.health(h, &format!("{key}.health")));
+
+        Vip {
+            name: v.name.get_ref().clone(),
+            address: address.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+            port,
+            protocol,
+            mode,
+            proxy_protocol,
+            proxy_protocol_send_on_connect: pp.send_on_connect,
+            proxy_protocol_tlvs: pp.tlvs,
+            proxy_protocol_max_len: pp.max_len,
+            maglev_table_size,
+            zone_affinity,
+            translate_timestamps: or(&v.translate_timestamps, true),
+            announce: self.announce(&v.announce, key),
+            health,
+            backends,
+        }
+    }
+
+    /// A VIP's address `ip` on the ports: on a port's subnet, outside
+    /// the ports of the full-NAT pools it belongs to, and with a pool of its
+    /// family when `mode` is full-NAT.
+    fn vip_on_ports(&mut self, sv: &S<RawVip>, key: &str, ports: &[Port], ip: IpAddr, mode: Mode) {
+        let v = sv.get_ref();
+        let table_at = at(sv);
+        let akey = format!("{key}.address");
+        let port = *v.port.get_ref();
+        if !ports.iter().any(|p| p.on_link(ip)) {
+            let all: Vec<IpNet> = ports
+                .iter()
+                .flat_map(|p| p.addresses.iter().copied())
+                .collect();
+            self.err(
+                at(&v.address),
+                &akey,
+                format!(
+                    "{ip} is not on any port (expected an address inside the subnet of some port's addresses: {})",
+                    nets(&all)
+                ),
+            );
+        }
+        // A VIP on a full-NAT source address must stay out of the pool's ports.
+        for (j, p) in ports.iter().enumerate() {
+            if let Some((lo, hi)) = p.local_port_range {
+                if p.local_addresses.contains(&ip) && (lo..=hi).contains(&port) {
+                    self.err(
+                        at(&v.port),
+                        format!("{key}.port"),
+                        format!(
+                            "{port} is inside local_port_range [{lo}, {hi}] of port {:?} (port[{j}]), whose full-NAT pool includes {ip} (expected a port outside the pool's range)",
+                            p.name
+                        ),
+                    );
+                }
+            }
+        }
+        if mode == Mode::FullNat
+            && !ports.iter().any(|p| {
+                p.local_addresses
+                    .iter()
+                    .any(|l| l.is_ipv4() == ip.is_ipv4())
+            })
+        {
+            self.err(
+                pos(&v.mode, table_at),
+                format!("{key}.mode"),
+                format!(
+                    "fullnat{} needs a full-NAT source pool of {fam}, but no port has {fam} local_addresses (expected local_addresses on some port, or mode = \"dnat\")",
+                    if v.mode.is_none() { " (the default)" } else { "" },
+                    fam = family(ip)
+                ),
+            );
+        }
+    }
+
+    /// The PROXY protocol keys of a VIP of `protocol` whose
+    /// `proxy_protocol` is given: only with v2, v2 only on TCP.
+    fn vip_proxy_protocol(
+        &mut self,
+        sv: &S<RawVip>,
+        key: &str,
+        (protocol, proxy_protocol): (Protocol, ProxyProtocol),
+        address: Option<IpAddr>,
+    ) -> ProxyOptions {
+        let v = sv.get_ref();
+        let table_at = at(sv);
         let ppkey = format!("{key}.proxy_protocol");
         if proxy_protocol == ProxyProtocol::V2 && protocol == Protocol::Udp {
             self.err(
@@ -1203,8 +1316,23 @@ impl V {
                 }
             }
         }
-        let proxy_protocol_send_on_connect = or(&v.proxy_protocol_send_on_connect, false);
-        let proxy_protocol_tlvs = match &v.proxy_protocol_tlvs {
+        let send_on_connect = or(&v.proxy_protocol_send_on_connect, false);
+        ProxyOptions {
+            send_on_connect,
+            tlvs: self.proxy_protocol_tlvs(v, key, proxy_protocol, send_on_connect),
+            max_len: self.proxy_protocol_max_len(v, key, address),
+        }
+    }
+
+    /// `proxy_protocol_tlvs`: known TLVs, once each (default: unique_id with v2).
+    fn proxy_protocol_tlvs(
+        &mut self,
+        v: &RawVip,
+        key: &str,
+        proxy_protocol: ProxyProtocol,
+        proxy_protocol_send_on_connect: bool,
+    ) -> Vec<PpTlv> {
+        match &v.proxy_protocol_tlvs {
             Some(list) => {
                 let mut tlvs: Vec<PpTlv> = Vec::new();
                 for (i, t) in list.get_ref().iter().enumerate() {
@@ -1244,7 +1372,12 @@ impl V {
             }
             None if proxy_protocol == ProxyProtocol::V2 => vec![PpTlv::UniqueId],
             None => Vec::new(),
-        };
+        }
+    }
+
+    /// `proxy_protocol_max_len`: room for at least the header of the
+    /// VIP's address family.
+    fn proxy_protocol_max_len(&mut self, v: &RawVip, key: &str, address: Option<IpAddr>) -> u16 {
         let mut proxy_protocol_max_len = DEFAULT_PROXY_PROTOCOL_MAX_LEN;
         if let Some(m) = &v.proxy_protocol_max_len {
             let n = *m.get_ref();
@@ -1270,8 +1403,17 @@ impl V {
                 proxy_protocol_max_len = u16::try_from(n).unwrap_or(DEFAULT_PROXY_PROTOCOL_MAX_LEN);
             }
         }
+        proxy_protocol_max_len
+    }
 
-        // Backends.
+    /// The VIP's backends, each address and port once, and how many entries
+    /// the config lists (valid or not).
+    fn vip_backends(
+        &mut self,
+        v: &RawVip,
+        key: &str,
+        address: Option<IpAddr>,
+    ) -> (Vec<Backend>, usize) {
         let mut backends: Vec<Backend> = Vec::new();
         let mut seen: HashMap<(IpAddr, u16), usize> = HashMap::new();
         let braw: &[S<RawBackend>] = v.backend.as_ref().map_or(&[], |l| l.get_ref());
@@ -1291,12 +1433,17 @@ impl V {
             }
             backends.push(b);
         }
+        (backends, braw.len())
+    }
 
-        // Maglev.
+    /// `maglev_table_size`: a prime of at least 100 slots per configured backend.
+    fn maglev_table_size(&mut self, sv: &S<RawVip>, key: &str, configured: usize) -> u32 {
+        let v = sv.get_ref();
+        let table_at = at(sv);
         let m = or(&v.maglev_table_size, u64::from(DEFAULT_MAGLEV_TABLE_SIZE));
         let mkey = format!("{key}.maglev_table_size");
         let mat = pos(&v.maglev_table_size, table_at);
-        let n = braw.len() as u64;
+        let n = configured as u64;
         let need = 100 * n;
         if m > u64::from(MAX_MAGLEV_TABLE_SIZE) {
             self.err(
@@ -1316,39 +1463,7 @@ impl V {
             };
             self.err(mat, &mkey, msg);
         }
-        let maglev_table_size = u32::try_from(m).unwrap_or(DEFAULT_MAGLEV_TABLE_SIZE);
-
-        let zone_affinity = or(&v.zone_affinity, false);
-        if let (true, Some(z)) = (zone_affinity && !have_zone, &v.zone_affinity) {
-            self.err(
-                at(z),
-                format!("{key}.zone_affinity"),
-                "true needs the top-level `zone` of this appliance (expected zone = \"...\" at the top of the file, or zone_affinity = false)",
-            );
-        }
-
-        let health = v
-            .health
-            .as_ref()
-            .map(|h| self.health(h, &format!("{key}.health")));
-
-        Vip {
-            name: v.name.get_ref().clone(),
-            address: address.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
-            port,
-            protocol,
-            mode,
-            proxy_protocol,
-            proxy_protocol_send_on_connect,
-            proxy_protocol_tlvs,
-            proxy_protocol_max_len,
-            maglev_table_size,
-            zone_affinity,
-            translate_timestamps: or(&v.translate_timestamps, true),
-            announce: self.announce(&v.announce, key),
-            health,
-            backends,
-        }
+        u32::try_from(m).unwrap_or(DEFAULT_MAGLEV_TABLE_SIZE)
     }
 
     fn backend(&mut self, sb: &S<RawBackend>, key: &str, vip: Option<IpAddr>) -> Option<Backend> {

@@ -656,7 +656,15 @@ impl TablesWriter {
         self.reclaim(min_q, &mut stats);
 
         let mut fresh: Vec<(u64, u64)> = Vec::new();
-        let r = self.write_blocks(gen, next, min_q, &mut stats, &mut fresh);
+        let r = self.write_blocks(
+            gen,
+            &mut Placement {
+                next,
+                min_q,
+                stats: &mut stats,
+                fresh: &mut fresh,
+            },
+        );
         let (new_live, root_off, root_len) = match r {
             Ok(x) => x,
             Err(e) => {
@@ -718,18 +726,20 @@ impl TablesWriter {
     /// The block for VIP `v` in generation `next`: its current block if
     /// unchanged (same `Arc`, or byte-identical contents), else a new block
     /// in a fresh extent (pushed to `fresh`).
-    #[allow(clippy::too_many_arguments)]
     fn place_vip(
         &mut self,
         i: usize,
         by_id: &mut Option<HashMap<u32, usize>>,
         v: &Arc<VipTable>,
-        next: u64,
-        min_q: u64,
         head: &mut Vec<u8>,
-        stats: &mut PublishStats,
-        fresh: &mut Vec<(u64, u64)>,
+        w: &mut Placement,
     ) -> Result<LiveVip, TablesError> {
+        let Placement {
+            next,
+            min_q,
+            ref mut stats,
+            ref mut fresh,
+        } = *w;
         // The VIP's current block: same position (the common case), else by id.
         let prev = match self.live.get(i).filter(|p| p.id == v.id) {
             Some(p) => Some(p),
@@ -799,10 +809,7 @@ impl TablesWriter {
     fn write_blocks(
         &mut self,
         gen: &Generation,
-        next: u64,
-        min_q: u64,
-        stats: &mut PublishStats,
-        fresh: &mut Vec<(u64, u64)>,
+        w: &mut Placement,
     ) -> Result<(Vec<LiveVip>, u64, u64), TablesError> {
         let mut new_live: Vec<LiveVip> = Vec::with_capacity(gen.vips.len());
         let mut by_id = None;
@@ -810,7 +817,7 @@ impl TablesWriter {
         let mut head = std::mem::take(&mut self.head);
         let result = (|| {
             for (i, v) in gen.vips.iter().enumerate() {
-                let lv = self.place_vip(i, &mut by_id, v, next, min_q, &mut head, stats, fresh)?;
+                let lv = self.place_vip(i, &mut by_id, v, &mut head, w)?;
                 slots.push(slot(&lv, v.id));
                 new_live.push(lv);
             }
@@ -821,18 +828,18 @@ impl TablesWriter {
             let off = self
                 .arena
                 .alloc(alloc)
-                .ok_or_else(|| self.full(alloc, min_q))?;
-            fresh.push((off, alloc));
+                .ok_or_else(|| self.full(alloc, w.min_q))?;
+            w.fresh.push((off, alloc));
             let dst = self.extent_mut(off, len);
             let hdr = BlockHeader {
                 checksum: 0,
                 magic: ROOT_MAGIC,
                 reserved: 0,
                 len,
-                born: next,
+                born: w.next,
             };
             let fixed = RootFixed {
-                generation: next,
+                generation: w.next,
                 n_vips: slots.len() as u32,
                 reserved: 0,
                 flow_hash_key: gen.flow_hash_key,
@@ -843,8 +850,8 @@ impl TablesWriter {
             dst[ROOT_FIXED_END as usize..].copy_from_slice(slots.as_bytes());
             let checksum = block_checksum(dst);
             dst[..8].copy_from_slice(&checksum.to_le_bytes());
-            stats.blocks_written += 1;
-            stats.bytes_written += len;
+            w.stats.blocks_written += 1;
+            w.stats.bytes_written += len;
             Ok((off, len))
         })();
         self.head = head;
@@ -861,4 +868,15 @@ fn slot(p: &LiveVip, vip_id: u32) -> VipSlot {
         vip_id,
         reserved: 0,
     }
+}
+
+/// What the block writes of one publish share: the generation written,
+/// the oldest generation a reader holds (named when the arena is full),
+/// the counts, and the extents written (so that a failed publish can
+/// free them).
+struct Placement<'a> {
+    next: u64,
+    min_q: u64,
+    stats: &'a mut PublishStats,
+    fresh: &'a mut Vec<(u64, u64)>,
 }

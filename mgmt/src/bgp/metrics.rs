@@ -1,9 +1,9 @@
-//! The BGP families of the Prometheus exporter, rendered from GetStatus's
-//! `bgp` (nothing without `[mgmt.bgp]`).
+//! The BGP families of the Prometheus exporter, rendered from the status's
+//! BGP report (nothing without `[mgmt.bgp]`).
 
 use std::fmt::Write as _;
 
-use crate::pb;
+use super::BgpReport;
 
 fn esc(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -17,11 +17,12 @@ fn family(o: &mut String, name: &str, kind: &str, help: &str) {
 }
 
 /// The text of every BGP family.
-pub fn render(bgp: Option<&pb::BgpStatus>) -> String {
+pub fn render(bgp: Option<&BgpReport>) -> String {
     let mut o = String::new();
-    let Some(b) = bgp.filter(|b| b.configured) else {
+    let Some(r) = bgp else {
         return o;
     };
+    let b = &r.view;
     family(
         &mut o,
         "border_bgp_gobgpd_up",
@@ -47,7 +48,7 @@ pub fn render(bgp: Option<&pb::BgpStatus>) -> String {
         "gauge",
         "1 while borderctl maintenance is on (every VIP withdrawn)",
     );
-    let _ = writeln!(o, "border_bgp_maintenance {}", u8::from(b.maintenance));
+    let _ = writeln!(o, "border_bgp_maintenance {}", u8::from(r.maintenance));
     family(
         &mut o,
         "border_bgp_neighbour_established",

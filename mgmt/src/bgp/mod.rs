@@ -15,23 +15,31 @@ pub mod reconcile;
 pub mod state;
 pub mod task;
 
-pub use state::{BgpShared, BgpView, NeighbourView, VipRouteView};
+pub use state::{BgpEvent, BgpReport, BgpShared, BgpView, NeighbourView, VipRouteView};
 pub mod metrics;
 pub mod service;
 
-/// GetStatus's `bgp`: the view, and while in maintenance the connections
-/// border-dp still holds (what the operator waits for).
-pub fn status(m: &crate::Manager) -> crate::pb::BgpStatus {
+/// GetStatus's `bgp` (`None` without `[mgmt.bgp]`): the view, and while
+/// in maintenance the connections border-dp still holds (what the operator
+/// waits for).
+pub fn report(m: &crate::Manager) -> Option<BgpReport> {
     let shared = m.bgp();
-    let active = if shared.configured() && shared.maintenance() {
+    if !shared.configured() {
+        return None;
+    }
+    let maintenance = shared.maintenance();
+    let active_connections = if maintenance {
         m.stats()
             .vips
             .iter()
-            .filter_map(|v| v.stats.as_ref())
-            .map(|s| s.active_connections)
+            .map(|v| v.flows.active_connections)
             .sum()
     } else {
         0
     };
-    shared.status_pb(active)
+    Some(BgpReport {
+        view: shared.view(),
+        maintenance,
+        active_connections,
+    })
 }

@@ -7,8 +7,12 @@ use std::time::Duration;
 
 use conf::{Announce, Config, Vip};
 
+use conf::state::RunState;
+use conf::tables::BackendState;
+
 use super::reconcile::{Inputs, Route, VipInput};
-use crate::pb;
+use crate::dp::DpSnap;
+use crate::model::{Status, VipStatus};
 
 /// The appliance's own address on the port whose subnet holds `vip`: the
 /// next hop the routers send the VIP's traffic to.
@@ -42,37 +46,29 @@ pub fn all_routes(cfg: &Config) -> Vec<Route> {
 }
 
 /// border-dp runs and every worker's heartbeat moves.
-pub fn dataplane_alive(dp: Option<&pb::DataplaneStatus>) -> bool {
-    dp.is_some_and(|d| {
-        d.present
-            && d.pid_alive
-            && d.run_state == "running"
-            && !d.workers.is_empty()
-            && d.workers.iter().all(|w| w.alive)
-    })
+pub fn dataplane_alive(d: &DpSnap) -> bool {
+    d.present
+        && d.pid_alive
+        && d.run_state == Some(RunState::Running)
+        && !d.workers.is_empty()
+        && d.workers.iter().all(|w| w.alive)
 }
 
 /// Every worker has adopted the published generation.
-pub fn generation_adopted(status: &pb::GetStatusResponse) -> bool {
-    let published = status
-        .publisher
-        .as_ref()
-        .map_or(0, |p| p.published_generation);
-    let workers = status
-        .dataplane
-        .as_ref()
-        .map_or(&[][..], |d| &d.workers[..]);
+pub fn generation_adopted(status: &Status) -> bool {
+    let published = status.publisher.published_generation;
+    let workers = &status.dataplane.workers;
     published > 0
         && !workers.is_empty()
         && workers.iter().all(|w| w.applied_generation >= published)
 }
 
 /// A backend takes new flows: up with a weight. A VIP in fail-open has none.
-pub fn has_eligible_backend(v: &pb::VipStatus) -> bool {
+pub fn has_eligible_backend(v: &VipStatus) -> bool {
     !v.fail_open
         && v.backends
             .iter()
-            .any(|b| b.state == pb::BackendState::Up as i32 && b.weight > 0)
+            .any(|b| b.state == BackendState::Up && b.weight > 0)
 }
 
 /// How long a VIP's condition must hold before it is announced again.
@@ -83,7 +79,7 @@ pub fn rise(v: &Vip) -> Duration {
 }
 
 /// The decision's inputs from the config and a status taken at the same time.
-pub fn inputs(cfg: &Config, status: &pb::GetStatusResponse, maintenance: bool) -> Inputs {
+pub fn inputs(cfg: &Config, status: &Status, maintenance: bool) -> Inputs {
     let vips = cfg
         .vips
         .iter()
@@ -103,7 +99,7 @@ pub fn inputs(cfg: &Config, status: &pb::GetStatusResponse, maintenance: bool) -
         })
         .collect();
     Inputs {
-        dataplane_alive: dataplane_alive(status.dataplane.as_ref()),
+        dataplane_alive: dataplane_alive(&status.dataplane),
         generation_adopted: generation_adopted(status),
         maintenance,
         vips,
@@ -144,39 +140,57 @@ port = 8080
         Config::from_toml_str(CONFIG, "t.toml").unwrap()
     }
 
-    fn status(
-        alive: bool,
-        applied: u64,
-        backend: pb::BackendState,
-        fail_open: bool,
-    ) -> pb::GetStatusResponse {
-        pb::GetStatusResponse {
-            publisher: Some(pb::PublisherStatus {
+    fn status(alive: bool, applied: u64, backend: BackendState, fail_open: bool) -> Status {
+        let c = cfg();
+        Status {
+            instance: "t".into(),
+            zone: None,
+            publisher: crate::model::PublisherStatus {
+                tables_path: "/dev/shm/x".into(),
                 published_generation: 4,
-                ..Default::default()
-            }),
-            dataplane: Some(pb::DataplaneStatus {
+                arena_bytes: 0,
+                arena_free_bytes: 0,
+                pending: None,
+                last_error: None,
+                config_origin: String::new(),
+                config_applied_unix_ms: 0,
+            },
+            dataplane: DpSnap {
                 present: true,
+                problem: None,
+                pid: 1,
                 pid_alive: true,
-                run_state: "running".into(),
-                workers: vec![pb::WorkerStatus {
-                    alive,
+                run_state: Some(RunState::Running),
+                workers: vec![crate::dp::WorkerSnap {
+                    lcore: 1,
                     applied_generation: applied,
-                    ..Default::default()
+                    heartbeat: 1,
+                    alive,
+                    heartbeat_age: Duration::ZERO,
                 }],
-                ..Default::default()
-            }),
-            vips: vec![pb::VipStatus {
+            },
+            findings: Vec::new(),
+            vips: vec![VipStatus {
                 name: "web".into(),
+                address: "10.71.9.100:80".parse().unwrap(),
+                protocol: c.vips[0].protocol,
+                mode: c.vips[0].mode,
                 fail_open,
-                backends: vec![pb::BackendStatus {
-                    state: backend as i32,
+                zone_local: false,
+                backends: vec![crate::model::BackendStatus {
+                    address: "10.71.9.11:8080".parse().unwrap(),
+                    id: 1,
+                    state: backend,
+                    reason: String::new(),
                     weight: 1,
-                    ..Default::default()
+                    config_weight: 1,
+                    weight_overridden: false,
+                    drained: false,
+                    ring_slots: 1,
+                    zone: None,
                 }],
-                ..Default::default()
             }],
-            ..Default::default()
+            bgp: None,
         }
     }
 
@@ -192,21 +206,24 @@ port = 8080
     #[test]
     fn inputs_follow_the_status() {
         let c = cfg();
-        let i = inputs(&c, &status(true, 4, pb::BackendState::Up, false), true);
+        let i = inputs(&c, &status(true, 4, BackendState::Up, false), true);
         assert!(i.dataplane_alive && i.generation_adopted && i.maintenance);
         assert!(i.vips[0].eligible);
         assert_eq!(i.vips[0].rise, Duration::from_millis(900));
 
-        let i = inputs(&c, &status(false, 3, pb::BackendState::Up, false), false);
+        let i = inputs(&c, &status(false, 3, BackendState::Up, false), false);
         assert!(!i.dataplane_alive && !i.generation_adopted);
-        let i = inputs(&c, &status(true, 4, pb::BackendState::Down, false), false);
+        let i = inputs(&c, &status(true, 4, BackendState::Down, false), false);
         assert!(!i.vips[0].eligible, "the only backend is down");
-        let i = inputs(&c, &status(true, 4, pb::BackendState::Up, true), false);
+        let i = inputs(&c, &status(true, 4, BackendState::Up, true), false);
         assert!(
             !i.vips[0].eligible,
             "fail-open counts as no eligible backend"
         );
-        let i = inputs(&c, &pb::GetStatusResponse::default(), false);
+        let mut none = status(true, 4, BackendState::Up, false);
+        none.dataplane = DpSnap::default();
+        none.vips.clear();
+        let i = inputs(&c, &none, false);
         assert!(
             !i.dataplane_alive && !i.vips[0].eligible,
             "no dataplane at all"

@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use super::BgpEvent;
+use crate::model::EventKind;
 use crate::pb::{self, border_bgp_server};
 use crate::Manager;
 
@@ -34,9 +36,9 @@ impl border_bgp_server::BorderBgp for BgpService {
         _: Request<pb::GetBgpRequest>,
     ) -> Result<Response<pb::BgpStatus>, Status> {
         let m = self.m.clone();
-        tokio::task::spawn_blocking(move || super::status(&m))
+        tokio::task::spawn_blocking(move || super::report(&m))
             .await
-            .map(Response::new)
+            .map(|r| Response::new(r.map(Into::into).unwrap_or_default()))
             .map_err(|e| Status::internal(e.to_string()))
     }
 
@@ -55,7 +57,7 @@ impl border_bgp_server::BorderBgp for BgpService {
         if changed {
             let state = if on { "on" } else { "off" };
             tracing::info!(maintenance = state, "BGP: maintenance");
-            self.m.emit(pb::event::Kind::Bgp(pb::BgpEvent {
+            self.m.emit(EventKind::Bgp(BgpEvent {
                 what: "maintenance".into(),
                 subject: String::new(),
                 state: state.into(),

@@ -7,8 +7,6 @@ use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::{watch, Notify};
 
-use crate::pb;
-
 /// One neighbour of gobgpd.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NeighbourView {
@@ -133,43 +131,30 @@ impl BgpShared {
     fn lock(&self) -> MutexGuard<'_, BgpView> {
         self.view.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
 
-    /// The view as `border.v1.BgpStatus`; `active_connections` is read
-    /// elsewhere (the dataplane's statistics).
-    pub fn status_pb(&self, active_connections: u64) -> pb::BgpStatus {
-        if !self.configured {
-            return pb::BgpStatus::default();
-        }
-        let v = self.view();
-        pb::BgpStatus {
-            configured: true,
-            api: v.api,
-            connected: v.connected,
-            last_error: v.last_error.unwrap_or_default(),
-            errors: v.errors,
-            maintenance: self.maintenance(),
-            active_connections,
-            retry_in_ms: v.retry_in_ms,
-            neighbours: v
-                .neighbours
-                .into_iter()
-                .map(|n| pb::BgpNeighbour {
-                    address: n.address,
-                    peer_asn: n.peer_asn,
-                    state: n.state,
-                })
-                .collect(),
-            vips: v
-                .vips
-                .into_iter()
-                .map(|r| pb::VipRoute {
-                    name: r.name,
-                    prefix: r.prefix,
-                    next_hop: r.next_hop,
-                    announced: r.announced,
-                    reason: r.reason,
-                })
-                .collect(),
-        }
-    }
+/// GetStatus's BGP part: the view, the maintenance switch, and the
+/// connections border-dp still holds (read while in maintenance).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BgpReport {
+    /// Connection, neighbours, routes.
+    pub view: BgpView,
+    /// `borderctl maintenance on`.
+    pub maintenance: bool,
+    /// Connections in border-dp's tables (0 unless in maintenance).
+    pub active_connections: u64,
+}
+
+/// A BGP event (in [`crate::model::EventKind::Bgp`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BgpEvent {
+    /// "gobgpd", "neighbour", "vip" or "maintenance".
+    pub what: String,
+    /// The API address, the neighbour's address, the VIP name, or empty.
+    pub subject: String,
+    /// "connected"/"unreachable", the session state,
+    /// "announced"/"withdrawn", "on"/"off".
+    pub state: String,
+    /// Why, if there is more to say.
+    pub reason: String,
 }

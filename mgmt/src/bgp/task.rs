@@ -16,9 +16,10 @@ use super::backoff::Backoff;
 use super::gobgp::{self, apipb, Client};
 use super::observe;
 use super::reconcile::{shown, Op, Reconciler, Verdict, Why};
+use super::state::BgpEvent;
 use super::state::{BgpShared, BgpView, NeighbourView, VipRouteView};
 use crate::manager::Manager;
-use crate::pb;
+use crate::model::EventKind;
 
 /// How often the task looks without being woken: a withdraw reaches
 /// gobgpd within this plus one call (well under 1 s).
@@ -331,7 +332,7 @@ impl Task {
     }
 
     fn event(&self, what: &str, subject: &str, state: &str, reason: &str) {
-        self.m.emit(pb::event::Kind::Bgp(pb::BgpEvent {
+        self.m.emit(EventKind::Bgp(BgpEvent {
             what: what.into(),
             subject: subject.into(),
             state: state.into(),

@@ -475,7 +475,7 @@ impl Engine {
     /// All observations by checker id: this checker first, then each peer
     /// with a new id (a second peer claiming an id already seen is not an
     /// independent checker and is left out).
-    fn checkers(&self) -> Vec<(String, String, HashMap<Key, Observation>, u64)> {
+    fn checkers(&self) -> Vec<Checker> {
         let mut out = vec![(
             self.me.clone(),
             "self".to_string(),
@@ -503,34 +503,104 @@ impl Engine {
     pub fn evaluate(&mut self, now: u64, unix_ms: u64) -> Vec<Change> {
         let mut changes = Vec::new();
         let checkers = self.checkers();
-        let fresh_ms: HashMap<&str, u64> = self
-            .vips
-            .iter()
-            .map(|v| (v.name.as_str(), v.fresh_ms()))
-            .collect();
-        let is_fresh = |k: &Key, o: &Observation, slack: u64| {
-            o.last_ok.is_some()
-                && fresh_ms
-                    .get(k.0.as_str())
-                    .is_some_and(|f| now.saturating_sub(o.at_ms) <= f + slack)
+        let fresh = Freshness {
+            now,
+            fresh_ms: self
+                .vips
+                .iter()
+                .map(|v| (v.name.clone(), v.fresh_ms()))
+                .collect(),
         };
+        let witnesses = self.judge_witnesses(&checkers, &fresh);
+        witness_changes(&self.witnesses, &witnesses, &mut changes);
+        self.witnesses = witnesses;
 
-        // Witnesses: who fails at least half of what it checks while
-        // another checker sees those targets pass.
+        let mut verdicts = BTreeMap::new();
+        let mut vip_health = BTreeMap::new();
+        for v in &self.vips {
+            let (weights, fallback) = self.header_weights(v, &fresh);
+            let mut all_down = !v.backends.is_empty();
+            for b in &v.backends {
+                let key = (v.name.clone(), *b);
+                let votes = self.votes(&key, &checkers, &fresh);
+                let prev = self.verdicts.get(&key);
+                let (state, no_data, reason, names) = self.decide(v, &votes, prev);
+                if state == State::Up {
+                    all_down = false;
+                }
+                let (since_ms, since_unix_ms) = match prev {
+                    Some(p) if p.state == state => (p.since_ms, p.since_unix_ms),
+                    _ => (now, unix_ms),
+                };
+                verdicts.insert(
+                    key,
+                    Verdict {
+                        state,
+                        no_data,
+                        weight: weights.get(b).copied(),
+                        reason,
+                        detail: votes.details.join("; "),
+                        since_ms,
+                        since_unix_ms,
+                        checkers: names,
+                    },
+                );
+            }
+            let health = VipHealth {
+                fail_open: all_down,
+                weight_fallback: fallback,
+            };
+            if health.fail_open {
+                for b in &v.backends {
+                    if let Some(vd) = verdicts.get_mut(&(v.name.clone(), *b)) {
+                        vd.reason.push_str(
+                            "; VIP fails open: every backend is down, all stay in the ring",
+                        );
+                    }
+                }
+            }
+            let before = self.vip_health.get(&v.name).cloned().unwrap_or_default();
+            vip_changes(v, &before, &health, &mut changes);
+            vip_health.insert(v.name.clone(), health);
+        }
+        for (k, vd) in &verdicts {
+            let old = self.verdicts.get(k);
+            let same = old.is_some_and(|o| {
+                o.state == vd.state
+                    && o.no_data == vd.no_data
+                    && o.weight == vd.weight
+                    && o.reason == vd.reason
+            });
+            if !same {
+                changes.push(Change::Backend(k.clone()));
+            }
+        }
+        self.verdicts = verdicts;
+        self.vip_health = vip_health;
+        changes
+    }
+
+    /// Witnesses: who fails at least half of what it checks while another
+    /// checker sees those targets pass.
+    fn judge_witnesses(
+        &self,
+        checkers: &[Checker],
+        fresh: &Freshness,
+    ) -> BTreeMap<String, Witness> {
         let mut witnesses: BTreeMap<String, Witness> = BTreeMap::new();
         let mut fresh_ok: HashMap<&Key, Vec<&str>> = HashMap::new();
-        for (id, _, obs, slack) in &checkers {
+        for (id, _, obs, slack) in checkers {
             for (k, o) in obs {
-                if is_fresh(k, o, *slack) && o.last_ok == Some(true) {
+                if fresh.is_fresh(k, o, *slack) && o.last_ok == Some(true) {
                     fresh_ok.entry(k).or_default().push(id);
                 }
             }
         }
-        for (id, addr, obs, slack) in &checkers {
+        for (id, addr, obs, slack) in checkers {
             let mut checked = 0usize;
             let mut contradicted = 0usize;
             for (k, o) in obs {
-                if !is_fresh(k, o, *slack) {
+                if !fresh.is_fresh(k, o, *slack) {
                     continue;
                 }
                 checked += 1;
@@ -564,282 +634,298 @@ impl Engine {
                 },
             );
         }
-        for (id, w) in &witnesses {
-            let before = self.witnesses.get(id).and_then(|o| o.unreliable.clone());
-            if before != w.unreliable {
-                changes.push(Change::Witness {
-                    checker: id.clone(),
-                    reason: w.unreliable.clone(),
-                });
-            }
-        }
-        for (id, w) in &self.witnesses {
-            if w.unreliable.is_some() && !witnesses.contains_key(id) {
-                changes.push(Change::Witness {
-                    checker: id.clone(),
-                    reason: None,
-                });
-            }
-        }
-        self.witnesses = witnesses;
+        witnesses
+    }
 
-        let n_checkers = 1 + self.peer_order.len();
+    /// Weight header: the weights of VIP `v`'s backends, which apply only
+    /// while every answering backend sends a valid value; otherwise none,
+    /// and why (the fallback to configured weights).
+    fn header_weights(
+        &self,
+        v: &VipSpec,
+        fresh: &Freshness,
+    ) -> (HashMap<SocketAddr, u32>, Option<String>) {
+        let mut weights: HashMap<SocketAddr, u32> = HashMap::new();
+        let mut fallback = None;
+        if !v.health.weight_header {
+            return (weights, fallback);
+        }
+        for b in &v.backends {
+            let key = (v.name.clone(), *b);
+            let Some(o) = self.local.get(&key).map(Local::observation) else {
+                continue;
+            };
+            if !fresh.is_fresh(&key, &o, 0) || o.last_ok != Some(true) {
+                continue;
+            }
+            match &o.weight {
+                Some(WeightObs::Value(w)) => {
+                    weights.insert(*b, *w);
+                }
+                Some(WeightObs::Invalid(why)) => {
+                    fallback.get_or_insert_with(|| format!("{b}: {why}"));
+                }
+                None => {
+                    fallback.get_or_insert_with(|| {
+                        format!("{b}: no X-Load-Balancing-Endpoint-Weight header")
+                    });
+                }
+            }
+        }
+        if fallback.is_some() {
+            weights.clear();
+        }
+        (weights, fallback)
+    }
+
+    /// The fresh observations of backend `key` by every checker, sorted
+    /// into votes.
+    fn votes<'c>(&self, key: &Key, checkers: &'c [Checker], fresh: &Freshness) -> Votes<'c> {
+        let multi = checkers_configured(&self.peer_order) > 1;
+        let mut votes = Votes::default();
+        for (id, _, obs, slack) in checkers {
+            let Some(o) = obs.get(key) else { continue };
+            let fresh = fresh.is_fresh(key, o, *slack);
+            if fresh {
+                votes.details.push(format!(
+                    "{}{} {} x{}",
+                    if multi {
+                        format!("{id}: ")
+                    } else {
+                        String::new()
+                    },
+                    o.state.map_or("undecided", State::as_str),
+                    o.reason,
+                    o.streak
+                ));
+            }
+            if !fresh {
+                continue;
+            }
+            if self
+                .witnesses
+                .get(id)
+                .is_some_and(|w| w.unreliable.is_some())
+            {
+                votes.discarded.push(id);
+                continue;
+            }
+            match o.state {
+                Some(State::Down) => votes.down.push((id, o)),
+                Some(State::Up) => votes.up.push((id, o)),
+                None => {}
+            }
+        }
+        votes
+    }
+
+    /// A backend of VIP `v`'s state from the `votes` on it and its previous
+    /// verdict: state, no-data flag, reason, and the checkers that decided.
+    fn decide(
+        &self,
+        v: &VipSpec,
+        votes: &Votes,
+        prev: Option<&Verdict>,
+    ) -> (State, bool, String, Vec<String>) {
+        let n_checkers = checkers_configured(&self.peer_order);
         let quorum = self.quorum;
         let multi = n_checkers > 1;
-        let mut verdicts = BTreeMap::new();
-        let mut vip_health = BTreeMap::new();
-        for v in &self.vips {
-            // Weight header: applies only while every answering backend sends a valid value.
-            let mut weights: HashMap<SocketAddr, u32> = HashMap::new();
-            let mut fallback = None;
-            if v.health.weight_header {
-                for b in &v.backends {
-                    let key = (v.name.clone(), *b);
-                    let Some(o) = self.local.get(&key).map(Local::observation) else {
-                        continue;
-                    };
-                    if !is_fresh(&key, &o, 0) || o.last_ok != Some(true) {
-                        continue;
-                    }
-                    match &o.weight {
-                        Some(WeightObs::Value(w)) => {
-                            weights.insert(*b, *w);
-                        }
-                        Some(WeightObs::Invalid(why)) => {
-                            fallback.get_or_insert_with(|| format!("{b}: {why}"));
-                        }
-                        None => {
-                            fallback.get_or_insert_with(|| {
-                                format!("{b}: no X-Load-Balancing-Endpoint-Weight header")
-                            });
-                        }
-                    }
-                }
-                if fallback.is_some() {
-                    weights.clear();
-                }
+        let Votes {
+            down,
+            up,
+            discarded,
+            ..
+        } = votes;
+        let silent = n_checkers - down.len() - up.len() - discarded.len();
+        let prev_state = prev.map_or(State::Up, |p| p.state);
+        let (rise, fall) = (v.health.rise, v.health.fall);
+        let failure = |o: &Observation| {
+            if o.last_failure.is_empty() {
+                o.reason.clone()
+            } else {
+                o.last_failure.clone()
             }
-
-            let mut all_down = !v.backends.is_empty();
-            for b in &v.backends {
-                let key = (v.name.clone(), *b);
-                let prev = self.verdicts.get(&key);
-                let mut down: Vec<(&str, &Observation)> = Vec::new();
-                let mut up: Vec<(&str, &Observation)> = Vec::new();
-                let mut discarded: Vec<&str> = Vec::new();
-                let mut details: Vec<String> = Vec::new();
-                for (id, _, obs, slack) in &checkers {
-                    let Some(o) = obs.get(&key) else { continue };
-                    let fresh = is_fresh(&key, o, *slack);
-                    if fresh {
-                        details.push(format!(
-                            "{}{} {} x{}",
-                            if multi {
-                                format!("{id}: ")
-                            } else {
-                                String::new()
-                            },
-                            o.state.map_or("undecided", State::as_str),
-                            o.reason,
-                            o.streak
+        };
+        let votes = |l: &[(&str, &Observation)]| {
+            l.iter()
+                .map(|(id, o)| format!("{id}: {}", failure(o)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let (state, no_data, mut reason, names): (State, bool, String, Vec<&str>) =
+            if down.len() >= quorum {
+                let reason = if multi {
+                    format!(
+                        "down: {} of {n_checkers} checkers see it fail (quorum {quorum}): {}",
+                        down.len(),
+                        votes(down)
+                    )
+                } else {
+                    let o = down[0].1;
+                    let mut r = format!("down: {} ({fall} consecutive failures)", failure(o));
+                    if o.last_ok == Some(true) {
+                        r.push_str(&format!("; recovering: {} of {rise} successes", o.streak));
+                    }
+                    r
+                };
+                (
+                    State::Down,
+                    false,
+                    reason,
+                    down.iter().map(|d| d.0).collect(),
+                )
+            } else if prev_state == State::Down && down.len() + silent >= quorum {
+                (
+                    State::Down,
+                    true,
+                    kept_down_reason(prev),
+                    prev.map(|p| p.checkers.iter().map(String::as_str).collect())
+                        .unwrap_or_default(),
+                )
+            } else if up.is_empty() && down.is_empty() {
+                let reason = if prev.is_none() {
+                    "up (no data: no probe result yet)".to_string()
+                } else {
+                    "up (no data: no fresh probe result; state kept)".to_string()
+                };
+                (State::Up, true, reason, Vec::new())
+            } else {
+                let reason = if multi {
+                    let mut r = format!("up: {} of {n_checkers} checkers see it pass", up.len());
+                    if !down.is_empty() {
+                        r.push_str(&format!(
+                            "; {} see it fail, fewer than quorum {quorum} ({})",
+                            down.len(),
+                            votes(down)
                         ));
                     }
-                    if !fresh {
-                        continue;
-                    }
-                    if self
-                        .witnesses
-                        .get(id)
-                        .is_some_and(|w| w.unreliable.is_some())
-                    {
-                        discarded.push(id);
-                        continue;
-                    }
-                    match o.state {
-                        Some(State::Down) => down.push((id, o)),
-                        Some(State::Up) => up.push((id, o)),
-                        None => {}
-                    }
-                }
-                let silent = n_checkers - down.len() - up.len() - discarded.len();
-                let prev_state = prev.map_or(State::Up, |p| p.state);
-                let (rise, fall) = (v.health.rise, v.health.fall);
-                let failure = |o: &Observation| {
-                    if o.last_failure.is_empty() {
-                        o.reason.clone()
-                    } else {
-                        o.last_failure.clone()
-                    }
-                };
-                let votes = |l: &[(&str, &Observation)]| {
-                    l.iter()
-                        .map(|(id, o)| format!("{id}: {}", failure(o)))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                };
-                let (state, no_data, mut reason, names): (State, bool, String, Vec<&str>) = if down
-                    .len()
-                    >= quorum
-                {
-                    let reason = if multi {
+                    r
+                } else if let Some((_, o)) = up.first() {
+                    if o.last_ok == Some(false) {
                         format!(
-                            "down: {} of {n_checkers} checkers see it fail (quorum {quorum}): {}",
-                            down.len(),
-                            votes(&down)
+                            "up: {} ({} of {fall} failures to go down)",
+                            o.reason, o.streak
                         )
                     } else {
-                        let o = down[0].1;
-                        let mut r = format!("down: {} ({fall} consecutive failures)", failure(o));
-                        if o.last_ok == Some(true) {
-                            r.push_str(&format!("; recovering: {} of {rise} successes", o.streak));
-                        }
-                        r
-                    };
-                    (
-                        State::Down,
-                        false,
-                        reason,
-                        down.iter().map(|d| d.0).collect(),
-                    )
-                } else if prev_state == State::Down && down.len() + silent >= quorum {
-                    let reason = match prev {
-                        Some(p) if p.reason.starts_with("down") => {
-                            let base = p
-                                .reason
-                                .split(" (no data:")
-                                .next()
-                                .unwrap_or(&p.reason)
-                                .split("; VIP fails open")
-                                .next()
-                                .unwrap_or(&p.reason);
-                            format!(
-                                "{base} (no data: not enough fresh results to decide; state kept)"
-                            )
-                        }
-                        _ => "down (no data: not enough fresh results to decide; state kept)"
-                            .to_string(),
-                    };
-                    (
-                        State::Down,
-                        true,
-                        reason,
-                        prev.map(|p| p.checkers.iter().map(String::as_str).collect())
-                            .unwrap_or_default(),
-                    )
-                } else if up.is_empty() && down.is_empty() {
-                    let reason = if prev.is_none() {
-                        "up (no data: no probe result yet)".to_string()
-                    } else {
-                        "up (no data: no fresh probe result; state kept)".to_string()
-                    };
-                    (State::Up, true, reason, Vec::new())
+                        format!("up: {}", o.reason)
+                    }
                 } else {
-                    let reason = if multi {
-                        let mut r =
-                            format!("up: {} of {n_checkers} checkers see it pass", up.len());
-                        if !down.is_empty() {
-                            r.push_str(&format!(
-                                "; {} see it fail, fewer than quorum {quorum} ({})",
-                                down.len(),
-                                votes(&down)
-                            ));
-                        }
-                        r
-                    } else if let Some((_, o)) = up.first() {
-                        if o.last_ok == Some(false) {
-                            format!(
-                                "up: {} ({} of {fall} failures to go down)",
-                                o.reason, o.streak
-                            )
-                        } else {
-                            format!("up: {}", o.reason)
-                        }
-                    } else {
-                        "up".to_string()
-                    };
-                    (State::Up, false, reason, up.iter().map(|u| u.0).collect())
+                    "up".to_string()
                 };
-                if !discarded.is_empty() {
-                    reason.push_str(&format!(
-                        "; votes discarded (unreliable witness): {}",
-                        discarded.join(", ")
-                    ));
-                }
-                if state == State::Up {
-                    all_down = false;
-                }
-                let (since_ms, since_unix_ms) = match prev {
-                    Some(p) if p.state == state => (p.since_ms, p.since_unix_ms),
-                    _ => (now, unix_ms),
-                };
-                verdicts.insert(
-                    key,
-                    Verdict {
-                        state,
-                        no_data,
-                        weight: weights.get(b).copied(),
-                        reason,
-                        detail: details.join("; "),
-                        since_ms,
-                        since_unix_ms,
-                        checkers: names.into_iter().map(str::to_string).collect(),
-                    },
-                );
-            }
-            let fail_open = all_down;
-            if fail_open {
-                for b in &v.backends {
-                    if let Some(vd) = verdicts.get_mut(&(v.name.clone(), *b)) {
-                        vd.reason.push_str(
-                            "; VIP fails open: every backend is down, all stay in the ring",
-                        );
-                    }
-                }
-            }
-            let before = self.vip_health.get(&v.name).cloned().unwrap_or_default();
-            if before.fail_open != fail_open {
-                changes.push(Change::FailOpen {
-                    vip: v.name.clone(),
-                    on: fail_open,
-                    reason: if fail_open {
-                        format!(
-                            "every backend of VIP {} is down: failing open, all {} stay in the ring",
-                            v.name,
-                            v.backends.len()
-                        )
-                    } else {
-                        format!("VIP {} has a healthy backend again: fail-open ends", v.name)
-                    },
-                });
-            }
-            if before.weight_fallback != fallback {
-                changes.push(Change::WeightFallback {
-                    vip: v.name.clone(),
-                    reason: fallback.clone(),
-                });
-            }
-            vip_health.insert(
-                v.name.clone(),
-                VipHealth {
-                    fail_open,
-                    weight_fallback: fallback,
-                },
-            );
+                (State::Up, false, reason, up.iter().map(|u| u.0).collect())
+            };
+        if !discarded.is_empty() {
+            reason.push_str(&format!(
+                "; votes discarded (unreliable witness): {}",
+                discarded.join(", ")
+            ));
         }
-        for (k, vd) in &verdicts {
-            let old = self.verdicts.get(k);
-            let same = old.is_some_and(|o| {
-                o.state == vd.state
-                    && o.no_data == vd.no_data
-                    && o.weight == vd.weight
-                    && o.reason == vd.reason
+        let names = names.into_iter().map(str::to_string).collect();
+        (state, no_data, reason, names)
+    }
+}
+
+/// One checker's observations: its id, its address ("self" for this
+/// one), what it observed, and the slack its results get on freshness.
+type Checker = (String, String, HashMap<Key, Observation>, u64);
+
+/// This checker and every configured peer.
+fn checkers_configured(peer_order: &[String]) -> usize {
+    1 + peer_order.len()
+}
+
+/// Whether an observation is recent enough to count, at one instant.
+struct Freshness {
+    now: u64,
+    /// Per VIP name: how old a result may be.
+    fresh_ms: HashMap<String, u64>,
+}
+
+impl Freshness {
+    fn is_fresh(&self, k: &Key, o: &Observation, slack: u64) -> bool {
+        o.last_ok.is_some()
+            && self
+                .fresh_ms
+                .get(k.0.as_str())
+                .is_some_and(|f| self.now.saturating_sub(o.at_ms) <= f + slack)
+    }
+}
+
+/// The fresh votes on one backend.
+#[derive(Default)]
+struct Votes<'c> {
+    down: Vec<(&'c str, &'c Observation)>,
+    up: Vec<(&'c str, &'c Observation)>,
+    /// Checkers whose votes do not count (unreliable witnesses).
+    discarded: Vec<&'c str>,
+    /// Every fresh observation, in words.
+    details: Vec<String>,
+}
+
+/// Why a down backend stays down without enough fresh results to decide.
+fn kept_down_reason(prev: Option<&Verdict>) -> String {
+    match prev {
+        Some(p) if p.reason.starts_with("down") => {
+            let base = p
+                .reason
+                .split(" (no data:")
+                .next()
+                .unwrap_or(&p.reason)
+                .split("; VIP fails open")
+                .next()
+                .unwrap_or(&p.reason);
+            format!("{base} (no data: not enough fresh results to decide; state kept)")
+        }
+        _ => "down (no data: not enough fresh results to decide; state kept)".to_string(),
+    }
+}
+
+/// The witness changes from `before` to `after`.
+fn witness_changes(
+    before: &BTreeMap<String, Witness>,
+    after: &BTreeMap<String, Witness>,
+    changes: &mut Vec<Change>,
+) {
+    for (id, w) in after {
+        let was = before.get(id).and_then(|o| o.unreliable.clone());
+        if was != w.unreliable {
+            changes.push(Change::Witness {
+                checker: id.clone(),
+                reason: w.unreliable.clone(),
             });
-            if !same {
-                changes.push(Change::Backend(k.clone()));
-            }
         }
-        self.verdicts = verdicts;
-        self.vip_health = vip_health;
-        changes
+    }
+    for (id, w) in before {
+        if w.unreliable.is_some() && !after.contains_key(id) {
+            changes.push(Change::Witness {
+                checker: id.clone(),
+                reason: None,
+            });
+        }
+    }
+}
+
+/// VIP `v`'s fail-open and weight-fallback changes from `before` to `after`.
+fn vip_changes(v: &VipSpec, before: &VipHealth, after: &VipHealth, changes: &mut Vec<Change>) {
+    if before.fail_open != after.fail_open {
+        changes.push(Change::FailOpen {
+            vip: v.name.clone(),
+            on: after.fail_open,
+            reason: if after.fail_open {
+                format!(
+                    "every backend of VIP {} is down: failing open, all {} stay in the ring",
+                    v.name,
+                    v.backends.len()
+                )
+            } else {
+                format!("VIP {} has a healthy backend again: fail-open ends", v.name)
+            },
+        });
+    }
+    if before.weight_fallback != after.weight_fallback {
+        changes.push(Change::WeightFallback {
+            vip: v.name.clone(),
+            reason: after.weight_fallback.clone(),
+        });
     }
 }

@@ -37,6 +37,7 @@ use engine::Engine;
 pub use engine::{Change, Key, Observation, ProbeOutcome, State, Verdict, VipHealth, Witness};
 use probe::{ProbeSpec, ProbeTls};
 
+use crate::model::{Event, EventKind};
 use crate::store::{now_unix_ms, BackendKey, HealthVerdict};
 use crate::Manager;
 
@@ -471,7 +472,7 @@ pub fn attach(m: Arc<Manager>, shutdown: watch::Receiver<bool>) -> Arc<HealthVie
                 tokio::select! {
                     r = shutdown.changed() => if r.is_err() || *shutdown.borrow() { return },
                     e = events.recv() => match e {
-                        Ok(crate::pb::Event { kind: Some(crate::pb::event::Kind::ConfigApplied(c)), .. }) if c.changed => {
+                        Ok(Event { kind: EventKind::ConfigApplied { changed: true, .. }, .. }) => {
                             view.reconfigure(m.config());
                         }
                         Err(broadcast::error::RecvError::Lagged(_)) => view.reconfigure(m.config()),
@@ -542,8 +543,10 @@ pub fn attach(m: Arc<Manager>, shutdown: watch::Receiver<bool>) -> Arc<HealthVie
                         Err(broadcast::error::RecvError::Closed) => return,
                     },
                 };
-                if let Some(ev) = service::event_of(&c) {
-                    m.emit(crate::pb::event::Kind::Health(ev));
+                // Backend changes reach the event stream as BackendChanged,
+                // from the store.
+                if !matches!(c, Change::Backend(_)) {
+                    m.emit(EventKind::Health(c));
                 }
             }
         });

@@ -1,21 +1,18 @@
 //! `border.v1.BorderHealth`: the server (observations for peers, verdicts
 //! for operators) and the peer client loop.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use conf::Listen;
-use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::sync::mpsc;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
-use super::engine::{Change, Key, Observation, State, WeightObs};
 use super::{HealthView, Msg, Options};
 use crate::pb::{self, border_health_client::BorderHealthClient, border_health_server};
+use crate::proto::{observation_from_pb, observation_to_pb};
 
 /// Implements `border.v1.BorderHealth` over a [`HealthView`].
 #[derive(Debug, Clone)]
@@ -37,140 +34,6 @@ impl HealthService {
     }
 }
 
-fn pb_state(s: Option<State>) -> pb::HealthState {
-    match s {
-        None => pb::HealthState::Unspecified,
-        Some(State::Up) => pb::HealthState::Up,
-        Some(State::Down) => pb::HealthState::Down,
-    }
-}
-
-/// An observation as sent to peers.
-pub fn to_pb(k: &Key, o: &Observation, age_ms: u64) -> pb::Observation {
-    let (has_weight, weight, weight_error) = match &o.weight {
-        Some(WeightObs::Value(w)) => (true, *w, String::new()),
-        Some(WeightObs::Invalid(e)) => (false, 0, e.clone()),
-        None => (false, 0, String::new()),
-    };
-    pb::Observation {
-        vip: k.0.clone(),
-        backend: k.1.to_string(),
-        state: pb_state(o.state) as i32,
-        has_result: o.last_ok.is_some(),
-        last_ok: o.last_ok == Some(true),
-        streak: o.streak,
-        reason: o.reason.clone(),
-        last_failure: o.last_failure.clone(),
-        age_ms,
-        has_weight,
-        weight,
-        weight_error,
-    }
-}
-
-/// An observation received from a peer at `now` (engine ms). `None` for
-/// one that does not parse. Strings are capped: a peer cannot make us keep
-/// unbounded text.
-pub fn from_pb(p: &pb::Observation, now: u64) -> Option<(Key, Observation)> {
-    let backend: SocketAddr = p.backend.parse().ok()?;
-    let cap = |s: &str| s.chars().take(200).collect::<String>();
-    let state = match pb::HealthState::try_from(p.state) {
-        Ok(pb::HealthState::Up) => Some(State::Up),
-        Ok(pb::HealthState::Down) => Some(State::Down),
-        _ => None,
-    };
-    let weight = if p.has_weight {
-        Some(WeightObs::Value(p.weight))
-    } else if !p.weight_error.is_empty() {
-        Some(WeightObs::Invalid(cap(&p.weight_error)))
-    } else {
-        None
-    };
-    Some((
-        (cap(&p.vip), backend),
-        Observation {
-            state,
-            last_ok: p.has_result.then_some(p.last_ok),
-            streak: p.streak,
-            reason: cap(&p.reason),
-            last_failure: cap(&p.last_failure),
-            at_ms: now.saturating_sub(p.age_ms),
-            weight,
-        },
-    ))
-}
-
-/// The API event of a change (backend changes are reported by the store as
-/// `BackendChanged` with cause "health").
-pub fn event_of(c: &Change) -> Option<pb::HealthEvent> {
-    use pb::health_event::Kind;
-    let kind = match c {
-        Change::Backend(_) => return None,
-        Change::FailOpen { vip, on, reason } => Kind::FailOpen(pb::VipFailOpen {
-            vip: vip.clone(),
-            fail_open: *on,
-            reason: reason.clone(),
-        }),
-        Change::WeightFallback { vip, reason } => Kind::WeightFallback(pb::WeightFallback {
-            vip: vip.clone(),
-            fallback: reason.is_some(),
-            reason: reason.clone().unwrap_or_default(),
-        }),
-        Change::Witness { checker, reason } => Kind::Witness(pb::WitnessChanged {
-            checker: checker.clone(),
-            unreliable: reason.is_some(),
-            reason: reason.clone().unwrap_or_default(),
-        }),
-    };
-    Some(pb::HealthEvent { kind: Some(kind) })
-}
-
-/// GetHealth's answer from a view.
-pub fn health_response(view: &HealthView) -> pb::GetHealthResponse {
-    let snap = view.snapshot();
-    let mut vips: Vec<pb::VipHealth> = snap
-        .vips
-        .iter()
-        .map(|(name, h)| pb::VipHealth {
-            name: name.clone(),
-            fail_open: h.fail_open,
-            weight_fallback: h.weight_fallback.clone().unwrap_or_default(),
-            backends: Vec::new(),
-        })
-        .collect();
-    for ((vip, addr), v) in &snap.verdicts {
-        if let Some(vh) = vips.iter_mut().find(|x| x.name == *vip) {
-            vh.backends.push(pb::BackendHealth {
-                address: addr.to_string(),
-                state: pb_state(Some(v.state)) as i32,
-                no_data: v.no_data,
-                has_weight: v.weight.is_some(),
-                weight: v.weight.unwrap_or(0),
-                reason: v.reason.clone(),
-                since_unix_ms: v.since_unix_ms,
-                checkers: v.checkers.clone(),
-                detail: v.detail.clone(),
-            });
-        }
-    }
-    pb::GetHealthResponse {
-        checker: snap.checker.clone(),
-        quorum: snap.quorum,
-        checkers: snap
-            .witnesses
-            .iter()
-            .map(|w| pb::CheckerStatus {
-                id: w.id.clone(),
-                address: w.address.clone(),
-                fresh: w.fresh,
-                unreliable: w.unreliable.clone().unwrap_or_default(),
-                error: w.error.clone().unwrap_or_default(),
-            })
-            .collect(),
-        vips,
-    }
-}
-
 #[tonic::async_trait]
 impl border_health_server::BorderHealth for HealthService {
     async fn get_observations(
@@ -183,7 +46,7 @@ impl border_health_server::BorderHealth for HealthService {
                 .view
                 .observations()
                 .iter()
-                .map(|(k, o, age)| to_pb(k, o, *age))
+                .map(|(k, o, age)| observation_to_pb(k, o, *age))
                 .collect(),
         }))
     }
@@ -192,14 +55,9 @@ impl border_health_server::BorderHealth for HealthService {
         &self,
         _req: Request<pb::GetHealthRequest>,
     ) -> Result<Response<pb::GetHealthResponse>, Status> {
-        Ok(Response::new(health_response(&self.view)))
+        Ok(Response::new((&*self.view.snapshot()).into()))
     }
 }
-
-/// How long a `tcp://` connect waits for the server's first data, so a
-/// refused client certificate is reported as such (see
-/// [`crate::tls::connect_primed`]).
-const FIRST_DATA_WAIT: Duration = Duration::from_millis(500);
 
 /// A health client to a border-mgmt API (`unix://` or `tcp://` with mutual TLS).
 pub async fn connect(
@@ -207,41 +65,19 @@ pub async fn connect(
     tls: Option<&crate::tls::ClientTls>,
 ) -> Result<BorderHealthClient<Channel>, String> {
     let ch = match target {
-        Listen::Unix(path) => {
-            let path: PathBuf = path.clone();
-            Endpoint::from_static("http://border-mgmt.invalid")
-                .connect_with_connector(tower::service_fn(move |_: Uri| {
-                    let path = path.clone();
-                    async move {
-                        let s = tokio::net::UnixStream::connect(path).await?;
-                        Ok::<_, std::io::Error>(TokioIo::new(s))
-                    }
-                }))
-                .await
-                .map_err(|e| describe(&e))?
-        }
+        Listen::Unix(path) => crate::client::unix_channel(path.clone())
+            .await
+            .map_err(|e| describe(&e))?,
         Listen::Tcp(addr) => {
             let addr = *addr;
             let tls = tls.ok_or("a tcp:// peer needs [mgmt.tls] (client certificate)")?;
             let cfg = crate::tls::client_config(tls).map_err(|e| e.to_string())?;
-            let connector = tokio_rustls::TlsConnector::from(cfg);
             let name = match &tls.server_name {
                 Some(n) => ServerName::try_from(n.clone())
                     .map_err(|_| format!("{n:?} is not a valid TLS server name"))?,
                 None => ServerName::IpAddress(addr.ip().into()),
             };
-            Endpoint::from_shared(format!("http://{addr}"))
-                .map_err(|e| e.to_string())?
-                .connect_with_connector(tower::service_fn(move |_: Uri| {
-                    let (connector, name) = (connector.clone(), name.clone());
-                    async move {
-                        let tcp = tokio::net::TcpStream::connect(addr).await?;
-                        tcp.set_nodelay(true)?;
-                        let s = crate::tls::connect_primed(&connector, name, tcp, FIRST_DATA_WAIT)
-                            .await?;
-                        Ok::<_, std::io::Error>(TokioIo::new(s))
-                    }
-                }))
+            crate::client::tls_channel(addr, cfg, name)
                 .await
                 .map_err(|e| explain(&e, Some(tls), &format!("tcp://{addr}")))?
         }
@@ -433,7 +269,7 @@ pub(super) async fn peer_loop(
                     .observations
                     .iter()
                     .take(100_000)
-                    .filter_map(|o| from_pb(o, now))
+                    .filter_map(|o| observation_from_pb(o, now))
                     .collect();
                 let id: String = r.checker.chars().take(200).collect();
                 Msg::Peer(addr.clone(), id, obs)

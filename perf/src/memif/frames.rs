@@ -54,18 +54,28 @@ pub enum Kind {
     Other,
 }
 
-/// Writes an IPv4/TCP frame (no options) into `buf` and returns its length.
-/// `buf` must hold `HEADERS + payload.len()` bytes.
-#[allow(clippy::too_many_arguments)]
-pub fn build_tcp(
-    buf: &mut [u8],
-    src: End,
-    dst: End,
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    payload: &[u8],
-) -> usize {
+/// What a TCP segment carries besides its ends.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment<'a> {
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgement number.
+    pub ack: u32,
+    /// Flag byte.
+    pub flags: u8,
+    /// Payload after the TCP header.
+    pub payload: &'a [u8],
+}
+
+/// Writes an IPv4/TCP frame (no options) from `src` to `dst` into `buf`
+/// and returns its length. `buf` must hold `HEADERS + seg.payload.len()` bytes.
+pub fn build_tcp(buf: &mut [u8], src: End, dst: End, seg: Segment) -> usize {
+    let Segment {
+        seq,
+        ack,
+        flags,
+        payload,
+    } = seg;
     let len = HEADERS + payload.len();
     let f = &mut buf[..len];
     f[0..6].copy_from_slice(&dst.mac);
@@ -284,10 +294,30 @@ mod tests {
     fn built_syn_and_data_parse_with_valid_checksums() {
         let (c, v) = ends();
         let mut buf = [0u8; 128];
-        let n = build_tcp(&mut buf, c, v, 7, 0, SYN, &[]);
+        let n = build_tcp(
+            &mut buf,
+            c,
+            v,
+            Segment {
+                seq: 7,
+                ack: 0,
+                flags: SYN,
+                payload: &[],
+            },
+        );
         assert_eq!(n, HEADERS);
         assert_eq!(verify(&buf[..n]), (SYN, 7, 0, 0));
-        let n = build_tcp(&mut buf, c, v, 8, 99, ACK | PSH, b"hello!");
+        let n = build_tcp(
+            &mut buf,
+            c,
+            v,
+            Segment {
+                seq: 8,
+                ack: 99,
+                flags: ACK | PSH,
+                payload: b"hello!",
+            },
+        );
         assert_eq!(verify(&buf[..n]), (ACK | PSH, 8, 99, 6));
         assert_eq!(
             classify(&buf[..n]),
@@ -305,7 +335,17 @@ mod tests {
     fn patched_seq_ack_keeps_the_checksum_right() {
         let (c, v) = ends();
         let mut tmpl = [0u8; 60];
-        build_tcp(&mut tmpl, c, v, 0, 0, ACK | PSH, b"abcdef");
+        build_tcp(
+            &mut tmpl,
+            c,
+            v,
+            Segment {
+                seq: 0,
+                ack: 0,
+                flags: ACK | PSH,
+                payload: b"abcdef",
+            },
+        );
         let partial = partial_tcp_sum(&tmpl);
         for (seq, ack) in [(1, 2), (u32::MAX, 0x8000_0001), (0xdead_beef, 0)] {
             let mut f = tmpl;
@@ -318,7 +358,17 @@ mod tests {
     fn answer_swaps_the_ends_and_drops_the_payload() {
         let (c, v) = ends();
         let mut buf = [0u8; 128];
-        let n = build_tcp(&mut buf, c, v, 1000, 5, ACK | PSH, b"payload");
+        let n = build_tcp(
+            &mut buf,
+            c,
+            v,
+            Segment {
+                seq: 1000,
+                ack: 5,
+                flags: ACK | PSH,
+                payload: b"payload",
+            },
+        );
         let n2 = answer_tcp(&mut buf[..n], ACK, 5, 1007);
         assert_eq!(n2, HEADERS);
         assert_eq!(verify(&buf[..n2]), (ACK, 5, 1007, 0));
@@ -360,7 +410,17 @@ mod tests {
         assert_eq!(classify(&f), Kind::Other);
         // IPv4/TCP with a total length past the frame.
         let (c, v) = ends();
-        let n = build_tcp(&mut f, c, v, 0, 0, SYN, &[]);
+        let n = build_tcp(
+            &mut f,
+            c,
+            v,
+            Segment {
+                seq: 0,
+                ack: 0,
+                flags: SYN,
+                payload: &[],
+            },
+        );
         assert_eq!(classify(&f[..n - 1]), Kind::Other);
     }
 }

@@ -33,7 +33,7 @@ use anyhow::{bail, Context};
 use dpdk_ffi::{Eal, Mbuf, MbufBurst, Mempool, Port, RxQueue, TxQueue, DEFAULT_DATA_ROOM};
 
 use super::flows::{client_isn, client_of, id_of};
-use super::frames::{self, End, Kind, ACK, FIN, PSH, SYN};
+use super::frames::{self, End, Kind, Segment, ACK, FIN, PSH, SYN};
 
 const BURST: usize = 32;
 const STALL: Duration = Duration::from_millis(1);
@@ -478,7 +478,17 @@ impl Gen {
                 port,
             };
             let mut t = [0u8; 64];
-            frames::build_tcp(&mut t, c, v, 0, 0, ACK | PSH, &payload[..self.payload]);
+            frames::build_tcp(
+                &mut t,
+                c,
+                v,
+                Segment {
+                    seq: 0,
+                    ack: 0,
+                    flags: ACK | PSH,
+                    payload: &payload[..self.payload],
+                },
+            );
             f.partial.push(frames::partial_tcp_sum(&t));
             f.templates.push(t);
             f.seq.push(client_isn(id).wrapping_add(1));
@@ -550,7 +560,17 @@ impl Gen {
             port,
         };
         let buf = m.append(frames::HEADERS).ok()?;
-        frames::build_tcp(buf, c, vip, client_isn(id), 0, SYN, &[]);
+        frames::build_tcp(
+            buf,
+            c,
+            vip,
+            Segment {
+                seq: client_isn(id),
+                ack: 0,
+                flags: SYN,
+                payload: &[],
+            },
+        );
         Some(m)
     }
 
