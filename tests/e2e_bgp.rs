@@ -660,8 +660,19 @@ fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
     // connection succeeds.
     let killed = Instant::now();
     a.dp.kill9();
-    let took = wait_next_hops(&r, &[&hb], Duration::from_millis(3500), &|| ctx(&a, &b));
-    eprintln!("border-dp of A killed: the router dropped it in {took:?}");
+    wait_until(
+        "A's border-mgmt withdraws within 1 s: dataplane down",
+        Duration::from_secs(1),
+        || a.status_json()["bgp"]["vips"][0]["reason"] == "dataplane down",
+    );
+    let withdrawn = killed.elapsed();
+    wait_next_hops(&r, &[&hb], Duration::from_millis(3500) - withdrawn, &|| {
+        ctx(&a, &b)
+    });
+    eprintln!(
+        "border-dp of A killed: its border-mgmt withdrew in {withdrawn:?}, the router dropped it in {:?}",
+        killed.elapsed()
+    );
     let used = appliances_used(30);
     assert_eq!(
         used.keys().collect::<Vec<_>>(),
@@ -686,15 +697,6 @@ fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
     eprintln!(
         "after the kill: {STREAMS} DNAT streams finished byte-exact ({dnat_on_a} moved from A), {broken} full-NAT streams on A broke ({:?})",
         moved.elapsed()
-    );
-    wait_until(
-        "A's border-mgmt withdraws: dataplane down",
-        Duration::from_secs(2),
-        || a.status_json()["bgp"]["vips"][0]["reason"] == "dataplane down",
-    );
-    eprintln!(
-        "A's border-mgmt reported dataplane down {:?} after the kill",
-        killed.elapsed()
     );
 
     // SIGTERM to B's border-mgmt: it withdraws before it exits.

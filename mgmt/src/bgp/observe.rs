@@ -45,13 +45,21 @@ pub fn all_routes(cfg: &Config) -> Vec<Route> {
         .collect()
 }
 
+/// A worker whose heartbeat has not moved for this long is down for BGP.
+/// Far stricter than the liveness grace that holds back table memory
+/// (`--liveness-grace-ms`, 3 s): a withdraw must start within 1 s, and an
+/// idle adaptive worker still beats every 10 ms (its longest sleep).
+pub const HEARTBEAT_STALL: Duration = Duration::from_millis(500);
+
 /// border-dp runs and every worker's heartbeat moves.
 pub fn dataplane_alive(d: &DpSnap) -> bool {
     d.present
         && d.pid_alive
         && d.run_state == Some(RunState::Running)
         && !d.workers.is_empty()
-        && d.workers.iter().all(|w| w.alive)
+        && d.workers
+            .iter()
+            .all(|w| w.alive && w.heartbeat_age < HEARTBEAT_STALL)
 }
 
 /// Every worker has adopted the published generation.
@@ -213,6 +221,12 @@ port = 8080
 
         let i = inputs(&c, &status(false, 3, BackendState::Up, false), false);
         assert!(!i.dataplane_alive && !i.generation_adopted);
+        let mut stalled = status(true, 4, BackendState::Up, false);
+        stalled.dataplane.workers[0].heartbeat_age = Duration::from_millis(600);
+        assert!(
+            !inputs(&c, &stalled, false).dataplane_alive,
+            "a heartbeat still for 600 ms is down for BGP, before the 3 s liveness grace"
+        );
         let i = inputs(&c, &status(true, 4, BackendState::Down, false), false);
         assert!(!i.vips[0].eligible, "the only backend is down");
         let i = inputs(&c, &status(true, 4, BackendState::Up, true), false);
