@@ -23,8 +23,8 @@
 //! back by itself -> kill -9 A's border-dp: the router drops A when its
 //! hold timer (3 s) runs out and every new connection succeeds; long-lived
 //! DNAT streams that were on A finish byte-exact through B, full-NAT ones on
-//! A break (their local port was A's) -> SIGTERM to
-//! B's border-mgmt withdraws B before it exits.
+//! A break (their local port was A's) -> a VIP removed from B's config is
+//! withdrawn -> SIGTERM to B's border-mgmt withdraws B before it exits.
 
 mod common;
 
@@ -697,6 +697,23 @@ fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
     eprintln!(
         "after the kill: {STREAMS} DNAT streams finished byte-exact ({dnat_on_a} moved from A), {broken} full-NAT streams on A broke ({:?})",
         moved.elapsed()
+    );
+
+    // The DNAT VIP removed from B's config: its route goes, the other stays.
+    let without_dnat = b.config.split("\n[[vip]]\nname = \"dnat\"").next().unwrap();
+    let file = b.dir.path("without-dnat.toml");
+    std::fs::write(&file, without_dnat).unwrap();
+    let applied = Instant::now();
+    borderctl_ok(&["--server", &b.socket(), "apply", file.to_str().unwrap()]);
+    wait_until(
+        "the DNAT VIP's route withdrawn",
+        Duration::from_secs(1),
+        || next_hops(&r, DNAT_VIP).is_empty(),
+    );
+    assert_eq!(next_hops(&r, VIP), hops(&[&hb]));
+    eprintln!(
+        "DNAT VIP removed from B's config: withdrawn in {:?}",
+        applied.elapsed()
     );
 
     // SIGTERM to B's border-mgmt: it withdraws before it exits.
