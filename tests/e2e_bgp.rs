@@ -491,242 +491,318 @@ fn network(dir: &TempDir) -> (Netns, Netns, Netns, Daemon) {
     (r, cli, bk, bird)
 }
 
-#[test]
-fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
-    let t0 = Instant::now();
-    let dir = TempDir::new("bg");
-    let (r, _cli, _bk, bird) = network(&dir);
-    let mut servers = Some(TcpBackends::start("bg-bk", &backends()));
-    let mut a = Appliance::start('a');
-    let b = Appliance::start('b');
-    // DNAT: the backends route replies through an appliance, B here (it
-    // translates replies of flows A forwarded by its reverse map). Once
-    // the bridge has ports: a route over a bridge without carrier goes.
-    run(&[
-        "ip",
-        "-n",
-        "bg-bk",
-        "route",
-        "add",
-        "10.71.100.0/24",
-        "via",
-        "10.72.0.2",
-    ]);
-    let ctx = |a: &Appliance, b: &Appliance| {
-        format!("{}\n{}\n--- bird:\n{}", a.logs(), b.logs(), bird.log_text())
-    };
-    let (ha, hb) = (Appliance::ext_addr('a'), Appliance::ext_addr('b'));
-    let both = [ha.as_str(), hb.as_str()];
+/// The whole topology, torn down on drop.
+struct Lab {
+    r: Netns,
+    _cli: Netns,
+    _bk: Netns,
+    bird: Daemon,
+    servers: Option<TcpBackends>,
+    a: Appliance,
+    b: Appliance,
+    _dir: TempDir,
+}
 
-    // Both appliances announce the VIP: the router has two next hops, and
-    // connections from many source ports go through both.
-    let took = wait_next_hops(&r, &both, Duration::from_secs(30), &|| ctx(&a, &b));
-    eprintln!(
-        "both announced {took:?} after the appliances started ({:?} in all)",
-        t0.elapsed()
-    );
-    // The router got the configured community with each path.
-    let routes = r.run(&[
-        "birdc",
-        "-s",
-        BIRD_CTL,
-        "show",
-        "route",
-        "all",
-        &format!("{VIP}/32"),
-    ]);
-    let routes = String::from_utf8_lossy(&routes.stdout);
-    assert_eq!(
-        routes.matches("BGP.community: (65000,100)").count(),
-        2,
-        "{routes}"
-    );
-    let used = appliances_used(40);
-    assert_eq!(
-        used.len(),
-        2,
-        "connections land on both appliances: {used:?}"
-    );
-    // Neighbours are read once a second.
-    wait_until(
-        "A's status shows the session established",
-        Duration::from_secs(3),
-        || a.status_json()["bgp"]["neighbours"][0]["state"] == "established",
-    );
-    let st = a.status_json();
-    assert_eq!(st["bgp"]["connected"], true, "{st}");
-    assert_eq!(st["bgp"]["neighbours"][0]["address"], ROUTER, "{st}");
-    assert_eq!(st["bgp"]["neighbours"][0]["state"], "established", "{st}");
-    assert_eq!(st["bgp"]["vips"][0]["announced"], true, "{st}");
-    assert_eq!(st["bgp"]["vips"][0]["next_hop"], ha.as_str(), "{st}");
-
-    // Maintenance on A: its path goes, new connections all go to B; DNAT
-    // streams that were on A go on through B; the status counts the
-    // connections A still holds. Off: A is back.
-    let dnat: SocketAddr = format!("{DNAT_VIP}:80").parse().unwrap();
-    let before = new_connections(&a).1;
-    let streams = EchoStreams::start("bg-cli", dnat, 8, 1000, Duration::from_millis(20), 300);
-    let dnat_on_a = new_connections(&a).1 - before;
-    streams.wait_all_moving(&[0; 8]);
-    let out = borderctl_ok(&["--server", &a.socket(), "maintenance", "on"]);
-    assert!(out.starts_with("maintenance on"), "{out}");
-    let took = wait_next_hops(&r, &[&hb], Duration::from_secs(1), &|| ctx(&a, &b));
-    eprintln!("maintenance on A: withdrawn from the router in {took:?}");
-    let st = a.status_json();
-    assert_eq!(st["bgp"]["maintenance"], true, "{st}");
-    assert_eq!(st["bgp"]["vips"][0]["reason"], "maintenance", "{st}");
-    let left = st["bgp"]["active_connections"].as_u64().unwrap();
-    assert!(
-        left >= dnat_on_a,
-        "{dnat_on_a} DNAT streams on A, status says {left} left: {st}"
-    );
-    let (_, text, _) = borderctl(&["--server", &a.socket(), "status"]);
-    assert!(
-        text.contains("maintenance   ON: every VIP withdrawn; "),
-        "{text}"
-    );
-    let used = appliances_used(20);
-    assert_eq!(
-        used.keys().collect::<Vec<_>>(),
-        [&Appliance::int_addr('b')],
-        "{used:?}"
-    );
-    streams.wait_all_moving(&streams.progress());
-    for r in streams.finish() {
-        assert!(r.error.is_none(), "DNAT stream through maintenance: {r:?}");
+impl Lab {
+    fn start() -> Lab {
+        let dir = TempDir::new("bg");
+        let (r, cli, bk, bird) = network(&dir);
+        let servers = Some(TcpBackends::start("bg-bk", &backends()));
+        let a = Appliance::start('a');
+        let b = Appliance::start('b');
+        // DNAT: the backends route replies through an appliance, B here (it
+        // translates replies of flows A forwarded by its reverse map). Once
+        // the bridge has ports: a route over a bridge without carrier goes.
+        run(&[
+            "ip",
+            "-n",
+            "bg-bk",
+            "route",
+            "add",
+            "10.71.100.0/24",
+            "via",
+            "10.72.0.2",
+        ]);
+        Lab {
+            r,
+            _cli: cli,
+            _bk: bk,
+            bird,
+            servers,
+            a,
+            b,
+            _dir: dir,
+        }
     }
-    eprintln!("maintenance on A: {dnat_on_a} DNAT streams of A went on through B; status said {left} connections left on A");
-    borderctl_ok(&["--server", &a.socket(), "maintenance", "off"]);
-    wait_next_hops(&r, &both, Duration::from_secs(5), &|| ctx(&a, &b));
 
-    // Every backend down: both appliances withdraw; one back: both announce.
-    drop(servers.take());
-    let took = wait_next_hops(&r, &[], Duration::from_secs(5), &|| ctx(&a, &b));
-    eprintln!("every backend down: withdrawn from the router in {took:?}");
-    for x in [&a, &b] {
-        let st = x.status_json();
+    /// Every log, for a failure message.
+    fn logs(&self) -> String {
+        format!(
+            "{}\n{}\n--- bird:\n{}",
+            self.a.logs(),
+            self.b.logs(),
+            self.bird.log_text()
+        )
+    }
+
+    /// Waits until the router shows exactly `want` for both VIPs.
+    fn wait_hops(&self, want: &[&str], within: Duration) -> Duration {
+        wait_next_hops(&self.r, want, within, &|| self.logs())
+    }
+
+    /// Both appliances announce both VIPs: the router has two next hops with
+    /// the configured community, connections from many source ports go
+    /// through both, and A's status shows its session and route.
+    fn both_announced(&self) {
+        let took = self.wait_hops(&both(), Duration::from_secs(30));
+        eprintln!("both announced {took:?} after the appliances started");
+        let routes = self.r.run(&[
+            "birdc",
+            "-s",
+            BIRD_CTL,
+            "show",
+            "route",
+            "all",
+            &format!("{VIP}/32"),
+        ]);
+        let routes = String::from_utf8_lossy(&routes.stdout);
         assert_eq!(
-            st["bgp"]["vips"][0]["reason"], "no eligible backend",
+            routes.matches("BGP.community: (65000,100)").count(),
+            2,
+            "{routes}"
+        );
+        let used = appliances_used(40);
+        assert_eq!(
+            used.len(),
+            2,
+            "connections land on both appliances: {used:?}"
+        );
+        // Neighbours are read once a second.
+        let a = &self.a;
+        wait_until(
+            "A's status shows the session established",
+            Duration::from_secs(3),
+            || a.status_json()["bgp"]["neighbours"][0]["state"] == "established",
+        );
+        let st = a.status_json();
+        assert_eq!(st["bgp"]["connected"], true, "{st}");
+        assert_eq!(st["bgp"]["neighbours"][0]["address"], ROUTER, "{st}");
+        assert_eq!(st["bgp"]["vips"][0]["announced"], true, "{st}");
+        assert_eq!(
+            st["bgp"]["vips"][0]["next_hop"],
+            Appliance::ext_addr('a'),
             "{st}"
         );
     }
-    servers = Some(TcpBackends::start("bg-bk", &backends()));
-    let took = wait_next_hops(&r, &both, Duration::from_secs(10), &|| ctx(&a, &b));
-    eprintln!("backends back: announced again in {took:?}");
 
-    // gobgpd of A stopped: A says so, forwarding goes on (through B once the
-    // router drops A's session); started again, A's path comes back without
-    // touching border-mgmt.
-    a.gobgpd.kill();
-    wait_until(
-        "A's status says gobgpd is unreachable",
-        Duration::from_secs(5),
-        || a.status_json()["bgp"]["connected"] == false,
-    );
-    let st = a.status_json();
-    let err = st["bgp"]["last_error"].as_str().unwrap_or("").to_string();
-    assert!(err.contains("gobgpd 127.0.0.1:50051"), "{st}");
-    assert_eq!(st["bgp"]["vips"][0]["reason"], "gobgpd unreachable", "{st}");
-    let (_, text, _) = borderctl(&["--server", &a.socket(), "status"]);
-    assert!(
-        text.contains("gobgpd        127.0.0.1:50051: UNREACHABLE"),
-        "{text}"
-    );
-    wait_next_hops(&r, &[&hb], Duration::from_secs(5), &|| ctx(&a, &b));
-    assert_eq!(appliances_used(10).values().sum::<usize>(), 10);
-    a.gobgpd = Appliance::start_gobgpd(&a.ns, &a.dir, "gobgpd-2.log");
-    let took = wait_next_hops(&r, &both, Duration::from_secs(15), &|| ctx(&a, &b));
-    eprintln!("gobgpd of A restarted: its path is back in {took:?}");
-    assert_eq!(a.status_json()["bgp"]["connected"], true);
-
-    // Long-lived streams on both VIPs, spread over both appliances by the
-    // router (how many went through A: its new connections per VIP).
-    let on_a_before = new_connections(&a);
-    let web: SocketAddr = format!("{VIP}:80").parse().unwrap();
-    let pace = Duration::from_millis(20);
-    let web_streams = EchoStreams::start("bg-cli", web, STREAMS, 1000, pace, 100);
-    let dnat_streams = EchoStreams::start("bg-cli", dnat, STREAMS, 1000, pace, 200);
-    let on_a = new_connections(&a);
-    let (web_on_a, dnat_on_a) = (on_a.0 - on_a_before.0, on_a.1 - on_a_before.1);
-    eprintln!("streams through A: {web_on_a} of {STREAMS} full-NAT, {dnat_on_a} of {STREAMS} DNAT");
-    assert!(web_on_a > 0 && dnat_on_a > 0, "ECMP put no stream on A");
-    dnat_streams.wait_all_moving(&[0; STREAMS]);
-    let dnat_before_kill = dnat_streams.progress();
-
-    // kill -9 A's border-dp: the session dies with the twin (nobody can
-    // withdraw over it); the router drops A when its 3 s hold timer runs
-    // out, counted from A's last keepalive: 2-3 s after the kill, plus
-    // BIRD's reaction (the bound allows 0.5 s of that). Every new
-    // connection succeeds.
-    let killed = Instant::now();
-    a.dp.kill9();
-    wait_until(
-        "A's border-mgmt withdraws within 1 s: dataplane down",
-        Duration::from_secs(1),
-        || a.status_json()["bgp"]["vips"][0]["reason"] == "dataplane down",
-    );
-    let withdrawn = killed.elapsed();
-    wait_next_hops(&r, &[&hb], Duration::from_millis(3500) - withdrawn, &|| {
-        ctx(&a, &b)
-    });
-    eprintln!(
-        "border-dp of A killed: its border-mgmt withdrew in {withdrawn:?}, the router dropped it in {:?}",
-        killed.elapsed()
-    );
-    let used = appliances_used(30);
-    assert_eq!(
-        used.keys().collect::<Vec<_>>(),
-        [&Appliance::int_addr('b')],
-        "{used:?}"
-    );
-    // DNAT streams that were on A go on through B (same Maglev pick,
-    // mid-stream pickup), byte-exact; full-NAT ones on A cannot (their
-    // local port was A's) and end with an error; the rest are intact.
-    dnat_streams.wait_all_moving(&dnat_before_kill);
-    let moved = Instant::now();
-    let dnat_reports = dnat_streams.finish();
-    for r in &dnat_reports {
-        assert!(r.error.is_none() && r.bytes > 0, "DNAT stream {r:?}");
+    /// Maintenance on A: its path goes, new connections all go to B, DNAT
+    /// streams that were on A go on through B, and the status counts the
+    /// connections A still holds. Off: A is back.
+    fn maintenance(&self) {
+        let a = &self.a;
+        let before = new_connections(a).1;
+        let streams = EchoStreams::start("bg-cli", dnat_vip(), 8, 1000, PACE, 300);
+        let dnat_on_a = new_connections(a).1 - before;
+        streams.wait_all_moving(&[0; 8]);
+        let out = borderctl_ok(&["--server", &a.socket(), "maintenance", "on"]);
+        assert!(out.starts_with("maintenance on"), "{out}");
+        let took = self.wait_hops(&[&Appliance::ext_addr('b')], Duration::from_secs(1));
+        let st = a.status_json();
+        assert_eq!(st["bgp"]["maintenance"], true, "{st}");
+        assert_eq!(st["bgp"]["vips"][0]["reason"], "maintenance", "{st}");
+        let left = st["bgp"]["active_connections"].as_u64().unwrap();
+        assert!(
+            left >= dnat_on_a,
+            "{dnat_on_a} DNAT streams on A, status says {left} left: {st}"
+        );
+        let (_, text, _) = borderctl(&["--server", &a.socket(), "status"]);
+        assert!(
+            text.contains("maintenance   ON: every VIP withdrawn; "),
+            "{text}"
+        );
+        only_through_b(20);
+        streams.wait_all_moving(&streams.progress());
+        for r in streams.finish() {
+            assert!(r.error.is_none(), "DNAT stream through maintenance: {r:?}");
+        }
+        eprintln!(
+            "maintenance on A: withdrawn from the router in {took:?}; {dnat_on_a} DNAT streams of A went on through B; status said {left} connections left on A"
+        );
+        borderctl_ok(&["--server", &a.socket(), "maintenance", "off"]);
+        self.wait_hops(&both(), Duration::from_secs(5));
     }
-    let web_reports = web_streams.finish();
-    let broken = web_reports.iter().filter(|r| r.error.is_some()).count();
-    assert_eq!(
-        broken as u64, web_on_a,
-        "full-NAT streams broken = those on A: {web_reports:?}"
-    );
-    eprintln!(
-        "after the kill: {STREAMS} DNAT streams finished byte-exact ({dnat_on_a} moved from A), {broken} full-NAT streams on A broke ({:?})",
-        moved.elapsed()
-    );
 
-    // The DNAT VIP removed from B's config: its route goes, the other stays.
-    let without_dnat = b.config.split("\n[[vip]]\nname = \"dnat\"").next().unwrap();
-    let file = b.dir.path("without-dnat.toml");
-    std::fs::write(&file, without_dnat).unwrap();
-    let applied = Instant::now();
-    borderctl_ok(&["--server", &b.socket(), "apply", file.to_str().unwrap()]);
-    wait_until(
-        "the DNAT VIP's route withdrawn",
-        Duration::from_secs(1),
-        || next_hops(&r, DNAT_VIP).is_empty(),
-    );
-    assert_eq!(next_hops(&r, VIP), hops(&[&hb]));
-    eprintln!(
-        "DNAT VIP removed from B's config: withdrawn in {:?}",
-        applied.elapsed()
-    );
+    /// Every backend down: both appliances withdraw; back: both announce.
+    fn all_backends_down_and_back(&mut self) {
+        drop(self.servers.take());
+        let took = self.wait_hops(&[], Duration::from_secs(5));
+        eprintln!("every backend down: withdrawn from the router in {took:?}");
+        for x in [&self.a, &self.b] {
+            let st = x.status_json();
+            assert_eq!(
+                st["bgp"]["vips"][0]["reason"], "no eligible backend",
+                "{st}"
+            );
+        }
+        self.servers = Some(TcpBackends::start("bg-bk", &backends()));
+        let took = self.wait_hops(&both(), Duration::from_secs(10));
+        eprintln!("backends back: announced again in {took:?}");
+    }
 
-    // SIGTERM to B's border-mgmt: it withdraws before it exits.
-    let stopping = Instant::now();
-    let mut b = b;
-    assert!(b.mgmt.stop().success(), "{}", b.logs());
-    wait_next_hops(&r, &[], Duration::from_secs(1), &|| ctx(&a, &b));
-    eprintln!(
-        "border-mgmt of B stopped and withdrawn in {:?}",
-        stopping.elapsed()
-    );
-    assert!(b.mgmt.log_text().contains("BGP: withdrawn"), "{}", b.logs());
-    drop(servers);
-    let _ = &a.config;
+    /// gobgpd of A stopped: A says so, forwarding goes on (through B once the
+    /// router drops A's session); started again, A's path comes back without
+    /// touching border-mgmt.
+    fn gobgpd_stopped_and_started(&mut self) {
+        self.a.gobgpd.kill();
+        let a = &self.a;
+        wait_until(
+            "A's status says gobgpd is unreachable",
+            Duration::from_secs(5),
+            || a.status_json()["bgp"]["connected"] == false,
+        );
+        let st = a.status_json();
+        let err = st["bgp"]["last_error"].as_str().unwrap_or("").to_string();
+        assert!(err.contains("gobgpd 127.0.0.1:50051"), "{st}");
+        assert_eq!(st["bgp"]["vips"][0]["reason"], "gobgpd unreachable", "{st}");
+        let (_, text, _) = borderctl(&["--server", &a.socket(), "status"]);
+        assert!(
+            text.contains("gobgpd        127.0.0.1:50051: UNREACHABLE"),
+            "{text}"
+        );
+        self.wait_hops(&[&Appliance::ext_addr('b')], Duration::from_secs(5));
+        assert_eq!(appliances_used(10).values().sum::<usize>(), 10);
+        self.a.gobgpd = Appliance::start_gobgpd(&self.a.ns, &self.a.dir, "gobgpd-2.log");
+        let took = self.wait_hops(&both(), Duration::from_secs(15));
+        eprintln!("gobgpd of A restarted: its path is back in {took:?}");
+        assert_eq!(self.a.status_json()["bgp"]["connected"], true);
+    }
+
+    /// kill -9 A's border-dp with long-lived streams on both VIPs. A's
+    /// border-mgmt withdraws within 1 s, but nothing carries that withdraw:
+    /// the session died with the twin, and the router drops A when its 3 s
+    /// hold timer runs out, counted from A's last keepalive (2-3 s after the
+    /// kill, plus BIRD's reaction: the bound allows 0.5 s of that). Every
+    /// new connection succeeds; the DNAT streams that were on A go on
+    /// through B byte-exact (same Maglev pick, mid-stream pickup); the
+    /// full-NAT ones on A (and only those) break: their local port was A's.
+    fn kill_dataplane(&mut self) {
+        let before = new_connections(&self.a);
+        let web_streams = EchoStreams::start("bg-cli", web_vip(), STREAMS, 1000, PACE, 100);
+        let dnat_streams = EchoStreams::start("bg-cli", dnat_vip(), STREAMS, 1000, PACE, 200);
+        let after = new_connections(&self.a);
+        let (web_on_a, dnat_on_a) = (after.0 - before.0, after.1 - before.1);
+        eprintln!(
+            "streams through A: {web_on_a} of {STREAMS} full-NAT, {dnat_on_a} of {STREAMS} DNAT"
+        );
+        assert!(web_on_a > 0 && dnat_on_a > 0, "ECMP put no stream on A");
+        dnat_streams.wait_all_moving(&[0; STREAMS]);
+        let dnat_before_kill = dnat_streams.progress();
+
+        let killed = Instant::now();
+        self.a.dp.kill9();
+        let a = &self.a;
+        wait_until(
+            "A's border-mgmt withdraws within 1 s: dataplane down",
+            Duration::from_secs(1),
+            || a.status_json()["bgp"]["vips"][0]["reason"] == "dataplane down",
+        );
+        let withdrawn = killed.elapsed();
+        self.wait_hops(
+            &[&Appliance::ext_addr('b')],
+            Duration::from_millis(3500) - withdrawn,
+        );
+        eprintln!(
+            "border-dp of A killed: its border-mgmt withdrew in {withdrawn:?}, the router dropped it in {:?}",
+            killed.elapsed()
+        );
+        only_through_b(30);
+
+        dnat_streams.wait_all_moving(&dnat_before_kill);
+        for r in dnat_streams.finish() {
+            assert!(r.error.is_none() && r.bytes > 0, "DNAT stream {r:?}");
+        }
+        let web_reports = web_streams.finish();
+        let broken = web_reports.iter().filter(|r| r.error.is_some()).count();
+        assert_eq!(
+            broken as u64, web_on_a,
+            "full-NAT streams broken = those on A: {web_reports:?}"
+        );
+        eprintln!(
+            "after the kill: {STREAMS} DNAT streams finished byte-exact ({dnat_on_a} moved from A), {broken} full-NAT streams on A broke"
+        );
+    }
+
+    /// The DNAT VIP removed from B's config: its route goes, the other stays.
+    fn vip_removed(&self) {
+        let b = &self.b;
+        let without_dnat = b.config.split("\n[[vip]]\nname = \"dnat\"").next().unwrap();
+        let file = b.dir.path("without-dnat.toml");
+        std::fs::write(&file, without_dnat).unwrap();
+        let applied = Instant::now();
+        borderctl_ok(&["--server", &b.socket(), "apply", file.to_str().unwrap()]);
+        wait_until(
+            "the DNAT VIP's route withdrawn",
+            Duration::from_secs(1),
+            || next_hops(&self.r, DNAT_VIP).is_empty(),
+        );
+        assert_eq!(next_hops(&self.r, VIP), hops(&[&Appliance::ext_addr('b')]));
+        eprintln!(
+            "DNAT VIP removed from B's config: withdrawn in {:?}",
+            applied.elapsed()
+        );
+    }
+
+    /// SIGTERM to B's border-mgmt: it withdraws before it exits.
+    fn sigterm_withdraws(&mut self) {
+        let stopping = Instant::now();
+        assert!(self.b.mgmt.stop().success(), "{}", self.b.logs());
+        wait_until("B withdrawn", Duration::from_secs(1), || {
+            next_hops(&self.r, VIP).is_empty()
+        });
+        eprintln!(
+            "border-mgmt of B stopped and withdrawn in {:?}",
+            stopping.elapsed()
+        );
+        assert!(
+            self.b.mgmt.log_text().contains("BGP: withdrawn"),
+            "{}",
+            self.b.logs()
+        );
+    }
+}
+
+/// Pace of the long-lived streams' round trips.
+const PACE: Duration = Duration::from_millis(20);
+
+fn both() -> [&'static str; 2] {
+    ["10.71.0.1", "10.71.0.2"]
+}
+
+fn web_vip() -> SocketAddr {
+    format!("{VIP}:80").parse().unwrap()
+}
+
+fn dnat_vip() -> SocketAddr {
+    format!("{DNAT_VIP}:80").parse().unwrap()
+}
+
+/// `n` new connections, every one through B.
+fn only_through_b(n: usize) {
+    let used = appliances_used(n);
+    let b = Appliance::int_addr('b');
+    assert_eq!(used.keys().collect::<Vec<_>>(), [&b], "{used:?}");
+}
+
+#[test]
+fn vips_are_announced_by_ecmp_and_withdrawn_on_failure() {
+    let t0 = Instant::now();
+    let mut lab = Lab::start();
+    lab.both_announced();
+    lab.maintenance();
+    lab.all_backends_down_and_back();
+    lab.gobgpd_stopped_and_started();
+    lab.kill_dataplane();
+    lab.vip_removed();
+    lab.sigterm_withdraws();
     eprintln!("e2e_bgp: {:?} in all", t0.elapsed());
 }
