@@ -398,6 +398,7 @@ protocol kernel {{
   ipv4 {{ import none; export all; }};
   merge paths yes;
   scan time 1;
+  debug {{ routes }};
 }}
 template bgp appliance {{
   local {ROUTER} as 65100;
@@ -638,10 +639,11 @@ impl Lab {
         let took = self.wait_hops(&[], Duration::from_secs(5));
         eprintln!("every backend down: withdrawn from the router in {took:?}");
         for x in [&self.a, &self.b] {
-            let st = x.status_json();
-            assert_eq!(
-                st["bgp"]["vips"][0]["reason"], "no eligible backend",
-                "{st}"
+            // The view follows the calls to gobgpd within a round.
+            wait_until(
+                "status: no eligible backend",
+                Duration::from_secs(1),
+                || x.status_json()["bgp"]["vips"][0]["reason"] == "no eligible backend",
             );
         }
         self.servers = Some(TcpBackends::start("bg-bk", &backends()));

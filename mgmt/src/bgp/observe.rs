@@ -3,7 +3,7 @@
 //! states, fail-open). Pure: tested on hand-made statuses.
 
 use std::net::IpAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use conf::{Announce, Config, Vip};
 
@@ -62,13 +62,37 @@ pub fn dataplane_alive(d: &DpSnap) -> bool {
             .all(|w| w.alive && w.heartbeat_age < HEARTBEAT_STALL)
 }
 
-/// Every worker has adopted the published generation.
-pub fn generation_adopted(status: &Status) -> bool {
-    let published = status.publisher.published_generation;
-    let workers = &status.dataplane.workers;
-    published > 0
-        && !workers.is_empty()
-        && workers.iter().all(|w| w.applied_generation >= published)
+/// How long the workers may stay behind the published generation before
+/// a `healthy` VIP is withdrawn. Every publish (a health verdict, an
+/// operator's drain) leaves them behind for a moment, until they adopt it
+/// within milliseconds; that moment must not flap the routes.
+pub const ADOPTION_GRACE: Duration = Duration::from_secs(1);
+
+/// Whether border-dp has adopted the current generation, with
+/// [`ADOPTION_GRACE`]: remembers since when its workers are behind.
+#[derive(Debug, Default)]
+pub struct Adoption {
+    behind_since: Option<Instant>,
+}
+
+impl Adoption {
+    /// At `now`: every worker has adopted some generation, and none has
+    /// been behind the published one for [`ADOPTION_GRACE`].
+    pub fn adopted(&mut self, status: &Status, now: Instant) -> bool {
+        let published = status.publisher.published_generation;
+        let workers = &status.dataplane.workers;
+        if published == 0 || workers.is_empty() || workers.iter().any(|w| w.applied_generation == 0)
+        {
+            self.behind_since = None;
+            return false;
+        }
+        if workers.iter().all(|w| w.applied_generation >= published) {
+            self.behind_since = None;
+            return true;
+        }
+        let since = *self.behind_since.get_or_insert(now);
+        now.saturating_duration_since(since) < ADOPTION_GRACE
+    }
 }
 
 /// A backend takes new flows: up with a weight. A VIP in fail-open has none.
@@ -87,7 +111,13 @@ pub fn rise(v: &Vip) -> Duration {
 }
 
 /// The decision's inputs from the config and a status taken at the same time.
-pub fn inputs(cfg: &Config, status: &Status, maintenance: bool) -> Inputs {
+/// `generation_adopted`: from [`Adoption::adopted`].
+pub fn inputs(
+    cfg: &Config,
+    status: &Status,
+    maintenance: bool,
+    generation_adopted: bool,
+) -> Inputs {
     let vips = cfg
         .vips
         .iter()
@@ -108,7 +138,7 @@ pub fn inputs(cfg: &Config, status: &Status, maintenance: bool) -> Inputs {
         .collect();
     Inputs {
         dataplane_alive: dataplane_alive(&status.dataplane),
-        generation_adopted: generation_adopted(status),
+        generation_adopted,
         maintenance,
         vips,
     }
@@ -203,6 +233,29 @@ port = 8080
     }
 
     #[test]
+    fn workers_behind_a_new_generation_count_as_adopted_for_a_grace() {
+        let t0 = Instant::now();
+        let mut a = Adoption::default();
+        assert!(a.adopted(&status(true, 4, BackendState::Up, false), t0));
+        // A publish: the workers are one behind for a moment.
+        let behind = status(true, 3, BackendState::Up, false);
+        assert!(a.adopted(&behind, t0 + Duration::from_millis(10)));
+        assert!(a.adopted(&behind, t0 + Duration::from_millis(900)));
+        assert!(
+            !a.adopted(&behind, t0 + Duration::from_millis(1100)),
+            "behind for over 1 s"
+        );
+        assert!(a.adopted(
+            &status(true, 4, BackendState::Up, false),
+            t0 + Duration::from_millis(1200)
+        ));
+        // The grace starts over with the next lag.
+        assert!(a.adopted(&behind, t0 + Duration::from_millis(1300)));
+        // A worker that never adopted a generation (border-dp starting).
+        assert!(!a.adopted(&status(true, 0, BackendState::Up, false), t0));
+    }
+
+    #[test]
     fn route_is_the_vip_via_the_port_address_of_its_subnet() {
         let c = cfg();
         let r = route(&c, &c.vips[0]).unwrap();
@@ -214,22 +267,22 @@ port = 8080
     #[test]
     fn inputs_follow_the_status() {
         let c = cfg();
-        let i = inputs(&c, &status(true, 4, BackendState::Up, false), true);
+        let i = inputs(&c, &status(true, 4, BackendState::Up, false), true, true);
         assert!(i.dataplane_alive && i.generation_adopted && i.maintenance);
         assert!(i.vips[0].eligible);
         assert_eq!(i.vips[0].rise, Duration::from_millis(900));
 
-        let i = inputs(&c, &status(false, 3, BackendState::Up, false), false);
+        let i = inputs(&c, &status(false, 3, BackendState::Up, false), false, false);
         assert!(!i.dataplane_alive && !i.generation_adopted);
         let mut stalled = status(true, 4, BackendState::Up, false);
         stalled.dataplane.workers[0].heartbeat_age = Duration::from_millis(600);
         assert!(
-            !inputs(&c, &stalled, false).dataplane_alive,
+            !inputs(&c, &stalled, false, true).dataplane_alive,
             "a heartbeat still for 600 ms is down for BGP, before the 3 s liveness grace"
         );
-        let i = inputs(&c, &status(true, 4, BackendState::Down, false), false);
+        let i = inputs(&c, &status(true, 4, BackendState::Down, false), false, true);
         assert!(!i.vips[0].eligible, "the only backend is down");
-        let i = inputs(&c, &status(true, 4, BackendState::Up, true), false);
+        let i = inputs(&c, &status(true, 4, BackendState::Up, true), false, true);
         assert!(
             !i.vips[0].eligible,
             "fail-open counts as no eligible backend"
@@ -237,7 +290,7 @@ port = 8080
         let mut none = status(true, 4, BackendState::Up, false);
         none.dataplane = DpSnap::default();
         none.vips.clear();
-        let i = inputs(&c, &none, false);
+        let i = inputs(&c, &none, false, false);
         assert!(
             !i.dataplane_alive && !i.vips[0].eligible,
             "no dataplane at all"

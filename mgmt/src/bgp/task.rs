@@ -53,6 +53,7 @@ struct Task {
     api: SocketAddr,
     client: Client,
     rec: Reconciler,
+    adoption: observe::Adoption,
     backoff: Backoff,
     retry_at: Option<Instant>,
     verify_at: Instant,
@@ -67,6 +68,7 @@ async fn run(m: Arc<Manager>, api: SocketAddr, mut shutdown: watch::Receiver<boo
         api,
         client: gobgp::client(api),
         rec: Reconciler::new(known),
+        adoption: observe::Adoption::default(),
         backoff: Backoff::new(BACKOFF_BASE, BACKOFF_CAP),
         retry_at: None,
         verify_at: Instant::now(),
@@ -109,7 +111,8 @@ impl Task {
         };
         let now = Instant::now();
         let stopping = self.shared.stopping();
-        let inputs = observe::inputs(&cfg, &status, self.shared.maintenance());
+        let adopted = self.adoption.adopted(&status, now);
+        let inputs = observe::inputs(&cfg, &status, self.shared.maintenance(), adopted);
         let mut verdicts = self.rec.decide(&inputs, now);
         if stopping {
             for v in &mut verdicts {
