@@ -1,172 +1,53 @@
 //! The per-frame decision: what a worker does with one received frame.
 //!
 //! Sans-IO: `process` takes the frame's bytes (rewritten in place when the
-//! appliance answers) and returns a [`Verdict`]; the worker loop does the I/O.
+//! appliance answers) and returns a [`Verdict`]; the worker loop does the I/O,
+//! and pulls whatever else the pipeline wants sent through
+//! [`Pipeline::poll_transmit`].
 //! Every drop names the counter it was counted under.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use conf::counters::Counter;
-use conf::Config;
 
 use crate::counters::Counters;
-use crate::lb::Lb;
-use crate::slowpath::{self, Outcome, OwnedAddrs, SlowDrop};
+use crate::io::Frame;
+use crate::lb::{Adopted, Lb, Prepared};
+use crate::neigh::Slot;
+use crate::neigh_queue::Fate;
+use crate::port::{PortDesc, PortRole};
+use crate::slowpath::{self, Outcome, OwnedAddrs};
+use crate::verdict::Verdict;
 use crate::wire::{self, ip_proto, L3Kind, Malformed};
 
-/// What to do with a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Transmit the first `len` bytes of the (possibly rewritten) frame on `port`.
-    Send { port: usize, len: usize },
-    /// Release the frame; it was counted under this counter.
-    Drop(Counter),
-    /// A full-NAT reply owned by another worker: queue it there.
-    Handoff { worker: usize },
-    /// Ready to send on `port` (the first `len` bytes) but for the
-    /// destination MAC: wait until next hop `hop` is resolved
-    /// ([`crate::neigh_queue`]).
-    Park {
-        port: usize,
-        len: usize,
-        hop: crate::neigh::Slot,
-    },
+/// What the express lane already made of a frame of a burst (see
+/// [`Pipeline::express_prepare`]), for [`Pipeline::process_in_lane`].
+#[derive(Clone, Copy, Debug)]
+pub enum Lane<'p> {
+    /// Not asked: the pipeline asks the lane, then takes the general path.
+    Unasked,
+    /// Prepared in this poll iteration (same tables, frame unchanged
+    /// since): the lane with this preparation, else the general path.
+    Prepared(&'p Prepared),
+    /// Declined in this poll iteration (frame unchanged since): the
+    /// general path, without asking the lane again.
+    Declined,
 }
 
-/// What a port is to the pipeline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PortRole {
-    /// A data port (NIC, TAP, pcap); `twin` is the index of its kernel twin.
-    Data { twin: Option<usize> },
-    /// The kernel twin of data port `data`: what the kernel sends leaves there.
-    Twin { data: usize },
-}
-
-/// The addresses a data port answers for.
-#[derive(Clone, Debug)]
-pub struct PortInfo {
-    pub name: String,
-    pub mac: [u8; 6],
-    pub role: PortRole,
-    /// The port's own addresses: answered for ARP/NDP/echo, other traffic goes to the kernel twin.
-    pub addrs_v4: Vec<Ipv4Addr>,
-    pub addrs_v6: Vec<Ipv6Addr>,
-    /// VIP addresses in this port's subnets: answered for ARP/NDP/echo, consumed by the dataplane.
-    pub vips_v4: Vec<Ipv4Addr>,
-    pub vips_v6: Vec<Ipv6Addr>,
-}
-
-/// The IPv6 link-local address a kernel derives from `mac` (modified EUI-64),
-/// which the twin, carrying the port's MAC, will have.
-pub fn link_local_of(mac: [u8; 6]) -> Ipv6Addr {
-    Ipv6Addr::from([
-        0xfe,
-        0x80,
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
-        mac[0] ^ 0x02,
-        mac[1],
-        mac[2],
-        0xff,
-        0xfe,
-        mac[3],
-        mac[4],
-        mac[5],
-    ])
-}
-
-impl PortInfo {
-    /// True for the port's own addresses and its VIPs.
-    pub fn owns_any(&self, ip: std::net::IpAddr) -> bool {
-        match ip {
-            std::net::IpAddr::V4(a) => OwnedAddrs::owns_v4(self, a),
-            std::net::IpAddr::V6(a) => OwnedAddrs::owns_v6(self, &a),
-        }
-    }
-}
-
-impl OwnedAddrs for PortInfo {
-    fn owns_v4(&self, ip: Ipv4Addr) -> bool {
-        self.addrs_v4.contains(&ip) || self.vips_v4.contains(&ip)
-    }
-    fn owns_v6(&self, ip: &Ipv6Addr) -> bool {
-        self.addrs_v6.contains(ip) || self.vips_v6.contains(ip)
-    }
-}
-
-/// Builds the port table a worker uses: data ports in config order
-/// (`macs[i]` is the MAC of port i), then one twin per data port when
-/// `with_twins` is set.
-pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Vec<PortInfo> {
-    let n = cfg.ports.len();
-    let mut ports = Vec::with_capacity(n * 2);
-    for (i, p) in cfg.ports.iter().enumerate() {
-        let in_port = |ip: std::net::IpAddr| p.addresses.iter().any(|net| net.contains(ip));
-        let mut info = PortInfo {
-            name: p.name.clone(),
-            mac: macs[i],
-            role: PortRole::Data {
-                twin: with_twins.then_some(n + i),
-            },
-            addrs_v4: Vec::new(),
-            addrs_v6: Vec::new(),
-            vips_v4: Vec::new(),
-            vips_v6: Vec::new(),
-        };
-        for net in &p.addresses {
-            match net.addr {
-                std::net::IpAddr::V4(a) => info.addrs_v4.push(a),
-                std::net::IpAddr::V6(a) => info.addrs_v6.push(a),
-            }
-        }
-        if with_twins {
-            // The twin's link-local address: NDP for it is answered here like
-            // for any owned address, and traffic to it goes up to the kernel.
-            info.addrs_v6.push(link_local_of(macs[i]));
-        }
-        for vip in cfg.vips.iter().filter(|v| in_port(v.address)) {
-            match vip.address {
-                std::net::IpAddr::V4(a) if !info.vips_v4.contains(&a) => info.vips_v4.push(a),
-                std::net::IpAddr::V6(a) if !info.vips_v6.contains(&a) => info.vips_v6.push(a),
-                _ => {}
-            }
-        }
-        ports.push(info);
-    }
-    if with_twins {
-        for (i, p) in cfg.ports.iter().enumerate() {
-            ports.push(PortInfo {
-                name: p.host_interface.clone(),
-                mac: macs[i],
-                role: PortRole::Twin { data: i },
-                addrs_v4: Vec::new(),
-                addrs_v6: Vec::new(),
-                vips_v4: Vec::new(),
-                vips_v6: Vec::new(),
-            });
-        }
-    }
-    ports
-}
-
+/// One worker's packet path: the ports, the counters, and the
+/// load-balancing state, behind the calls a worker loop makes.
 pub struct Pipeline {
-    ports: Vec<PortInfo>,
-    pub counters: Counters,
-    malformed: [Counter; Malformed::COUNT],
-    pub lb: Lb,
+    ports: Vec<PortDesc>,
+    counters: Counters,
+    lb: Lb,
     last_in_port: usize,
 }
 
 impl Pipeline {
-    pub fn new(ports: Vec<PortInfo>, lb: Lb) -> Self {
+    pub fn new(ports: Vec<PortDesc>, lb: Lb) -> Self {
         Pipeline {
             ports,
             counters: Counters::default(),
-            malformed: malformed_counters(),
             lb,
             last_in_port: 0,
         }
@@ -177,8 +58,88 @@ impl Pipeline {
         self.last_in_port
     }
 
-    pub fn ports(&self) -> &[PortInfo] {
+    pub fn ports(&self) -> &[PortDesc] {
         &self.ports
+    }
+
+    /// This worker's counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Counts what the worker loop saw (a handed-over frame, a full queue).
+    #[inline]
+    pub fn count(&mut self, c: Counter) {
+        self.counters.inc(c);
+    }
+
+    /// The load-balancing state, to look at (tests, benchmarks): the
+    /// pipeline's calls are the only way to change it.
+    pub fn lb(&self) -> &Lb {
+        &self.lb
+    }
+
+    /// This worker's index.
+    pub fn worker(&self) -> usize {
+        self.lb.worker()
+    }
+
+    /// The `now` of the last [`Pipeline::tick`], in milliseconds.
+    pub fn now_ms(&self) -> u64 {
+        self.lb.now_ms()
+    }
+
+    /// Housekeeping once per poll iteration: the clock, bindings from other
+    /// workers, a slice of expiry, PROXY header retransmissions.
+    pub fn tick(&mut self, now_ms: u64) {
+        self.lb.tick(now_ms, &mut self.counters);
+    }
+
+    /// Examines up to `budget` more connection-table entries for expiry.
+    pub fn expire(&mut self, budget: usize) {
+        self.lb.expire(budget, &mut self.counters);
+    }
+
+    /// The generation of the adopted tables, if any.
+    pub fn generation(&self) -> Option<u64> {
+        self.lb.generation()
+    }
+
+    /// Switches to a new table generation (see [`Lb::adopt`]).
+    pub fn adopt(&mut self, t: Adopted<'static>) {
+        self.lb.adopt(t);
+    }
+
+    /// Learns a neighbour binding (and tells the other workers).
+    pub fn learn(&mut self, ip: std::net::IpAddr, mac: [u8; 6]) {
+        self.lb.learn(ip, mac);
+    }
+
+    /// What becomes of a frame that has waited `waited_ms` for next hop
+    /// `hop` on `port` ([`Verdict::Park`]).
+    pub fn parked_fate(&mut self, port: usize, hop: Slot, waited_ms: u64) -> Fate {
+        self.lb.parked_fate(port, hop, waited_ms)
+    }
+
+    /// Whether [`Pipeline::poll_transmit`] has a frame that must leave right
+    /// behind the frame just handled: cheap, for after every frame (the
+    /// worker calls [`Pipeline::poll_transmit`] once more at the end of its
+    /// poll iteration for the rest).
+    #[inline(always)]
+    pub fn wants_transmit(&self) -> bool {
+        self.lb.wants_transmit()
+    }
+
+    /// The next frame the pipeline wants sent that no received frame
+    /// carries (a neighbour request, the rest of a split segment, a PROXY
+    /// header on its own), built in a frame `alloc` gives for its length,
+    /// and the port it leaves by. `None`: nothing left.
+    pub fn poll_transmit<F: Frame>(
+        &mut self,
+        alloc: impl FnMut(usize) -> Option<F>,
+    ) -> Option<(usize, F)> {
+        self.lb
+            .poll_transmit(&self.ports, &mut self.counters, alloc)
     }
 
     /// Counts a frame refused before parsing (e.g. a chained mbuf).
@@ -206,25 +167,32 @@ impl Pipeline {
         Verdict::Drop(reason)
     }
 
-    /// Decides the fate of one frame received on `in_port`; the frame is
-    /// the whole of `frame` and cannot grow.
-    pub fn process(&mut self, in_port: usize, frame: &mut [u8]) -> Verdict {
-        let len = frame.len();
-        self.process_buf(in_port, frame, len)
-    }
-
-    /// Decides the fate of the frame in `buf[..len]`; the rest of `buf` is
-    /// room the frame may grow into (a returned `Send` length may exceed `len`).
-    pub fn process_buf(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
+    /// Decides the fate of the frame in `buf[..len]` received on
+    /// `in_port`; the rest of `buf` is room the frame may grow into (a
+    /// returned `Send` length may exceed `len`).
+    pub fn process(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
         self.process_with(in_port, buf, len, true)
     }
 
-    /// [`Pipeline::process_buf`] for a frame of data port `in_port`,
-    /// addressed to its MAC ([`Pipeline::express_port`]), that the express
-    /// lane declined in this poll iteration ([`Lb::express_prepare`] or
-    /// [`Lb::express_prepared`] said no, and nothing changed the frame
-    /// since): the general path, without asking the lane again.
-    pub fn process_declined(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
+    /// [`Pipeline::process`] for a frame of a burst of data port
+    /// `in_port`, addressed to its MAC ([`Pipeline::express_port`]), with
+    /// what the express lane made of it in this poll iteration.
+    #[inline(always)]
+    pub fn process_in_lane(
+        &mut self,
+        in_port: usize,
+        buf: &mut [u8],
+        len: usize,
+        lane: Lane<'_>,
+    ) -> Verdict {
+        match lane {
+            Lane::Unasked => self.process(in_port, buf, len),
+            Lane::Declined => self.process_declined(in_port, buf, len),
+            Lane::Prepared(prep) => self.process_prepared(in_port, buf, len, prep),
+        }
+    }
+
+    fn process_declined(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
         self.process_with(in_port, buf, len, false)
     }
 
@@ -261,28 +229,40 @@ impl Pipeline {
 
     /// Whether frames received on `in_port` may go to the express lane's
     /// burst passes, and the MAC they must be addressed to: a data port's
-    /// (what `process_buf` checks before the lane).
+    /// (what `process` checks before the lane).
     #[inline]
     pub fn express_port(&self, in_port: usize) -> Option<[u8; 6]> {
         match self.ports.get(in_port) {
-            Some(p) if matches!(p.role, PortRole::Data { .. }) && self.lb.tables.is_some() => {
+            Some(p) if matches!(p.role, PortRole::Data { .. }) && self.lb.tables().is_some() => {
                 Some(p.mac)
             }
             _ => None,
         }
     }
 
-    /// [`Pipeline::process_buf`] for a frame of data port `in_port`,
-    /// addressed to its MAC ([`Pipeline::express_port`]), that
-    /// [`Lb::express_prepare`] prepared as `prep`: the express lane with
-    /// that preparation, else the general path.
+    /// The express lane's first pass over a frame addressed to the MAC of
+    /// [`Pipeline::express_port`]; changes nothing. False: the lane
+    /// declines it. See [`Lb::express`].
     #[inline(always)]
-    pub fn process_prepared(
+    pub fn express_prepare(&self, frame: &[u8], out: &mut Prepared) -> bool {
+        self.lb.express_prepare(frame, out)
+    }
+
+    /// The express lane's second pass over a prepared frame: starts
+    /// loading its connection-table entry. Changes nothing else.
+    #[inline(always)]
+    pub fn express_prefetch(&self, prep: &mut Prepared) {
+        self.lb.express_prefetch(prep);
+    }
+
+    /// The express lane with the preparation `prep`, else the general path.
+    #[inline(always)]
+    fn process_prepared(
         &mut self,
         in_port: usize,
         buf: &mut [u8],
         len: usize,
-        prep: &crate::lb::Prepared,
+        prep: &Prepared,
     ) -> Verdict {
         let Pipeline {
             lb,
@@ -290,7 +270,7 @@ impl Pipeline {
             counters,
             ..
         } = self;
-        match lb.express_prepared(buf, len, prep, in_port, ports, counters) {
+        match lb.express(buf, len, prep, in_port, ports, counters) {
             Some(v) => {
                 self.last_in_port = in_port;
                 self.counters.inc(Counter::RxPackets);
@@ -311,26 +291,12 @@ impl Pipeline {
         }
     }
 
-    fn slow_drop(&mut self, reason: SlowDrop) -> Verdict {
-        let c = match reason {
-            SlowDrop::Malformed(m) => {
-                self.counters.inc(Counter::DropMalformed);
-                self.malformed[m.index()]
-            }
-            SlowDrop::Unhandled => Counter::DropSlowpathUnhandled,
-            SlowDrop::NotOurs => Counter::DropNotLocal,
-            SlowDrop::ArpNotOurs => Counter::DropArpNotOurs,
-            SlowDrop::ArpBadOp => Counter::DropArpBadOp,
-            SlowDrop::ArpBadSender => Counter::DropArpBadSender,
-            SlowDrop::IcmpNotOurs => Counter::DropIcmpNotOurs,
-            SlowDrop::IcmpBadChecksum => Counter::DropIcmpBadChecksum,
-            SlowDrop::IcmpBadSource => Counter::DropIcmpBadSource,
-            SlowDrop::NdBadHopLimit => Counter::DropNdBadHopLimit,
-            SlowDrop::NdInvalid => Counter::DropNdInvalid,
-            SlowDrop::NdBadOption => Counter::DropNdBadOption,
-            SlowDrop::NdNotOurs => Counter::DropNdNotOurs,
-        };
-        self.drop(c)
+    /// A frame that failed parsing: counted under its reason and under
+    /// `drop_malformed`, their sum.
+    #[cold]
+    fn malformed(&mut self, reason: Malformed) -> Verdict {
+        self.counters.inc(Counter::DropMalformed);
+        self.drop(reason.counter())
     }
 
     /// Acts on a slow-path outcome for a frame addressed to port `in_port`.
@@ -355,7 +321,7 @@ impl Pipeline {
             }
             Outcome::ToHost { .. } if vip => self.drop(Counter::DropVipUnhandled),
             Outcome::ToHost { .. } => self.host_bound(twin, len),
-            Outcome::Drop { reason, .. } => self.slow_drop(reason),
+            Outcome::Drop { reason, .. } => self.drop(reason),
         }
     }
 
@@ -373,18 +339,21 @@ impl Pipeline {
         let mac = port.mac;
         let frame = &mut buf[..len];
         if len < wire::ethernet::HEADER_LEN {
-            return self.slow_drop(SlowDrop::Malformed(Malformed::TruncatedEthernet));
+            return self.malformed(Malformed::TruncatedEthernet);
         }
         let group = frame[0] & 1 == 1;
         if !group && frame[..6] != mac {
             return self.drop(Counter::DropNotOurMac);
         }
         if express {
-            if let Some(v) = self
-                .lb
-                .express(buf, len, in_port, &self.ports, &mut self.counters)
-            {
-                return v;
+            let mut prep = Prepared::default();
+            if self.lb.express_prepare(frame, &mut prep) {
+                if let Some(v) =
+                    self.lb
+                        .express(buf, len, &prep, in_port, &self.ports, &mut self.counters)
+                {
+                    return v;
+                }
             }
         }
         let frame = &mut buf[..len];
@@ -395,7 +364,7 @@ impl Pipeline {
             Some(p) => p,
             None => match wire::parse_views(frame, &opts) {
                 Ok(p) => p,
-                Err(m) => return self.slow_drop(SlowDrop::Malformed(m)),
+                Err(m) => return self.malformed(m),
             },
         };
         match parsed.l3 {
@@ -403,7 +372,7 @@ impl Pipeline {
                 let o = slowpath::arp_parsed(frame, &parsed, mac, |ip| port.owns_v4(ip));
                 self.slow(in_port, twin, len, false, o, Counter::ArpReplies)
             }
-            L3Kind::Ipv4 | L3Kind::Ipv6 if self.lb.tables.is_some() => {
+            L3Kind::Ipv4 | L3Kind::Ipv6 if self.lb.tables().is_some() => {
                 let Pipeline {
                     lb,
                     ports,
@@ -484,14 +453,4 @@ impl Pipeline {
             _ => self.drop(Counter::DropUnknownEthertype),
         }
     }
-}
-
-/// Maps each parse failure to its `drop_<reason>` counter.
-fn malformed_counters() -> [Counter; Malformed::COUNT] {
-    let mut table = [Counter::DropMalformed; Malformed::COUNT];
-    for m in Malformed::ALL {
-        let name = format!("drop_{}", m.counter_name());
-        table[m.index()] = Counter::from_name(&name).unwrap_or(Counter::DropMalformed);
-    }
-    table
 }

@@ -22,7 +22,7 @@ pub mod tls;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-pub use flow::{Ends, PpFlow};
+pub use flow::{Departure, Ends, PpFlow};
 pub use header::Header;
 
 use crate::conntrack::EntryId;

@@ -22,8 +22,9 @@ use crate::io_dpdk::{rx_waiter, DpdkPorts};
 use crate::lb::Lb;
 use crate::lb::Routes;
 use crate::neigh::NeighborSync;
-use crate::pipeline::{ports_from_config, Pipeline, PortInfo};
+use crate::pipeline::Pipeline;
 use crate::plan::{eal_plan, EalPlan};
+use crate::port::{ports_from_config, PortDesc};
 use crate::tables_source::{reader_inbox, ReaderInbox, ShmTables};
 use crate::worker::{Clock, Handoff, Poll, Worker};
 use conf::tables::{tables_path, GenerationBuilder, Published, TablesReader, TablesWriter};
@@ -531,7 +532,7 @@ struct WorkerSetup {
     index: usize,
     workers: usize,
     io: DpdkPorts,
-    ports_info: Vec<PortInfo>,
+    ports_info: Vec<PortDesc>,
     inbox: ReaderInbox,
     routes: Routes,
     capacity: usize,

@@ -17,7 +17,7 @@
 //!
 //! Policy in one place:
 //! - ARP request for an owned address: reply. For another address:
-//!   `arp_not_ours`. Gratuitous ARP (sender IP == target IP) and every ARP
+//!   `drop_arp_not_ours`. Gratuitous ARP (sender IP == target IP) and every ARP
 //!   reply: to the host (kernel twin), which needs them for its own
 //!   neighbour cache.
 //! - ICMPv4/ICMPv6 echo request to an owned unicast address: reply (TTL/hop
@@ -33,6 +33,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use conf::counters::Counter;
+
 use crate::wire::arp::{ArpPacket, OP_REPLY, OP_REQUEST, PACKET_LEN as ARP_LEN};
 use crate::wire::checksum;
 use crate::wire::ethernet::{MIN_FRAME_LEN, VLAN_TAG_LEN};
@@ -41,8 +43,7 @@ use crate::wire::icmpv6::{self, na_flags, Icmpv6Packet, NdOption};
 use crate::wire::ipv4::{self, Ipv4Packet};
 use crate::wire::ipv6::{self, Ipv6Packet};
 use crate::wire::{
-    ip_proto, mac_is_unicast, parse_frame, rd_mac, wr16, Fragment, L3Kind, MacAddr, Malformed,
-    Parsed,
+    ip_proto, mac_is_unicast, parse_frame, rd_mac, wr16, Fragment, L3Kind, MacAddr, Parsed,
 };
 
 /// TTL / hop limit of echo replies.
@@ -126,10 +127,10 @@ pub enum Outcome<A> {
         /// Binding learned from the frame.
         learn: Option<Neighbor<A>>,
     },
-    /// Drop and count under `reason.counter_name()`. The buffer is unmodified.
+    /// Drop and count under `reason`. The buffer is unmodified.
     Drop {
         /// Why.
-        reason: SlowDrop,
+        reason: Counter,
         /// Binding learned from the frame (e.g. the sender of an ARP request
         /// for someone else); the caller decides whether to use it.
         learn: Option<Neighbor<A>>,
@@ -146,7 +147,7 @@ pub type Icmpv6Outcome = Outcome<Ipv6Addr>;
 pub type SlowOutcome = Outcome<IpAddr>;
 
 impl<A> Outcome<A> {
-    fn drop(reason: SlowDrop) -> Self {
+    fn drop(reason: Counter) -> Self {
         Outcome::Drop {
             reason,
             learn: None,
@@ -184,63 +185,9 @@ impl<A> Outcome<A> {
     }
 }
 
-/// Why the slow path dropped a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SlowDrop {
-    /// The frame did not parse.
-    Malformed(Malformed),
-    /// Not the kind of frame this responder handles (or the `Parsed` passed
-    /// in does not describe the buffer).
-    Unhandled,
-    /// IP traffic (not ICMP) to an address the appliance does not own.
-    NotOurs,
-    /// ARP request for an address the appliance does not own.
-    ArpNotOurs,
-    /// ARP operation other than request/reply.
-    ArpBadOp,
-    /// ARP sender MAC not unicast, or sender IP broadcast/multicast.
-    ArpBadSender,
-    /// ICMP/ICMPv6 to a unicast address the appliance does not own.
-    IcmpNotOurs,
-    /// ICMP/ICMPv6 checksum does not verify.
-    IcmpBadChecksum,
-    /// Echo request from a source that must not be answered (unspecified,
-    /// broadcast, multicast, loopback, reserved; multicast source MAC).
-    IcmpBadSource,
-    /// NDP message with hop limit other than 255.
-    NdBadHopLimit,
-    /// NDP message violating RFC 4861 §7.1 validity rules.
-    NdInvalid,
-    /// Malformed NDP option.
-    NdBadOption,
-    /// Neighbor solicitation for a target the appliance does not own.
-    NdNotOurs,
-}
-
-impl SlowDrop {
-    /// Stable name for drop counters.
-    pub fn counter_name(&self) -> &'static str {
-        match self {
-            SlowDrop::Malformed(m) => m.counter_name(),
-            SlowDrop::Unhandled => "slowpath_unhandled",
-            SlowDrop::NotOurs => "not_ours",
-            SlowDrop::ArpNotOurs => "arp_not_ours",
-            SlowDrop::ArpBadOp => "arp_bad_op",
-            SlowDrop::ArpBadSender => "arp_bad_sender",
-            SlowDrop::IcmpNotOurs => "icmp_not_ours",
-            SlowDrop::IcmpBadChecksum => "icmp_bad_checksum",
-            SlowDrop::IcmpBadSource => "icmp_bad_source",
-            SlowDrop::NdBadHopLimit => "nd_bad_hop_limit",
-            SlowDrop::NdInvalid => "nd_invalid",
-            SlowDrop::NdBadOption => "nd_bad_option",
-            SlowDrop::NdNotOurs => "nd_not_ours",
-        }
-    }
-}
-
 /// Handle any frame addressed to the appliance: ARP, ICMPv4, ICMPv6/NDP
 /// are answered or classified as by [`arp`], [`icmpv4`], [`icmpv6`]; other IP
-/// traffic to an owned address goes to the host (`not_ours` otherwise);
+/// traffic to an owned address goes to the host (`drop_not_local` otherwise);
 /// non-IP, non-ARP EtherTypes (LLDP, ...) go to the host.
 pub fn respond(
     buf: &mut [u8],
@@ -249,7 +196,7 @@ pub fn respond(
 ) -> SlowOutcome {
     match parse_frame(buf) {
         Ok(p) => respond_parsed(buf, &p, port_mac, owned),
-        Err(m) => Outcome::drop(SlowDrop::Malformed(m)),
+        Err(m) => Outcome::drop(m.counter()),
     }
 }
 
@@ -262,7 +209,7 @@ pub fn respond_parsed(
     owned: &(impl OwnedAddrs + ?Sized),
 ) -> SlowOutcome {
     if !consistent(buf, p) {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     }
     match p.l3 {
         L3Kind::Arp => arp_parsed(buf, p, port_mac, |ip| owned.owns_v4(ip)).map_addr(IpAddr::V4),
@@ -274,13 +221,13 @@ pub fn respond_parsed(
         }
         L3Kind::Ipv4 => match Ipv4Packet::new_checked(&buf[p.l3_offset..p.l3_end]) {
             Ok(ip) if owned.owns_v4(ip.dst_addr()) => Outcome::ToHost { learn: None },
-            Ok(_) => Outcome::drop(SlowDrop::NotOurs),
-            Err(_) => Outcome::drop(SlowDrop::Unhandled),
+            Ok(_) => Outcome::drop(Counter::DropNotLocal),
+            Err(_) => Outcome::drop(Counter::DropSlowpathUnhandled),
         },
         L3Kind::Ipv6 => match Ipv6Packet::new_checked(&buf[p.l3_offset..p.l3_end]) {
             Ok(ip) if owned.owns_v6(&ip.dst_addr()) => Outcome::ToHost { learn: None },
-            Ok(_) => Outcome::drop(SlowDrop::NotOurs),
-            Err(_) => Outcome::drop(SlowDrop::Unhandled),
+            Ok(_) => Outcome::drop(Counter::DropNotLocal),
+            Err(_) => Outcome::drop(Counter::DropSlowpathUnhandled),
         },
         L3Kind::Other(_) => Outcome::ToHost { learn: None },
     }
@@ -292,7 +239,7 @@ pub fn respond_parsed(
 pub fn arp(buf: &mut [u8], port_mac: MacAddr, is_owned: impl Fn(Ipv4Addr) -> bool) -> ArpOutcome {
     match parse_frame(buf) {
         Ok(p) => arp_parsed(buf, &p, port_mac, is_owned),
-        Err(m) => Outcome::drop(SlowDrop::Malformed(m)),
+        Err(m) => Outcome::drop(m.counter()),
     }
 }
 
@@ -304,15 +251,15 @@ pub fn arp_parsed(
     is_owned: impl Fn(Ipv4Addr) -> bool,
 ) -> ArpOutcome {
     if p.l3 != L3Kind::Arp || !consistent(buf, p) {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     }
     let l3 = p.l3_offset;
     let Ok(a) = ArpPacket::new_checked(&buf[l3..p.l3_end]) else {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     };
     let (op, sha, spa, tpa) = (a.operation(), a.sender_hw(), a.sender_ip(), a.target_ip());
     if !mac_is_unicast(&sha) || spa.is_broadcast() || spa.is_multicast() {
-        return Outcome::drop(SlowDrop::ArpBadSender);
+        return Outcome::drop(Counter::DropArpBadSender);
     }
     // An ARP probe (RFC 5227) has sender IP 0.0.0.0: nothing to learn.
     let learn = (!spa.is_unspecified()).then_some(Neighbor { ip: spa, mac: sha });
@@ -321,7 +268,7 @@ pub fn arp_parsed(
         OP_REPLY => return Outcome::ToHost { learn },
         _ => {
             return Outcome::Drop {
-                reason: SlowDrop::ArpBadOp,
+                reason: Counter::DropArpBadOp,
                 learn,
             }
         }
@@ -332,12 +279,12 @@ pub fn arp_parsed(
     }
     if !is_owned(tpa) {
         return Outcome::Drop {
-            reason: SlowDrop::ArpNotOurs,
+            reason: Counter::DropArpNotOurs,
             learn,
         };
     }
     let Ok(mut r) = ArpPacket::new_checked(&mut buf[l3..p.l3_end]) else {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     };
     r.set_operation(OP_REPLY);
     r.set_sender_hw(port_mac);
@@ -360,7 +307,7 @@ pub fn icmpv4(
 ) -> Icmpv4Outcome {
     match parse_frame(buf) {
         Ok(p) => icmpv4_parsed(buf, &p, port_mac, is_owned),
-        Err(m) => Outcome::drop(SlowDrop::Malformed(m)),
+        Err(m) => Outcome::drop(m.counter()),
     }
 }
 
@@ -380,14 +327,14 @@ pub fn icmpv4_parsed(
     is_owned: impl Fn(Ipv4Addr) -> bool,
 ) -> Icmpv4Outcome {
     if p.l3 != L3Kind::Ipv4 || p.l4_proto != ip_proto::ICMP || !consistent(buf, p) {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     }
     let l3 = p.l3_offset;
     let Ok(ip) = Ipv4Packet::new_checked(&buf[l3..p.l3_end]) else {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     };
     if p.l4_offset != l3 + ip.header_len() {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     }
     let (src, dst, tos, ident, df) = (
         ip.src_addr(),
@@ -397,23 +344,23 @@ pub fn icmpv4_parsed(
         ip.dont_frag(),
     );
     if !is_owned(dst) {
-        return Outcome::drop(SlowDrop::IcmpNotOurs);
+        return Outcome::drop(Counter::DropIcmpNotOurs);
     }
     if p.fragment != Fragment::None {
         return Outcome::ToHost { learn: None };
     }
     let Ok(icmp) = Icmpv4Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     };
     if icmp.msg_type() != icmpv4::msg_type::ECHO_REQUEST || icmp.code() != 0 {
         return Outcome::ToHost { learn: None };
     }
     let eth_src = rd_mac(buf, 6);
     if !v4_source_ok(src) || !mac_is_unicast(&eth_src) {
-        return Outcome::drop(SlowDrop::IcmpBadSource);
+        return Outcome::drop(Counter::DropIcmpBadSource);
     }
     if !icmp.verify_checksum() {
-        return Outcome::drop(SlowDrop::IcmpBadChecksum);
+        return Outcome::drop(Counter::DropIcmpBadChecksum);
     }
     let old_csum = icmp.checksum();
 
@@ -462,7 +409,7 @@ pub fn icmpv6(
 ) -> Icmpv6Outcome {
     match parse_frame(buf) {
         Ok(p) => icmpv6_parsed(buf, &p, port_mac, is_owned),
-        Err(m) => Outcome::drop(SlowDrop::Malformed(m)),
+        Err(m) => Outcome::drop(m.counter()),
     }
 }
 
@@ -478,10 +425,10 @@ pub fn icmpv6_parsed(
         || !consistent(buf, p)
         || p.l4_offset < p.l3_offset + ipv6::HEADER_LEN
     {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     }
     let Ok(ip) = Ipv6Packet::new_checked(&buf[p.l3_offset..p.l3_end]) else {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     };
     let h = V6Hdr {
         src: ip.src_addr(),
@@ -494,18 +441,18 @@ pub fn icmpv6_parsed(
         return if for_host {
             Outcome::ToHost { learn: None }
         } else {
-            Outcome::drop(SlowDrop::IcmpNotOurs)
+            Outcome::drop(Counter::DropIcmpNotOurs)
         };
     }
     let Ok(icmp) = Icmpv6Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     };
     match icmp.msg_type() {
         icmpv6::msg_type::ECHO_REQUEST if dst_owned => echo_v6(buf, p, port_mac, &h),
         icmpv6::msg_type::NEIGHBOR_SOLICIT => neighbor_solicit(buf, p, port_mac, &h, is_owned),
         icmpv6::msg_type::NEIGHBOR_ADVERT => neighbor_advert(buf, p, &h, for_host),
         _ if for_host => Outcome::ToHost { learn: None },
-        _ => Outcome::drop(SlowDrop::IcmpNotOurs),
+        _ => Outcome::drop(Counter::DropIcmpNotOurs),
     }
 }
 
@@ -517,7 +464,7 @@ struct V6Hdr {
 
 fn echo_v6(buf: &mut [u8], p: &Parsed, port_mac: MacAddr, h: &V6Hdr) -> Icmpv6Outcome {
     let Ok(icmp) = Icmpv6Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     };
     if icmp.code() != 0 {
         return Outcome::ToHost { learn: None };
@@ -528,10 +475,10 @@ fn echo_v6(buf: &mut [u8], p: &Parsed, port_mac: MacAddr, h: &V6Hdr) -> Icmpv6Ou
         || h.src.is_loopback()
         || !mac_is_unicast(&eth_src)
     {
-        return Outcome::drop(SlowDrop::IcmpBadSource);
+        return Outcome::drop(Counter::DropIcmpBadSource);
     }
     if !icmp.verify_checksum(&h.src, &h.dst) {
-        return Outcome::drop(SlowDrop::IcmpBadChecksum);
+        return Outcome::drop(Counter::DropIcmpBadChecksum);
     }
     let old_csum = icmp.checksum();
     let l3 = p.l3_offset;
@@ -570,26 +517,26 @@ fn neighbor_solicit(
     is_owned: impl Fn(&Ipv6Addr) -> bool,
 ) -> Icmpv6Outcome {
     if h.hop != ND_HOP_LIMIT {
-        return Outcome::drop(SlowDrop::NdBadHopLimit);
+        return Outcome::drop(Counter::DropNdBadHopLimit);
     }
     let Ok(icmp) = Icmpv6Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     };
     let Some(target) = icmp.nd_target() else {
-        return Outcome::drop(SlowDrop::NdInvalid);
+        return Outcome::drop(Counter::DropNdInvalid);
     };
     if icmp.code() != 0 {
-        return Outcome::drop(SlowDrop::NdInvalid);
+        return Outcome::drop(Counter::DropNdInvalid);
     }
     if !icmp.verify_checksum(&h.src, &h.dst) {
-        return Outcome::drop(SlowDrop::IcmpBadChecksum);
+        return Outcome::drop(Counter::DropIcmpBadChecksum);
     }
     let mut slla = None;
     for o in icmp.nd_options() {
         match o {
             Ok(NdOption::SourceLinkAddr(m)) => slla = Some(m),
             Ok(_) => {}
-            Err(_) => return Outcome::drop(SlowDrop::NdBadOption),
+            Err(_) => return Outcome::drop(Counter::DropNdBadOption),
         }
     }
     let dad = h.src.is_unspecified();
@@ -599,7 +546,7 @@ fn neighbor_solicit(
         || bad_dst
         || (dad && (!h.dst.is_multicast() || slla.is_some()))
     {
-        return Outcome::drop(SlowDrop::NdInvalid);
+        return Outcome::drop(Counter::DropNdInvalid);
     }
     let learn = if dad {
         None
@@ -609,14 +556,14 @@ fn neighbor_solicit(
     };
     if !is_owned(&target) {
         return Outcome::Drop {
-            reason: SlowDrop::NdNotOurs,
+            reason: Counter::DropNdNotOurs,
             learn,
         };
     }
     let eth_src = rd_mac(buf, 6);
     if !mac_is_unicast(&eth_src) {
         return Outcome::Drop {
-            reason: SlowDrop::NdInvalid,
+            reason: Counter::DropNdInvalid,
             learn,
         };
     }
@@ -667,29 +614,29 @@ fn neighbor_solicit(
 
 fn neighbor_advert(buf: &[u8], p: &Parsed, h: &V6Hdr, for_host: bool) -> Icmpv6Outcome {
     if h.hop != ND_HOP_LIMIT {
-        return Outcome::drop(SlowDrop::NdBadHopLimit);
+        return Outcome::drop(Counter::DropNdBadHopLimit);
     }
     let Ok(icmp) = Icmpv6Packet::new_checked(&buf[p.l4_offset..p.l3_end]) else {
-        return Outcome::drop(SlowDrop::Unhandled);
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     };
     let Some(target) = icmp.nd_target() else {
-        return Outcome::drop(SlowDrop::NdInvalid);
+        return Outcome::drop(Counter::DropNdInvalid);
     };
     if icmp.code() != 0
         || target.is_multicast()
         || (h.dst.is_multicast() && icmp.na_flags() & na_flags::SOLICITED != 0)
     {
-        return Outcome::drop(SlowDrop::NdInvalid);
+        return Outcome::drop(Counter::DropNdInvalid);
     }
     if !icmp.verify_checksum(&h.src, &h.dst) {
-        return Outcome::drop(SlowDrop::IcmpBadChecksum);
+        return Outcome::drop(Counter::DropIcmpBadChecksum);
     }
     let mut tlla = None;
     for o in icmp.nd_options() {
         match o {
             Ok(NdOption::TargetLinkAddr(m)) => tlla = Some(m),
             Ok(_) => {}
-            Err(_) => return Outcome::drop(SlowDrop::NdBadOption),
+            Err(_) => return Outcome::drop(Counter::DropNdBadOption),
         }
     }
     let learn = tlla
@@ -699,7 +646,7 @@ fn neighbor_advert(buf: &[u8], p: &Parsed, h: &V6Hdr, for_host: bool) -> Icmpv6O
         Outcome::ToHost { learn }
     } else {
         Outcome::Drop {
-            reason: SlowDrop::IcmpNotOurs,
+            reason: Counter::DropIcmpNotOurs,
             learn,
         }
     }

@@ -58,7 +58,7 @@ pub fn inputs_from_view(view: &TablesView<'static>, region_id: u64) -> Vec<VipIn
             mode: v.mode(),
             ring: v.ring(),
             backends: Vec::new(),
-            pp: pp_from_flags(v.flags(), v.proto(), v.pp_max_len()),
+            proxy_protocol: pp_from_flags(v.flags(), v.proto(), v.pp_max_len()),
             translate_timestamps: !v.flags().contains(VipFlags::TIMESTAMPS_PASS),
             block: Some((
                 VipSrc {
@@ -85,7 +85,7 @@ pub fn inputs_from_generation(gen: &Generation) -> Vec<VipInput<'static>> {
             mode: v.mode,
             ring: Box::leak(v.ring.clone().into_boxed_slice()),
             backends: v.backends.iter().map(|b| (b.id, b.addr, b.port)).collect(),
-            pp: pp_from_flags(v.flags, v.proto, v.pp_max_len),
+            proxy_protocol: pp_from_flags(v.flags, v.proto, v.pp_max_len),
             translate_timestamps: !v.flags.contains(VipFlags::TIMESTAMPS_PASS),
             block: None,
         })
@@ -343,7 +343,7 @@ local_addresses = ["10.0.0.1"]
         let mut src = ShmTables::new(inbox, routes.clone(), Box::new(|_| {}));
         let mut lb = new_lb();
         poll_adopt(&mut src, &mut lb);
-        let t = lb.tables.as_ref().unwrap();
+        let t = lb.tables().unwrap();
         assert_eq!((t.carried, t.built), (0, n as usize), "first adoption");
         let before: Vec<Vec<BackendRt>> = t.vips.iter().map(|v| v.backends.clone()).collect();
         let rings: Vec<*const u32> = t.vips.iter().map(|v| v.ring.as_ptr()).collect();
@@ -354,7 +354,7 @@ local_addresses = ["10.0.0.1"]
         let s = w.publish(&g2, &[1]).unwrap();
         assert_eq!(s.blocks_written, 2, "the changed VIP's block and the root");
         poll_adopt(&mut src, &mut lb);
-        let t = lb.tables.as_ref().unwrap();
+        let t = lb.tables().unwrap();
         assert_eq!(t.generation, 2);
         assert_eq!((t.carried, t.built, t.refused), (n as usize - 1, 1, 0));
         for (i, v) in t.vips.iter().enumerate() {
@@ -378,7 +378,7 @@ local_addresses = ["10.0.0.1"]
             inputs_from_view(&v, view.region_id()),
             routes,
         ));
-        let f = fresh.tables.as_ref().unwrap();
+        let f = fresh.tables().unwrap();
         assert_eq!((f.carried, f.built), (0, n as usize));
         for (a, b) in t.vips.iter().zip(&f.vips) {
             assert_eq!(a.ring, b.ring);
@@ -425,7 +425,7 @@ local_addresses = ["10.0.0.1"]
         let mut lb = new_lb();
         poll_adopt(&mut src, &mut lb);
         let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
-        let t = lb.tables.as_ref().unwrap();
+        let t = lb.tables().unwrap();
         assert_eq!(t.dnat_vip(ip("10.0.4.20"), 8080, 6), Some(Some(k)));
         assert_eq!(t.dnat_vip(ip("10.0.4.19"), 8080, 6), None, "full-NAT VIP");
 
@@ -440,7 +440,7 @@ local_addresses = ["10.0.0.1"]
                 inputs_from_view(&v, r.region_id()),
                 routes.clone(),
             ));
-            f.tables.take().unwrap()
+            f.take_tables().unwrap()
         };
 
         // VIP k's backend 3 moves to another address.
@@ -451,7 +451,7 @@ local_addresses = ["10.0.0.1"]
         )
         .unwrap();
         poll_adopt(&mut src, &mut lb);
-        let t = lb.tables.as_ref().unwrap();
+        let t = lb.tables().unwrap();
         assert_eq!((t.carried, t.built), (n as usize - 1, 1));
         assert!(t.dnat_patched);
         assert_eq!(t.dnat_vip(ip("10.0.4.20"), 8080, 6), None);
@@ -468,7 +468,7 @@ local_addresses = ["10.0.0.1"]
         )
         .unwrap();
         poll_adopt(&mut src, &mut lb);
-        let t = lb.tables.as_ref().unwrap();
+        let t = lb.tables().unwrap();
         assert_eq!((t.carried, t.built), (n as usize - 1, 1));
         assert!(!t.dnat_patched, "built anew");
         assert_eq!(t.dnat_vip(ip("10.0.1.24"), 8080, 6), Some(None));
@@ -481,7 +481,7 @@ local_addresses = ["10.0.0.1"]
         )
         .unwrap();
         poll_adopt(&mut src, &mut lb);
-        let t = lb.tables.as_ref().unwrap();
+        let t = lb.tables().unwrap();
         assert!(!t.dnat_patched);
         assert_eq!(t.dnat_vip(ip("10.0.1.24"), 8080, 6), Some(Some(23)));
         assert_eq!(t.dnat_entries(), fresh(4).dnat_entries());
@@ -504,8 +504,7 @@ local_addresses = ["10.0.0.1"]
         let mut lb = new_lb();
         poll_adopt(&mut src, &mut lb);
         let srcs: Vec<VipSrc> = lb
-            .tables
-            .as_ref()
+            .tables()
             .unwrap()
             .vips
             .iter()
@@ -518,7 +517,7 @@ local_addresses = ["10.0.0.1"]
         w.publish(&g, &[]).unwrap();
         let _ = inbox.push(TablesReader::open(&path).unwrap());
         poll_adopt(&mut src, &mut lb);
-        let t = lb.tables.as_ref().unwrap();
+        let t = lb.tables().unwrap();
         assert_eq!((t.carried, t.built), (0, 5));
         for (v, old) in t.vips.iter().zip(&srcs) {
             let new = v.src.unwrap();

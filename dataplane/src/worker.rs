@@ -4,13 +4,13 @@
 //! before every further RX burst, docs/design.md §3), take the full-NAT replies
 //! other workers handed over, poll each port's RX queue of this worker, run
 //! each frame through the pipeline, batch the results per
-//! output port, send the neighbour requests the pipeline asked for, flush the
+//! output port, send what else the pipeline wants sent, flush the
 //! batches with one TX burst each, and expire a bounded slice of the
 //! connection table. Nothing here allocates: bursts are fixed-size arrays
 //! created with the worker, and the handoff queues are bounded.
 //!
 //! A data port's RX burst goes through the express lane in three passes
-//! (see [`Lb::express`](crate::lb::Lb::express)): parse and hash every
+//! (see [`Pipeline::express_prepare`]): parse and hash every
 //! frame and prefetch its connection-table index bucket; prefetch the
 //! entries those buckets point to; then run each frame in order, prepared
 //! ones through the lane (the general path when the lane declines). A
@@ -25,7 +25,6 @@
 //! every frame up again, so a frame sees what the frames before it did,
 //! in its own burst and in the one before.
 
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,9 +36,9 @@ use crossbeam_queue::ArrayQueue;
 use crate::doorbell::Doorbell;
 use crate::io::{Burst, Frame, PortIo, BURST};
 use crate::lb::{Adopted, Prepared, IDLE_EXPIRE_BUDGET};
-use crate::neigh;
 use crate::neigh_queue::{Fate, NeighQueue};
-use crate::pipeline::{Pipeline, Verdict};
+use crate::pipeline::{Lane, Pipeline};
+use crate::verdict::Verdict;
 
 // `poll_once` marks the prepared frames of a burst in a `u32`.
 const _: () = assert!(BURST <= 32);
@@ -77,8 +76,6 @@ const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
 const MAX_BURSTS_PER_POLL: usize = 4;
 /// Frames in each worker's handoff queue.
 pub const HANDOFF_DEPTH: usize = 1024;
-/// Room for a generated ARP request or neighbour solicitation.
-const REQUEST_FRAME_LEN: usize = 86;
 
 /// Milliseconds on a monotonic clock, read once per poll iteration.
 pub trait Clock: Send {
@@ -198,7 +195,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
         handoff: Handoff<P::Frame>,
     ) -> Self {
         let ports = io.port_count();
-        let me = pipeline.lb.worker;
+        let me = pipeline.worker();
         Worker {
             io,
             pipeline,
@@ -243,17 +240,17 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             ..
         } = self;
         check_tables(tables, pipeline);
-        pipeline.lb.tick(now, &mut pipeline.counters);
+        pipeline.tick(now);
         let mut received = 0;
         if let Some(q) = handoff.queues.get(*me) {
             while let Some((port, mut frame)) = q.pop() {
                 received += 1;
-                pipeline.counters.inc(Counter::HandoffReceived);
+                pipeline.count(Counter::HandoffReceived);
                 let len = frame.data().len();
-                let verdict = pipeline.process_buf(port, frame.buf_mut(), len);
+                let verdict = pipeline.process(port, frame.buf_mut(), len);
                 dispatch(io, pipeline, tx, (handoff, parked), frame, len, verdict);
-                if !pipeline.lb.pp.emits.is_empty() {
-                    send_emits(io, pipeline, tx);
+                if pipeline.wants_transmit() {
+                    transmit(io, pipeline, tx);
                 }
             }
         }
@@ -278,22 +275,19 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 // is adopted only once the burst prepared under the old
                 // one has run, so the next burst waits for the next round.
                 let another = more && burst < MAX_BURSTS_PER_POLL;
-                let changed = another && tables.has_news(pipeline.lb.generation());
+                let changed = another && tables.has_news(pipeline.generation());
                 if another && !changed {
                     io.rx_burst(port, &mut rx[next]);
                     more = rx[next].is_full();
                     next_marks = prepare_burst(pipeline, express, &rx[next], &mut prep[next]);
                 }
-                run_burst(
-                    io,
-                    pipeline,
-                    tx,
-                    (handoff, parked),
+                let burst = Prepped {
                     port,
-                    &mut rx[cur],
-                    &prep[cur],
+                    frames: &mut rx[cur],
+                    prep: &prep[cur],
                     marks,
-                );
+                };
+                run_burst(io, pipeline, tx, (handoff, parked), burst);
                 if changed {
                     check_tables(tables, pipeline);
                     break;
@@ -307,8 +301,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
         if !parked.is_empty() {
             settle_parked(io, pipeline, tx, parked);
         }
-        send_requests(io, pipeline, tx);
-        send_emits(io, pipeline, tx);
+        transmit(io, pipeline, tx);
         for (port, q) in tx.iter_mut().enumerate() {
             q.flush(io, pipeline, port);
         }
@@ -321,13 +314,13 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             let received = self.poll_once();
             shared.beat();
             if received > 0 {
-                self.pipeline.counters.publish(shared);
+                self.pipeline.counters().publish(shared);
                 self.empty_polls = 0;
                 self.idle_sleep = MIN_IDLE_SLEEP;
             } else if self.poll == Poll::Adaptive {
                 self.empty_polls = self.empty_polls.saturating_add(1);
                 if self.empty_polls > SPIN_BEFORE_SLEEP {
-                    self.pipeline.counters.publish(shared);
+                    self.pipeline.counters().publish(shared);
                     if self.io.can_wait() {
                         self.sleep_until_work(shared, stop);
                     } else {
@@ -337,7 +330,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 }
             }
         }
-        self.pipeline.counters.publish(shared);
+        self.pipeline.counters().publish(shared);
     }
 
     /// An idle adaptive worker with Rx interrupts: sleeps on them (and its
@@ -356,9 +349,8 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             shared.beat();
             let done = received > 0 || stop.load(Ordering::Relaxed);
             if !done {
-                let Pipeline { lb, counters, .. } = &mut self.pipeline;
-                lb.expire(IDLE_EXPIRE_BUDGET, counters);
-                counters.publish(shared);
+                self.pipeline.expire(IDLE_EXPIRE_BUDGET);
+                self.pipeline.counters().publish(shared);
                 self.io.wait(IDLE_WAIT);
             }
             if let Some(bell) = self.handoff.doorbell(self.me) {
@@ -366,7 +358,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             }
             self.io.disarm();
             if received > 0 {
-                self.pipeline.counters.publish(shared);
+                self.pipeline.counters().publish(shared);
                 self.empty_polls = 0;
                 self.idle_sleep = MIN_IDLE_SLEEP;
             }
@@ -379,15 +371,15 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
 
 /// Adopts a new table generation if there is one (or counts its refusal).
 fn check_tables<T: TableSource>(tables: &mut T, pipeline: &mut Pipeline) {
-    match tables.poll(pipeline.lb.generation()) {
+    match tables.poll(pipeline.generation()) {
         TablePoll::Nothing => {}
         TablePoll::New(t) => {
             let g = t.generation;
-            pipeline.lb.adopt(*t);
+            pipeline.adopt(*t);
             tables.adopted(g);
-            pipeline.counters.inc(Counter::TablesAdopted);
+            pipeline.count(Counter::TablesAdopted);
         }
-        TablePoll::Refused => pipeline.counters.inc(Counter::TablesRefused),
+        TablePoll::Refused => pipeline.count(Counter::TablesRefused),
     }
 }
 
@@ -398,6 +390,15 @@ fn check_tables<T: TableSource>(tables: &mut T, pipeline: &mut Pipeline) {
 struct Marks {
     ready: u32,
     declined: u32,
+}
+
+/// A received burst of port `port` after passes 1 and 2, ready for pass 3.
+struct Prepped<'a, F> {
+    port: usize,
+    frames: &'a mut Burst<F>,
+    /// The lane's preparation of each frame marked ready in `marks`.
+    prep: &'a [Prepared; BURST],
+    marks: Marks,
 }
 
 /// Pass 1: parses and hashes every frame the express lane may take and
@@ -416,7 +417,7 @@ fn prepare_burst<F: Frame>(
     for (i, (frame, p)) in rx.iter().zip(prep.iter_mut()).enumerate() {
         let d = frame.data();
         let ours = frame.is_contiguous() && d.get(..6) == Some(&mac[..]);
-        let ok = ours && pipeline.lb.express_prepare_into(d, p);
+        let ok = ours && pipeline.express_prepare(d, p);
         marks.ready |= u32::from(ok) << i;
         marks.declined |= u32::from(ours && !ok) << i;
     }
@@ -432,7 +433,7 @@ fn prefetch_entries(pipeline: &Pipeline, prep: &mut [Prepared; BURST], marks: Ma
         let i = left.trailing_zeros() as usize;
         left &= left - 1;
         if let Some(p) = prep.get_mut(i) {
-            pipeline.lb.express_prefetch(p);
+            pipeline.express_prefetch(p);
         }
     }
 }
@@ -441,32 +442,36 @@ fn prefetch_entries(pipeline: &Pipeline, prep: &mut [Prepared; BURST], marks: Ma
 /// prepared ones through the express lane (which looks each up again, so a
 /// frame sees what the frames before it did).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn run_burst<P: PortIo>(
     io: &mut P,
     pipeline: &mut Pipeline,
     tx: &mut [TxQueue<P::Frame>],
     (handoff, parked): (&Handoff<P::Frame>, &mut NeighQueue<P::Frame>),
-    port: usize,
-    rx: &mut Burst<P::Frame>,
-    prep: &[Prepared; BURST],
-    marks: Marks,
+    burst: Prepped<'_, P::Frame>,
 ) {
+    let Prepped {
+        port,
+        frames: rx,
+        prep,
+        marks,
+    } = burst;
     for (i, mut frame) in rx.drain(..).enumerate() {
         let len = frame.data().len();
         let verdict = match prep.get(i) {
             Some(p) if marks.ready >> i & 1 != 0 => {
-                pipeline.process_prepared(port, frame.buf_mut(), len, p)
+                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Prepared(p))
             }
             _ if marks.declined >> i & 1 != 0 => {
-                pipeline.process_declined(port, frame.buf_mut(), len)
+                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Declined)
             }
-            _ if frame.is_contiguous() => pipeline.process_buf(port, frame.buf_mut(), len),
+            _ if frame.is_contiguous() => {
+                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Unasked)
+            }
             _ => pipeline.refuse(port, Counter::DropMultiSegment),
         };
         dispatch(io, pipeline, tx, (handoff, parked), frame, len, verdict);
-        if !pipeline.lb.pp.emits.is_empty() {
-            send_emits(io, pipeline, tx);
+        if pipeline.wants_transmit() {
+            transmit(io, pipeline, tx);
         }
     }
 }
@@ -544,11 +549,11 @@ fn dispatch<P: PortIo>(
     match verdict {
         Verdict::Send { port: out, len } => {
             let Some(q) = tx.get_mut(out) else {
-                pipeline.counters.inc(Counter::DropNoRoute);
+                pipeline.count(Counter::DropNoRoute);
                 return;
             };
             if !frame.set_len(len) {
-                pipeline.counters.inc(Counter::DropNoAllocation);
+                pipeline.count(Counter::DropNoAllocation);
                 return;
             }
             q.push(io, pipeline, out, frame);
@@ -571,12 +576,12 @@ fn park<F: Frame>(
     hop: crate::neigh::Slot,
 ) {
     if !frame.set_len(len) {
-        pipeline.counters.inc(Counter::DropNoAllocation);
+        pipeline.count(Counter::DropNoAllocation);
         return;
     }
-    match parked.park(frame, port, hop, pipeline.lb.now_ms) {
-        Ok(()) => pipeline.counters.inc(Counter::NeighborQueued),
-        Err(_) => pipeline.counters.inc(Counter::DropNeighborQueueFull),
+    match parked.park(frame, port, hop, pipeline.now_ms()) {
+        Ok(()) => pipeline.count(Counter::NeighborQueued),
+        Err(_) => pipeline.count(Counter::DropNeighborQueueFull),
     }
 }
 
@@ -590,19 +595,21 @@ fn settle_parked<P: PortIo>(
     tx: &mut [TxQueue<P::Frame>],
     parked: &mut NeighQueue<P::Frame>,
 ) {
-    let now = pipeline.lb.now_ms;
+    let now = pipeline.now_ms();
     let mut ready: arrayvec::ArrayVec<(P::Frame, usize, [u8; 6]), { crate::neigh_queue::TOTAL }> =
         arrayvec::ArrayVec::new();
-    let lb = &mut pipeline.lb;
-    let counters = &mut pipeline.counters;
+    let mut expired = 0;
     parked.settle(
         now,
-        |hop, port, waited| lb.parked_fate(port, hop, waited),
+        |hop, port, waited| pipeline.parked_fate(port, hop, waited),
         |frame, port, fate| match fate {
             Fate::Send(mac) => ready.push((frame, port, mac)),
-            _ => counters.inc(Counter::DropNeighborQueueTimeout),
+            _ => expired += 1,
         },
     );
+    for _ in 0..expired {
+        pipeline.count(Counter::DropNeighborQueueTimeout);
+    }
     for (mut frame, port, mac) in ready {
         if let (Some(dst), Some(q)) = (frame.data_mut().get_mut(..6), tx.get_mut(port)) {
             dst.copy_from_slice(&mac);
@@ -626,74 +633,26 @@ fn hand_off<F: Frame>(
     let port = pipeline.last_in_port();
     match handoff.queues.get(worker).map(|q| q.push((port, frame))) {
         Some(Ok(())) => {
-            pipeline.counters.inc(Counter::HandoffSent);
+            pipeline.count(Counter::HandoffSent);
             if let Some(bell) = handoff.doorbells.get(worker) {
                 bell.ring();
             }
         }
-        _ => pipeline.counters.inc(Counter::DropHandoffFull),
+        _ => pipeline.count(Counter::DropHandoffFull),
     }
 }
 
-/// Queues the extra frames the pipeline asked for (the rest of a split
-/// segment, PROXY header retransmissions) right behind what it sent, so a
-/// split segment's parts leave in order.
-fn send_emits<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [TxQueue<P::Frame>]) {
-    while let Some((port, bytes)) = pipeline.lb.pp.emits.front() {
-        if port >= tx.len() {
-            pipeline.lb.pp.emits.pop();
-            continue;
-        }
-        let Some(mut frame) = io.alloc(bytes.len()) else {
-            pipeline.lb.pp.emits.pop();
-            pipeline.counters.inc(Counter::DropNoAllocation);
-            continue;
-        };
-        let n = bytes.len();
-        match frame.data_mut().get_mut(..n) {
-            Some(d) => d.copy_from_slice(bytes),
-            None => {
-                pipeline.lb.pp.emits.pop();
-                pipeline.counters.inc(Counter::DropNoAllocation);
-                continue;
-            }
-        }
-        frame.set_len(n);
-        pipeline.lb.pp.emits.pop();
-        tx[port].push(io, pipeline, port, frame);
-    }
-}
-
-/// Writes and queues the ARP requests / neighbour solicitations the pipeline asked for.
-fn send_requests<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [TxQueue<P::Frame>]) {
-    while let Some(req) = pipeline.lb.requests.pop() {
-        let Some(info) = pipeline.ports().get(req.port) else {
-            continue;
-        };
-        let mac = info.mac;
-        let Some(mut frame) = io.alloc(REQUEST_FRAME_LEN) else {
-            pipeline.counters.inc(Counter::DropNoAllocation);
-            continue;
-        };
-        let len = match req.target {
-            IpAddr::V4(t) => info
-                .addrs_v4
-                .first()
-                .and_then(|s| neigh::write_arp_request(frame.data_mut(), mac, *s, t)),
-            IpAddr::V6(t) => info
-                .addrs_v6
-                .iter()
-                .find(|a| !a.is_unicast_link_local())
-                .or(info.addrs_v6.first())
-                .and_then(|s| neigh::write_neighbor_solicitation(frame.data_mut(), mac, *s, t)),
-        };
-        let Some(len) = len else {
-            continue;
-        };
-        frame.set_len(len);
-        pipeline.counters.inc(Counter::NeighborRequests);
-        if let Some(q) = tx.get_mut(req.port) {
-            q.push(io, pipeline, req.port, frame);
+/// Queues the frames the pipeline wants sent besides the received ones
+/// (neighbour requests, the rest of a split segment, PROXY headers) right
+/// behind what it sent, so a split segment's parts leave in order.
+/// Cold: most packets have nothing to send after them, and the packet loop
+/// stays tight without it (measured with callgrind).
+#[cold]
+#[inline(never)]
+fn transmit<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [TxQueue<P::Frame>]) {
+    while let Some((port, frame)) = pipeline.poll_transmit(|len| io.alloc(len)) {
+        if let Some(q) = tx.get_mut(port) {
+            q.push(io, pipeline, port, frame);
         }
     }
 }

@@ -14,7 +14,7 @@ use conf::counters::Counter;
 use conf::state::FlowStat;
 use dataplane::conntrack::{FlowKey, State};
 use dataplane::lb::{Adopted, Flow4or6};
-use dataplane::pipeline::Verdict;
+use dataplane::verdict::Verdict;
 use dataplane::wire::ip_proto;
 use etherparse::{
     ArpHardwareId, ArpOperation, ArpPacket, EtherType, LinkSlice, NetSlice, SlicedPacket,
@@ -77,7 +77,7 @@ fn handshake(n: &mut Node, client: SocketAddr, vip: SocketAddr) -> (SocketAddr, 
 }
 
 fn state_of(n: &Node, key: &FlowKey) -> Option<State> {
-    let ct = &n.w.pipeline.lb.conntrack;
+    let ct = n.w.pipeline.lb().conntrack();
     let now = n.clock.0.load(std::sync::atomic::Ordering::Relaxed);
     ct.lookup(key, now).map(|(id, _)| ct.get(id).state())
 }
@@ -296,7 +296,7 @@ fn dnat_reply_on_a_worker_without_the_entry_is_translated_statelessly() {
     assert_eq!((back.smac, back.dmac), (EXT_MAC, CLIENT_MAC));
     assert_eq!(back.ttl, 63);
     assert_eq!(n1.counter(Counter::DnatStatelessReplies), 1);
-    assert_eq!(n1.w.pipeline.lb.conntrack.len(), 0);
+    assert_eq!(n1.w.pipeline.lb().conntrack().len(), 0);
     assert_eq!(n1.vip(VIP_DNAT4, FlowStat::Packets), 1);
     assert_no_drops(n1);
 }
@@ -330,7 +330,8 @@ fn fullnat_reply_on_a_non_owner_worker_is_handed_to_the_owner() {
 
         // The pipeline alone says where it belongs, and leaves it untouched.
         let mut bytes = synack.build();
-        let v = nodes[other].w.pipeline.process(INT, &mut bytes);
+        let len = bytes.len();
+        let v = nodes[other].w.pipeline.process(INT, &mut bytes, len);
         assert_eq!(v, Verdict::Handoff { worker: owner });
         assert_eq!(bytes, synack.build());
 
@@ -378,7 +379,7 @@ fn syn_creates_an_entry_and_mid_stream_without_entry_is_mode_dependent() {
     let mut n = node();
     let client = client4(44000);
     n.forward(EXT, &Pkt::tcp(client, sa(VIP4, 80), SYN).build(), INT);
-    assert_eq!(n.w.pipeline.lb.conntrack.len(), 1);
+    assert_eq!(n.w.pipeline.lb().conntrack().len(), 1);
     assert_eq!(
         state_of(&n, &key4(client, sa(VIP4, 80))),
         Some(State::SynSent)
@@ -394,7 +395,7 @@ fn syn_creates_an_entry_and_mid_stream_without_entry_is_mode_dependent() {
         INT,
     ));
     assert_eq!(out.src, client4(44002));
-    assert_eq!(n.w.pipeline.lb.conntrack.len(), 2);
+    assert_eq!(n.w.pipeline.lb().conntrack().len(), 2);
     assert_eq!(n.counter(Counter::NewFlows), 2);
 }
 
@@ -422,7 +423,7 @@ fn established_flow_keeps_its_backend_when_a_new_generation_adds_one() {
     n.learn(new, host_mac(new));
     n.publish(g2);
     n.poll();
-    assert_eq!(n.w.pipeline.lb.generation(), Some(2));
+    assert_eq!(n.w.pipeline.generation(), Some(2));
 
     let data = Pkt::tcp(moved, vip, ACK | PSH).payload(b"more");
     let out = decode(&n.forward(EXT, &data.build(), INT));
@@ -479,7 +480,7 @@ fn syn_on_a_closing_entry_picks_afresh() {
         assert_ne!(out.dst, backend, "re-picked after {closer:#x}");
         assert_eq!(state_of(&n, &key4(client, vip)), Some(State::SynSent));
         assert_eq!(n.counter(Counter::NewFlows), 2);
-        assert_eq!(n.w.pipeline.lb.conntrack.len(), 1);
+        assert_eq!(n.w.pipeline.lb().conntrack().len(), 1);
         assert_eq!(n.vip(VIP_TCP4, FlowStat::ActiveConnections), 1);
         assert_eq!(n.vip(VIP_TCP4, FlowStat::NewConnections), 2);
         assert_eq!(
@@ -501,10 +502,14 @@ fn idle_entries_expire_and_release_their_counts() {
     assert_eq!(n.vip(VIP_UDP4, FlowStat::ActiveConnections), 1);
     n.advance_ms(299_000);
     n.poll();
-    assert_eq!(n.w.pipeline.lb.conntrack.len(), 1, "not idle long enough");
+    assert_eq!(
+        n.w.pipeline.lb().conntrack().len(),
+        1,
+        "not idle long enough"
+    );
     n.advance_ms(1_000);
     n.poll();
-    assert_eq!(n.w.pipeline.lb.conntrack.len(), 0);
+    assert_eq!(n.w.pipeline.lb().conntrack().len(), 0);
     assert_eq!(n.counter(Counter::ConntrackExpired), 1);
     assert_eq!(n.vip(VIP_UDP4, FlowStat::ActiveConnections), 0);
     assert_eq!(
@@ -530,7 +535,7 @@ fn conntrack_full_dnat_goes_stateless_fullnat_drops_established_stay() {
     let vip = sa(VIP4, 80);
     let a = handshake(&mut n, client4(46000), vip);
     let b = handshake(&mut n, client4(46001), vip);
-    assert!(n.w.pipeline.lb.conntrack.is_full());
+    assert!(n.w.pipeline.lb().conntrack().is_full());
 
     // New full-NAT flows: dropped, nothing evicted.
     for port in 0..50 {
@@ -557,7 +562,7 @@ fn conntrack_full_dnat_goes_stateless_fullnat_drops_established_stay() {
     assert_eq!(n.counter(Counter::NewFlows), 2 + 50);
 
     // The established flows are still there, on their backends and ports.
-    assert_eq!(n.w.pipeline.lb.conntrack.len(), 2);
+    assert_eq!(n.w.pipeline.lb().conntrack().len(), 2);
     for (port, (backend, local)) in [(46000, a), (46001, b)] {
         let client = client4(port);
         assert_eq!(state_of(&n, &key4(client, vip)), Some(State::Established));
@@ -596,7 +601,7 @@ fn ttl_one_is_dropped_before_any_state_is_created() {
     );
     assert_eq!(n.counter(Counter::DropTtlExceeded), 3);
     assert_eq!(
-        n.w.pipeline.lb.conntrack.len(),
+        n.w.pipeline.lb().conntrack().len(),
         0,
         "no entry for a packet that goes nowhere"
     );
@@ -658,7 +663,7 @@ fn fragments_to_a_vip_or_the_pool_are_dropped() {
     n.swallow(INT, &reply);
 
     assert_eq!(n.drops(), vec![("drop_fragment", 4)]);
-    assert_eq!(n.w.pipeline.lb.conntrack.len(), 0);
+    assert_eq!(n.w.pipeline.lb().conntrack().len(), 0);
 }
 
 #[test]
@@ -679,7 +684,7 @@ fn impossible_tcp_flags_are_dropped() {
     }
     assert_eq!(n.counter(Counter::DropBadTcpFlags), 8);
     assert_eq!(n.drops(), vec![("drop_bad_tcp_flags", 8)]);
-    assert_eq!(n.w.pipeline.lb.conntrack.len(), 0);
+    assert_eq!(n.w.pipeline.lb().conntrack().len(), 0);
 }
 
 #[test]
@@ -702,7 +707,7 @@ fn vip_without_backends_drops_with_no_backend() {
     n.swallow(EXT, &Pkt::tcp(client4(53000), sa(EMPTY4, 80), SYN).build());
     n.swallow(EXT, &Pkt::tcp(client4(53001), sa(EMPTY4, 80), SYN).build());
     assert_eq!(n.drops(), vec![("drop_no_backend", 2)]);
-    assert_eq!(n.w.pipeline.lb.conntrack.len(), 0);
+    assert_eq!(n.w.pipeline.lb().conntrack().len(), 0);
     assert_eq!(n.counter(Counter::NewFlows), 0);
 }
 

@@ -13,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use conf::counters::Counter;
 use conf::tables::{build_generation, BackendState};
 use conf::Config;
-use dataplane::lb::{Adopted, Routes};
+use dataplane::lb::{Adopted, Prepared, Routes};
 use dataplane::tables_source::{inputs_from_generation, resets_from_generation};
 use support::flags::{ACK, PSH, RST, SYN};
 use support::*;
@@ -54,7 +54,7 @@ fn adopt(n: &mut Node, t: Adopted<'static>) {
     let g = t.generation;
     n.publish(t);
     n.poll();
-    assert_eq!(n.w.pipeline.lb.generation(), Some(g));
+    assert_eq!(n.w.pipeline.generation(), Some(g));
 }
 
 /// Health takes `backend` of VIP `vip` down in generation 2 of `cfg`.
@@ -110,7 +110,7 @@ fn client_of(vip: SocketAddr, port: u16) -> SocketAddr {
 }
 
 fn entries(n: &Node) -> usize {
-    n.w.pipeline.lb.conntrack.len()
+    n.w.pipeline.lb().conntrack().len()
 }
 
 #[test]
@@ -358,13 +358,11 @@ fn other_flows_are_untouched_and_an_up_backend_resets_nothing() {
     // may have to be reset.
     let lane = |n: &Node| {
         n.w.pipeline
-            .lb
-            .express_prepare(&client_data(c2, vip))
-            .is_some()
+            .express_prepare(&client_data(c2, vip), &mut Prepared::default())
     };
     assert!(lane(&n));
     down(&mut n, &cfg, VIP_TCP4, b1.ip());
-    assert!(n.w.pipeline.lb.tables.as_ref().unwrap().reset_pending);
+    assert!(n.w.pipeline.lb().tables().unwrap().reset_pending);
     assert!(!lane(&n));
     for _ in 0..3 {
         assert_eq!(decode(&n.forward(EXT, &client_data(c2, vip), INT)).dst, b2);

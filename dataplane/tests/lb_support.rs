@@ -19,8 +19,10 @@ use dataplane::conntrack::Timeouts;
 use dataplane::io::MemPorts;
 use dataplane::lb::{Adopted, Lb};
 use dataplane::neigh::NeighborSync;
-use dataplane::pipeline::{ports_from_config, Pipeline, Verdict};
+use dataplane::pipeline::Pipeline;
+use dataplane::port::ports_from_config;
 use dataplane::standalone::adopted_from_config;
+use dataplane::verdict::Verdict;
 use dataplane::wire::parse_frame;
 use dataplane::worker::{Clock, Handoff, Poll, TablePoll, TableSource, Worker};
 use etherparse::{
@@ -303,7 +305,7 @@ impl Setup {
                 );
                 if self.learn_backends {
                     for ip in all_backends(self.tcp4_weights.len()) {
-                        lb.neighbors.learn(ip, host_mac(ip), 0);
+                        lb.seed_neighbor(ip, host_mac(ip));
                     }
                 }
                 let pipeline =
@@ -383,14 +385,14 @@ impl Node {
     }
 
     pub fn counter(&self, c: Counter) -> u64 {
-        self.w.pipeline.counters.get(c)
+        self.w.pipeline.counters().get(c)
     }
 
     /// Non-zero drop counters, by name.
     pub fn drops(&self) -> Vec<(&'static str, u64)> {
         self.w
             .pipeline
-            .counters
+            .counters()
             .nonzero()
             .into_iter()
             .filter(|(n, _)| n.starts_with("drop_"))
@@ -398,7 +400,7 @@ impl Node {
     }
 
     fn tables(&self) -> &Adopted<'static> {
-        self.w.pipeline.lb.tables.as_ref().expect("tables adopted")
+        self.w.pipeline.lb().tables().expect("tables adopted")
     }
 
     /// A statistic of VIP `vip` (config position, see `VIP_*`), by its stable key.
@@ -427,7 +429,7 @@ impl Node {
     }
 
     pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6]) {
-        self.w.pipeline.lb.learn(ip, mac);
+        self.w.pipeline.learn(ip, mac);
     }
 }
 
@@ -958,7 +960,7 @@ pub fn seed_frames(n: &mut Node) -> Vec<(usize, Vec<u8>)> {
 pub fn check_verdict(p: &mut Pipeline, port: usize, mut frame: Vec<u8>) {
     let len_in = frame.len();
     let ports = p.ports().len();
-    match p.process(port, &mut frame) {
+    match p.process(port, &mut frame, len_in) {
         Verdict::Send { port: out, len } | Verdict::Park { port: out, len, .. } => {
             assert!(len <= len_in, "sent {len} of {len_in} bytes");
             assert!(out < ports, "sent on port {out} of {ports}");
@@ -971,7 +973,7 @@ pub fn check_verdict(p: &mut Pipeline, port: usize, mut frame: Vec<u8>) {
         }
         Verdict::Drop(c) => assert!(c.is_drop(), "{c:?} is not a drop counter"),
         Verdict::Handoff { worker } => {
-            assert!(worker < 2 && worker != p.lb.worker, "handoff to {worker}")
+            assert!(worker < 2 && worker != p.worker(), "handoff to {worker}")
         }
     }
 }
@@ -1015,7 +1017,10 @@ pub fn fuzz_rig() -> (Vec<Node>, &'static [(usize, Vec<u8>)]) {
     });
     let mut nodes = build();
     for syn in syns {
-        let v = nodes[0].w.pipeline.process(EXT, &mut syn.clone());
+        let v = nodes[0]
+            .w
+            .pipeline
+            .process(EXT, &mut syn.clone(), syn.len());
         assert!(matches!(v, Verdict::Send { port: INT, .. }), "{v:?}");
     }
     (nodes, seeds)

@@ -18,7 +18,8 @@ use dataplane::conntrack::{FlowKey, State, Timeouts};
 use dataplane::io::MemPorts;
 use dataplane::lb::Lb;
 use dataplane::neigh::NeighborSync;
-use dataplane::pipeline::{ports_from_config, Pipeline};
+use dataplane::pipeline::Pipeline;
+use dataplane::port::ports_from_config;
 use dataplane::ppv2::header::{Header, SIGNATURE};
 use dataplane::standalone::adopted_from_config;
 use dataplane::worker::{Clock, Handoff, NoTables, Poll, Worker};
@@ -151,7 +152,7 @@ fn node() -> Node {
     );
     for v in &cfg.vips {
         for b in &v.backends {
-            lb.neighbors.learn(b.address, BACKEND_MAC, 0);
+            lb.seed_neighbor(b.address, BACKEND_MAC);
         }
     }
     lb.adopt(adopted_from_config(&cfg, 1).expect("tables"));
@@ -196,7 +197,7 @@ impl Node {
     }
 
     fn counter(&self, c: Counter) -> u64 {
-        self.w.pipeline.counters.get(c)
+        self.w.pipeline.counters().get(c)
     }
 
     fn tick(&mut self, ms: u64) -> Vec<Seen> {
@@ -218,7 +219,7 @@ impl Node {
             }
             _ => unreachable!(),
         };
-        let ct = &self.w.pipeline.lb.conntrack;
+        let ct = self.w.pipeline.lb().conntrack();
         let (id, _) = ct.lookup(&key, 0).expect("flow tracked");
         ct.get(id).value
     }
@@ -230,7 +231,7 @@ impl Node {
             }
             _ => unreachable!(),
         };
-        let ct = &self.w.pipeline.lb.conntrack;
+        let ct = self.w.pipeline.lb().conntrack();
         let (id, _) = ct.lookup(&key, 0).expect("flow tracked");
         ct.get(id).state()
     }
@@ -743,8 +744,8 @@ fn first_segment_carries_the_header_and_the_stream_is_translated() {
         ],
         "SACK edges move back over the header; edges inside it map to its start"
     );
-    assert!(rec.pp.committed());
-    assert!(n.flow(client, vip4()).pp.acked());
+    assert!(rec.proxy.committed());
+    assert!(n.flow(client, vip4()).proxy.acked());
 
     // Later client data is shifted; the client's ACK field is not touched.
     let c2 = c1.wrapping_add(req.len() as u32);
@@ -945,9 +946,10 @@ fn without_room_to_grow_the_payload_is_split_too() {
     let c1 = ISN.wrapping_add(1);
     let data = vec![0x5a; 300];
     let mut frame = conn.c(f::ACK, c1, BISN + 1).data(&data).build();
-    let v = n.w.pipeline.process(EXT, &mut frame);
+    let len = frame.len();
+    let v = n.w.pipeline.process(EXT, &mut frame, len);
     match v {
-        dataplane::pipeline::Verdict::Send { port, len } => {
+        dataplane::verdict::Verdict::Send { port, len } => {
             assert_eq!(port, INT);
             assert_eq!(len, frame.len());
             let s = decode(&frame[..len]);
@@ -958,7 +960,7 @@ fn without_room_to_grow_the_payload_is_split_too() {
         other => panic!("{other:?}"),
     }
     // The rest was queued for the worker.
-    assert_eq!(n.w.pipeline.lb.pp.emits.len(), 1);
+    assert_eq!(n.w.pipeline.lb().proxy_out().emits.len(), 1);
 }
 
 #[test]
@@ -1016,7 +1018,7 @@ fn send_on_connect_puts_the_header_in_the_handshake_ack_and_retransmits_it() {
     );
     assert_eq!(banner.ack, c1);
     assert!(n.tick(5000).is_empty(), "acknowledged: the timer stops");
-    assert_eq!(n.w.pipeline.lb.pp.timers.active(), 0);
+    assert_eq!(n.w.pipeline.lb().proxy_out().timers.active(), 0);
     // The client's bare ACK and data are shifted now.
     let a = n.one(&conn.c(f::ACK, c1, BISN + 9));
     assert_eq!(a.seq, c1.wrapping_add(l));
@@ -1038,7 +1040,7 @@ fn send_on_connect_timer_stops_when_the_connection_resets() {
     assert_eq!(rst.flags & f::RST, f::RST);
     assert_eq!(n.state(client, vips), State::Closed);
     assert!(n.tick(200).is_empty());
-    assert_eq!(n.w.pipeline.lb.pp.timers.active(), 0);
+    assert_eq!(n.w.pipeline.lb().proxy_out().timers.active(), 0);
 }
 
 #[test]
@@ -1111,8 +1113,8 @@ fn syn_data_duplicate_syns_and_resets_keep_the_table_consistent() {
     n.one(&Seg::client(client, vip4(), f::SYN, 5, 0).mss(1460));
     let rec = n.flow(client, vip4());
     assert_ne!(rec.conn_id, old);
-    assert_eq!(rec.pp.client_isn, 5);
-    assert!(!rec.pp.sent());
+    assert_eq!(rec.proxy.client_isn, 5);
+    assert!(!rec.proxy.sent());
 }
 
 #[test]

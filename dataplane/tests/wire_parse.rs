@@ -463,9 +463,9 @@ fn malformed_fixtures() -> Vec<(Malformed, Vec<u8>)> {
     let mut f = eth(0x8100);
     f.extend_from_slice(&[0, 5, 0x81, 0x00, 0, 6, 8, 0]);
     f.resize(60, 0);
-    v.push((QinQ, f.clone()));
+    v.push((VlanQinq, f.clone()));
     f[12..14].copy_from_slice(&[0x88, 0xa8]);
-    v.push((QinQ, f));
+    v.push((VlanQinq, f));
 
     let mut f = eth(0x0806);
     f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 0, 0]);
@@ -646,4 +646,17 @@ fn counter_names_are_stable_and_unique() {
         assert_eq!(m.to_string(), m.counter_name());
     }
     assert_eq!(Malformed::COUNT, names.len());
+}
+
+#[test]
+fn every_reason_has_its_own_drop_counter() {
+    let mut counters: Vec<_> = Malformed::ALL.iter().map(|m| m.counter()).collect();
+    for (m, c) in Malformed::ALL.iter().zip(&counters) {
+        assert!(c.is_drop(), "{m:?} counted under {}", c.name());
+        assert_eq!(c.name(), format!("drop_{}", m.counter_name()));
+        assert_ne!(*c, conf::counters::Counter::DropMalformed, "{m:?}");
+    }
+    counters.sort_unstable_by_key(|c| c.index());
+    counters.dedup();
+    assert_eq!(counters.len(), Malformed::COUNT);
 }

@@ -4,9 +4,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use dataplane::slowpath::{
-    self, arp, icmpv4, icmpv6, respond, Neighbor, Outcome, OwnedFn, SlowDrop,
-};
+use conf::counters::Counter;
+
+use dataplane::slowpath::{self, arp, icmpv4, icmpv6, respond, Neighbor, Outcome, OwnedFn};
 use dataplane::wire::checksum;
 use dataplane::wire::icmpv6::solicited_node;
 use dataplane::wire::{parse_frame, Icmpv4Packet, Icmpv6Packet, Ipv6Packet, L3Kind, Malformed};
@@ -44,7 +44,8 @@ fn client4() -> Option<Neighbor<Ipv4Addr>> {
 
 fn drop_reason<A>(o: &Outcome<A>) -> Option<&'static str> {
     match o {
-        Outcome::Drop { reason, .. } => Some(reason.counter_name()),
+        // The reason is the counter it is counted under: `drop_<name>`.
+        Outcome::Drop { reason, .. } => reason.name().strip_prefix("drop_"),
         _ => None,
     }
 }
@@ -176,7 +177,7 @@ fn arp_classification() {
     assert_eq!(
         out,
         Outcome::Drop {
-            reason: SlowDrop::ArpNotOurs,
+            reason: Counter::DropArpNotOurs,
             learn: client4()
         }
     );
@@ -282,7 +283,7 @@ fn arp_classification() {
     assert_eq!(
         arp(&mut buf, PORT_MAC, owned4),
         Outcome::Drop {
-            reason: SlowDrop::Malformed(Malformed::TruncatedArp),
+            reason: Malformed::TruncatedArp.counter(),
             learn: None
         }
     );
@@ -812,7 +813,7 @@ fn neighbor_discovery_classification() {
     assert_eq!(
         out,
         Outcome::Drop {
-            reason: SlowDrop::NdNotOurs,
+            reason: Counter::DropNdNotOurs,
             learn: client6()
         }
     );
@@ -974,7 +975,7 @@ fn respond_dispatches() {
     f[24..26].copy_from_slice(&c.to_be_bytes());
     assert_eq!(
         drop_reason(&respond(&mut f, PORT_MAC, owned)),
-        Some("not_ours")
+        Some("not_local")
     );
 
     // Other EtherTypes (LLDP): to the host.
@@ -999,26 +1000,26 @@ fn respond_dispatches() {
 
 #[test]
 fn drop_reason_names_are_stable() {
+    // A slow-path drop reason is the counter it is counted under; their
+    // names were the reasons' names before (`not_ours` was counted as
+    // `drop_not_local`, and now has that name).
     let all = [
-        (SlowDrop::Unhandled, "slowpath_unhandled"),
-        (SlowDrop::NotOurs, "not_ours"),
-        (SlowDrop::ArpNotOurs, "arp_not_ours"),
-        (SlowDrop::ArpBadOp, "arp_bad_op"),
-        (SlowDrop::ArpBadSender, "arp_bad_sender"),
-        (SlowDrop::IcmpNotOurs, "icmp_not_ours"),
-        (SlowDrop::IcmpBadChecksum, "icmp_bad_checksum"),
-        (SlowDrop::IcmpBadSource, "icmp_bad_source"),
-        (SlowDrop::NdBadHopLimit, "nd_bad_hop_limit"),
-        (SlowDrop::NdInvalid, "nd_invalid"),
-        (SlowDrop::NdBadOption, "nd_bad_option"),
-        (SlowDrop::NdNotOurs, "nd_not_ours"),
-        (
-            SlowDrop::Malformed(Malformed::TruncatedUdp),
-            "truncated_udp",
-        ),
+        (Counter::DropSlowpathUnhandled, "slowpath_unhandled"),
+        (Counter::DropNotLocal, "not_local"),
+        (Counter::DropArpNotOurs, "arp_not_ours"),
+        (Counter::DropArpBadOp, "arp_bad_op"),
+        (Counter::DropArpBadSender, "arp_bad_sender"),
+        (Counter::DropIcmpNotOurs, "icmp_not_ours"),
+        (Counter::DropIcmpBadChecksum, "icmp_bad_checksum"),
+        (Counter::DropIcmpBadSource, "icmp_bad_source"),
+        (Counter::DropNdBadHopLimit, "nd_bad_hop_limit"),
+        (Counter::DropNdInvalid, "nd_invalid"),
+        (Counter::DropNdBadOption, "nd_bad_option"),
+        (Counter::DropNdNotOurs, "nd_not_ours"),
+        (Malformed::TruncatedUdp.counter(), "truncated_udp"),
     ];
     for (d, name) in all {
-        assert_eq!(d.counter_name(), name);
+        assert_eq!(d.name(), format!("drop_{name}"));
     }
 }
 

@@ -45,7 +45,8 @@ use conf::Config;
 use dataplane::io::{Burst, Frame, PortIo};
 use dataplane::lb::Lb;
 use dataplane::neigh::NeighborSync;
-use dataplane::pipeline::{ports_from_config, Pipeline};
+use dataplane::pipeline::Pipeline;
+use dataplane::port::ports_from_config;
 use dataplane::standalone::{adopted_from_config, OneShot};
 use dataplane::worker::{Clock, Handoff, Poll, Worker};
 use etherparse::{PacketBuilder, TcpHeader};
@@ -494,7 +495,7 @@ impl Rig {
         let mut all: Vec<IpAddr> = (0..backends).map(|k| backend_v4(k).into()).collect();
         all.extend((0..backends).map(|k| IpAddr::from(backend_v6(k))));
         for ip in &all {
-            lb.neighbors.learn(*ip, backend_mac(*ip), 0);
+            lb.seed_neighbor(*ip, backend_mac(*ip));
         }
         let pipeline = Pipeline::new(ports_from_config(cfg, &[EXT_MAC, INT_MAC], false), lb);
         let offset_ms = Arc::new(AtomicU64::new(0));
@@ -542,14 +543,14 @@ impl Rig {
         self.offset_ms.fetch_add(ms, Ordering::Relaxed);
         self.w.poll_once();
         for ip in self.backends.clone() {
-            self.w.pipeline.lb.learn(ip, backend_mac(ip));
+            self.w.pipeline.learn(ip, backend_mac(ip));
         }
     }
 
     fn drops(&self) -> u64 {
         self.w
             .pipeline
-            .counters
+            .counters()
             .nonzero()
             .iter()
             .filter(|(n, _)| n.starts_with("drop_"))
@@ -671,7 +672,7 @@ fn establish(rig: &mut Rig, vip: Vip, n: usize) -> anyhow::Result<(Frames, Frame
         sent.len() == n && sent.iter().all(|(p, _)| *p == INT),
         "{} of {n} SYNs forwarded (drops {:?})",
         sent.len(),
-        rig.w.pipeline.counters.nonzero()
+        rig.w.pipeline.counters().nonzero()
     );
     let mut fwd = Vec::with_capacity(n);
     let mut rev = Vec::with_capacity(n);
@@ -900,10 +901,21 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         .ok_or_else(|| anyhow::anyhow!("no TSC on this architecture"))?;
     let cfg = Config::from_toml_str(&config_text(args.backends), "bench.toml")
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let wanted = |name: &str| args.only.as_deref().is_none_or(|o| name.contains(o));
-    let mut rows: Vec<Row> = Vec::new();
 
-    // Established flows.
+    let mut rows = established_rows(args, &cfg, hz)?;
+    rows.extend(new_flow_rows(args, &cfg, hz)?);
+    Ok(report(args, hz, &rows))
+}
+
+/// Whether `--only` selects the case called `name`.
+fn wanted(args: &Args, name: &str) -> bool {
+    args.only.as_deref().is_none_or(|o| name.contains(o))
+}
+
+/// Established flows of every VIP kind, each direction against the bare loop.
+fn established_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Vec<Row>> {
+    let wanted = |name: &str| wanted(args, name);
+    let mut rows: Vec<Row> = Vec::new();
     for &n in &args.flows {
         anyhow::ensure!(n > 0, "--flows must be above 0");
         for vip in [Vip::FullNat4, Vip::Dnat4, Vip::FullNat6, Vip::Proxy4] {
@@ -913,7 +925,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
             if !wanted(&fwd_name) && !do_rev {
                 continue;
             }
-            let mut rig = Rig::new(&cfg, args.backends, n + 1024, hz)?;
+            let mut rig = Rig::new(cfg, args.backends, n + 1024, hz)?;
             let (fwd, rev) = match vip {
                 Vip::Proxy4 => establish_proxied(&mut rig, n)?,
                 _ => establish(&mut rig, vip, n)?,
@@ -948,14 +960,20 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         }
     }
 
-    // New flows.
+    Ok(rows)
+}
+
+/// New flows (SYNs) into a cold table, then into the same table reused.
+fn new_flow_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Vec<Row>> {
+    let wanted = |name: &str| wanted(args, name);
+    let mut rows: Vec<Row> = Vec::new();
     for vip in [Vip::FullNat4, Vip::Dnat4, Vip::FullNat6] {
         let name = format!("new flows {} (SYN)", vip.name());
         if !wanted(&name) {
             continue;
         }
         let n = args.new_flows;
-        let mut rig = Rig::new(&cfg, args.backends, n + 1024, hz)?;
+        let mut rig = Rig::new(cfg, args.backends, n + 1024, hz)?;
         let drops0 = rig.drops();
         let mut cold = Vec::new();
         let mut warm = Vec::new();
@@ -975,13 +993,13 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
                 rig.w.poll_once();
             }
             anyhow::ensure!(
-                rig.w.pipeline.lb.conntrack.is_empty(),
+                rig.w.pipeline.lb().conntrack().is_empty(),
                 "{} entries left after expiry",
-                rig.w.pipeline.lb.conntrack.len()
+                rig.w.pipeline.lb().conntrack().len()
             );
         }
         let drops = rig.drops() - drops0;
-        let new = rig.w.pipeline.counters.get(Counter::NewFlows);
+        let new = rig.w.pipeline.counters().get(Counter::NewFlows);
         anyhow::ensure!(
             new == (n * (args.samples + 1)) as u64 - drops,
             "new_flows {new} does not match"
@@ -1007,6 +1025,11 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         });
     }
 
+    Ok(rows)
+}
+
+/// The table of rows, its notes and the goals' verdicts.
+fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
     let mut t = Table::new(
         format!(
             "pipeline: Worker::poll_once over an in-memory port, {} backends per VIP, {} samples, median (TSC {:.3} GHz)",
@@ -1028,7 +1051,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
             "drops",
         ],
     );
-    for r in &rows {
+    for r in rows {
         let bare = r.bare.map_or(0.0, |b| b.median);
         t.row(vec![
             r.case.clone(),
@@ -1098,7 +1121,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
             if worst >= 1e6 { "met" } else { "MISSED" }
         ));
     }
-    Ok(t)
+    t
 }
 
 #[cfg(test)]

@@ -199,7 +199,7 @@ fn scenario(args: &Args, n_vips: u32) -> anyhow::Result<Outcome> {
                 s.generation
             );
             let dw = worker_adopts(&mut lb)?;
-            let t = lb.tables.as_ref().expect("adopted");
+            let t = lb.tables().expect("adopted");
             anyhow::ensure!(
                 t.generation == s.generation && t.built == 1,
                 "the worker built {} VIPs for generation {}",

@@ -79,6 +79,17 @@ pub struct Ends {
     pub conn_id: u64,
 }
 
+/// A client segment on its way out: the connection it belongs to, the port
+/// it leaves by, its connection-table entry (for the header's
+/// retransmission timer) and the worker's clock.
+#[derive(Clone, Copy, Debug)]
+pub struct Departure<'a> {
+    pub ends: &'a Ends,
+    pub out_port: usize,
+    pub entry: EntryId,
+    pub now: u64,
+}
+
 /// Per-connection PROXY state, kept in the connection table's record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PpFlow {
@@ -171,19 +182,16 @@ impl PpFlow {
     /// A client -> backend segment of this flow, already translated (NAT,
     /// MACs) in `buf[..len]`; the rest of `buf` is room to grow. Returns the
     /// new frame length, or the counter to drop it under.
-    #[allow(clippy::too_many_arguments)]
     pub fn client_segment(
         &mut self,
-        e: &Ends,
+        d: &Departure<'_>,
         buf: &mut [u8],
         len: usize,
         p: &Parsed,
-        out_port: usize,
-        entry: EntryId,
-        now: u64,
         wk: &mut PpWorker,
         counters: &mut Counters,
     ) -> Result<usize, Counter> {
+        let e = d.ends;
         let Some(s) = buf.get(..len).and_then(|f| seg::locate(f, p)) else {
             return Err(Counter::DropPpBadSegment);
         };
@@ -219,7 +227,7 @@ impl PpFlow {
                     .ok_or(Counter::DropPpBadSegment)?;
                 self.hdr_len = l as u16;
                 self.bits |= bit::COMMITTED;
-                return self.carry(e, buf, s, out_port, entry, now, wk, counters);
+                return self.carry(d, buf, s, wk, counters);
             }
             if plen > 0 || (fin && !first) {
                 return Err(Counter::DropPpAheadOfHeader);
@@ -229,7 +237,7 @@ impl PpFlow {
         let wants_header =
             first && !rst && !self.has(bit::ACKED) && (plen > 0 || fin || self.cfg.send_on_connect);
         if wants_header {
-            return self.carry(e, buf, s, out_port, entry, now, wk, counters);
+            return self.carry(d, buf, s, wk, counters);
         }
         let untouched = first && plen == 0 && !fin && !self.has(bit::SENT);
         if !untouched {
@@ -249,18 +257,20 @@ impl PpFlow {
 
     /// Writes the header into the segment at `isn + 1` (splitting its
     /// payload if needed) and shifts its sequence number.
-    #[allow(clippy::too_many_arguments)]
     fn carry(
         &mut self,
-        e: &Ends,
+        d: &Departure<'_>,
         buf: &mut [u8],
         mut s: seg::Seg,
-        out_port: usize,
-        entry: EntryId,
-        now: u64,
         wk: &mut PpWorker,
         counters: &mut Counters,
     ) -> Result<usize, Counter> {
+        let Departure {
+            ends: e,
+            out_port,
+            entry,
+            now,
+        } = *d;
         let l = usize::from(self.hdr_len);
         let sni = if self.cfg.authority {
             tls::client_hello_sni(&buf[s.payload..s.end])

@@ -15,7 +15,7 @@
 //! cannot index outside the frame it was made for.
 
 use crate::wire::checksum::{self, fold};
-use crate::wire::{ip_proto, Fragment, L3Kind, Parsed};
+use crate::wire::{ip_proto, rd16, rd32, wr16, wr32, Fragment, L3Kind, Parsed};
 
 /// Where a TCP segment sits in a frame. Offsets are absolute;
 /// `l3 < l4`, `l4 + 20 <= payload <= end <= frame.len()`.
@@ -26,22 +26,6 @@ pub struct Seg {
     pub l4: usize,
     pub payload: usize,
     pub end: usize,
-}
-
-fn rd16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn rd32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn wr16(b: &mut [u8], at: usize, v: u16) {
-    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
-}
-
-fn wr32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
 /// Validates that `frame` holds an unfragmented IPv4/IPv6 TCP segment where

@@ -29,7 +29,9 @@ pub use icmpv4::Icmpv4Packet;
 pub use icmpv6::Icmpv6Packet;
 pub use ipv4::Ipv4Packet;
 pub use ipv6::Ipv6Packet;
-pub(crate) use parse::{parse_fast, parse_views};
+pub(crate) use parse::{
+    fast_ipv4, fast_ipv6, fast_l4, fast_link, ipv4_header_ok, parse_fast, parse_views,
+};
 pub use parse::{
     parse_frame, parse_frame_with, tcp_flags_valid, Fragment, L3Kind, Malformed, ParseOptions,
     Parsed, Ports,

@@ -3,6 +3,8 @@
 
 use core::fmt;
 
+use conf::counters::Counter;
+
 use super::arp::{self, ArpPacket};
 use super::ethernet::{ethertype, EthernetFrame, HEADER_LEN as ETH_HEADER_LEN};
 use super::ip_proto;
@@ -12,10 +14,11 @@ use super::tcp::TcpFlags;
 use super::{rd16, WireError};
 
 macro_rules! malformed {
-    ($( $(#[$doc:meta])* $variant:ident => $name:literal, )*) => {
-        /// Why a frame was rejected by [`parse_frame`]. Each reason has a stable
-        /// counter name ([`Malformed::counter_name`]) and a dense index
-        /// ([`Malformed::index`]) for per-reason counter arrays.
+    ($( $(#[$doc:meta])* $variant:ident => $counter:ident, )*) => {
+        /// Why a frame was rejected by [`parse_frame`]. Each reason is
+        /// counted under its own drop counter ([`Malformed::counter`], named
+        /// `drop_` and [`Malformed::counter_name`]) and has a dense index
+        /// ([`Malformed::index`]) for per-reason arrays.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[repr(u8)]
         pub enum Malformed {
@@ -28,10 +31,10 @@ macro_rules! malformed {
             /// Number of reasons.
             pub const COUNT: usize = Self::ALL.len();
 
-            /// Stable name for drop counters (snake_case, never changes).
-            pub fn counter_name(&self) -> &'static str {
+            /// The drop counter this reason is counted under.
+            pub const fn counter(self) -> Counter {
                 match self {
-                    $( Malformed::$variant => $name, )*
+                    $( Malformed::$variant => Counter::$counter, )*
                 }
             }
         }
@@ -40,57 +43,65 @@ macro_rules! malformed {
 
 malformed! {
     /// Shorter than 14 bytes.
-    TruncatedEthernet => "truncated_ethernet",
+    TruncatedEthernet => DropTruncatedEthernet,
     /// 802.1Q tag present but the frame ends inside it.
-    TruncatedVlan => "truncated_vlan",
+    TruncatedVlan => DropTruncatedVlan,
     /// Two VLAN tags (or an 802.1ad outer tag).
-    QinQ => "vlan_qinq",
+    VlanQinq => DropVlanQinq,
     /// ARP shorter than 28 bytes.
-    TruncatedArp => "truncated_arp",
+    TruncatedArp => DropTruncatedArp,
     /// ARP for something other than Ethernet/IPv4.
-    ArpUnsupported => "arp_unsupported",
+    ArpUnsupported => DropArpUnsupported,
     /// IPv4 header shorter than 20 bytes or than its IHL.
-    TruncatedIpv4 => "truncated_ipv4",
+    TruncatedIpv4 => DropTruncatedIpv4,
     /// EtherType IPv4 but version is not 4.
-    Ipv4BadVersion => "ipv4_bad_version",
+    Ipv4BadVersion => DropIpv4BadVersion,
     /// IHL < 5.
-    Ipv4BadIhl => "ipv4_bad_ihl",
+    Ipv4BadIhl => DropIpv4BadIhl,
     /// Total length below the header length or beyond the frame.
-    Ipv4BadTotalLength => "ipv4_bad_total_length",
+    Ipv4BadTotalLength => DropIpv4BadTotalLength,
     /// Header checksum does not verify.
-    Ipv4BadChecksum => "ipv4_bad_checksum",
+    Ipv4BadChecksum => DropIpv4BadChecksum,
     /// Fragment would extend past 65535 bytes.
-    Ipv4BadFragment => "ipv4_bad_fragment",
+    Ipv4BadFragment => DropIpv4BadFragment,
     /// Shorter than the 40-byte IPv6 header.
-    TruncatedIpv6 => "truncated_ipv6",
+    TruncatedIpv6 => DropTruncatedIpv6,
     /// EtherType IPv6 but version is not 6.
-    Ipv6BadVersion => "ipv6_bad_version",
+    Ipv6BadVersion => DropIpv6BadVersion,
     /// Payload length beyond the frame.
-    Ipv6BadPayloadLength => "ipv6_bad_payload_length",
+    Ipv6BadPayloadLength => DropIpv6BadPayloadLength,
     /// An extension header runs past the payload.
-    Ipv6TruncatedExtHeader => "ipv6_truncated_ext_header",
+    Ipv6TruncatedExtHeader => DropIpv6TruncatedExtHeader,
     /// Hop-by-hop not first, or a second fragment header.
-    Ipv6BadExtHeader => "ipv6_bad_ext_header",
+    Ipv6BadExtHeader => DropIpv6BadExtHeader,
     /// More extension headers than the walk allows.
-    Ipv6TooManyExtHeaders => "ipv6_too_many_ext_headers",
+    Ipv6TooManyExtHeaders => DropIpv6TooManyExtHeaders,
     /// Fragment past 65535 bytes, or a non-final fragment whose length is
     /// not a multiple of 8 (RFC 8200 §4.5).
-    Ipv6BadFragment => "ipv6_bad_fragment",
+    Ipv6BadFragment => DropIpv6BadFragment,
     /// TCP header shorter than 20 bytes.
-    TruncatedTcp => "truncated_tcp",
+    TruncatedTcp => DropTruncatedTcp,
     /// TCP data offset < 5 or beyond the segment.
-    TcpBadDataOffset => "tcp_bad_data_offset",
+    TcpBadDataOffset => DropTcpBadDataOffset,
     /// UDP header shorter than 8 bytes.
-    TruncatedUdp => "truncated_udp",
+    TruncatedUdp => DropTruncatedUdp,
     /// UDP length field < 8 or beyond the IP payload.
-    UdpBadLength => "udp_bad_length",
+    UdpBadLength => DropUdpBadLength,
     /// ICMP message shorter than 8 bytes.
-    TruncatedIcmpv4 => "truncated_icmpv4",
+    TruncatedIcmpv4 => DropTruncatedIcmpv4,
     /// ICMPv6 message shorter than 8 bytes.
-    TruncatedIcmpv6 => "truncated_icmpv6",
+    TruncatedIcmpv6 => DropTruncatedIcmpv6,
 }
 
 impl Malformed {
+    /// The reason's name: its counter's without the `drop_` every drop
+    /// counter's name starts with (snake_case, never changes).
+    pub fn counter_name(&self) -> &'static str {
+        // Every `Malformed` counter is a drop counter (`drop_...`): see
+        // the test `every_reason_has_its_own_drop_counter`.
+        &self.counter().name()["drop_".len()..]
+    }
+
     /// Dense index in `0..COUNT`, equal to the position in [`Malformed::ALL`].
     pub fn index(self) -> usize {
         self as usize
@@ -251,17 +262,16 @@ pub fn parse_frame_with(buf: &[u8], opts: &ParseOptions) -> Result<Parsed, Malfo
     }
 }
 
-/// The common case in one pass over raw bytes: Ethernet (untagged or one
-/// 802.1Q tag), an unfragmented IPv4 packet or an IPv6 packet without
-/// extension headers, and a valid TCP or UDP header. Returns exactly what
-/// [`parse_views`] returns for such a frame, and `None` for every other
-/// frame (those, and every error, are left to [`parse_views`]).
+/// The link layer of the common-shape frames: untagged or one 802.1Q tag.
+/// Returns the VLAN TCI, the EtherType and where the network header starts.
+/// The first stage of [`parse_fast`] and of the express lane's parse
+/// (`lb::express`), which stops earlier.
 #[inline(always)]
-pub(crate) fn parse_fast(buf: &[u8], opts: &ParseOptions) -> Option<Parsed> {
+pub(crate) fn fast_link(buf: &[u8]) -> Option<(Option<u16>, u16, usize)> {
     let &[.., e0, e1] = buf.get(..ETH_HEADER_LEN)? else {
         return None;
     };
-    let (vlan_tci, et, l3_offset) = match u16::from_be_bytes([e0, e1]) {
+    Some(match u16::from_be_bytes([e0, e1]) {
         ethertype::VLAN => {
             let &[t0, t1, i0, i1] = buf.get(ETH_HEADER_LEN..ETH_HEADER_LEN + 4)? else {
                 return None;
@@ -274,47 +284,56 @@ pub(crate) fn parse_fast(buf: &[u8], opts: &ParseOptions) -> Option<Parsed> {
             )
         }
         et => (None, et, ETH_HEADER_LEN),
-    };
-    let l3 = buf.get(l3_offset..)?;
-    let (ttl, proto, hl, total) = match et {
-        ethertype::IPV4 => {
-            let h = l3.get(..20)?;
-            let hl = usize::from(h[0] & 0x0F) * 4;
-            let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
-            // Version 4, IHL and total length consistent, not a fragment.
-            if h[0] >> 4 != 4
-                || hl < 20
-                || hl > total
-                || total > l3.len()
-                || u16::from_be_bytes([h[6], h[7]]) & 0x3FFF != 0
-            {
-                return None;
-            }
-            if opts.verify_ipv4_checksum && !ipv4_header_ok(l3.get(..hl)?) {
-                return None;
-            }
-            (h[8], h[9], hl, total)
-        }
-        ethertype::IPV6 => {
-            let h = l3.get(..40)?;
-            let total = 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
-            if h[0] >> 4 != 6 || total > l3.len() {
-                return None;
-            }
-            (h[7], h[6], 40, total)
-        }
-        _ => return None,
-    };
-    let l4 = l3.get(hl..total)?;
-    let l4_offset = l3_offset + hl;
-    let (ports, tcp_flags, payload) = match proto {
+    })
+}
+
+/// A common-shape IPv4 header at the start of `l3`: version 4, header and
+/// total length consistent and within `l3`, not a fragment. Returns (TTL,
+/// protocol, header length, total length). The checksum is
+/// [`ipv4_header_ok`]'s business.
+#[inline(always)]
+pub(crate) fn fast_ipv4(l3: &[u8]) -> Option<(u8, u8, usize, usize)> {
+    let h = l3.get(..20)?;
+    let hl = usize::from(h[0] & 0x0F) * 4;
+    let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    if h[0] >> 4 != 4
+        || hl < 20
+        || hl > total
+        || total > l3.len()
+        || u16::from_be_bytes([h[6], h[7]]) & 0x3FFF != 0
+    {
+        return None;
+    }
+    Some((h[8], h[9], hl, total))
+}
+
+/// A common-shape IPv6 header at the start of `l3` (its next header taken
+/// as the transport): version 6, payload within `l3`. Returns (hop limit,
+/// next header, total length).
+#[inline(always)]
+pub(crate) fn fast_ipv6(l3: &[u8]) -> Option<(u8, u8, usize)> {
+    let h = l3.get(..40)?;
+    let total = 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
+    if h[0] >> 4 != 6 || total > l3.len() {
+        return None;
+    }
+    Some((h[7], h[6], total))
+}
+
+/// A common-shape transport header at the start of `l4` (the IP payload):
+/// TCP with its data offset within the segment, or UDP with its length
+/// within the payload. Returns the header's first bytes (ports first), the
+/// TCP flags and where the payload starts.
+#[inline(always)]
+pub(crate) fn fast_l4(proto: u8, l4: &[u8]) -> Option<(&[u8], Option<TcpFlags>, usize)> {
+    match proto {
         ip_proto::TCP => {
             let h = l4.get(..20)?;
             let doff = usize::from(h[12] >> 4) * 4;
             if doff < 20 || doff > l4.len() {
                 return None;
             }
-            (h, Some(TcpFlags(h[13])), doff)
+            Some((h, Some(TcpFlags(h[13])), doff))
         }
         ip_proto::UDP => {
             let h = l4.get(..8)?;
@@ -322,10 +341,38 @@ pub(crate) fn parse_fast(buf: &[u8], opts: &ParseOptions) -> Option<Parsed> {
             if ulen < 8 || ulen > l4.len() {
                 return None;
             }
-            (h, None, 8)
+            Some((h, None, 8))
+        }
+        _ => None,
+    }
+}
+
+/// The common case in one pass over raw bytes: Ethernet (untagged or one
+/// 802.1Q tag), an unfragmented IPv4 packet or an IPv6 packet without
+/// extension headers, and a valid TCP or UDP header. Returns exactly what
+/// [`parse_views`] returns for such a frame, and `None` for every other
+/// frame (those, and every error, are left to [`parse_views`]).
+#[inline(always)]
+pub(crate) fn parse_fast(buf: &[u8], opts: &ParseOptions) -> Option<Parsed> {
+    let (vlan_tci, et, l3_offset) = fast_link(buf)?;
+    let l3 = buf.get(l3_offset..)?;
+    let (ttl, proto, hl, total) = match et {
+        ethertype::IPV4 => {
+            let (ttl, proto, hl, total) = fast_ipv4(l3)?;
+            if opts.verify_ipv4_checksum && !ipv4_header_ok(l3.get(..hl)?) {
+                return None;
+            }
+            (ttl, proto, hl, total)
+        }
+        ethertype::IPV6 => {
+            let (ttl, proto, total) = fast_ipv6(l3)?;
+            (ttl, proto, 40, total)
         }
         _ => return None,
     };
+    let l4 = l3.get(hl..total)?;
+    let l4_offset = l3_offset + hl;
+    let (ports, tcp_flags, payload) = fast_l4(proto, l4)?;
     Some(Parsed {
         vlan_tci,
         l3: if et == ethertype::IPV6 {
@@ -351,14 +398,17 @@ pub(crate) fn parse_fast(buf: &[u8], opts: &ParseOptions) -> Option<Parsed> {
     })
 }
 
-/// The IPv4 header checksum verifies; the 20-byte header without options
-/// is summed as five words in line.
+/// The IPv4 header checksum verifies (the one check of it on the fast
+/// paths). A 20-byte header without options is summed as five words in
+/// line: the one's-complement sum is 0xFFFF when the plain sum is a
+/// non-zero multiple of 0xFFFF, in either byte order (RFC 1071 §2(B)).
 #[inline(always)]
-fn ipv4_header_ok(h: &[u8]) -> bool {
+pub(crate) fn ipv4_header_ok(h: &[u8]) -> bool {
     match <&[u8; 20]>::try_from(h) {
         Ok(h) => {
-            let w = |i: usize| u64::from(u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
-            super::checksum::fold(w(0) + w(4) + w(8) + w(12) + w(16)) == 0xFFFF
+            let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            let sum = w(0) + w(4) + w(8) + w(12) + w(16);
+            sum != 0 && sum % 0xFFFF == 0
         }
         Err(_) => super::checksum::verify(h),
     }
@@ -367,7 +417,7 @@ fn ipv4_header_ok(h: &[u8]) -> bool {
 /// [`parse_frame_with`] through the views: every frame, every error.
 pub(crate) fn parse_views(buf: &[u8], opts: &ParseOptions) -> Result<Parsed, Malformed> {
     let eth = EthernetFrame::new_checked(buf).map_err(|e| match e {
-        WireError::QinQ => Malformed::QinQ,
+        WireError::QinQ => Malformed::VlanQinq,
         _ if buf.len() < ETH_HEADER_LEN => Malformed::TruncatedEthernet,
         _ => Malformed::TruncatedVlan,
     })?;

@@ -1,0 +1,326 @@
+//! Where a frame leaves: routes to a data port and next hop, the next
+//! hop's MAC (or a wait for it), and the ARP requests and neighbour
+//! solicitations the worker should send.
+
+use std::net::IpAddr;
+
+use conf::counters::Counter;
+
+use super::count_drop;
+use super::track::count_forwarded;
+use super::FlowRec;
+use super::Lb;
+use super::Out;
+use crate::conntrack::EntryId;
+use crate::counters::Counters;
+use crate::io::Frame;
+use crate::nat;
+use crate::neigh::{self, Binding, Resolution, Slot};
+use crate::neigh_queue;
+use crate::port::PortDesc;
+use crate::verdict::Verdict;
+use crate::wire::Parsed;
+
+/// A full-NAT source pool entry: address, the data port it lives on, port range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalPool {
+    pub addr: IpAddr,
+    pub port: usize,
+    pub range: (u16, u16),
+}
+
+/// Where to send packets for an address: data port and next hop.
+#[derive(Clone, Debug, Default)]
+pub struct Routes {
+    /// (data port, subnets of the port, gateway)
+    pub ports: Vec<(usize, Vec<conf::IpNet>, Option<IpAddr>)>,
+    pub pools: Vec<LocalPool>,
+}
+
+impl Routes {
+    pub fn from_config(cfg: &conf::Config) -> Routes {
+        let mut r = Routes::default();
+        for (i, p) in cfg.ports.iter().enumerate() {
+            r.ports.push((i, p.addresses.clone(), p.gateway));
+            if let Some(range) = p.local_port_range {
+                for a in &p.local_addresses {
+                    r.pools.push(LocalPool {
+                        addr: *a,
+                        port: i,
+                        range,
+                    });
+                }
+            }
+        }
+        r
+    }
+
+    /// The data port and next hop for `dst`: on-link first, else a gateway of the same family.
+    pub fn route(&self, dst: IpAddr) -> Option<(usize, IpAddr)> {
+        if let Some((p, _, _)) = self
+            .ports
+            .iter()
+            .find(|(_, nets, _)| nets.iter().any(|n| n.contains(dst)))
+        {
+            return Some((*p, dst));
+        }
+        self.ports
+            .iter()
+            .find_map(|(p, _, gw)| gw.filter(|g| g.is_ipv4() == dst.is_ipv4()).map(|g| (*p, g)))
+    }
+
+    /// The full-NAT pool used towards a backend reached through `port`.
+    pub fn pool_for(&self, port: usize, v4: bool) -> Option<&LocalPool> {
+        self.pools
+            .iter()
+            .find(|l| l.port == port && l.addr.is_ipv4() == v4)
+            .or_else(|| self.pools.iter().find(|l| l.addr.is_ipv4() == v4))
+    }
+}
+
+/// An ARP request or neighbour solicitation the worker should send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeighRequest {
+    pub port: usize,
+    pub target: IpAddr,
+}
+
+impl Lb {
+    pub(super) fn want_neighbor(&mut self, port: usize, ip: IpAddr) {
+        match self.neighbors.resolve(ip, self.now_ms) {
+            Resolution::Request | Resolution::KnownRefresh(_) => {
+                let _ = self.requests.try_push(NeighRequest { port, target: ip });
+            }
+            _ => {}
+        }
+    }
+
+    /// Learns a binding seen on the wire and tells the other workers.
+    pub(crate) fn learn(&mut self, ip: IpAddr, mac: [u8; 6]) {
+        if self.neighbors.learn(ip, mac, self.now_ms) && self.workers > 1 {
+            self.sync.share(self.worker, Binding { ip, mac });
+        }
+    }
+
+    /// Accounts for a translated client packet and sends it to the backend.
+    #[inline(always)]
+    pub(super) fn client_sent(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        p: &Parsed,
+        id: Option<EntryId>,
+        rec: &FlowRec,
+        out: Out<'_>,
+    ) -> Verdict {
+        let Out { ports, counters } = out;
+        count_forwarded(self.vip_stats, self.backend_stats, rec, len);
+        let Some(frame) = buf.get_mut(..len) else {
+            return count_drop(counters, Counter::DropSlowpathUnhandled);
+        };
+        let v = self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters);
+        match (v, id) {
+            (Verdict::Send { port, len }, Some(id)) if rec.pp_on() => {
+                self.pp_client(id, buf, len, p, port, counters)
+            }
+            // A PROXY flow's segment cannot wait: its header and sequence
+            // shift are decided as it leaves.
+            (Verdict::Park { .. }, _) if rec.pp_on() => {
+                count_drop(counters, Counter::DropNeighborUnresolved)
+            }
+            _ => v,
+        }
+    }
+
+    /// Sends out of data port `out` to next hop `hop`, resolving its MAC.
+    pub(super) fn send_via(
+        &mut self,
+        frame: &mut [u8],
+        out: usize,
+        hop: IpAddr,
+        ports: &[PortDesc],
+        counters: &mut Counters,
+    ) -> Verdict {
+        if ports.get(out).is_none() {
+            return count_drop(counters, Counter::DropNoRoute);
+        }
+        let slot = match self.neighbors.slot(hop) {
+            Some(slot) => slot,
+            // Unknown: a new pending entry with the request due now, or none
+            // for a full table.
+            None => {
+                if self.neighbors.resolve(hop, self.now_ms) == Resolution::Request {
+                    let _ = self.requests.try_push(NeighRequest {
+                        port: out,
+                        target: hop,
+                    });
+                }
+                return count_drop(counters, Counter::DropNeighborUnresolved);
+            }
+        };
+        self.send_to_hop(frame, out, slot, ports, counters)
+    }
+
+    /// Sends out of data port `out` to the next hop in neighbour slot `hop`.
+    #[inline(always)]
+    pub(super) fn send_to_hop(
+        &mut self,
+        frame: &mut [u8],
+        out: usize,
+        hop: Slot,
+        ports: &[PortDesc],
+        counters: &mut Counters,
+    ) -> Verdict {
+        let Some(port) = ports.get(out) else {
+            return count_drop(counters, Counter::DropNoRoute);
+        };
+        let mac = match self.neighbors.resolve_at(hop, self.now_ms) {
+            Resolution::Known(m) => m,
+            Resolution::KnownRefresh(m) => {
+                self.request(out, hop);
+                m
+            }
+            r @ (Resolution::Request | Resolution::Pending) => {
+                if r == Resolution::Request {
+                    self.request(out, hop);
+                }
+                nat::set_macs(frame, port.mac, [0; 6]);
+                return Verdict::Park {
+                    port: out,
+                    len: frame.len(),
+                    hop,
+                };
+            }
+            Resolution::Full => {
+                return count_drop(counters, Counter::DropNeighborUnresolved);
+            }
+        };
+        nat::set_macs(frame, port.mac, mac);
+        Verdict::Send {
+            port: out,
+            len: frame.len(),
+        }
+    }
+
+    /// What becomes of a frame that has waited `waited_ms` for next hop
+    /// `hop` on `port` ([`Verdict::Park`]): sent once the hop is known,
+    /// asked for again while it is not, dropped after
+    /// [`neigh_queue::WAIT_MS`].
+    pub(crate) fn parked_fate(
+        &mut self,
+        port: usize,
+        hop: Slot,
+        waited_ms: u64,
+    ) -> neigh_queue::Fate {
+        match self.neighbors.resolve_at(hop, self.now_ms) {
+            Resolution::Known(m) | Resolution::KnownRefresh(m) => neigh_queue::Fate::Send(m),
+            Resolution::Full => neigh_queue::Fate::Expire,
+            _ if waited_ms >= neigh_queue::WAIT_MS => neigh_queue::Fate::Expire,
+            Resolution::Request => {
+                self.request(port, hop);
+                neigh_queue::Fate::Wait
+            }
+            Resolution::Pending => {
+                if self
+                    .neighbors
+                    .ask_again(hop, self.now_ms, neigh_queue::ASK_EVERY_MS)
+                {
+                    self.request(port, hop);
+                }
+                neigh_queue::Fate::Wait
+            }
+        }
+    }
+
+    #[cold]
+    pub(super) fn request(&mut self, port: usize, hop: Slot) {
+        if let Some(target) = self.neighbors.ip_at(hop) {
+            let _ = self.requests.try_push(NeighRequest { port, target });
+        }
+    }
+}
+
+/// Room for a generated ARP request or neighbour solicitation.
+const REQUEST_FRAME_LEN: usize = 86;
+
+impl Lb {
+    /// Whether [`Lb::poll_transmit`] has a frame that must leave right
+    /// behind the one just handled (the rest of a split segment): one load,
+    /// for after every received frame. Neighbour requests wait for the end
+    /// of the poll iteration.
+    #[inline(always)]
+    pub(crate) fn wants_transmit(&self) -> bool {
+        !self.proxy_out.emits.is_empty()
+    }
+
+    /// The next frame this worker wants sent that no received frame
+    /// carries, and the port it leaves by: a neighbour request (written
+    /// here, from the port's own address), then the PROXY protocol's extra
+    /// frames (the rest of a split segment, a header sent on its own or
+    /// again) in the order they were made. `alloc` gives a frame of the
+    /// length asked for. A frame that cannot be made (no buffer) is counted
+    /// and skipped; `None`: nothing left.
+    pub(crate) fn poll_transmit<F: Frame>(
+        &mut self,
+        ports: &[PortDesc],
+        counters: &mut Counters,
+        mut alloc: impl FnMut(usize) -> Option<F>,
+    ) -> Option<(usize, F)> {
+        while let Some(req) = self.requests.pop() {
+            let Some(info) = ports.get(req.port) else {
+                continue;
+            };
+            let Some(mut frame) = alloc(REQUEST_FRAME_LEN) else {
+                counters.inc(Counter::DropNoAllocation);
+                continue;
+            };
+            let Some(len) = write_request(frame.data_mut(), info, req.target) else {
+                continue;
+            };
+            frame.set_len(len);
+            counters.inc(Counter::NeighborRequests);
+            return Some((req.port, frame));
+        }
+        while let Some((port, bytes)) = self.proxy_out.emits.front() {
+            if port >= ports.len() {
+                self.proxy_out.emits.pop();
+                continue;
+            }
+            let n = bytes.len();
+            let Some(mut frame) = alloc(n) else {
+                self.proxy_out.emits.pop();
+                counters.inc(Counter::DropNoAllocation);
+                continue;
+            };
+            let Some(d) = frame.data_mut().get_mut(..n) else {
+                self.proxy_out.emits.pop();
+                counters.inc(Counter::DropNoAllocation);
+                continue;
+            };
+            d.copy_from_slice(bytes);
+            frame.set_len(n);
+            self.proxy_out.emits.pop();
+            return Some((port, frame));
+        }
+        None
+    }
+}
+
+/// Writes the ARP request or neighbour solicitation for `target` out of
+/// port `info` into `buf`: its length, or `None` when the port has no
+/// address of the family to ask from.
+fn write_request(buf: &mut [u8], info: &PortDesc, target: IpAddr) -> Option<usize> {
+    let mac = info.mac;
+    match target {
+        IpAddr::V4(t) => info
+            .addrs_v4
+            .first()
+            .and_then(|s| neigh::write_arp_request(buf, mac, *s, t)),
+        IpAddr::V6(t) => info
+            .addrs_v6
+            .iter()
+            .find(|a| !a.is_unicast_link_local())
+            .or(info.addrs_v6.first())
+            .and_then(|s| neigh::write_neighbor_solicitation(buf, mac, *s, t)),
+    }
+}

@@ -1,0 +1,337 @@
+//! The express lane: packets of established flows in the common shapes
+//! take the same steps as the general path ([`Lb::handle`]) without
+//! building a `Parsed`, over a whole burst in passes so the connection
+//! table's cache misses overlap. Its differential tests against the general
+//! path are in `express/tests.rs`.
+
+use conf::counters::Counter;
+use conf::Mode;
+
+use super::count_drop;
+use super::rewrite::forward_drop;
+use super::track::count_forwarded;
+use super::Lb;
+use crate::conntrack::{Dir, FlowKey, Hint, KeyHash};
+use crate::counters::Counters;
+use crate::nat;
+use crate::port::PortDesc;
+use crate::ppv2;
+use crate::tstamp;
+use crate::verdict::Verdict;
+use crate::wire::ethernet::ethertype;
+use crate::wire::{self, ip_proto};
+
+/// TCP flags the express lane looks at.
+pub(super) const TCP_SYN: u8 = 0x02;
+
+pub(super) const TCP_ACK: u8 = 0x10;
+
+/// The express lane's parse: the layout, the flow key and the TCP flags
+/// (0 for UDP) of a frame of the shape [`Lb::express`] takes. It runs the
+/// stages of `parse_fast` (so it accepts no frame `parse_frame` would
+/// refuse, and finds the same offsets) and stops where the lane has what it
+/// needs, adding the lane's own conditions: IPv4 without options and its
+/// checksum verified, and the checks `client_packet` and `backend_packet`
+/// make before any state changes (TTL above 1, TCP flags valid). A SYN is
+/// refused: it may start a connection.
+#[inline(always)]
+pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
+    let (_, et, l3) = wire::fast_link(f)?;
+    let h = f.get(l3..)?;
+    let (v4, ttl, proto, hl, total) = match et {
+        ethertype::IPV4 => {
+            let (ttl, proto, hl, total) = wire::fast_ipv4(h)?;
+            if hl != 20 || !wire::ipv4_header_ok(h.get(..20)?) {
+                return None;
+            }
+            (true, ttl, proto, hl, total)
+        }
+        ethertype::IPV6 => {
+            let (ttl, proto, total) = wire::fast_ipv6(h)?;
+            (false, ttl, proto, 40, total)
+        }
+        _ => return None,
+    };
+    if ttl <= 1 {
+        return None;
+    }
+    let (ports, tcp_flags, _) = wire::fast_l4(proto, h.get(hl..total)?)?;
+    let flags = tcp_flags.map_or(0, |t| t.0);
+    if flags & TCP_SYN != 0 || !tcp_flags.is_none_or(wire::tcp_flags_valid) {
+        return None;
+    }
+    let mut key = if v4 {
+        let a: &[u8; 8] = h.get(12..20)?.try_into().ok()?;
+        FlowKey::v4(
+            [a[0], a[1], a[2], a[3]],
+            [a[4], a[5], a[6], a[7]],
+            0,
+            0,
+            proto,
+        )
+    } else {
+        let s: &[u8; 16] = h.get(8..24)?.try_into().ok()?;
+        let d: &[u8; 16] = h.get(24..40)?.try_into().ok()?;
+        FlowKey::v6(*s, *d, 0, 0, proto)
+    };
+    key.sport = u16::from_be_bytes([ports[0], ports[1]]);
+    key.dport = u16::from_be_bytes([ports[2], ports[3]]);
+    let udp = proto == ip_proto::UDP;
+    Some((
+        nat::Layout {
+            l3,
+            l4: l3 + hl,
+            v4,
+            udp,
+        },
+        key,
+        flags,
+    ))
+}
+
+/// A frame [`Lb::express_prepare`] took: its layout, flow key, TCP flags,
+/// the direction the key must have in the connection table (original: to
+/// a VIP; reply: to a full-NAT local address) and the key's index hash.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Prepared {
+    key: FlowKey,
+    hash: KeyHash,
+    /// Set by [`Lb::express_prefetch`] (none without it).
+    hint: Hint,
+    /// `nat::Layout`'s offsets (at most 18 and 58).
+    l3: u8,
+    l4: u8,
+    flags: u8,
+    /// [`PREP_V4`], [`PREP_UDP`], [`PREP_REPLY`].
+    bits: u8,
+}
+
+pub(super) const PREP_V4: u8 = 1;
+
+pub(super) const PREP_UDP: u8 = 2;
+
+/// The key must be a reply key (else an original key).
+pub(super) const PREP_REPLY: u8 = 4;
+
+/// The destination is no VIP or local address: only a DNAT reply (to an
+/// address the input port does not own) is the lane's.
+pub(super) const PREP_NOT_LOCAL: u8 = 8;
+
+impl Lb {
+    /// The express lane's first step, which changes nothing: parses the
+    /// frame, finds whether it is addressed to a VIP, to a full-NAT local
+    /// address in its pool's port range or to no address of ours (a DNAT
+    /// reply on its way to the client), hashes its key and starts loading
+    /// the connection table's index bucket for it, into `out` (a worker's
+    /// array for the burst). False: not a frame for the lane (the general
+    /// path takes it); `out` may have changed, but means nothing. See
+    /// [`Lb::express`].
+    #[inline(always)]
+    pub(crate) fn express_prepare(&self, frame: &[u8], out: &mut Prepared) -> bool {
+        self.express_prepare_opt(frame, out).is_some()
+    }
+
+    #[inline(always)]
+    fn express_prepare_opt(&self, frame: &[u8], out: &mut Prepared) -> Option<()> {
+        #[cfg(test)]
+        if self.express_off {
+            return None;
+        }
+        let tables = self.tables.as_ref()?;
+        // Some flow may have to be reset: the general path checks each.
+        if tables.reset_pending {
+            return None;
+        }
+        let (at, key, flags) = express_parse(frame)?;
+        let mut not_local = false;
+        let dir = if tables
+            .vip_at(&key.dst, key.v6, key.dport, key.proto)
+            .is_some()
+        {
+            Dir::Original
+        } else {
+            let class = tables.class_of(&key.dst, key.v6);
+            match class.pool {
+                _ if class.vip => return None,
+                Some((lo, hi)) if key.dport < lo || key.dport > hi => return None,
+                Some(_) => {}
+                // Not a VIP or local address; unless a port owns it (checked
+                // once the flow is found), a DNAT reply.
+                None => not_local = true,
+            }
+            Dir::Reply
+        };
+        let hash = self.conntrack.hash_of(&key);
+        self.conntrack.prefetch_bucket(hash);
+        out.key = key;
+        out.hash = hash;
+        out.hint = Hint::default();
+        out.l3 = at.l3 as u8;
+        out.l4 = at.l4 as u8;
+        out.flags = flags;
+        out.bits = (u8::from(at.v4) * PREP_V4)
+            | (u8::from(at.udp) * PREP_UDP)
+            | (u8::from(dir == Dir::Reply) * PREP_REPLY)
+            | (u8::from(not_local) * PREP_NOT_LOCAL);
+        Some(())
+    }
+
+    /// The express lane's second step, a hint that changes nothing: starts
+    /// loading the connection-table entry of a prepared frame (its index
+    /// bucket should have arrived since [`Lb::express_prepare`]).
+    #[inline(always)]
+    pub(crate) fn express_prefetch(&self, prep: &mut Prepared) {
+        prep.hint = self.conntrack.prefetch_entry(prep.hash);
+    }
+
+    /// The express lane: a packet of an established flow, client -> VIP,
+    /// backend -> full-NAT local address or backend -> client (DNAT), in
+    /// the frame's most common shape
+    /// (Ethernet with at most one VLAN tag; IPv4 without options and not a
+    /// fragment, or IPv6 without extension headers; TCP without SYN, or
+    /// UDP), of a flow without PROXY protocol or past its header. Everything
+    /// else, and every packet this lane is unsure about, gets `None` before
+    /// anything was changed, and takes the general path (`parse_frame`,
+    /// then [`Lb::handle`]).
+    ///
+    /// For the packets it takes, the lane does what the general path does,
+    /// step for step and with the same functions (connection state,
+    /// [`nat::forward`]'s rewrite, statistics, next hop), without building
+    /// a `Parsed`: its header checks are those of `parse_frame` (IPv4
+    /// header checksum included) restricted to that shape.
+    ///
+    /// It takes three steps: [`Lb::express_prepare`], [`Lb::express_prefetch`]
+    /// and this one, the last; a worker runs each over a whole burst before
+    /// the next, so the connection table's cache misses overlap. Here: the
+    /// frame in `buf[..len]`, which [`Lb::express_prepare`] prepared as
+    /// `prep` in this poll iteration (same tables; the frame unchanged
+    /// since). `None`, with nothing changed: the general path takes the
+    /// frame.
+    #[inline(always)]
+    pub(crate) fn express(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        prep: &Prepared,
+        in_port: usize,
+        ports: &[PortDesc],
+        counters: &mut Counters,
+    ) -> Option<Verdict> {
+        let frame = buf.get_mut(..len)?;
+        let Prepared {
+            ref key,
+            hash,
+            hint,
+            l3,
+            l4,
+            flags,
+            bits,
+        } = *prep;
+        let at = nat::Layout {
+            l3: usize::from(l3),
+            l4: usize::from(l4),
+            v4: bits & PREP_V4 != 0,
+            udp: bits & PREP_UDP != 0,
+        };
+        let dir = if bits & PREP_REPLY != 0 {
+            Dir::Reply
+        } else {
+            Dir::Original
+        };
+        let now = self.now_ms;
+        let (id, found) = self.conntrack.lookup_hinted(key, hash, hint, now)?;
+        if found != dir {
+            return None;
+        }
+        let e = self.conntrack.get(id);
+        // PROXY protocol flows once past their header: only sequence or
+        // acknowledgement numbers move (no SYN: the SYN-ACK's MSS is clamped
+        // on the general path; replies need the ACK they translate).
+        if e.value.pp_on()
+            && !(e.value.proxy.steady()
+                && !at.udp
+                && flags & TCP_SYN == 0
+                && (dir == Dir::Original || flags & TCP_ACK != 0))
+        {
+            return None;
+        }
+        // As `handle`: a packet to an address the port owns is not a DNAT
+        // reply (the local stack takes it).
+        if bits & PREP_NOT_LOCAL != 0
+            && (e.value.mode != Mode::Dnat
+                || ports
+                    .get(in_port)
+                    .is_none_or(|port| port.owns_any(key.dst_ip())))
+        {
+            return None;
+        }
+        #[cfg(test)]
+        {
+            self.express_taken += 1;
+        }
+        // As `client_packet` (original) or `backend_packet` (reply) from here on.
+        if at.udp {
+            self.conntrack.touch(id, now);
+        } else {
+            self.conntrack.update_tcp(id, dir, flags, now);
+        }
+        let e = self.conntrack.get(id);
+        let rec = &e.value;
+        // The packet becomes the other key reversed.
+        let other = e.key(dir.reverse());
+        if other.v6 != key.v6 {
+            return Some(count_drop(counters, Counter::DropSlowpathUnhandled));
+        }
+        let (src, deltas) = match dir {
+            Dir::Original => (
+                (rec.mode == Mode::FullNat).then_some((&other.dst, other.dport)),
+                rec.fwd,
+            ),
+            Dir::Reply => (Some((&other.dst, other.dport)), rec.rev),
+        };
+        let dst = Some((&other.src, other.sport));
+        if let Err(err) = nat::forward_with(frame, at, src, dst, deltas) {
+            return Some(count_drop(counters, forward_drop(err)));
+        }
+        if rec.ts_on() {
+            let seg = frame.get_mut(at.l4..)?;
+            match dir {
+                Dir::Original => tstamp::shift_tsval(seg, rec.ts_delta),
+                Dir::Reply => tstamp::unshift_tsecr(seg, rec.ts_delta),
+            }
+        }
+        let rec = *rec;
+        count_forwarded(self.vip_stats, self.backend_stats, &rec, len);
+        // PROXY protocol: as `pp_client` / `PpFlow::backend_segment` do for
+        // a steady flow, at the same points.
+        let segment = |frame: &[u8]| ppv2::seg::locate_at(frame, !at.v4, at.l3, at.l4);
+        if dir == Dir::Original {
+            let v = self.send_to_hop(frame, rec.backend_port as usize, rec.hop, ports, counters);
+            if rec.pp_on() && matches!(v, Verdict::Park { .. }) {
+                return Some(count_drop(counters, Counter::DropNeighborUnresolved));
+            }
+            if rec.pp_on() && matches!(v, Verdict::Send { .. }) {
+                let Some(s) = segment(frame) else {
+                    return Some(count_drop(counters, Counter::DropPpBadSegment));
+                };
+                rec.proxy.shift_client(frame, &s);
+            }
+            return Some(v);
+        }
+        if rec.pp_on() {
+            let Some(s) = segment(frame) else {
+                return Some(count_drop(counters, Counter::DropPpBadSegment));
+            };
+            rec.proxy.map_backend(frame, &s);
+        }
+        let out = rec.client_port as usize;
+        let Some(port) = ports.get(out) else {
+            return Some(count_drop(counters, Counter::DropNoRoute));
+        };
+        nat::set_macs(frame, port.mac, rec.client_mac);
+        Some(Verdict::Send { port: out, len })
+    }
+}
+
+#[cfg(test)]
+mod tests;

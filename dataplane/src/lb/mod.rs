@@ -1,0 +1,288 @@
+//! Load balancing on one worker. A packet meets it in this order, one
+//! file a stage:
+//!
+//! 1. `classify`: what the destination is (a VIP, a full-NAT local
+//!    address, a DNAT client); [`Lb::handle`] is the general path's entry.
+//! 2. `track`: the connection table: flow records, the lookup of a
+//!    client's or a backend's packet, forgetting an entry.
+//! 3. `select`: a new flow's backend (Maglev), local tuple and owner.
+//! 4. `rewrite`: the NAT translation, PROXY protocol v2, ICMP errors about
+//!    a flow.
+//! 5. `emit`: routes, next hops and neighbour requests: where it leaves.
+//!
+//! `reset` handles flows to a backend health took down; `express` is the
+//! burst lane that does steps 1-5 for established flows without a parse;
+//! `tables` is the adopted table generation they all read.
+//!
+//! Sans-IO like the rest of the pipeline: [`Lb::handle`] takes a parsed
+//! frame and returns a verdict, or `None` when the frame is not load-balancer
+//! traffic (then the slow path or the kernel twin gets it).
+
+use arrayvec::ArrayVec;
+use conf::counters::Counter;
+use conf::state::FlowStats;
+
+use crate::conntrack::{Conntrack, Timeouts};
+use crate::counters::Counters;
+use crate::local_ports::LocalPorts;
+use crate::neigh::{NeighborSync, Neighbors, Slot};
+use crate::port::PortDesc;
+use crate::ppv2::{self, PpWorker};
+use crate::verdict::Verdict;
+use crate::wire::Parsed;
+use track::Release;
+
+mod classify;
+mod emit;
+mod express;
+mod reset;
+mod rewrite;
+mod select;
+mod tables;
+mod track;
+
+pub use emit::{LocalPool, NeighRequest, Routes};
+pub use express::Prepared;
+pub use reset::ResetKey;
+pub use select::{port_owner, Flow4or6};
+pub use tables::{Adopted, BackendRt, VipInput, VipRt, VipSrc};
+pub use track::{FlowRec, FLOW_PP, FLOW_TS, FLOW_TS_ECHOED};
+
+/// Full-NAT local tuples counted for the pool gauges per poll iteration.
+const LOCAL_TUPLE_SCAN_BUDGET: usize = 512;
+
+/// Connection-table entries examined for expiry per poll iteration.
+pub const EXPIRE_BUDGET: usize = 64;
+
+/// Entries examined per wake-up of a worker sleeping on Rx interrupts,
+/// which polls ~100 times a second instead of millions: with this, a
+/// table of a million entries is swept in ~10 s while idle (64 per
+/// wake-up would take ~3 minutes), for a few microseconds per wake-up.
+pub const IDLE_EXPIRE_BUDGET: usize = 1024;
+
+/// A received frame on the general path, as the stages pass it on.
+struct Rx<'a> {
+    /// The frame is `buf[..len]`; the rest of `buf` is room it may grow
+    /// into (a PROXY header).
+    buf: &'a mut [u8],
+    len: usize,
+    /// What `parse_frame` found in the frame.
+    p: &'a Parsed,
+    /// The port it came by.
+    in_port: usize,
+}
+
+impl<'a> Rx<'a> {
+    /// The buffer, the frame's length, its parse and its port.
+    #[inline(always)]
+    fn parts(self) -> (&'a mut [u8], usize, &'a Parsed, usize) {
+        (self.buf, self.len, self.p, self.in_port)
+    }
+}
+
+/// Where a stage's verdict goes: the port table it may name and the
+/// counters it counts in.
+struct Out<'a> {
+    ports: &'a [PortDesc],
+    counters: &'a mut Counters,
+}
+
+/// Per-worker load-balancing state.
+pub struct Lb {
+    worker: usize,
+    workers: usize,
+    owner_mask: u16,
+    tables: Option<Adopted<'static>>,
+    conntrack: Conntrack<FlowRec>,
+    neighbors: Neighbors,
+    sync: NeighborSync,
+    vip_stats: FlowStats<'static>,
+    backend_stats: FlowStats<'static>,
+    /// Full-NAT local tuples (rebuilt when adopted routes change pools).
+    local_ports: LocalPorts,
+    local_port_cooldown: u32,
+    /// `conntrack::timeout_table` of the table's timeouts.
+    state_timeouts_ms: [u64; 7],
+    /// Neighbour requests to send ([`Lb::poll_transmit`]).
+    requests: ArrayVec<NeighRequest, 32>,
+    now_ms: u64,
+    /// Connections created by this worker (the low bits of `FlowRec::conn_id`).
+    conn_counter: u64,
+    /// Extra frames to send and PROXY header retransmission timers.
+    proxy_out: PpWorker,
+    /// Tests compare the express lane with the general path.
+    #[cfg(test)]
+    express_off: bool,
+    /// Frames the express lane took (tests).
+    #[cfg(test)]
+    express_taken: u64,
+}
+
+impl Lb {
+    pub fn new(
+        worker: usize,
+        workers: usize,
+        conntrack_capacity: usize,
+        timeouts: Timeouts,
+        sync: NeighborSync,
+        vip_stats: FlowStats<'static>,
+        backend_stats: FlowStats<'static>,
+    ) -> Lb {
+        Lb {
+            worker,
+            workers: workers.max(1),
+            owner_mask: (workers.max(1).next_power_of_two() - 1) as u16,
+            tables: None,
+            conntrack: Conntrack::new(conntrack_capacity, timeouts),
+            neighbors: Neighbors::new(),
+            sync,
+            vip_stats,
+            backend_stats,
+            local_ports: LocalPorts::default(),
+            local_port_cooldown: timeouts.local_port_cooldown,
+            state_timeouts_ms: crate::conntrack::timeout_table(&timeouts),
+            requests: ArrayVec::new(),
+            now_ms: 0,
+            conn_counter: 0,
+            proxy_out: PpWorker::default(),
+            #[cfg(test)]
+            express_off: false,
+            #[cfg(test)]
+            express_taken: 0,
+        }
+    }
+
+    /// Switches to a new table generation. Flows keep the backend they have.
+    ///
+    /// A VIP read from the same tables-region block as a VIP of the current
+    /// generation takes over that VIP's runtime as is (backends, routes,
+    /// statistics and neighbour slots): the work is proportional to the VIPs
+    /// that changed, not to all of them. The others get their backends
+    /// built, statistics slots, and neighbour slots with a resolution
+    /// started for next hops not known yet.
+    pub fn adopt(&mut self, mut t: Adopted<'static>) {
+        let mut old = self.tables.take();
+        let mut by_src = None;
+        // Every carried VIP kept its position, and which VIPs were built.
+        let mut in_place = true;
+        let mut built = Vec::new();
+        for i in 0..t.vips.len() {
+            if let Some(j) = t.resolve_vip(i, old.as_mut(), &mut by_src) {
+                in_place &= j == i;
+                continue;
+            }
+            built.push(i);
+            let v = &mut t.vips[i];
+            v.stat_slot = self.vip_stats.slot_for(v.stat_key).unwrap_or(u32::MAX);
+            for b in &mut v.backends {
+                b.stat_slot = self.backend_stats.slot_for(b.id).unwrap_or(u32::MAX);
+                // Make sure the next hop gets resolved before the first
+                // packet needs it, and keep its neighbour slot.
+                if b.out_port != usize::MAX && self.neighbors.get(b.next_hop).is_none() {
+                    self.want_neighbor(b.out_port, b.next_hop);
+                }
+                b.hop = self.neighbors.slot(b.next_hop).unwrap_or(Slot::NONE);
+            }
+        }
+        t.finish_dnat(old.as_mut().filter(|_| in_place), &built);
+        if !self.local_ports.built_for(&t.routes) {
+            self.local_ports = LocalPorts::build(
+                &t.routes,
+                self.worker,
+                self.workers,
+                self.local_port_cooldown,
+            );
+        }
+        self.tables = Some(t);
+    }
+
+    pub fn generation(&self) -> Option<u64> {
+        self.tables.as_ref().map(|t| t.generation)
+    }
+
+    /// The adopted table generation, if any (inspection: tests, benchmarks).
+    pub fn tables(&self) -> Option<&Adopted<'static>> {
+        self.tables.as_ref()
+    }
+
+    /// Takes the adopted tables out (tests that adopt them elsewhere).
+    #[cfg(test)]
+    pub(crate) fn take_tables(&mut self) -> Option<Adopted<'static>> {
+        self.tables.take()
+    }
+
+    /// The connection table (inspection: tests, benchmarks).
+    pub fn conntrack(&self) -> &Conntrack<FlowRec> {
+        &self.conntrack
+    }
+
+    /// PROXY protocol frames waiting to be sent and their retransmission
+    /// timers (inspection: tests).
+    pub fn proxy_out(&self) -> &PpWorker {
+        &self.proxy_out
+    }
+
+    /// This worker's index.
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// The `now` of the last [`Lb::tick`], in milliseconds.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    /// A neighbour binding known before any traffic (tests and benchmarks
+    /// that have no ARP exchange), not shared with the other workers.
+    pub fn seed_neighbor(&mut self, ip: std::net::IpAddr, mac: [u8; 6]) {
+        self.neighbors.learn(ip, mac, self.now_ms);
+    }
+
+    /// Housekeeping once per poll iteration: bindings from other workers, expiry.
+    pub(crate) fn tick(&mut self, now_ms: u64, counters: &mut Counters) {
+        self.now_ms = now_ms;
+        self.sync
+            .drain_into(self.worker, &mut self.neighbors, now_ms);
+        self.expire(EXPIRE_BUDGET, counters);
+        if let Some(t) = self.local_ports.scan(now_ms, LOCAL_TUPLE_SCAN_BUDGET) {
+            counters.set(Counter::LocalTuples, t.tuples);
+            counters.set(Counter::LocalTuplesInUse, t.in_use);
+            counters.set(Counter::LocalTuplesResting, t.resting);
+        }
+        let (ct, out) = (&self.conntrack, &mut self.proxy_out);
+        out.timers.tick(
+            now_ms,
+            |id, conn_id| {
+                let live = ct.is_live(id) && !ct.get(id).is_expired(now_ms) && !ct.is_closing(id);
+                match &ct.get(id).value {
+                    v if live && v.conn_id == conn_id => v.proxy.pending(),
+                    _ => ppv2::queue::Pending::Done,
+                }
+            },
+            &mut out.emits,
+            counters,
+        );
+    }
+
+    /// Examines up to `budget` more connection-table entries for expiry
+    /// (at the `now` of the last [`Lb::tick`]).
+    pub(crate) fn expire(&mut self, budget: usize, counters: &mut Counters) {
+        let mut release = Release::of(
+            self.vip_stats,
+            self.backend_stats,
+            &mut self.local_ports,
+            &self.state_timeouts_ms,
+        );
+        let freed = self
+            .conntrack
+            .expire(self.now_ms, budget, |e| release.entry(e));
+        counters.add(Counter::ConntrackExpired, freed as u64);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn count_drop(counters: &mut Counters, c: Counter) -> Verdict {
+    counters.inc(c);
+    Verdict::Drop(c)
+}

@@ -1,0 +1,145 @@
+//! Flows to a backend health took down, on a VIP with `on_down = "reset"`:
+//! TCP answered with a RST, UDP forgotten.
+
+use std::net::IpAddr;
+
+use conf::counters::Counter;
+
+use super::classify::{flags_of, to16};
+use super::count_drop;
+use super::Lb;
+use super::{Out, Rx};
+use crate::conntrack::{EntryId, FlowKey};
+use crate::counters::Counters;
+use crate::port::PortDesc;
+use crate::verdict::Verdict;
+use crate::wire::{ip_proto, Parsed};
+
+/// A backend of a VIP whose established flows a worker resets, as a
+/// connection-table entry names them: the VIP (the original key's
+/// destination) and the backend (the reply key's source).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ResetKey {
+    vip: [u8; 16],
+    backend: [u8; 16],
+    vip_port: u16,
+    backend_port: u16,
+    proto: u8,
+}
+
+impl ResetKey {
+    /// Backend `backend:backend_port` of the VIP `vip:vip_port` (protocol
+    /// number `proto`).
+    pub fn new(vip: IpAddr, vip_port: u16, proto: u8, backend: IpAddr, backend_port: u16) -> Self {
+        ResetKey {
+            vip: to16(vip),
+            backend: to16(backend),
+            vip_port,
+            backend_port,
+            proto,
+        }
+    }
+
+    /// The backend of the flow with these keys.
+    #[inline]
+    pub(super) fn of_flow(orig: &FlowKey, reply: &FlowKey) -> Self {
+        ResetKey {
+            vip: orig.dst,
+            backend: reply.src,
+            vip_port: orig.dport,
+            backend_port: reply.sport,
+            proto: orig.proto,
+        }
+    }
+}
+
+impl Lb {
+    /// Whether the flow of entry `id` goes to a backend whose flows the
+    /// adopted generation resets.
+    #[inline(never)]
+    pub(super) fn must_reset(&self, id: EntryId) -> bool {
+        let Some(t) = self.tables.as_ref() else {
+            return false;
+        };
+        let e = self.conntrack.get(id);
+        t.resets(&ResetKey::of_flow(e.orig(), e.reply()))
+    }
+
+    /// A client's packet of flow `id`, whose backend went down on a VIP
+    /// with `on_down = "reset"`. TCP: answered with a RST from the VIP
+    /// (built from the packet itself, so in the client's sequence space)
+    /// and the entry removed; a SYN instead starts a new connection. UDP:
+    /// the flow is forgotten and the datagram picks a backend again.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn reset_client(
+        &mut self,
+        rx: Rx<'_>,
+        vi: u32,
+        key: &FlowKey,
+        id: EntryId,
+        out: Out<'_>,
+    ) -> Verdict {
+        let syn_only = flags_of(rx.p) & 0x12 == 0x02;
+        if key.proto != ip_proto::TCP || syn_only {
+            self.forget(id);
+            out.counters.inc(Counter::ForgotBackendDown);
+            return self.client_miss(rx, vi, key, None, out);
+        }
+        let (buf, len, p, in_port) = rx.parts();
+        let Out { ports, counters } = out;
+        let Some(frame) = buf.get_mut(..len) else {
+            return count_drop(counters, Counter::DropSlowpathUnhandled);
+        };
+        self.send_rst(frame, p, in_port, id, ports, counters)
+    }
+
+    /// A backend's packet of flow `id`, whose backend went down on a VIP
+    /// with `on_down = "reset"`. TCP: answered with a RST to the backend
+    /// from the address it knows (the full-NAT local address, or the
+    /// client for DNAT), built from the packet itself (so in the backend's
+    /// sequence space, PROXY header included), and the entry removed. UDP:
+    /// the flow is forgotten, the datagram dropped.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn reset_backend(
+        &mut self,
+        frame: &mut [u8],
+        p: &Parsed,
+        in_port: usize,
+        id: EntryId,
+        ports: &[PortDesc],
+        counters: &mut Counters,
+    ) -> Verdict {
+        if p.l4_proto != ip_proto::TCP {
+            self.forget(id);
+            counters.inc(Counter::ForgotBackendDown);
+            return count_drop(counters, Counter::DropNoConntrack);
+        }
+        self.send_rst(frame, p, in_port, id, ports, counters)
+    }
+
+    /// Turns `frame` into the RST that answers it, back out of `in_port`,
+    /// and removes entry `id`.
+    pub(super) fn send_rst(
+        &mut self,
+        frame: &mut [u8],
+        p: &Parsed,
+        in_port: usize,
+        id: EntryId,
+        ports: &[PortDesc],
+        counters: &mut Counters,
+    ) -> Verdict {
+        self.forget(id);
+        let Some(port) = ports.get(in_port) else {
+            return count_drop(counters, Counter::DropNoRoute);
+        };
+        match crate::reset::rst_reply(frame, p, port.mac) {
+            Ok(len) => {
+                counters.inc(Counter::ResetBackendDown);
+                Verdict::Send { port: in_port, len }
+            }
+            Err(_) => count_drop(counters, Counter::DropSlowpathUnhandled),
+        }
+    }
+}

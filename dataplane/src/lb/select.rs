@@ -1,0 +1,314 @@
+//! A new flow: the backend Maglev picks, the full-NAT local tuple it
+//! takes, and which worker owns a local port.
+
+use conf::counters::Counter;
+use conf::state::FlowStat;
+use conf::Mode;
+
+use super::count_drop;
+use super::rewrite::flow_deltas;
+use super::track::Release;
+use super::Adopted;
+use super::FlowRec;
+use super::Lb;
+use super::VipRt;
+use super::FLOW_PP;
+use super::FLOW_TS;
+use crate::conntrack::{EntryId, FlowKey, InsertError, State};
+use crate::counters::Counters;
+use crate::local_ports::SetId;
+use crate::nat;
+use crate::neigh::Slot;
+use crate::ppv2::PpFlow;
+use crate::tstamp;
+use crate::verdict::Verdict;
+use crate::wire::{ip_proto, Parsed};
+
+/// Local ports tried for one new full-NAT flow before giving up.
+pub(super) const LOCAL_PORT_TRIES: u32 = 64;
+
+/// The 5-tuple of a packet in the form the flow hash takes.
+#[derive(Clone, Copy, Debug)]
+pub enum Flow4or6 {
+    V4 {
+        src: [u8; 4],
+        dst: [u8; 4],
+        sport: u16,
+        dport: u16,
+        proto: u8,
+    },
+    V6 {
+        src: [u8; 16],
+        dst: [u8; 16],
+        sport: u16,
+        dport: u16,
+        proto: u8,
+    },
+}
+
+impl<'t> Adopted<'t> {
+    /// The backend Maglev picks for the flow of a client's packet.
+    #[inline]
+    pub(super) fn pick_key(&self, vip: &VipRt<'_>, k: &FlowKey) -> Option<u32> {
+        if vip.ring.is_empty() {
+            return None;
+        }
+        let h = if k.v6 {
+            self.hasher.hash_v6(k.src, k.dst, k.sport, k.dport, k.proto)
+        } else {
+            let v4 = |a: &[u8; 16]| [a[12], a[13], a[14], a[15]];
+            self.hasher
+                .hash_v4(v4(&k.src), v4(&k.dst), k.sport, k.dport, k.proto)
+        };
+        vip.ring
+            .get(conf::maglev::slot(h, vip.ring.len() as u32))
+            .copied()
+    }
+
+    /// The backend Maglev picks for this flow, if the VIP has any.
+    pub fn pick(&self, vip: &VipRt<'_>, key: &Flow4or6) -> Option<u32> {
+        if vip.ring.is_empty() {
+            return None;
+        }
+        let h = match key {
+            Flow4or6::V4 {
+                src,
+                dst,
+                sport,
+                dport,
+                proto,
+            } => self.hasher.hash_v4(*src, *dst, *sport, *dport, *proto),
+            Flow4or6::V6 {
+                src,
+                dst,
+                sport,
+                dport,
+                proto,
+            } => self.hasher.hash_v6(*src, *dst, *sport, *dport, *proto),
+        };
+        vip.ring
+            .get(conf::maglev::slot(h, vip.ring.len() as u32))
+            .copied()
+    }
+}
+
+/// What a new flow's pick produced.
+pub(super) enum Picked {
+    /// Tracked under this entry.
+    Tracked(EntryId),
+    /// Not tracked (table full, DNAT): forwarded by the pick alone.
+    Stateless(FlowRec, FlowKey),
+}
+
+/// Which worker owns full-NAT local port `port` among `workers`.
+pub fn port_owner(port: u16, workers: usize) -> usize {
+    let mask = (workers.next_power_of_two() - 1) as u16;
+    (port & mask) as usize
+}
+
+impl Lb {
+    pub(super) fn owner(&self, local_port: u16) -> usize {
+        (local_port & self.owner_mask) as usize
+    }
+
+    pub(super) fn new_flow(
+        &mut self,
+        vi: u32,
+        orig: &FlowKey,
+        in_port: usize,
+        frame: &[u8],
+        counters: &mut Counters,
+    ) -> Result<Picked, Verdict> {
+        let Some(tables) = self.tables.as_ref() else {
+            return Err(count_drop(counters, Counter::DropNotLocal));
+        };
+        let Some(vip) = tables.vips.get(vi as usize) else {
+            return Err(count_drop(counters, Counter::DropNotLocal));
+        };
+        let Some(b) = tables
+            .pick_key(vip, orig)
+            .and_then(|bi| vip.backends.get(bi as usize))
+        else {
+            return Err(count_drop(counters, Counter::DropNoBackend));
+        };
+        if b.out_port == usize::MAX {
+            return Err(count_drop(counters, Counter::DropNoRoute));
+        }
+        let mut client_mac = [0u8; 6];
+        if let Some(m) = frame.get(6..12) {
+            client_mac.copy_from_slice(m);
+        }
+        let hop = match b.hop {
+            // Tables not adopted through `adopt`: find the slot now.
+            Slot::NONE => self.neighbors.slot_for(b.next_hop),
+            hop => hop,
+        };
+        let tcp = orig.proto == ip_proto::TCP;
+        let proxy = if tcp {
+            PpFlow::new(vip.proxy_protocol, orig.v6)
+        } else {
+            PpFlow::default()
+        };
+        let rec = FlowRec {
+            vip_slot: vip.stat_slot,
+            backend_slot: b.stat_slot,
+            hop,
+            client_port: in_port as u8,
+            backend_port: b.out_port as u8,
+            client_mac,
+            mode: vip.mode,
+            bits: if proxy.is_on() { FLOW_PP } else { 0 },
+            ts_delta: 0,
+            fwd: nat::Deltas::default(),
+            rev: nat::Deltas::default(),
+            conn_id: (self.worker as u64) << 48 | (self.conn_counter & 0xFFFF_FFFF_FFFF),
+            proxy,
+        };
+        self.conn_counter += 1;
+        let now = self.now_ms;
+        let state = if tcp { State::SynSent } else { State::Udp };
+        let (vs, bs) = (self.vip_stats, self.backend_stats);
+        let on_free = |e: &crate::conntrack::Entry<FlowRec>| {
+            vs.sub(e.value.vip_slot, FlowStat::ActiveConnections, 1);
+            bs.sub(e.value.backend_slot, FlowStat::ActiveConnections, 1);
+        };
+        let b_v6 = b.addr.is_ipv6();
+        let mut rec = rec;
+        let picked = match vip.mode {
+            Mode::Dnat => {
+                let reply = FlowKey {
+                    src: b.addr16,
+                    dst: orig.src,
+                    sport: b.port,
+                    dport: orig.sport,
+                    proto: orig.proto,
+                    v6: b_v6 || orig.v6,
+                };
+                (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
+                match self
+                    .conntrack
+                    .insert(*orig, reply, rec, state, now, on_free)
+                {
+                    Ok(id) => Picked::Tracked(id),
+                    Err(InsertError::Full) => {
+                        counters.inc(Counter::ConntrackFullStateless);
+                        Picked::Stateless(rec, reply)
+                    }
+                    Err(_) => {
+                        return Err(count_drop(counters, Counter::DropReplyKeyInUse));
+                    }
+                }
+            }
+            Mode::FullNat => {
+                let Some(set) = b.local_set else {
+                    return Err(count_drop(counters, Counter::DropNoLocalPort));
+                };
+                if self.conntrack.is_full() {
+                    return Err(count_drop(counters, Counter::DropConntrackFull));
+                }
+                let reply = FlowKey {
+                    src: b.addr16,
+                    dst: [0; 16],
+                    sport: b.port,
+                    dport: 0,
+                    proto: orig.proto,
+                    v6: b_v6,
+                };
+                match self.take_local_tuple(set, orig, reply, &mut rec, state, counters) {
+                    Ok(id) => Picked::Tracked(id),
+                    Err(c) => return Err(count_drop(counters, c)),
+                }
+            }
+        };
+        if matches!(picked, Picked::Tracked(_)) {
+            self.vip_stats
+                .add(rec.vip_slot, FlowStat::ActiveConnections, 1);
+            self.backend_stats
+                .add(rec.backend_slot, FlowStat::ActiveConnections, 1);
+        }
+        counters.inc(Counter::NewFlows);
+        self.vip_stats
+            .add(rec.vip_slot, FlowStat::NewConnections, 1);
+        self.backend_stats
+            .add(rec.backend_slot, FlowStat::NewConnections, 1);
+        Ok(picked)
+    }
+
+    /// Tracks a new full-NAT flow under a local tuple of `set` (see
+    /// [`local_ports`]): the least recently used one that is not resting
+    /// and not held by a live connection to the same backend. A tuple
+    /// whose connection has ended (both FINs, a RST, or expired) is taken
+    /// over once it has rested, its old entry dropped.
+    pub(super) fn take_local_tuple(
+        &mut self,
+        set: SetId,
+        orig: &FlowKey,
+        mut reply: FlowKey,
+        rec: &mut FlowRec,
+        state: State,
+        counters: &mut Counters,
+    ) -> Result<EntryId, Counter> {
+        let now = self.now_ms;
+        for _ in 0..LOCAL_PORT_TRIES {
+            let Some(t) = self.local_ports.next(set, now, 1) else {
+                continue;
+            };
+            reply.dst = t.addr16;
+            reply.dport = t.port;
+            if let Some(holder) = self.conntrack.holder(&reply) {
+                let e = self.conntrack.get(holder);
+                let ended =
+                    e.is_expired(now) || matches!(e.state(), State::TimeWait | State::Closed);
+                if !ended {
+                    continue;
+                }
+                let ready = self.local_ports.ready_at(
+                    e.last_seen(&self.state_timeouts_ms),
+                    e.value.rests_briefly(&reply),
+                );
+                if ready > now {
+                    self.local_ports.rest_until(&t, ready);
+                    continue;
+                }
+                counters.inc(Counter::LocalTuplesTakenOver);
+                self.forget(holder);
+            }
+            (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
+            let mut release = Release::of(
+                self.vip_stats,
+                self.backend_stats,
+                &mut self.local_ports,
+                &self.state_timeouts_ms,
+            );
+            let inserted = self
+                .conntrack
+                .insert(*orig, reply, *rec, state, now, |e| release.entry(e));
+            match inserted {
+                Ok(id) => {
+                    self.local_ports.taken(&t);
+                    return Ok(id);
+                }
+                Err(InsertError::ReplyInUse(_)) => continue,
+                Err(InsertError::Full) => return Err(Counter::DropConntrackFull),
+                Err(InsertError::OrigInUse(_) | InsertError::SameKeys) => {
+                    return Err(Counter::DropReplyKeyInUse)
+                }
+            }
+        }
+        Err(Counter::DropNoLocalPort)
+    }
+
+    /// A new full-NAT TCP flow's SYN carries timestamps: from now on its
+    /// TSvals run on this worker's clock (see [`tstamp`]).
+    pub(super) fn start_timestamps(&mut self, id: EntryId, frame: &[u8], p: &Parsed) {
+        let now = self.now_ms as u32;
+        let e = self.conntrack.get_mut(id);
+        if e.value.mode != Mode::FullNat || p.l4_proto != ip_proto::TCP {
+            return;
+        }
+        if let Some(v) = frame.get(p.l4_offset..).and_then(tstamp::tsval) {
+            e.value.ts_delta = now.wrapping_sub(v);
+            e.value.bits |= FLOW_TS;
+        }
+    }
+}

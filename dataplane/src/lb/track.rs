@@ -1,0 +1,457 @@
+//! The connection table's side of a packet: what a worker remembers per
+//! flow ([`FlowRec`]), the lookup of a client's or a backend's packet,
+//! and forgetting an entry (giving back its counts and local tuple).
+
+use conf::counters::Counter;
+use conf::state::{FlowStat, FlowStats};
+use conf::Mode;
+
+use super::classify::{flags_of, to16};
+use super::count_drop;
+use super::rewrite::{forward_drop, translate_client};
+use super::select::Picked;
+use super::Lb;
+use super::{Out, Rx};
+use crate::conntrack::{Dir, EntryId, FlowKey};
+use crate::counters::Counters;
+use crate::local_ports::LocalPorts;
+use crate::nat;
+use crate::neigh::Slot;
+use crate::port::PortDesc;
+use crate::ppv2::PpFlow;
+use crate::tstamp;
+use crate::verdict::Verdict;
+use crate::wire::{ip_proto, Parsed};
+
+/// What a worker remembers about one connection, next to the entry's two
+/// keys: the original key is the client's packets as they arrive (client ->
+/// VIP), the reply key the backend's (backend -> local address for full-NAT,
+/// backend -> client for DNAT). The addresses and ports a packet is
+/// translated to are those of the other direction's key, so they are not
+/// stored twice.
+///
+/// What every packet needs comes first (32 bytes, in the entry's second
+/// cache line with the deadline and the end of the keys); the PROXY
+/// protocol state and the connection id, which only PROXY flows read,
+/// come after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct FlowRec {
+    /// Statistics slots of the VIP and the backend (see `FlowStats`).
+    pub vip_slot: u32,
+    pub backend_slot: u32,
+    /// What full-NAT adds to the client's TCP timestamps (TSval) on the
+    /// way to the backend, and takes off the backend's echoes (TSecr), when
+    /// [`FLOW_TS`] is set: see [`crate::local_ports`].
+    pub ts_delta: u32,
+    /// The backend's next hop in the worker's neighbour table.
+    pub hop: Slot,
+    /// Checksum changes of the client's packets' rewrite (to the reply key
+    /// reversed) and of the backend's (to the original key reversed, for
+    /// full-NAT), fixed with the keys.
+    pub fwd: nat::Deltas,
+    pub rev: nat::Deltas,
+    pub client_mac: [u8; 6],
+    /// Where the client's packets came from: reply out of this port to this MAC.
+    pub client_port: u8,
+    /// The data port the backend is reached through.
+    pub backend_port: u8,
+    pub mode: Mode,
+    /// [`FLOW_PP`], [`FLOW_TS`], [`FLOW_TS_ECHOED`].
+    pub bits: u8,
+    /// This connection's id: worker number in the top 16 bits, the
+    /// worker's connection counter below (the PPv2 `UNIQUE_ID`).
+    pub conn_id: u64,
+    /// PROXY protocol v2 state (off unless the VIP has it).
+    pub proxy: PpFlow,
+}
+
+/// `FlowRec::bits`: `proxy.is_on()`, fixed when the connection starts.
+pub const FLOW_PP: u8 = 1;
+
+/// The client's SYN carried timestamps and `ts_delta` translates them.
+pub const FLOW_TS: u8 = 2;
+
+/// The backend's SYN-ACK carried timestamps too: the connection uses them,
+/// so its local tuple may be reused soon after it closes (RFC 6191).
+pub const FLOW_TS_ECHOED: u8 = 4;
+
+impl FlowRec {
+    #[inline(always)]
+    pub fn pp_on(&self) -> bool {
+        self.bits & FLOW_PP != 0
+    }
+
+    #[inline(always)]
+    pub fn ts_on(&self) -> bool {
+        self.bits & FLOW_TS != 0
+    }
+
+    /// Whether the local tuple of this connection (its `reply` key) may be
+    /// reused soon after it ends: it used timestamps both ways, or it is
+    /// UDP (no TIME_WAIT).
+    pub fn rests_briefly(&self, reply: &FlowKey) -> bool {
+        reply.proto != ip_proto::TCP
+            || self.bits & (FLOW_TS | FLOW_TS_ECHOED) == FLOW_TS | FLOW_TS_ECHOED
+    }
+}
+
+impl Default for FlowRec {
+    fn default() -> Self {
+        FlowRec {
+            vip_slot: u32::MAX,
+            backend_slot: u32::MAX,
+            ts_delta: 0,
+            hop: Slot::NONE,
+            fwd: nat::Deltas::default(),
+            rev: nat::Deltas::default(),
+            client_mac: [0; 6],
+            client_port: 0,
+            backend_port: 0,
+            mode: Mode::FullNat,
+            bits: 0,
+            conn_id: 0,
+            proxy: PpFlow::default(),
+        }
+    }
+}
+
+/// Counts a forwarded packet of `len` bytes of the flow `rec` in its VIP's
+/// and its backend's statistics (the one place a packet is counted there).
+#[inline(always)]
+pub(super) fn count_forwarded(
+    vip_stats: FlowStats<'static>,
+    backend_stats: FlowStats<'static>,
+    rec: &FlowRec,
+    len: usize,
+) {
+    vip_stats.add(rec.vip_slot, FlowStat::Packets, 1);
+    vip_stats.add(rec.vip_slot, FlowStat::Bytes, len as u64);
+    backend_stats.add(rec.backend_slot, FlowStat::Packets, 1);
+    backend_stats.add(rec.backend_slot, FlowStat::Bytes, len as u64);
+}
+
+/// Gives back what a connection-table entry held when it goes: its
+/// active-connection counts and, for full-NAT, its local tuple, which
+/// rests from the entry's last packet on.
+pub(super) struct Release<'a> {
+    vip_stats: FlowStats<'static>,
+    backend_stats: FlowStats<'static>,
+    local_ports: &'a mut LocalPorts,
+    state_timeouts_ms: &'a [u64; 7],
+}
+
+impl<'a> Release<'a> {
+    pub(super) fn of(
+        vip_stats: FlowStats<'static>,
+        backend_stats: FlowStats<'static>,
+        local_ports: &'a mut LocalPorts,
+        state_timeouts_ms: &'a [u64; 7],
+    ) -> Self {
+        Release {
+            vip_stats,
+            backend_stats,
+            local_ports,
+            state_timeouts_ms,
+        }
+    }
+
+    pub(super) fn entry(&mut self, e: &crate::conntrack::Entry<FlowRec>) {
+        let v = &e.value;
+        self.vip_stats
+            .sub(v.vip_slot, FlowStat::ActiveConnections, 1);
+        self.backend_stats
+            .sub(v.backend_slot, FlowStat::ActiveConnections, 1);
+        if v.mode == Mode::FullNat {
+            let r = e.reply();
+            let ready = self
+                .local_ports
+                .ready_at(e.last_seen(self.state_timeouts_ms), v.rests_briefly(r));
+            self.local_ports.released(&r.dst, r.dport, ready);
+        }
+    }
+}
+
+impl Lb {
+    /// A client's packet to VIP `vi`, of the flow `key`.
+    #[inline(always)]
+    pub(super) fn client_packet(
+        &mut self,
+        rx: Rx<'_>,
+        vi: u32,
+        key: &FlowKey,
+        out: Out<'_>,
+    ) -> Verdict {
+        let (buf, len, p, in_port) = rx.parts();
+        let Out { ports, counters } = out;
+        if !p.tcp_flags_valid {
+            return count_drop(counters, Counter::DropBadTcpFlags);
+        }
+        // Before any state: a packet that cannot be forwarded creates no
+        // entry, takes no local port and counts no connection.
+        if p.ttl <= 1 {
+            return count_drop(counters, Counter::DropTtlExceeded);
+        }
+        let flags = flags_of(p);
+        let tcp = key.proto == ip_proto::TCP;
+        let syn_only = tcp && flags & 0x12 == 0x02;
+        let now = self.now_ms;
+        let id = match self.conntrack.lookup(key, now) {
+            Some((id, Dir::Original)) => {
+                if syn_only && self.conntrack.is_closing(id) {
+                    // A new connection on the tuple of a closing one.
+                    let closing = Some(id);
+                    let rx = Rx {
+                        buf,
+                        len,
+                        p,
+                        in_port,
+                    };
+                    return self.client_miss(rx, vi, key, closing, Out { ports, counters });
+                }
+                id
+            }
+            _ => {
+                let rx = Rx {
+                    buf,
+                    len,
+                    p,
+                    in_port,
+                };
+                return self.client_miss(rx, vi, key, None, Out { ports, counters });
+            }
+        };
+        // Its backend went down and the VIP resets such flows (a RST ends
+        // the connection by itself: it goes on as usual).
+        if self.tables.as_ref().is_some_and(|t| t.reset_pending)
+            && flags & 0x04 == 0
+            && self.must_reset(id)
+        {
+            let rx = Rx {
+                buf,
+                len,
+                p,
+                in_port,
+            };
+            return self.reset_client(rx, vi, key, id, Out { ports, counters });
+        }
+        // An established flow.
+        if tcp {
+            self.conntrack.update_tcp(id, Dir::Original, flags, now);
+        } else {
+            self.conntrack.touch(id, now);
+        }
+        let Some(frame) = buf.get_mut(..len) else {
+            return count_drop(counters, Counter::DropSlowpathUnhandled);
+        };
+        let e = self.conntrack.get(id);
+        if let Err(c) = translate_client(frame, p, &e.value, e.orig(), e.reply()) {
+            return count_drop(counters, c);
+        }
+        let rec = e.value;
+        self.client_sent(buf, len, p, Some(id), &rec, Out { ports, counters })
+    }
+
+    /// A client's packet of no established flow: a new flow, or a SYN on
+    /// the `closing` entry of its tuple.
+    #[inline(never)]
+    pub(super) fn client_miss(
+        &mut self,
+        rx: Rx<'_>,
+        vi: u32,
+        key: &FlowKey,
+        closing: Option<EntryId>,
+        out: Out<'_>,
+    ) -> Verdict {
+        let (buf, len, p, in_port) = rx.parts();
+        let Out { ports, counters } = out;
+        let Some(frame) = buf.get_mut(..len) else {
+            return count_drop(counters, Counter::DropSlowpathUnhandled);
+        };
+        let tcp = key.proto == ip_proto::TCP;
+        let syn_only = tcp && flags_of(p) & 0x12 == 0x02;
+        if let Some(id) = closing {
+            self.forget(id);
+        }
+        // Mid-stream packet of a connection this worker never saw
+        // (restart, table full earlier): DNAT can forward it where
+        // Maglev sends it; full-NAT has no source port to use.
+        if tcp && !syn_only {
+            let full_nat = self
+                .tables
+                .as_ref()
+                .and_then(|t| t.vips.get(vi as usize))
+                .is_some_and(|v| v.mode == Mode::FullNat);
+            if full_nat {
+                return count_drop(counters, Counter::DropNoConntrack);
+            }
+        }
+        let picked = match self.new_flow(vi, key, in_port, frame, counters) {
+            Ok(picked) => picked,
+            Err(v) => return v,
+        };
+        // The client's packet becomes the reply key reversed: from the
+        // local address (full-NAT) or the client (DNAT) to the backend.
+        let (rec, id) = match &picked {
+            Picked::Tracked(id) => {
+                let translate = self
+                    .tables
+                    .as_ref()
+                    .and_then(|t| t.vips.get(vi as usize))
+                    .is_some_and(|v| v.translate_timestamps);
+                if translate {
+                    self.start_timestamps(*id, frame, p);
+                }
+                let e = self.conntrack.get(*id);
+                if let Err(c) = translate_client(frame, p, &e.value, e.orig(), e.reply()) {
+                    return count_drop(counters, c);
+                }
+                (e.value, Some(*id))
+            }
+            Picked::Stateless(rec, reply) => {
+                if let Err(c) = translate_client(frame, p, rec, key, reply) {
+                    return count_drop(counters, c);
+                }
+                (*rec, None)
+            }
+        };
+        self.client_sent(buf, len, p, id, &rec, Out { ports, counters })
+    }
+
+    /// A packet from a backend: to a full-NAT local address (`to_local`) or,
+    /// for DNAT, to the client.
+    /// `rx.buf` is the frame, without room to grow.
+    #[inline(always)]
+    pub(super) fn backend_packet(
+        &mut self,
+        rx: Rx<'_>,
+        key: &FlowKey,
+        out: Out<'_>,
+        to_local: bool,
+    ) -> Verdict {
+        let Rx {
+            buf: frame,
+            p,
+            in_port,
+            ..
+        } = rx;
+        let Out { ports, counters } = out;
+        if p.ttl <= 1 {
+            return count_drop(counters, Counter::DropTtlExceeded);
+        }
+        let now = self.now_ms;
+        let id = match self.conntrack.lookup(key, now) {
+            Some((id, Dir::Reply)) => {
+                // As for the client's packets: the backend's connection
+                // to a down backend is reset.
+                if self.tables.as_ref().is_some_and(|t| t.reset_pending)
+                    && flags_of(p) & 0x04 == 0
+                    && self.must_reset(id)
+                {
+                    return self.reset_backend(frame, p, in_port, id, ports, counters);
+                }
+                if key.proto == ip_proto::TCP {
+                    self.conntrack.update_tcp(id, Dir::Reply, flags_of(p), now);
+                } else {
+                    self.conntrack.touch(id, now);
+                }
+                id
+            }
+            _ if to_local => {
+                let owner = self.owner(key.dport);
+                if owner != self.worker && owner < self.workers {
+                    return Verdict::Handoff { worker: owner };
+                }
+                return count_drop(counters, Counter::DropNoConntrack);
+            }
+            _ => return self.dnat_stateless_reply(frame, p, key, ports, counters),
+        };
+        let len = frame.len();
+        // The backend's packet becomes the original key reversed: from the
+        // VIP to the client (full-NAT; DNAT packets already go to the client).
+        let e = self.conntrack.get_mut(id);
+        let orig = e.orig();
+        if orig.v6 != key.v6 {
+            return count_drop(counters, Counter::DropSlowpathUnhandled);
+        }
+        let dst = to_local.then_some((&orig.src, orig.sport));
+        if let Err(err) = nat::forward(frame, p, Some((&orig.dst, orig.dport)), dst) {
+            return count_drop(counters, forward_drop(err));
+        }
+        let rec = &mut e.value;
+        if rec.ts_on() {
+            if let Some(seg) = frame.get_mut(p.l4_offset..) {
+                if flags_of(p) & 0x12 == 0x12 && tstamp::present(seg) {
+                    rec.bits |= FLOW_TS_ECHOED;
+                }
+                tstamp::unshift_tsecr(seg, rec.ts_delta);
+            }
+        }
+        count_forwarded(self.vip_stats, self.backend_stats, rec, len);
+        if rec.pp_on() {
+            if let Err(c) = rec.proxy.backend_segment(frame, p, counters) {
+                return count_drop(counters, c);
+            }
+        }
+        let out = rec.client_port as usize;
+        let Some(port) = ports.get(out) else {
+            return count_drop(counters, Counter::DropNoRoute);
+        };
+        nat::set_macs(frame, port.mac, rec.client_mac);
+        Verdict::Send { port: out, len }
+    }
+
+    /// A DNAT reply this worker has no entry for (the client's packets
+    /// arrive at another worker): translate it by the backend's unique VIP.
+    pub(super) fn dnat_stateless_reply(
+        &mut self,
+        frame: &mut [u8],
+        p: &Parsed,
+        key: &FlowKey,
+        ports: &[PortDesc],
+        counters: &mut Counters,
+    ) -> Verdict {
+        let Some(tables) = self.tables.as_ref() else {
+            return count_drop(counters, Counter::DropNotLocal);
+        };
+        let vi = match tables
+            .dnat_reverse
+            .get(&(key.src_ip(), key.sport, key.proto))
+        {
+            Some(Some(vi)) => *vi,
+            Some(None) => return count_drop(counters, Counter::DropNoConntrack),
+            None => return count_drop(counters, Counter::DropNotLocal),
+        };
+        let Some(vip) = tables.vips.get(vi as usize) else {
+            return count_drop(counters, Counter::DropNotLocal);
+        };
+        let (vaddr, vport, slot) = (to16(vip.addr), vip.port, vip.stat_slot);
+        let family_ok = vip.addr.is_ipv6() == key.v6;
+        let Some((out, hop)) = tables.routes.route(key.dst_ip()) else {
+            return count_drop(counters, Counter::DropNoRoute);
+        };
+        let len = frame.len();
+        if !family_ok {
+            return count_drop(counters, Counter::DropSlowpathUnhandled);
+        }
+        if let Err(err) = nat::forward(frame, p, Some((&vaddr, vport)), None) {
+            return count_drop(counters, forward_drop(err));
+        }
+        counters.inc(Counter::DnatStatelessReplies);
+        self.vip_stats.add(slot, FlowStat::Packets, 1);
+        self.vip_stats.add(slot, FlowStat::Bytes, len as u64);
+        self.send_via(frame, out, hop, ports, counters)
+    }
+
+    pub(super) fn forget(&mut self, id: crate::conntrack::EntryId) {
+        if let Some(e) = self.conntrack.remove(id) {
+            Release::of(
+                self.vip_stats,
+                self.backend_stats,
+                &mut self.local_ports,
+                &self.state_timeouts_ms,
+            )
+            .entry(&e);
+        }
+    }
+}

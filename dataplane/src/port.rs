@@ -1,0 +1,132 @@
+//! The ports a worker knows: data ports and their kernel twins, with the
+//! addresses each answers for. Built once from the configuration; read by
+//! the pipeline (which port a frame came from) and the load balancer (which
+//! port a frame leaves by, with which MAC).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use conf::Config;
+
+use crate::slowpath::OwnedAddrs;
+
+/// What a port is to the pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortRole {
+    /// A data port (NIC, TAP, pcap); `twin` is the index of its kernel twin.
+    Data { twin: Option<usize> },
+    /// The kernel twin of data port `data`: what the kernel sends leaves there.
+    Twin { data: usize },
+}
+
+/// A port as the packet path knows it: name, MAC, role, and the addresses
+/// a data port answers for. (`dpdk_ffi::port::PortInfo` is what DPDK says
+/// about a device.)
+#[derive(Clone, Debug)]
+pub struct PortDesc {
+    pub name: String,
+    pub mac: [u8; 6],
+    pub role: PortRole,
+    /// The port's own addresses: answered for ARP/NDP/echo, other traffic goes to the kernel twin.
+    pub addrs_v4: Vec<Ipv4Addr>,
+    pub addrs_v6: Vec<Ipv6Addr>,
+    /// VIP addresses in this port's subnets: answered for ARP/NDP/echo, consumed by the dataplane.
+    pub vips_v4: Vec<Ipv4Addr>,
+    pub vips_v6: Vec<Ipv6Addr>,
+}
+
+/// The IPv6 link-local address a kernel derives from `mac` (modified EUI-64),
+/// which the twin, carrying the port's MAC, will have.
+pub fn link_local_of(mac: [u8; 6]) -> Ipv6Addr {
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ])
+}
+
+impl PortDesc {
+    /// True for the port's own addresses and its VIPs.
+    pub fn owns_any(&self, ip: std::net::IpAddr) -> bool {
+        match ip {
+            std::net::IpAddr::V4(a) => OwnedAddrs::owns_v4(self, a),
+            std::net::IpAddr::V6(a) => OwnedAddrs::owns_v6(self, &a),
+        }
+    }
+}
+
+impl OwnedAddrs for PortDesc {
+    fn owns_v4(&self, ip: Ipv4Addr) -> bool {
+        self.addrs_v4.contains(&ip) || self.vips_v4.contains(&ip)
+    }
+    fn owns_v6(&self, ip: &Ipv6Addr) -> bool {
+        self.addrs_v6.contains(ip) || self.vips_v6.contains(ip)
+    }
+}
+
+/// Builds the port table a worker uses: data ports in config order
+/// (`macs[i]` is the MAC of port i), then one twin per data port when
+/// `with_twins` is set.
+pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Vec<PortDesc> {
+    let n = cfg.ports.len();
+    let mut ports = Vec::with_capacity(n * 2);
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let in_port = |ip: std::net::IpAddr| p.addresses.iter().any(|net| net.contains(ip));
+        let mut info = PortDesc {
+            name: p.name.clone(),
+            mac: macs[i],
+            role: PortRole::Data {
+                twin: with_twins.then_some(n + i),
+            },
+            addrs_v4: Vec::new(),
+            addrs_v6: Vec::new(),
+            vips_v4: Vec::new(),
+            vips_v6: Vec::new(),
+        };
+        for net in &p.addresses {
+            match net.addr {
+                std::net::IpAddr::V4(a) => info.addrs_v4.push(a),
+                std::net::IpAddr::V6(a) => info.addrs_v6.push(a),
+            }
+        }
+        if with_twins {
+            // The twin's link-local address: NDP for it is answered here like
+            // for any owned address, and traffic to it goes up to the kernel.
+            info.addrs_v6.push(link_local_of(macs[i]));
+        }
+        for vip in cfg.vips.iter().filter(|v| in_port(v.address)) {
+            match vip.address {
+                std::net::IpAddr::V4(a) if !info.vips_v4.contains(&a) => info.vips_v4.push(a),
+                std::net::IpAddr::V6(a) if !info.vips_v6.contains(&a) => info.vips_v6.push(a),
+                _ => {}
+            }
+        }
+        ports.push(info);
+    }
+    if with_twins {
+        for (i, p) in cfg.ports.iter().enumerate() {
+            ports.push(PortDesc {
+                name: p.host_interface.clone(),
+                mac: macs[i],
+                role: PortRole::Twin { data: i },
+                addrs_v4: Vec::new(),
+                addrs_v6: Vec::new(),
+                vips_v4: Vec::new(),
+                vips_v6: Vec::new(),
+            });
+        }
+    }
+    ports
+}
