@@ -707,7 +707,7 @@ impl Lab {
     /// border-mgmt withdraws within 1 s, but nothing carries that withdraw:
     /// the session died with the twin, and the router's 3 s hold timer,
     /// counted from A's last keepalive, expires 2-3 s after the kill (read
-    /// from BIRD's log); BIRD then takes up to ~0.5 s more to flush A's
+    /// from BIRD's log); BIRD then takes up to ~0.6 s more to flush A's
     /// routes into its kernel (measured), so the kernel bound is 4 s. Every
     /// new connection succeeds; the DNAT streams that were on A go on
     /// through B byte-exact (same Maglev pick, mid-stream pickup); the
