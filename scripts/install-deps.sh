@@ -17,6 +17,10 @@ packages=(
   # syntax checks of the traffic profiles (perf/tests/profiles_syntax.rs):
   # luac5.4 -p for pktgen's Lua, python3 and pyflakes3 for TRex's Python
   lua5.4 python3 pyflakes3
+  # BGP (e2e_bgp): gobgpd is driven by border-mgmt over its gRPC API; its .proto
+  # files (vendored in mgmt/proto/gobgp) come from golang-github-osrg-gobgp-dev;
+  # BIRD2 is the router that learns the VIPs with ECMP
+  gobgpd golang-github-osrg-gobgp-dev bird2
 )
 
 missing=()

@@ -194,7 +194,27 @@ pub struct Mgmt {
     /// Independent checkers (this one and its peers) that must see a backend
     /// fail before it goes down: `1..=1 + peers` (default 1).
     pub quorum: u32,
+    /// `[mgmt.bgp]`: announce VIPs through gobgpd (default none: no BGP).
+    pub bgp: Option<Bgp>,
 }
+
+/// `[mgmt.bgp]`: gobgpd, which border-mgmt drives to announce and withdraw
+/// VIP host routes (docs/bgp.md). gobgpd's own file configures the BGP side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bgp {
+    /// gobgpd's gRPC API (default `127.0.0.1:50051`, gobgpd's own default).
+    pub api: SocketAddr,
+    /// Standard communities added to every announced route, each
+    /// `asn << 16 | value` (written `"asn:value"`).
+    pub communities: Vec<u32>,
+    /// Pause between withdrawing every route and exiting on SIGTERM.
+    pub withdraw_grace_ms: u32,
+}
+
+/// Default `mgmt.bgp.api`: gobgpd's default gRPC listener.
+pub const DEFAULT_BGP_API: &str = "127.0.0.1:50051";
+/// Upper bound of `mgmt.bgp.withdraw_grace_ms` (one minute).
+pub const MAX_WITHDRAW_GRACE_MS: u32 = 60_000;
 
 /// `[[mgmt.peer]]`: another border-mgmt whose health observations count as
 /// votes.
@@ -279,10 +299,26 @@ pub struct Vip {
     /// Full-NAT TCP: move the client's timestamps onto the appliance's
     /// clock so a backend accepts a reused local tuple (default true).
     pub translate_timestamps: bool,
+    /// When the VIP is announced over BGP (default [`Announce::Healthy`]);
+    /// meaningful only with `[mgmt.bgp]`.
+    pub announce: Announce,
     /// `[vip.health]`; `None` means backends are never probed.
     pub health: Option<Health>,
     /// `[[vip.backend]]`, in file order; same address family as `address`.
     pub backends: Vec<Backend>,
+}
+
+/// `vip.announce`: when border-mgmt announces the VIP's host route over BGP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Announce {
+    /// border-dp alive, the current generation adopted, and at least one
+    /// eligible backend (a VIP in fail-open has none).
+    #[default]
+    Healthy,
+    /// Whenever border-dp is alive.
+    Always,
+    /// Never.
+    Never,
 }
 
 /// Transport protocol of a VIP.
@@ -417,6 +453,7 @@ names!(Protocol { Tcp => "tcp", Udp => "udp" });
 names!(Mode { FullNat => "fullnat", Dnat => "dnat" });
 names!(ProxyProtocol { None => "none", V2 => "v2" });
 names!(PpTlv { UniqueId => "unique_id", Crc32c => "crc32c", Authority => "authority" });
+names!(Announce { Healthy => "healthy", Always => "always", Never => "never" });
 names!(HealthKind { Tcp => "tcp", Tls => "tls", Http => "http", Https => "https" });
 names!(OnDown { Keep => "keep", Reset => "reset" });
 

@@ -58,7 +58,8 @@ pub fn parse_target(s: &str) -> Result<Listen, ConnectError> {
     Err(ConnectError::BadAddress(s.to_string()))
 }
 
-fn with_limits(ch: Channel) -> Client {
+/// The Border client over a channel, with the API's message size limits.
+pub fn with_limits(ch: Channel) -> Client {
     BorderClient::new(ch)
         .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(usize::MAX)
@@ -85,6 +86,49 @@ pub async fn connect(target: &Listen, tls: Option<&ClientTls>) -> Result<Client,
             connect_tls(*addr, tls).await
         }
     }
+}
+
+/// A channel to the API at `target` (`unix:///…` or `tcp://…`; TCP needs
+/// `tls`), for the other services on the same listener (`BorderBgp`).
+pub async fn connect_channel(
+    target: &Listen,
+    tls: Option<&ClientTls>,
+) -> Result<Channel, ConnectError> {
+    match target {
+        Listen::Unix(path) => {
+            let shown = format!("unix://{}", path.display());
+            unix_channel(path.clone())
+                .await
+                .map_err(|e| ConnectError::Connect {
+                    addr: shown,
+                    source: describe(e),
+                })
+        }
+        Listen::Tcp(addr) => {
+            let tls = tls.ok_or_else(|| ConnectError::NeedTls(format!("tcp://{addr}")))?;
+            let cfg = client_config(tls)?;
+            let name = match &tls.server_name {
+                Some(n) => ServerName::try_from(n.clone())
+                    .map_err(|_| ConnectError::ServerName(n.clone()))?,
+                None => ServerName::IpAddress(addr.ip().into()),
+            };
+            tls_channel(*addr, cfg, name)
+                .await
+                .map_err(|e| ConnectError::Connect {
+                    addr: format!("tcp://{addr}"),
+                    source: describe(e),
+                })
+        }
+    }
+}
+
+/// The `border.v1.BorderBgp` client type.
+pub type BgpClient = crate::pb::border_bgp_client::BorderBgpClient<Channel>;
+
+/// The BorderBgp client over a channel from [`connect_channel`].
+pub fn bgp_client(ch: Channel) -> BgpClient {
+    crate::pb::border_bgp_client::BorderBgpClient::new(ch)
+        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
 }
 
 /// Connects over a unix socket.

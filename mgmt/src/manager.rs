@@ -213,6 +213,8 @@ pub struct Manager {
     parsed: Mutex<Option<ConfigText>>,
     dp: Mutex<DpWatcher>,
     events: EventBus,
+    /// BGP announcements (docs/bgp.md): maintenance switch and view.
+    bgp: Arc<crate::bgp::BgpShared>,
 }
 
 enum Published {
@@ -266,6 +268,7 @@ impl Manager {
         // Parsed once more so that the first ApplyConfig of a large config
         // is as fast as the next ones.
         let parsed = ConfigText::parse(store.text(), store.origin()).ok();
+        let cfg_has_bgp = store.config().mgmt.bgp.is_some();
         if let Some(g) = publisher.published() {
             seed_health(&mut store, g);
         }
@@ -282,6 +285,7 @@ impl Manager {
             parsed: Mutex::new(parsed),
             dp: Mutex::new(dp),
             events: EventBus::new(),
+            bgp: Arc::new(crate::bgp::BgpShared::new(cfg_has_bgp)),
         };
         Ok((Arc::new(m), opened))
     }
@@ -308,6 +312,11 @@ impl Manager {
                 pending: Some(why),
             }),
         }
+    }
+
+    /// BGP state shared with its task, the API and the exporter.
+    pub fn bgp(&self) -> &Arc<crate::bgp::BgpShared> {
+        &self.bgp
     }
 
     /// The options.
@@ -770,6 +779,7 @@ impl Manager {
 
     /// Publisher, dataplane and every VIP and backend (GetStatus).
     pub fn status(&self) -> Status {
+        let bgp = crate::bgp::report(self);
         let snap = self.sample_dp();
         let core = lock(&self.core);
         let cfg = core.store.config();
@@ -817,6 +827,7 @@ impl Manager {
             ),
             dataplane: snap,
             vips,
+            bgp,
         }
     }
 

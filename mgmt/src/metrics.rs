@@ -92,6 +92,7 @@ pub fn render(status: &Status, stats: &Stats) -> String {
     counters(&mut o, stats);
     flows(&mut o, stats);
     vip_state(&mut o, status);
+    o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
     o.0
 }
 

@@ -108,6 +108,9 @@ pub enum EventKind {
     /// unreliable witness. Never [`Change::Backend`]: backend changes are
     /// [`EventKind::BackendChanged`] with cause "health".
     Health(Change),
+    /// BGP: gobgpd connection, a neighbour's session, a VIP route,
+    /// maintenance.
+    Bgp(crate::bgp::BgpEvent),
 }
 
 /// What a change did to the tables.
@@ -230,6 +233,8 @@ pub struct Status {
     pub findings: Vec<Finding>,
     /// Every VIP in config order.
     pub vips: Vec<VipStatus>,
+    /// BGP announcements; `None` without `[mgmt.bgp]`.
+    pub bgp: Option<crate::bgp::BgpReport>,
 }
 
 impl Status {

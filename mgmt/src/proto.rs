@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 
 use conf::tables::BackendState;
 
+use crate::bgp::BgpReport;
 use crate::dp::DpSnap;
 use crate::health::engine::{Change, Key, Observation, State, WeightObs};
 use crate::health::Snapshot;
@@ -123,6 +124,43 @@ impl From<Status> for pb::GetStatusResponse {
             publisher: Some(s.publisher.into()),
             dataplane: Some(dataplane_status(&s.dataplane, s.findings)),
             vips: s.vips.into_iter().map(Into::into).collect(),
+            bgp: s.bgp.map(Into::into),
+        }
+    }
+}
+
+impl From<BgpReport> for pb::BgpStatus {
+    fn from(r: BgpReport) -> pb::BgpStatus {
+        let v = r.view;
+        pb::BgpStatus {
+            configured: true,
+            api: v.api,
+            connected: v.connected,
+            last_error: v.last_error.unwrap_or_default(),
+            errors: v.errors,
+            maintenance: r.maintenance,
+            active_connections: r.active_connections,
+            retry_in_ms: v.retry_in_ms,
+            neighbours: v
+                .neighbours
+                .into_iter()
+                .map(|n| pb::BgpNeighbour {
+                    address: n.address,
+                    peer_asn: n.peer_asn,
+                    state: n.state,
+                })
+                .collect(),
+            vips: v
+                .vips
+                .into_iter()
+                .map(|r| pb::VipRoute {
+                    name: r.name,
+                    prefix: r.prefix,
+                    next_hop: r.next_hop,
+                    announced: r.announced,
+                    reason: r.reason,
+                })
+                .collect(),
         }
     }
 }
@@ -331,6 +369,12 @@ impl From<EventKind> for pb::event::Kind {
             }),
             // The manager never emits Change::Backend (see EventKind::Health).
             EventKind::Health(c) => Kind::Health(health_event(c).unwrap_or_default()),
+            EventKind::Bgp(b) => Kind::Bgp(pb::BgpEvent {
+                what: b.what,
+                subject: b.subject,
+                state: b.state,
+                reason: b.reason,
+            }),
         }
     }
 }

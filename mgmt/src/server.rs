@@ -292,10 +292,14 @@ pub async fn serve(
             }
         }
     };
+    // BGP announcements through gobgpd (docs/bgp.md), with [mgmt.bgp].
+    crate::bgp::task::attach(m.clone(), shutdown.clone());
+    let bgp_svc = crate::bgp::service::BgpService::new(m.clone()).into_server();
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .add_service(svc)
-        .add_service(health_svc);
+        .add_service(health_svc)
+        .add_service(bgp_svc);
     let result = match api {
         Api::Unix {
             listener,
@@ -428,6 +432,7 @@ pub async fn run(
         }
     }
     tracing::info!("signal received, stopping");
+    withdraw_before_stop(&m).await;
     let _ = stop_tx.send(true);
     // A second signal ends the process at once.
     let second = async {
@@ -447,6 +452,19 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// With `[mgmt.bgp]`: withdraws every VIP route (bounded wait), then waits
+/// `withdraw_grace_ms` so routers move traffic away while border-dp still
+/// forwards (docs/bgp.md).
+async fn withdraw_before_stop(m: &Manager) {
+    let Some(bgp) = m.config().mgmt.bgp else {
+        return;
+    };
+    if !m.bgp().withdraw_for_shutdown(Duration::from_secs(2)).await {
+        tracing::warn!("BGP: could not confirm the withdraw within 2 s; stopping anyway");
+    }
+    tokio::time::sleep(Duration::from_millis(bgp.withdraw_grace_ms.into())).await;
 }
 
 /// Why the border-mgmt process stopped with an error. One line each.

@@ -901,10 +901,21 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         .ok_or_else(|| anyhow::anyhow!("no TSC on this architecture"))?;
     let cfg = Config::from_toml_str(&config_text(args.backends), "bench.toml")
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let wanted = |name: &str| args.only.as_deref().is_none_or(|o| name.contains(o));
-    let mut rows: Vec<Row> = Vec::new();
 
-    // Established flows.
+    let mut rows = established_rows(args, &cfg, hz)?;
+    rows.extend(new_flow_rows(args, &cfg, hz)?);
+    Ok(report(args, hz, &rows))
+}
+
+/// Whether `--only` selects the case called `name`.
+fn wanted(args: &Args, name: &str) -> bool {
+    args.only.as_deref().is_none_or(|o| name.contains(o))
+}
+
+/// Established flows of every VIP kind, each direction against the bare loop.
+fn established_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Vec<Row>> {
+    let wanted = |name: &str| wanted(args, name);
+    let mut rows: Vec<Row> = Vec::new();
     for &n in &args.flows {
         anyhow::ensure!(n > 0, "--flows must be above 0");
         for vip in [Vip::FullNat4, Vip::Dnat4, Vip::FullNat6, Vip::Proxy4] {
@@ -914,7 +925,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
             if !wanted(&fwd_name) && !do_rev {
                 continue;
             }
-            let mut rig = Rig::new(&cfg, args.backends, n + 1024, hz)?;
+            let mut rig = Rig::new(cfg, args.backends, n + 1024, hz)?;
             let (fwd, rev) = match vip {
                 Vip::Proxy4 => establish_proxied(&mut rig, n)?,
                 _ => establish(&mut rig, vip, n)?,
@@ -949,14 +960,20 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         }
     }
 
-    // New flows.
+    Ok(rows)
+}
+
+/// New flows (SYNs) into a cold table, then into the same table reused.
+fn new_flow_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Vec<Row>> {
+    let wanted = |name: &str| wanted(args, name);
+    let mut rows: Vec<Row> = Vec::new();
     for vip in [Vip::FullNat4, Vip::Dnat4, Vip::FullNat6] {
         let name = format!("new flows {} (SYN)", vip.name());
         if !wanted(&name) {
             continue;
         }
         let n = args.new_flows;
-        let mut rig = Rig::new(&cfg, args.backends, n + 1024, hz)?;
+        let mut rig = Rig::new(cfg, args.backends, n + 1024, hz)?;
         let drops0 = rig.drops();
         let mut cold = Vec::new();
         let mut warm = Vec::new();
@@ -1008,6 +1025,11 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         });
     }
 
+    Ok(rows)
+}
+
+/// The table of rows, its notes and the goals' verdicts.
+fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
     let mut t = Table::new(
         format!(
             "pipeline: Worker::poll_once over an in-memory port, {} backends per VIP, {} samples, median (TSC {:.3} GHz)",
@@ -1029,7 +1051,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
             "drops",
         ],
     );
-    for r in &rows {
+    for r in rows {
         let bare = r.bare.map_or(0.0, |b| b.median);
         t.row(vec![
             r.case.clone(),
@@ -1099,7 +1121,7 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
             if worst >= 1e6 { "met" } else { "MISSED" }
         ));
     }
-    Ok(t)
+    t
 }
 
 #[cfg(test)]

@@ -64,6 +64,15 @@ pub(super) struct RawMgmt {
     pub tls: Option<S<RawTls>>,
     pub peer: Option<List<RawPeer>>,
     pub quorum: Option<S<u32>>,
+    pub bgp: Option<S<RawBgp>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawBgp {
+    pub api: Option<S<String>>,
+    pub communities: Option<List<String>>,
+    pub withdraw_grace_ms: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -97,6 +106,7 @@ pub(super) struct RawVip {
     pub maglev_table_size: Option<S<u64>>,
     pub zone_affinity: Option<S<bool>>,
     pub translate_timestamps: Option<S<bool>>,
+    pub announce: Option<S<String>>,
     pub health: Option<S<RawHealth>>,
     pub backend: Option<List<RawBackend>>,
 }

@@ -24,6 +24,8 @@ use super::*;
 
 type List<T> = S<Vec<S<T>>>;
 
+mod bgp;
+
 /// Longest `instance`, port and VIP name.
 const MAX_NAME: usize = 32;
 /// Longest zone name.
@@ -60,6 +62,7 @@ pub(super) fn lone_vip(config: &Config, raw: &S<RawVip>, index: usize) -> Option
     let mut v = V { diags: Vec::new() };
     let key = format!("vip[{index}]");
     let vip = v.vip(raw, &key, &config.ports, true, config.zone.is_some());
+    v.announce_needs_bgp([(index, raw)], config.mgmt.bgp.is_some());
     v.diags.is_empty().then_some(vip)
 }
 
@@ -296,6 +299,8 @@ impl V {
         let ports_ok = self.diags.len() == before;
         let mgmt = self.mgmt(raw.mgmt.as_ref(), &instance);
         let vips = self.vips(raw.vip.as_ref(), &ports, ports_ok, zone.is_some());
+        let raw_vips: &[S<RawVip>] = raw.vip.as_ref().map_or(&[], |l| l.get_ref());
+        self.announce_needs_bgp(raw_vips.iter().enumerate(), mgmt.bgp.is_some());
         Config {
             instance,
             zone,
@@ -900,6 +905,7 @@ impl V {
                 tls: None,
                 peers: Vec::new(),
                 quorum: 1,
+                bgp: None,
             };
         };
         let m = sm.get_ref();
@@ -961,12 +967,14 @@ impl V {
                 );
             }
         }
+        let bgp = m.bgp.as_ref().map(|b| self.bgp(b));
         Mgmt {
             listen,
             metrics_listen,
             tls,
             peers,
             quorum,
+            bgp,
         }
     }
 
@@ -1202,6 +1210,7 @@ impl V {
             maglev_table_size,
             zone_affinity,
             translate_timestamps: or(&v.translate_timestamps, true),
+            announce: self.announce(&v.announce, key),
             health,
             backends,
         }

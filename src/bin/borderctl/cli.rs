@@ -98,6 +98,17 @@ pub enum Cmd {
         #[arg(long, value_name = "N")]
         count: Option<u64>,
     },
+    /// BGP maintenance: `on` withdraws every VIP route from the routers
+    /// (within 1 s) while border-dp keeps forwarding the connections already
+    /// established; `off` announces them again.
+    ///
+    /// Needs [mgmt.bgp]. `status` shows the state and how many connections
+    /// are left. Not kept across restarts of border-mgmt. See docs/bgp.md.
+    Maintenance {
+        /// `on` or `off`.
+        #[arg(value_enum)]
+        state: OnOff,
+    },
     /// Per-worker dataplane counters and their totals, read from border-dp's
     /// state region on this machine (without border-mgmt).
     ///
@@ -110,6 +121,13 @@ pub enum Cmd {
         #[arg(long)]
         all: bool,
     },
+}
+
+/// `maintenance on|off`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 /// One backend of one VIP, and the note kept with a change to it.

@@ -170,7 +170,7 @@ impl Target {
             )));
         }
         let tls = self.tls();
-        let connecting = mgmt::client::connect(&target, tls.as_ref());
+        let connecting = mgmt::client::connect_channel(&target, tls.as_ref());
         let client = match tokio::time::timeout(self.timeout(), connecting).await {
             Err(_) => {
                 return Err(Failure::Unreachable(format!(
@@ -180,10 +180,11 @@ impl Target {
             }
             Ok(Err(e @ ConnectError::Connect { .. })) => return Err(connect_failure(&e)),
             Ok(Err(e)) => return Err(Failure::Other(one_line(&e.to_string()))),
-            Ok(Ok(c)) => c,
+            Ok(Ok(ch)) => ch,
         };
         Ok(Api {
-            client,
+            client: mgmt::client::with_limits(client.clone()),
+            bgp: mgmt::client::bgp_client(client),
             shown,
             timeout: self.timeout(),
         })
@@ -193,6 +194,8 @@ impl Target {
 /// A connected client and where it is connected.
 pub struct Api {
     client: Client,
+    /// `border.v1.BorderBgp` on the same connection.
+    pub bgp: mgmt::client::BgpClient,
     /// The server as `unix:///path` or `tcp://ip:port`.
     pub shown: String,
     timeout: Duration,
@@ -205,6 +208,27 @@ impl Api {
         F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         match tokio::time::timeout(self.timeout, f(self.client.clone())).await {
+            Err(_) => Err(Failure::Unreachable(format!(
+                "border-mgmt at {} did not answer within {} ms",
+                self.shown,
+                self.timeout.as_millis()
+            ))),
+            Ok(Ok(r)) => Ok(r.into_inner()),
+            Ok(Err(st)) => Err(status_failure(&self.shown, &st)),
+        }
+    }
+}
+
+impl Api {
+    /// One unary call of `border.v1.BorderBgp`, as [`Api::call`].
+    pub async fn call_bgp<T, F>(
+        &mut self,
+        f: impl FnOnce(mgmt::client::BgpClient) -> F,
+    ) -> Result<T, Failure>
+    where
+        F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        match tokio::time::timeout(self.timeout, f(self.bgp.clone())).await {
             Err(_) => Err(Failure::Unreachable(format!(
                 "border-mgmt at {} did not answer within {} ms",
                 self.shown,

@@ -109,6 +109,14 @@ pub enum EventKind {
     Health {
         detail: String,
     },
+    /// BGP (docs/bgp.md): gobgpd connection, a neighbour's session, a VIP
+    /// route, maintenance.
+    Bgp {
+        what: String,
+        subject: String,
+        state: String,
+        reason: String,
+    },
     /// A kind this borderctl does not know (a newer border-mgmt).
     Unknown,
 }
@@ -161,6 +169,12 @@ impl From<&pb::Event> for EventView {
             Some(Kind::Lagged(l)) => EventKind::Lagged { missed: l.missed },
             Some(Kind::Health(h)) => EventKind::Health {
                 detail: format!("{:?}", h.kind),
+            },
+            Some(Kind::Bgp(b)) => EventKind::Bgp {
+                what: b.what.clone(),
+                subject: b.subject.clone(),
+                state: b.state.clone(),
+                reason: b.reason.clone(),
             },
             None => EventKind::Unknown,
         };
@@ -236,6 +250,11 @@ impl EventKind {
                 format!("missed {missed} events (this client fell behind)")
             }
             EventKind::Health { detail } => format!("health: {detail}"),
+            EventKind::Bgp { what, subject, state, reason } => {
+                let subject = if subject.is_empty() { String::new() } else { format!(" {subject}") };
+                let reason = if reason.is_empty() || reason == state { String::new() } else { format!(" ({reason})") };
+                format!("bgp: {what}{subject} {state}{reason}")
+            }
             EventKind::Unknown => "unknown event (a newer border-mgmt?)".to_string(),
         }
     }

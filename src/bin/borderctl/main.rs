@@ -1,6 +1,6 @@
 //! borderctl: the operator's command-line tool of border. Talks to
 //! border-mgmt's gRPC API `border.v1` (status, apply, drain/undrain/weight,
-//! stats, events); `counters` and `status --local` read border-dp's state
+//! stats, events, maintenance); `counters` and `status --local` read border-dp's state
 //! region directly, and `status`/`stats` fall back to it when border-mgmt
 //! is not reachable.
 //!
@@ -11,10 +11,12 @@
 
 mod apply;
 mod backend;
+mod bgp;
 mod cli;
 mod conn;
 mod counters;
 mod events;
+mod maintenance;
 mod output;
 mod stats;
 mod status;
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         }
         Cmd::Stats { all } => stats::run(&target, all, json),
         Cmd::Events { count } => events::run(&target, json, count),
+        Cmd::Maintenance { state } => maintenance::run(&target, state, json),
         Cmd::Counters { all } => counters::run(&target, all, json).map_err(Failure::from),
     };
     match res {

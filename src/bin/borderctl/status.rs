@@ -8,6 +8,7 @@ use std::time::Duration;
 use mgmt::pb;
 use serde::Serialize;
 
+use crate::bgp::BgpView;
 use crate::cli::Target;
 use crate::conn::{runtime, Failure, Res};
 use crate::output::{self, exit, human_bytes, plural, utc, yes_no, Render, Table, Text};
@@ -128,6 +129,9 @@ pub struct StatusView {
     pub publisher: PublisherView,
     pub dataplane: DataplaneView,
     pub vips: Vec<VipView>,
+    /// BGP (docs/bgp.md); absent without [mgmt.bgp].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bgp: Option<BgpView>,
 }
 
 #[derive(Debug, Serialize)]
@@ -237,6 +241,7 @@ impl StatusView {
             },
             dataplane,
             vips: st.vips.iter().map(VipView::from).collect(),
+            bgp: BgpView::from_pb(st.bgp.as_ref()),
         }
     }
 }
@@ -280,6 +285,10 @@ impl Render for StatusView {
         t.table(&self.vips_table());
         t.blank();
         t.table(&self.backends_table());
+        if let Some(b) = &self.bgp {
+            t.blank();
+            b.render(&mut t);
+        }
         t
     }
 }
@@ -517,6 +526,7 @@ mod tests {
                 ],
                 ..Default::default()
             }],
+            bgp: None,
         }
     }
 
