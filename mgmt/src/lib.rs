@@ -20,6 +20,7 @@ pub mod health;
 pub mod manager;
 pub mod metrics;
 pub mod model;
+pub mod peer;
 pub mod proto;
 pub mod publisher;
 pub mod server;

@@ -10,6 +10,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::io::{Read, Write};
+
+use conf::os::files::{Access, FileError};
 use conf::tables::BackendState;
 use conf::{Config, ConfigError};
 use serde::{Deserialize, Serialize};
@@ -468,11 +471,16 @@ struct SavedOverride {
 }
 
 fn load_overrides(path: &Path) -> std::io::Result<Vec<(BackendKey, OperatorOverride)>> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
+    // Only a file that root or this user made and nobody else can write,
+    // never through a symlink: the overrides drain and weigh backends.
+    let mut file = match conf::os::files::open_trusted(path) {
+        Ok(f) => f,
+        Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(FileError::Io(e)) => return Err(e),
+        Err(FileError::Untrusted(u)) => return Err(std::io::Error::other(u)),
     };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
     let list: Vec<SavedOverride> = serde_json::from_slice(&bytes)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     Ok(list.into_iter().map(|s| (s.key, s.value)).collect())
@@ -491,11 +499,22 @@ fn save_overrides(
         .collect();
     let json = serde_json::to_vec_pretty(&list).map_err(std::io::Error::other)?;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        conf::os::files::ensure_dir(dir, Access::PRIVATE)?;
     }
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, json)?;
-    std::fs::rename(&tmp, path)
+    // Mode 0600, made with O_EXCL under an unpredictable name, never
+    // through a symlink; the rename replaces the name only.
+    let tmp = conf::os::files::temp_path_for(path);
+    let written = conf::os::files::create_new(&tmp, Access::PRIVATE)
+        .map_err(|e| match e {
+            FileError::Io(e) => e,
+            FileError::Untrusted(u) => std::io::Error::other(u),
+        })
+        .and_then(|mut f| f.write_all(&json))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Reads and validates a config file like [`Config::from_file`], also

@@ -14,9 +14,13 @@ use zerocopy::IntoBytes;
 use super::alloc::Arena;
 use super::layout::*;
 use super::reader::{check_header, header_word, validate, Region};
-use super::{BackendEntry, Generation, Published, TablesError, VipTable, PROTO_TCP, PROTO_UDP};
+use super::{
+    file_error, BackendEntry, Generation, Published, TablesError, VipTable, PROTO_TCP, PROTO_UDP,
+};
 use crate::config::Mode;
+use crate::os::files::{self, Access};
 use crate::os::LockError;
+use std::os::unix::fs::OpenOptionsExt;
 
 /// What one [`TablesWriter::publish`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -117,6 +121,7 @@ fn lock(file: &File, path: &Path) -> Result<(), TablesError> {
             path: path.to_owned(),
             source,
         },
+        LockError::Untrusted(u) => TablesError::Untrusted(u),
     })
 }
 
@@ -303,28 +308,24 @@ impl TablesWriter {
                 max: MAX_REGION_LEN - HEADER_LEN,
             });
         };
-        if let Ok(old) = File::open(path) {
+        // A symlink or another user's file at `path` is not opened here:
+        // the rename below replaces the name, never what it points to.
+        if let Ok(old) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+        {
             lock(&old, path)?;
         }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
         let region_id = new_region_id();
-        // Unique per call (pid and region id), never an existing file.
-        let tmp = path.with_file_name(format!(
-            ".{name}.tmp-{}-{region_id:016x}",
-            std::process::id()
-        ));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(io)?;
+        // Unique and unpredictable, made with O_EXCL: never an existing
+        // file, never through a symlink another user planted. Mode 0600
+        // always: the region holds the flow hash key.
+        let tmp = files::temp_path_for(path);
+        let file = files::create_new(&tmp, Access::PRIVATE).map_err(|e| file_error(path, e))?;
         let result = (|| {
             lock(&file, path)?;
-            file.set_len(region_len).map_err(io)?;
+            files::allocate(&file, region_len).map_err(io)?;
             // A raw mapping: this process writes it only through pointers to
             // ranges no reader may be reading (`extent_mut`) and through
             // atomics for header words; no `&mut [u8]` over the file exists.
@@ -379,11 +380,9 @@ impl TablesWriter {
             path: path.to_owned(),
             source,
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(io)?;
+        // Only a region this user made, mode 0600, never through a symlink:
+        // another user's file could be rewritten under the dataplane.
+        let file = files::open_own(path, Access::PRIVATE, true).map_err(|e| file_error(path, e))?;
         lock(&file, path)?;
         let meta = file.metadata().map_err(io)?;
         if meta.len() < HEADER_LEN {
