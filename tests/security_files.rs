@@ -114,7 +114,13 @@ fn stats_as(user: &str, group: &str, instance: &str) -> Output {
     as_user(
         user,
         group,
-        &[borderctl_bin(), "stats", "--server", &socket(instance), "--json"],
+        &[
+            borderctl_bin(),
+            "stats",
+            "--server",
+            &socket(instance),
+            "--json",
+        ],
     )
 }
 
@@ -159,7 +165,12 @@ fn an_outsider_can_neither_read_nor_lock_nor_call() {
     // Read the regions: the tables hold the flow hash key.
     for region in [&tables, &state] {
         let o = as_nobody(&["cat", &region.display().to_string()]);
-        assert!(!o.status.success(), "nobody read {}:\n{}", region.display(), text(&o));
+        assert!(
+            !o.status.success(),
+            "nobody read {}:\n{}",
+            region.display(),
+            text(&o)
+        );
         assert!(o.stdout.is_empty());
     }
     // Hold a lock file (a read-only open is enough for flock).
@@ -181,7 +192,11 @@ fn an_outsider_can_neither_read_nor_lock_nor_call() {
     assert!(!o.status.success(), "nobody called the API:\n{out}");
     assert!(out.contains("PermissionDenied"), "{out}");
     mgmt.wait_log("api: call refused");
-    assert!(mgmt.log_text().contains("uid=Some(65534)"), "{}", mgmt.log_text());
+    assert!(
+        mgmt.log_text().contains("uid=Some(65534)"),
+        "{}",
+        mgmt.log_text()
+    );
     let o = stats_as("root", "root", instance);
     assert!(o.status.success(), "root is refused:\n{}", text(&o));
 
@@ -232,16 +247,33 @@ fn plant_tables_region(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
-/// border-mgmt on `cfg` must exit at once with one line that names `path`.
+/// border-mgmt on `cfg` must exit at once (within 10 s) with one line that
+/// names `path`.
 fn mgmt_refuses(cfg: &Path, path: &Path, what: &str) -> String {
-    let o = Command::new(border_mgmt_bin())
+    let log = cfg.with_file_name("refused.log");
+    let mut child = Command::new(border_mgmt_bin())
         .arg("--config")
         .arg(cfg)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert!(!o.status.success(), "border-mgmt started:\n{}", text(&o));
+    let mut status = None;
+    for _ in 0..200 {
+        status = child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("border-mgmt started on a region it should refuse:\n{err}");
+    };
+    assert!(!status.success(), "border-mgmt exit {status}:\n{err}");
     let line = err
         .lines()
         .find(|l| l.starts_with("border-mgmt: error:"))
@@ -267,10 +299,19 @@ fn symlinks_planted_at_the_region_paths_are_not_followed() {
     let victim = PathBuf::from("/dev/shm/sf-link-victim-tables");
     let before = plant_tables_region(&victim);
     let tables = tables_path(instance);
-    let o = as_nobody(&["ln", "-s", &victim.display().to_string(), &tables.display().to_string()]);
+    let o = as_nobody(&[
+        "ln",
+        "-s",
+        &victim.display().to_string(),
+        &tables.display().to_string(),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     mgmt_refuses(&cfg, &tables, "symbolic link");
-    assert_eq!(std::fs::read(&victim).unwrap(), before, "the symlink's target was written");
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        before,
+        "the symlink's target was written"
+    );
     std::fs::remove_file(&tables).unwrap();
 
     // The state path: a symlink to a forged state region (a running
@@ -284,7 +325,12 @@ fn symlinks_planted_at_the_region_paths_are_not_followed() {
     std::os::unix::fs::chown(&fake, Some(NOBODY), Some(NOBODY)).unwrap();
     let fake_bytes = std::fs::read(&fake).unwrap();
     let state = state_path(instance);
-    let o = as_nobody(&["ln", "-s", &fake.display().to_string(), &state.display().to_string()]);
+    let o = as_nobody(&[
+        "ln",
+        "-s",
+        &fake.display().to_string(),
+        &state.display().to_string(),
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let mut mgmt = BorderMgmt::start(&cfg, dir.path("mgmt.log"));
     mgmt.wait_log("is a symbolic link");
@@ -297,7 +343,11 @@ fn symlinks_planted_at_the_region_paths_are_not_followed() {
     let meta = std::fs::symlink_metadata(&state).unwrap();
     assert!(meta.file_type().is_file(), "still a symlink");
     assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o600));
-    assert_eq!(std::fs::read(&fake).unwrap(), fake_bytes, "the symlink's target was written");
+    assert_eq!(
+        std::fs::read(&fake).unwrap(),
+        fake_bytes,
+        "the symlink's target was written"
+    );
     assert!(dp.stop().success(), "{}", dp.log_text());
     assert!(mgmt.stop().success(), "{}", mgmt.log_text());
     let _ = std::fs::remove_file(&victim);
@@ -317,7 +367,11 @@ fn a_region_made_in_advance_by_another_user_is_refused() {
     let before = plant_tables_region(&tables);
     let line = mgmt_refuses(&cfg, &tables, "owned by uid 65534");
     assert!(line.contains("mode 0666"), "{line}");
-    assert_eq!(std::fs::read(&tables).unwrap(), before, "the planted region was written");
+    assert_eq!(
+        std::fs::read(&tables).unwrap(),
+        before,
+        "the planted region was written"
+    );
     forget_instance(instance);
 }
 
@@ -339,7 +393,11 @@ fn operators_group_members_read_counters_and_call_the_api_others_do_not() {
     let sock = PathBuf::from(format!("/run/border/{instance}.sock"));
     assert_eq!((mode(&state), gid(&state)), (0o640, NOBODY), "state region");
     assert_eq!((mode(&sock), gid(&sock)), (0o660, NOBODY), "API socket");
-    assert_eq!(mode(&tables), 0o600, "the tables (flow hash key) stay private");
+    assert_eq!(
+        mode(&tables),
+        0o600,
+        "the tables (flow hash key) stay private"
+    );
     let run = Path::new("/run/border");
     assert_eq!((mode(run), gid(run)), (0o750, NOBODY), "/run/border");
 

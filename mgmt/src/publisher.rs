@@ -420,7 +420,11 @@ mod tests {
             e.contains(&path.display().to_string()) && e.contains("mode 0644") && e.contains("rm "),
             "{e}"
         );
-        assert_eq!(std::fs::read(&path).unwrap(), vec![0x5a; 8192], "left as it was");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            vec![0x5a; 8192],
+            "left as it was"
+        );
         std::fs::remove_file(&path).unwrap();
     }
 
