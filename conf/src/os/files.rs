@@ -78,11 +78,13 @@ pub fn group_id(name: &str) -> Option<u32> {
     let cname = CString::new(name).ok()?;
     let mut buf = vec![0u8; 4096];
     loop {
+        // SAFETY: `libc::group` is plain data (integers and pointers), for
+        // which all-zero bytes are a valid value.
+        let mut grp: libc::group = unsafe { std::mem::zeroed() };
+        let mut result: *mut libc::group = std::ptr::null_mut();
         // SAFETY: `grp` and `result` are valid out-pointers; `buf` is a
         // writable buffer of `buf.len()` bytes that outlives the call, and
         // only `gr_gid` (a plain integer) is read from `grp` afterwards.
-        let mut grp: libc::group = unsafe { std::mem::zeroed() };
-        let mut result: *mut libc::group = std::ptr::null_mut();
         let rc = unsafe {
             libc::getgrnam_r(
                 cname.as_ptr(),
