@@ -38,17 +38,23 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `args` to run as `user`:`group` with no supplementary groups.
+fn command_as(user: &str, group: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        &format!("--reuid={user}"),
+        &format!("--regid={group}"),
+        "--clear-groups",
+        "--",
+    ])
+    .args(args)
+    .stdin(Stdio::null());
+    c
+}
+
 /// Runs `args` as `user`:`group` with no supplementary groups.
 fn as_user(user: &str, group: &str, args: &[&str]) -> Output {
-    Command::new("setpriv")
-        .args([
-            &format!("--reuid={user}"),
-            &format!("--regid={group}"),
-            "--clear-groups",
-            "--",
-        ])
-        .args(args)
-        .stdin(Stdio::null())
+    command_as(user, group, args)
         .output()
         .unwrap_or_else(|e| panic!("setpriv {args:?}: {e}"))
 }
@@ -132,24 +138,64 @@ fn forget_instance(instance: &str) {
     let _ = std::fs::remove_file(format!("/run/border/{instance}.sock"));
 }
 
+/// A test's instance: this file's turn, nothing left of an earlier run, a
+/// directory with the config file.
+struct Setup {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    dir: TempDir,
+    cfg: PathBuf,
+    text: String,
+}
+
+impl Setup {
+    fn new(instance: &str, tag: &str, n: u8, group: Option<&str>) -> Setup {
+        let serial = serial();
+        forget_instance(instance);
+        let dir = TempDir::new(instance);
+        let cfg = dir.path("border.toml");
+        let text = config(instance, tag, n, group);
+        std::fs::write(&cfg, &text).unwrap();
+        Setup {
+            _serial: serial,
+            dir,
+            cfg,
+            text,
+        }
+    }
+}
+
+/// border-mgmt, then border-dp following it in namespace `<tag>-lb`.
+struct Running {
+    mgmt: BorderMgmt,
+    dp: BorderDp,
+    _lb: Netns,
+}
+
+impl Running {
+    fn start(s: &Setup, instance: &str, tag: &str) -> Running {
+        let mgmt = BorderMgmt::start(&s.cfg, s.dir.path("mgmt.log"));
+        let lb = Netns::new(&format!("{tag}-lb"));
+        let dp = BorderDp::start_following(&lb, &s.dir, instance, &s.text);
+        Running { mgmt, dp, _lb: lb }
+    }
+
+    fn stop(mut self) {
+        assert!(self.dp.stop().success(), "{}", self.dp.log_text());
+        assert!(self.mgmt.stop().success(), "{}", self.mgmt.log_text());
+    }
+}
+
 #[test]
 fn an_outsider_can_neither_read_nor_lock_nor_call() {
-    let _serial = serial();
     let instance = "sf-out";
-    forget_instance(instance);
+    let setup = Setup::new(instance, "sf1", 141, None);
     // An older border left its lock 0644 and /run/border 0755.
     std::fs::create_dir_all("/run/border").unwrap();
     chmod(Path::new("/run/border"), 0o755);
     std::fs::write(lock_path(instance, "mgmt"), b"").unwrap();
     chmod(&lock_path(instance, "mgmt"), 0o644);
 
-    let dir = TempDir::new("sf-out");
-    let cfg = dir.path("border.toml");
-    let text_cfg = config(instance, "sf1", 141, None);
-    std::fs::write(&cfg, &text_cfg).unwrap();
-    let mut mgmt = BorderMgmt::start(&cfg, dir.path("mgmt.log"));
-    let lb = Netns::new("sf1-lb");
-    let mut dp = BorderDp::start_following(&lb, &dir, instance, &text_cfg);
+    let mut running = Running::start(&setup, instance, "sf1");
 
     let tables = tables_path(instance);
     let state = state_path(instance);
@@ -191,46 +237,40 @@ fn an_outsider_can_neither_read_nor_lock_nor_call() {
     let out = text(&o);
     assert!(!o.status.success(), "nobody called the API:\n{out}");
     assert!(out.contains("PermissionDenied"), "{out}");
-    mgmt.wait_log("api: call refused");
-    assert!(
-        mgmt.log_text().contains("uid=Some(65534)"),
-        "{}",
-        mgmt.log_text()
-    );
+    running.mgmt.wait_log("api: call refused");
+    let log = running.mgmt.log_text();
+    assert!(log.contains("uid=Some(65534)"), "{log}");
     let o = stats_as("root", "root", instance);
     assert!(o.status.success(), "root is refused:\n{}", text(&o));
 
-    assert!(dp.stop().success(), "{}", dp.log_text());
-    assert!(mgmt.stop().success(), "{}", mgmt.log_text());
+    running.stop();
     chmod(Path::new("/run/border"), 0o750);
     forget_instance(instance);
 }
 
 #[test]
 fn a_lock_file_held_by_another_user_does_not_keep_border_mgmt_from_starting() {
-    let _serial = serial();
     let instance = "sf-lock";
-    forget_instance(instance);
-    let dir = TempDir::new("sf-lock");
-    let cfg = dir.path("border.toml");
-    std::fs::write(&cfg, config(instance, "sf2", 143, None)).unwrap();
-    let mut first = BorderMgmt::start(&cfg, dir.path("mgmt1.log"));
+    let Setup { dir, cfg, .. } = &Setup::new(instance, "sf2", 143, None);
+    let mut first = BorderMgmt::start(cfg, dir.path("mgmt1.log"));
     assert!(first.stop().success());
     let lock = lock_path(instance, "mgmt");
     assert!(lock.exists(), "the lock file stays between runs");
 
     // nobody tries to hold it for 20 s in the background.
     chmod(Path::new("/run/border"), 0o755); // as an older border left it
-    let mut holder = Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-        .args(["flock", "-s", &lock.display().to_string(), "sleep", "20"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let lock_arg = lock.display().to_string();
+    let mut holder = command_as(
+        "nobody",
+        "nogroup",
+        &["flock", "-s", &lock_arg, "sleep", "20"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let mut second = BorderMgmt::start(&cfg, dir.path("mgmt2.log"));
+    let mut second = BorderMgmt::start(cfg, dir.path("mgmt2.log"));
     let _ = holder.kill();
     let _ = holder.wait();
     assert!(second.stop().success(), "{}", second.log_text());
@@ -245,6 +285,13 @@ fn plant_tables_region(path: &Path) -> Vec<u8> {
     std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).unwrap();
     chmod(path, 0o666);
     std::fs::read(path).unwrap()
+}
+
+/// nobody makes `link` a symlink to `target`.
+fn plant_symlink(link: &Path, target: &Path) {
+    let (t, l) = (target.display().to_string(), link.display().to_string());
+    let o = as_nobody(&["ln", "-s", &t, &l]);
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 /// border-mgmt on `cfg` must exit at once (within 10 s) with one line that
@@ -287,26 +334,20 @@ fn mgmt_refuses(cfg: &Path, path: &Path, what: &str) -> String {
 
 #[test]
 fn symlinks_planted_at_the_region_paths_are_not_followed() {
-    let _serial = serial();
     let instance = "sf-link";
-    forget_instance(instance);
-    let dir = TempDir::new("sf-link");
-    let cfg = dir.path("border.toml");
-    let text_cfg = config(instance, "sf3", 145, None);
-    std::fs::write(&cfg, &text_cfg).unwrap();
+    let Setup {
+        dir,
+        cfg,
+        text: text_cfg,
+        ..
+    } = &Setup::new(instance, "sf3", 145, None);
 
     // The tables path: a symlink to a region nobody can rewrite.
     let victim = PathBuf::from("/dev/shm/sf-link-victim-tables");
     let before = plant_tables_region(&victim);
     let tables = tables_path(instance);
-    let o = as_nobody(&[
-        "ln",
-        "-s",
-        &victim.display().to_string(),
-        &tables.display().to_string(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    mgmt_refuses(&cfg, &tables, "symbolic link");
+    plant_symlink(&tables, &victim);
+    mgmt_refuses(cfg, &tables, "symbolic link");
     assert_eq!(
         std::fs::read(&victim).unwrap(),
         before,
@@ -325,21 +366,15 @@ fn symlinks_planted_at_the_region_paths_are_not_followed() {
     std::os::unix::fs::chown(&fake, Some(NOBODY), Some(NOBODY)).unwrap();
     let fake_bytes = std::fs::read(&fake).unwrap();
     let state = state_path(instance);
-    let o = as_nobody(&[
-        "ln",
-        "-s",
-        &fake.display().to_string(),
-        &state.display().to_string(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    let mut mgmt = BorderMgmt::start(&cfg, dir.path("mgmt.log"));
+    plant_symlink(&state, &fake);
+    let mut mgmt = BorderMgmt::start(cfg, dir.path("mgmt.log"));
     mgmt.wait_log("is a symbolic link");
     let log = mgmt.log_text();
     assert!(log.contains(&state.display().to_string()), "{log}");
 
     // border-dp replaces the name with its own region; the target stays.
     let lb = Netns::new("sf3-lb");
-    let mut dp = BorderDp::start_following(&lb, &dir, instance, &text_cfg);
+    let mut dp = BorderDp::start_following(&lb, dir, instance, text_cfg);
     let meta = std::fs::symlink_metadata(&state).unwrap();
     assert!(meta.file_type().is_file(), "still a symlink");
     assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o600));
@@ -357,15 +392,11 @@ fn symlinks_planted_at_the_region_paths_are_not_followed() {
 
 #[test]
 fn a_region_made_in_advance_by_another_user_is_refused() {
-    let _serial = serial();
     let instance = "sf-pre";
-    forget_instance(instance);
-    let dir = TempDir::new("sf-pre");
-    let cfg = dir.path("border.toml");
-    std::fs::write(&cfg, config(instance, "sf4", 147, None)).unwrap();
+    let Setup { cfg, .. } = &Setup::new(instance, "sf4", 147, None);
     let tables = tables_path(instance);
     let before = plant_tables_region(&tables);
-    let line = mgmt_refuses(&cfg, &tables, "owned by uid 65534");
+    let line = mgmt_refuses(cfg, &tables, "owned by uid 65534");
     assert!(line.contains("mode 0666"), "{line}");
     assert_eq!(
         std::fs::read(&tables).unwrap(),
@@ -377,17 +408,10 @@ fn a_region_made_in_advance_by_another_user_is_refused() {
 
 #[test]
 fn operators_group_members_read_counters_and_call_the_api_others_do_not() {
-    let _serial = serial();
     let instance = "sf-grp";
-    forget_instance(instance);
-    let dir = TempDir::new("sf-grp");
-    let cfg = dir.path("border.toml");
     // nogroup is nobody's primary group: nobody is the operator here.
-    let text_cfg = config(instance, "sf5", 149, Some("nogroup"));
-    std::fs::write(&cfg, &text_cfg).unwrap();
-    let mut mgmt = BorderMgmt::start(&cfg, dir.path("mgmt.log"));
-    let lb = Netns::new("sf5-lb");
-    let mut dp = BorderDp::start_following(&lb, &dir, instance, &text_cfg);
+    let setup = Setup::new(instance, "sf5", 149, Some("nogroup"));
+    let running = Running::start(&setup, instance, "sf5");
 
     let (tables, state) = (tables_path(instance), state_path(instance));
     let sock = PathBuf::from(format!("/run/border/{instance}.sock"));
@@ -423,8 +447,7 @@ fn operators_group_members_read_counters_and_call_the_api_others_do_not() {
     let o = stats_as("daemon", "daemon", instance);
     assert!(text(&o).contains("PermissionDenied"), "{}", text(&o));
 
-    assert!(dp.stop().success(), "{}", dp.log_text());
-    assert!(mgmt.stop().success(), "{}", mgmt.log_text());
+    running.stop();
     std::os::unix::fs::chown(run, None, Some(0)).unwrap();
     chmod(run, 0o750);
     forget_instance(instance);

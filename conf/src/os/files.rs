@@ -223,19 +223,26 @@ fn random_tag() -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// Opens an existing `path` (read-write with `write`) without following a
+/// symlink, and its metadata, to be checked before use.
+fn open_no_follow(path: &Path, write: bool) -> Result<(File, std::fs::Metadata), FileError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| symlink_error(path, e))?;
+    let meta = file.metadata()?;
+    Ok((file, meta))
+}
+
 /// Opens a file border made and now uses again (a tables region it
 /// re-attaches to, a lock file), read-write, never through a symlink. It
 /// must be a regular file owned by this process's user with no permission
 /// for others and no write permission for the group; with `exact`, its mode
 /// must be [`Access::file_mode`] and its group the configured one.
 pub fn open_own(path: &Path, access: Access, exact: bool) -> Result<File, FileError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| symlink_error(path, e))?;
-    let meta = file.metadata()?;
+    let (file, meta) = open_no_follow(path, true)?;
     let mode = meta.mode() & 0o7777;
     let me = euid();
     let expected = access.file_mode();
@@ -273,12 +280,7 @@ pub fn open_own(path: &Path, access: Access, exact: bool) -> Result<File, FileEr
 /// or by this process's user, writable by nobody else. Anything else could
 /// have been planted by another user to feed this process forged contents.
 pub fn open_trusted(path: &Path) -> Result<File, FileError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| symlink_error(path, e))?;
-    let meta = file.metadata()?;
+    let (file, meta) = open_no_follow(path, false)?;
     let mode = meta.mode() & 0o7777;
     let me = euid();
     if !meta.file_type().is_file() || (meta.uid() != 0 && meta.uid() != me) || mode & 0o022 != 0 {
