@@ -92,8 +92,9 @@ fn chmod(p: &Path, m: u32) {
 }
 
 /// A config for border-mgmt and border-dp of `instance` on TAP ports
-/// `<tag>-ext`/`<tag>-int`, the API on `/run/border/<instance>.sock`.
-fn config(instance: &str, tag: &str, n: u8, group: Option<&str>) -> String {
+/// `<tag>-ext`/`<tag>-int`, the API on `/run/border/<instance>.sock`, with
+/// `mgmt_keys` (lines) added to `[mgmt]`.
+fn config(instance: &str, tag: &str, n: u8, mgmt_keys: &str) -> String {
     let mut c = two_port_config(
         instance,
         tag,
@@ -101,9 +102,7 @@ fn config(instance: &str, tag: &str, n: u8, group: Option<&str>) -> String {
         &format!("10.{}.0.1/24", n + 1),
         &format!("unix:///run/border/{instance}.sock"),
     );
-    if let Some(g) = group {
-        c += &format!("operators_group = \"{g}\"\n");
-    }
+    c += mgmt_keys;
     c += &format!(
         "\n[[vip]]\nname = \"v\"\naddress = \"10.{n}.0.100\"\nport = 80\nmaglev_table_size = 1021\n\n[[vip.backend]]\naddress = \"10.{}.0.11\"\nport = 8080\n",
         n + 1
@@ -148,12 +147,12 @@ struct Setup {
 }
 
 impl Setup {
-    fn new(instance: &str, tag: &str, n: u8, group: Option<&str>) -> Setup {
+    fn new(instance: &str, tag: &str, n: u8, mgmt_keys: &str) -> Setup {
         let serial = serial();
         forget_instance(instance);
         let dir = TempDir::new(instance);
         let cfg = dir.path("border.toml");
-        let text = config(instance, tag, n, group);
+        let text = config(instance, tag, n, mgmt_keys);
         std::fs::write(&cfg, &text).unwrap();
         Setup {
             _serial: serial,
@@ -188,7 +187,16 @@ impl Running {
 #[test]
 fn an_outsider_can_neither_read_nor_lock_nor_call() {
     let instance = "sf-out";
-    let setup = Setup::new(instance, "sf1", 141, None);
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let setup = Setup::new(
+        instance,
+        "sf1",
+        141,
+        &format!("metrics_listen = \"{metrics}\"\n"),
+    );
     // An older border left its lock 0644 and /run/border 0755.
     std::fs::create_dir_all("/run/border").unwrap();
     chmod(Path::new("/run/border"), 0o755);
@@ -240,6 +248,14 @@ fn an_outsider_can_neither_read_nor_lock_nor_call() {
     running.mgmt.wait_log("api: call refused");
     let log = running.mgmt.log_text();
     assert!(log.contains("uid=Some(65534)"), "{log}");
+    let url = format!("http://{metrics}/metrics");
+    let page = run(&["curl", "-sf", &url]);
+    let page = String::from_utf8_lossy(&page.stdout);
+    let refused = page
+        .lines()
+        .find_map(|l| l.strip_prefix("border_mgmt_api_refused_total "))
+        .unwrap_or_else(|| panic!("no refused counter:\n{page}"));
+    assert!(refused.parse::<u64>().unwrap() >= 1, "{refused}");
     let o = stats_as("root", "root", instance);
     assert!(o.status.success(), "root is refused:\n{}", text(&o));
 
@@ -251,7 +267,7 @@ fn an_outsider_can_neither_read_nor_lock_nor_call() {
 #[test]
 fn a_lock_file_held_by_another_user_does_not_keep_border_mgmt_from_starting() {
     let instance = "sf-lock";
-    let Setup { dir, cfg, .. } = &Setup::new(instance, "sf2", 143, None);
+    let Setup { dir, cfg, .. } = &Setup::new(instance, "sf2", 143, "");
     let mut first = BorderMgmt::start(cfg, dir.path("mgmt1.log"));
     assert!(first.stop().success());
     let lock = lock_path(instance, "mgmt");
@@ -340,7 +356,7 @@ fn symlinks_planted_at_the_region_paths_are_not_followed() {
         cfg,
         text: text_cfg,
         ..
-    } = &Setup::new(instance, "sf3", 145, None);
+    } = &Setup::new(instance, "sf3", 145, "");
 
     // The tables path: a symlink to a region nobody can rewrite.
     let victim = PathBuf::from("/dev/shm/sf-link-victim-tables");
@@ -393,7 +409,7 @@ fn symlinks_planted_at_the_region_paths_are_not_followed() {
 #[test]
 fn a_region_made_in_advance_by_another_user_is_refused() {
     let instance = "sf-pre";
-    let Setup { cfg, .. } = &Setup::new(instance, "sf4", 147, None);
+    let Setup { cfg, .. } = &Setup::new(instance, "sf4", 147, "");
     let tables = tables_path(instance);
     let before = plant_tables_region(&tables);
     let line = mgmt_refuses(cfg, &tables, "owned by uid 65534");
@@ -410,7 +426,7 @@ fn a_region_made_in_advance_by_another_user_is_refused() {
 fn operators_group_members_read_counters_and_call_the_api_others_do_not() {
     let instance = "sf-grp";
     // nogroup is nobody's primary group: nobody is the operator here.
-    let setup = Setup::new(instance, "sf5", 149, Some("nogroup"));
+    let setup = Setup::new(instance, "sf5", 149, "operators_group = \"nogroup\"\n");
     let running = Running::start(&setup, instance, "sf5");
 
     let (tables, state) = (tables_path(instance), state_path(instance));
