@@ -170,6 +170,30 @@ mod tests {
     }
 
     #[test]
+    fn lock_files_are_0600_and_never_reached_through_a_symlink() {
+        let dir = temp_dir("lock-mode");
+        let path = dir.join("x.mgmt.lock");
+        drop(files::with_umask(0o077, || lock_file(&path)).unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(
+            mode(&dir) & 0o007,
+            0,
+            "a directory it makes is closed to others"
+        );
+        // An older border's lock, open to all: tightened.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(lock_file(&path).unwrap());
+        assert_eq!(mode(&path), 0o600);
+        let link = dir.join("y.mgmt.lock");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let e = lock_file(&link).unwrap_err();
+        assert!(matches!(e, LockError::Untrusted(_)), "{e:?}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn instance_locks_are_per_instance_and_role() {
         assert_eq!(
             instance_lock_path("lab", "dp"),

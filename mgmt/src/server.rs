@@ -111,9 +111,9 @@ impl Bound {
 
 /// Binds a unix socket: creates the directory (0750), removes a stale
 /// socket file (nobody answers on it), refuses one another process answers
-/// on. The socket is made under umask 177, so it is never open to others,
-/// not even for a moment: 0600, then 0660 with the operators' group when
-/// `access` has one.
+/// on. The socket is made under umask 077 (owner only), so it is never
+/// open to others, not even for a moment; then it is set to 0600, or 0660
+/// with the operators' group when `access` has one.
 pub fn bind_unix(path: &Path, access: Access) -> Result<(UnixListener, (u64, u64)), ServeError> {
     let bind_err = |source| ServeError::Bind {
         what: format!("unix://{}", path.display()),
@@ -137,7 +137,7 @@ pub fn bind_unix(path: &Path, access: Access) -> Result<(UnixListener, (u64, u64
         Err(e) => return Err(bind_err(e)),
     }
     let listener =
-        conf::os::files::with_umask(0o177, || UnixListener::bind(path)).map_err(bind_err)?;
+        conf::os::files::with_umask(0o077, || UnixListener::bind(path)).map_err(bind_err)?;
     if let Some(gid) = access.group {
         std::os::unix::fs::lchown(path, None, Some(gid)).map_err(bind_err)?;
     }

@@ -335,11 +335,15 @@ pub fn ensure_dir(dir: &Path, access: Access) -> io::Result<()> {
     }
 }
 
-/// Runs `f` with the process umask set to `mask`, then restores it. The
-/// umask is per process: use it only where no other thread creates files
-/// meanwhile (start-up), e.g. around `bind()` of a unix socket, whose mode
-/// the umask decides at creation.
+/// Runs `f` with the process umask set to `mask`, then restores it, e.g.
+/// around `bind()` of a unix socket, whose mode the umask decides at
+/// creation. The umask is per process: files other threads create
+/// meanwhile get it too, so pass only a mask at least as tight as the
+/// process's (then they can only come out tighter). Callers are serialised
+/// so that each restores the mask it found.
 pub fn with_umask<T>(mask: u32, f: impl FnOnce() -> T) -> T {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: umask(2) only swaps the process's file-creation mask.
     let old = unsafe { libc::umask(mask as libc::mode_t) };
     let out = f();
@@ -391,7 +395,7 @@ mod tests {
     fn new_files_are_private_whatever_the_umask_and_never_follow_a_symlink() {
         let dir = temp_dir("create");
         let p = dir.join("region");
-        with_umask(0, || create_new(&p, Access::PRIVATE)).unwrap();
+        with_umask(0o077, || create_new(&p, Access::PRIVATE)).unwrap();
         assert_eq!(mode(&p), 0o600);
         let g = dir.join("grouped");
         let gid = std::fs::metadata(&dir).unwrap().gid();
@@ -451,7 +455,7 @@ mod tests {
     fn made_directories_are_0750_and_existing_ones_other_than_run_border_are_left_alone() {
         let dir = temp_dir("dir");
         let d = dir.join("a").join("b");
-        with_umask(0, || ensure_dir(&d, Access::PRIVATE)).unwrap();
+        with_umask(0o077, || ensure_dir(&d, Access::PRIVATE)).unwrap();
         assert_eq!(mode(&d), 0o750);
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
         ensure_dir(&d, Access::PRIVATE).unwrap();
