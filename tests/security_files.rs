@@ -275,20 +275,9 @@ fn a_lock_file_held_by_another_user_does_not_keep_border_mgmt_from_starting() {
 
     // nobody tries to hold it for 20 s in the background.
     chmod(Path::new("/run/border"), 0o755); // as an older border left it
-    let lock_arg = lock.display().to_string();
-    let mut holder = command_as(
-        "nobody",
-        "nogroup",
-        &["flock", "-s", &lock_arg, "sleep", "20"],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let holder = nobody_holds_flock(&lock);
     let mut second = BorderMgmt::start(cfg, dir.path("mgmt2.log"));
-    let _ = holder.kill();
-    let _ = holder.wait();
+    drop(holder);
     assert!(second.stop().success(), "{}", second.log_text());
     chmod(Path::new("/run/border"), 0o750);
     forget_instance(instance);
@@ -301,6 +290,19 @@ fn plant_tables_region(path: &Path) -> Vec<u8> {
     std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).unwrap();
     chmod(path, 0o666);
     std::fs::read(path).unwrap()
+}
+
+/// nobody takes a `flock` on `path` (if it can open it) for 20 s, in the
+/// background; killed on drop.
+fn nobody_holds_flock(path: &Path) -> Spawned {
+    let p = path.display().to_string();
+    let child = command_as("nobody", "nogroup", &["flock", "-s", &p, "sleep", "20"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    Spawned(child)
 }
 
 /// nobody makes `link` a symlink to `target`.
@@ -409,7 +411,7 @@ fn symlinks_planted_at_the_region_paths_are_not_followed() {
 #[test]
 fn a_region_made_in_advance_by_another_user_is_refused() {
     let instance = "sf-pre";
-    let Setup { cfg, .. } = &Setup::new(instance, "sf4", 147, "");
+    let Setup { dir, cfg, text, .. } = &Setup::new(instance, "sf4", 147, "");
     let tables = tables_path(instance);
     let before = plant_tables_region(&tables);
     let line = mgmt_refuses(cfg, &tables, "owned by uid 65534");
@@ -419,6 +421,15 @@ fn a_region_made_in_advance_by_another_user_is_refused() {
         before,
         "the planted region was written"
     );
+
+    // Its owner holds its flock: a standalone border-dp, which makes a new
+    // region, replaces it all the same (it locks only its own user's).
+    let _holder = nobody_holds_flock(&tables);
+    let lb = Netns::new("sf4-lb");
+    let mut dp = BorderDp::start(&lb, dir, instance, text);
+    let meta = std::fs::symlink_metadata(&tables).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o600));
+    assert!(dp.stop().success(), "{}", dp.log_text());
     forget_instance(instance);
 }
 

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,7 +21,6 @@ use super::{
 use crate::config::Mode;
 use crate::os::files::{self, Access};
 use crate::os::LockError;
-use std::os::unix::fs::OpenOptionsExt;
 
 /// What one [`TablesWriter::publish`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -308,14 +308,18 @@ impl TablesWriter {
                 max: MAX_REGION_LEN - HEADER_LEN,
             });
         };
-        // A symlink or another user's file at `path` is not opened here:
-        // the rename below replaces the name, never what it points to.
+        // Another writer of ours holding the current region refuses this
+        // create. A symlink at `path` is not opened and another user's file
+        // is not locked (its owner could hold the lock to keep us out): the
+        // rename below replaces the name, never what it points to.
         if let Ok(old) = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
         {
-            lock(&old, path)?;
+            if old.metadata().is_ok_and(|m| m.uid() == files::euid()) {
+                lock(&old, path)?;
+            }
         }
         let region_id = new_region_id();
         // Unique and unpredictable, made with O_EXCL: never an existing
