@@ -21,6 +21,8 @@ packages=(
   # files (vendored in mgmt/proto/gobgp) come from golang-github-osrg-gobgp-dev;
   # BIRD2 is the router that learns the VIPs with ECMP
   gobgpd golang-github-osrg-gobgp-dev bird2
+  # the security tests act as another local user (setpriv) and take locks (flock)
+  util-linux
 )
 
 missing=()

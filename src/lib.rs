@@ -100,6 +100,10 @@ pub fn lock_instance(program: &str, instance: &str, role: &str) -> Result<File, 
             path,
         },
         conf::os::LockError::Io(source) => LockError::Io { path, source },
+        conf::os::LockError::Untrusted(u) => LockError::Io {
+            path,
+            source: io::Error::other(format!("{}; {}", u.what, u.fix)),
+        },
     })
 }
 

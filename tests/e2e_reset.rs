@@ -165,6 +165,18 @@ fn index_of(name: &str) -> u8 {
     name.strip_prefix('b').unwrap().parse().unwrap()
 }
 
+/// Waits (1 s at most) until border-dp has counted `n` resets: a worker
+/// publishes its counters after the burst that sent the RST, so the client
+/// can see the RST a moment before the count.
+fn wait_resets(dp: &BorderDp, n: u64) {
+    wait_until(
+        &format!("reset_backend_down = {n}"),
+        Duration::from_secs(1),
+        || dp.counter(Counter::ResetBackendDown) >= n,
+    );
+    assert_eq!(dp.counter(Counter::ResetBackendDown), n);
+}
+
 #[test]
 fn established_connections_to_a_down_backend_are_reset_or_kept() {
     let lb = Netns::new("rs-lb");
@@ -243,7 +255,7 @@ fn established_connections_to_a_down_backend_are_reset_or_kept() {
     .join()
     .unwrap();
     assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err}");
-    assert_eq!(dp.counter(Counter::ResetBackendDown), 1);
+    wait_resets(&dp, 1);
     // New connections go to healthy backends.
     for _ in 0..10 {
         let (mut s, name) = open(&cli.name, VIP_RST);
@@ -276,7 +288,7 @@ fn established_connections_to_a_down_backend_are_reset_or_kept() {
     .join()
     .unwrap();
     assert_eq!(err.kind(), ErrorKind::ConnectionReset, "{err}");
-    assert_eq!(dp.counter(Counter::ResetBackendDown), 2);
+    wait_resets(&dp, 2);
     let rose = drops_rose(&drops_before, &dp.drops());
     assert!(rose.is_empty(), "drop counters rose: {rose:?}");
     forget_intent("e2ers");

@@ -196,6 +196,11 @@ pub struct Mgmt {
     pub quorum: u32,
     /// `[mgmt.bgp]`: announce VIPs through gobgpd (default none: no BGP).
     pub bgp: Option<Bgp>,
+    /// The group of the operators who may read the state region and call
+    /// the API on the unix socket without root (default none: root only).
+    /// Files border creates are then mode 0640 and the socket 0660 with
+    /// this group. The name is resolved when a process starts, not here.
+    pub operators_group: Option<String>,
 }
 
 /// `[mgmt.bgp]`: gobgpd, which border-mgmt drives to announce and withdraw

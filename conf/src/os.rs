@@ -4,10 +4,15 @@
 //! still lives, and the transparent-huge-page hint for large tables. They
 //! live here, in the crate every other one depends on, so each has one copy.
 
+pub mod files;
+
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use files::{Access, Untrusted};
 
 /// The directory of the instance locks (and of border-mgmt's default socket).
 pub const RUN_DIR: &str = "/run/border";
@@ -22,6 +27,10 @@ pub enum LockError {
     /// The lock file could not be created, opened or locked.
     #[error("{0}")]
     Io(#[from] io::Error),
+    /// Something that is not border's lock file is at its path (a symlink,
+    /// another user's file).
+    #[error("{0}")]
+    Untrusted(#[from] Untrusted),
 }
 
 /// Takes an exclusive `flock` on `file` without waiting. The lock lasts as
@@ -48,18 +57,40 @@ pub fn instance_lock_path(instance: &str, role: &str) -> PathBuf {
     Path::new(RUN_DIR).join(format!("{instance}.{role}.lock"))
 }
 
-/// Creates `path` (and its directory) if needed and locks it exclusively;
-/// the lock is held while the returned file stays open. The file's content
-/// is never touched.
+/// Creates `path` (and its directory, 0750: [`files::ensure_dir`]) if
+/// needed and locks it exclusively; the lock is held while the returned
+/// file stays open. The file's content is never touched. The file is mode
+/// 0600, so no other user can open it to hold the lock and keep border from
+/// starting; a symlink at `path` is not followed, another user's file is
+/// refused, and one of ours with a wider mode (an older border's) is set
+/// to 0600.
 pub fn lock_file(path: &Path) -> Result<File, LockError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        files::ensure_dir(dir, Access::PRIVATE)?;
     }
     let file = File::options()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(path)?;
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match files::symlink_error(path, e) {
+            files::FileError::Untrusted(u) => LockError::Untrusted(u),
+            files::FileError::Io(e) => LockError::Io(e),
+        })?;
+    let meta = file.metadata()?;
+    if meta.uid() != files::euid() {
+        return Err(Untrusted {
+            path: path.to_owned(),
+            what: format!("owned by uid {}, not by this user", meta.uid()),
+            fix: format!("remove it (`rm {}`) and start again", path.display()),
+        }
+        .into());
+    }
+    if meta.mode() & 0o777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
     try_lock_exclusive(&file)?;
     Ok(file)
 }
@@ -135,6 +166,30 @@ mod tests {
         std::fs::write(&not_a_dir, b"").unwrap();
         let e = lock_file(&not_a_dir.join("x.lock")).unwrap_err();
         assert!(matches!(e, LockError::Io(_)), "{e:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn lock_files_are_0600_and_never_reached_through_a_symlink() {
+        let dir = temp_dir("lock-mode");
+        let path = dir.join("x.mgmt.lock");
+        drop(files::with_umask(0o077, || lock_file(&path)).unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(
+            mode(&dir) & 0o007,
+            0,
+            "a directory it makes is closed to others"
+        );
+        // An older border's lock, open to all: tightened.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(lock_file(&path).unwrap());
+        assert_eq!(mode(&path), 0o600);
+        let link = dir.join("y.mgmt.lock");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let e = lock_file(&link).unwrap_err();
+        assert!(matches!(e, LockError::Untrusted(_)), "{e:?}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -28,7 +28,6 @@
 //! Each worker is the only writer of its block, so counters are bumped with a
 //! relaxed load and store instead of a locked read-modify-write.
 
-use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memmap2::{Mmap, MmapMut};
 
 use crate::counters::Counter;
+use crate::os::files::{self, Access};
 
 /// Bumped whenever the byte layout or the counter list changes.
 pub const STATE_LAYOUT_VERSION: u32 = 5;
@@ -144,8 +144,20 @@ pub enum StateError {
     },
     #[error("state region {path}: {what}")]
     Corrupt { path: PathBuf, what: String },
+    #[error("state region {0}")]
+    Untrusted(files::Untrusted),
     #[error("state region: {0} workers is more than the supported {MAX_WORKERS}")]
     TooManyWorkers(u32),
+}
+
+fn file_error(path: &Path, e: files::FileError) -> StateError {
+    match e {
+        files::FileError::Io(source) => StateError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        files::FileError::Untrusted(u) => StateError::Untrusted(u),
+    }
 }
 
 fn counters_len() -> usize {
@@ -196,8 +208,18 @@ impl std::fmt::Debug for StateRegion {
 
 impl StateRegion {
     /// Creates (or truncates and re-initialises) the region for `lcores.len()`
-    /// workers. Only border-dp calls this.
+    /// workers, mode 0600. Only border-dp calls this.
     pub fn create(path: &Path, lcores: &[u32]) -> Result<StateRegion, StateError> {
+        Self::create_for(path, lcores, Access::PRIVATE)
+    }
+
+    /// [`StateRegion::create`] readable by `access`'s group too (0640), for
+    /// operators who read counters without root.
+    pub fn create_for(
+        path: &Path,
+        lcores: &[u32],
+        access: Access,
+    ) -> Result<StateRegion, StateError> {
         let n_workers = lcores.len() as u32;
         if n_workers > MAX_WORKERS {
             return Err(StateError::TooManyWorkers(n_workers));
@@ -210,16 +232,16 @@ impl StateRegion {
         let len = HEADER_LEN + stride * lcores.len();
         // Built under a temporary name and renamed over `path`: a reader
         // still mapping the previous region keeps valid (if frozen) memory,
-        // where truncating the file in place would fault it (SIGBUS).
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io_err)?;
-        file.set_len(len as u64).map_err(io_err)?;
+        // where truncating the file in place would fault it (SIGBUS). The
+        // name is unpredictable and made with O_EXCL, never through a
+        // symlink; the rename replaces whatever is at `path` (a symlink
+        // included) without following it.
+        let tmp = files::temp_path_for(path);
+        let file = files::create_new(&tmp, access).map_err(|e| file_error(path, e))?;
+        if let Err(e) = files::allocate(&file, len as u64) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_err(e));
+        }
         // SAFETY: the file was just created with `len` bytes under a name
         // only this process uses; once renamed, other processes map it
         // read-only and access every field they share with us atomically.
@@ -261,7 +283,10 @@ impl StateRegion {
             path: path.to_owned(),
             source,
         };
-        let file = File::open(path).map_err(io_err)?;
+        // Never through a symlink, and only a file root or this user made
+        // that nobody else can write: forged worker states would steer
+        // border-mgmt's reuse of table memory.
+        let file = files::open_trusted(path).map_err(|e| file_error(path, e))?;
         // SAFETY: mapped read-only; the writer (border-dp) only ever changes
         // fields this reader accesses through atomics, and the file length is
         // validated below before any field beyond the header is read.

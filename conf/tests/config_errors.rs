@@ -271,3 +271,21 @@ fn on_down_parses_and_defaults_to_keep() {
         );
     }
 }
+
+#[test]
+fn operators_group_is_a_name_and_defaults_to_none() {
+    let anchor = "listen = \"unix:///run/border/t.sock\"";
+    let text = edit(
+        anchor,
+        &format!("{anchor}\noperators_group = \"border-ops\""),
+    );
+    let c = Config::from_toml_str(&text, "border.toml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.mgmt.operators_group.as_deref(), Some("border-ops"));
+    let plain = Config::from_toml_str(BASE, "border.toml").unwrap();
+    assert_eq!(plain.mgmt.operators_group, None);
+    let bad = edit(anchor, &format!("{anchor}\noperators_group = \"ops team\""));
+    assert_eq!(
+        error_of(&bad),
+        r#"border.toml:17:19: mgmt.operators_group: "ops team" contains ' ' (expected only A-Z a-z 0-9 _ - .)"#
+    );
+}

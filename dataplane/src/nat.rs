@@ -451,6 +451,12 @@ fn put_port(buf: &mut [u8], at: usize, new: u16) -> Change {
 /// Errors (frame untouched): not IP, non-first fragment, not TCP/UDP, an
 /// address of the other family, IPv6 routing header with segments left,
 /// frame not matching `p`.
+///
+/// The packet path forwards through [`forward`] alone. This one stays
+/// public as its reference: it validates everything and works field by
+/// field with the `wire` views, so the property tests (`tests/nat.rs`, and
+/// `forward`'s own here) compare the one-pass rewrite against it, and
+/// `forward` uses it for IPv6 packets with extension headers.
 pub fn rewrite_addrs(
     frame: &mut [u8],
     p: &Parsed,
@@ -757,32 +763,83 @@ pub enum ForwardError {
 /// and the port.
 pub type Endpoint<'a> = (&'a [u8; 16], u16);
 
-/// Everything a forwarded TCP/UDP packet needs in one pass: TTL / hop limit
-/// decremented, source and/or destination address and port replaced
-/// (`None` leaves that side alone), and each checksum updated once with the
-/// combined RFC 1624 delta of all its changed words (the IPv4 header
-/// checksum for TTL and addresses; the TCP/UDP checksum for the
-/// pseudo-header addresses and the ports). The result is bit for bit what
-/// [`decrement_ttl`] followed by [`rewrite_addrs`] give, including the UDP
-/// rules (checksum 0 stays 0; a result of 0 is written as 0xFFFF).
+/// Where the headers of a packet to forward are, as the path that took it
+/// knows them.
+#[derive(Debug, Clone, Copy)]
+pub enum Headers<'a> {
+    /// What [`parse_frame`](crate::wire::parse_frame) returned for this
+    /// very frame: any layout it accepts. IPv6 packets with extension
+    /// headers take the validating path (a routing header with segments
+    /// left is refused there).
+    Parsed(&'a Parsed),
+    /// A layout already checked against the frame (the express lane's
+    /// parse).
+    Layout(Layout),
+}
+
+impl Headers<'_> {
+    /// Start of the TCP or UDP header.
+    #[inline(always)]
+    pub fn l4(&self) -> usize {
+        match self {
+            Headers::Parsed(p) => p.l4_offset,
+            Headers::Layout(at) => at.l4,
+        }
+    }
+}
+
+/// One forwarding rewrite for [`forward`]: where the packet's headers are,
+/// its new source and destination (`None` leaves that side alone) and,
+/// when they are known, the checksum changes.
+#[derive(Debug, Clone, Copy)]
+pub struct Rewrite<'a> {
+    pub headers: Headers<'a>,
+    pub src: Option<Endpoint<'a>>,
+    pub dst: Option<Endpoint<'a>>,
+    /// The [`Deltas`] of exactly this rewrite of the packet's current
+    /// addresses and ports ([`deltas`]; a connection-table hit guarantees
+    /// the packet carries the addresses they were computed from). `None`:
+    /// worked out from the fields as they are replaced. Both give the same
+    /// packet; the validating path (IPv6 extension headers) ignores them.
+    pub deltas: Option<Deltas>,
+}
+
+/// The one NAT rewrite of a forwarded TCP/UDP packet, everything in one
+/// pass: TTL / hop limit decremented, source and/or destination address and
+/// port replaced, and each checksum updated once with the combined RFC 1624
+/// delta of all its changed words (the IPv4 header checksum for TTL and
+/// addresses; the TCP/UDP checksum for the pseudo-header addresses and the
+/// ports). The result is bit for bit what [`decrement_ttl`] followed by
+/// [`rewrite_addrs`] give, including the UDP rules (checksum 0 stays 0; a
+/// result of 0 is written as 0xFFFF).
 ///
-/// Unlike the functions above, `p` is trusted: it must be what
-/// [`parse_frame`](crate::wire::parse_frame) returned for this very frame,
-/// which already validated the header layout, so nothing is re-validated.
-/// Reads and writes are still bounds-checked, so a foreign `p` can give a
+/// Unlike the functions above, the headers are trusted: a `Parsed` must be
+/// what `parse_frame` returned for this very frame, a [`Layout`] must have
+/// been checked against it, so nothing is re-validated. Reads and writes
+/// are still bounds-checked, so a foreign `Parsed` or layout can give a
 /// wrong packet or an error, never a panic or a write outside the frame.
-/// IPv6 packets with extension headers take the validated path (a routing
-/// header with segments left is refused there).
 ///
 /// Errors (frame unchanged): TTL / hop limit 0 or 1, not TCP/UDP, a
-/// non-first fragment, a frame too short for what `p` says.
+/// non-first fragment, a frame too short for what the headers say.
 #[inline(always)]
-pub fn forward(
-    frame: &mut [u8],
-    p: &Parsed,
-    src: Option<Endpoint<'_>>,
-    dst: Option<Endpoint<'_>>,
-) -> Result<(), ForwardError> {
+pub fn forward(frame: &mut [u8], r: Rewrite<'_>) -> Result<(), ForwardError> {
+    let at = match r.headers {
+        Headers::Layout(at) => at,
+        Headers::Parsed(p) => match layout_of(p)? {
+            Some(at) => at,
+            None => return forward_validated(frame, p, r.src, r.dst),
+        },
+    };
+    match r.deltas {
+        Some(d) => forward_with(frame, at, r.src, r.dst, d),
+        None => forward_at(frame, at, r.src, r.dst),
+    }
+}
+
+/// The [`Layout`] of a parsed TCP or UDP packet; `None` for IPv6 with
+/// extension headers (the validating path's).
+#[inline(always)]
+fn layout_of(p: &Parsed) -> Result<Option<Layout>, ForwardError> {
     let udp = match p.l4_proto {
         ip_proto::TCP => false,
         ip_proto::UDP => true,
@@ -795,33 +852,32 @@ pub fn forward(
     let v4 = match p.l3 {
         L3Kind::Ipv4 => true,
         L3Kind::Ipv6 if hl == ipv6::HEADER_LEN => false,
-        L3Kind::Ipv6 => return forward_validated(frame, p, src, dst),
+        L3Kind::Ipv6 => return Ok(None),
         _ => return Err(ForwardError::Nat(NatError::NotIp)),
     };
-    let at = Layout {
+    Ok(Some(Layout {
         l3: p.l3_offset,
         l4: p.l4_offset,
         v4,
         udp,
-    };
-    forward_at(frame, at, src, dst)
+    }))
 }
 
 /// Where the headers of a TCP or UDP packet start in its frame: the IPv4
 /// header (any IHL) or the IPv6 header without extension headers, and the
 /// TCP or UDP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Layout {
+pub struct Layout {
     pub l3: usize,
     pub l4: usize,
     pub v4: bool,
     pub udp: bool,
 }
 
-/// [`forward`] at a known layout (trusted likewise: bounds-checked, not
-/// re-validated).
+/// [`forward`] at a known layout, each checksum change worked out as its
+/// field is replaced.
 #[inline(always)]
-pub(crate) fn forward_at(
+fn forward_at(
     frame: &mut [u8],
     at: Layout,
     src: Option<Endpoint<'_>>,
@@ -908,7 +964,7 @@ pub(crate) fn forward_at(
 /// the TCP/UDP checksum (pseudo-header addresses and ports). They depend
 /// only on the old and new addresses and ports, so a flow's are computed
 /// once ([`deltas`]) and every packet of the flow is rewritten with them
-/// ([`forward_with`]).
+/// ([`Rewrite::deltas`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Deltas {
     pub ip: u16,
@@ -985,7 +1041,7 @@ fn addr_sum(v4: bool, old: &[u8; 16], new: &[u8; 16]) -> u64 {
 /// and ports must be the `src` and `dst` the deltas were computed from
 /// (a connection-table hit guarantees it). The result is the same.
 #[inline(always)]
-pub(crate) fn forward_with(
+fn forward_with(
     frame: &mut [u8],
     at: Layout,
     src: Option<Endpoint<'_>>,
@@ -1286,7 +1342,7 @@ mod tests {
             let mut want = frame.clone();
             let want_r = reference(&mut want, &p, s, d);
             let mut got = frame.clone();
-            let got_r = forward(&mut got, &p, s, d);
+            let got_r = forward(&mut got, Rewrite { headers: Headers::Parsed(&p), src: s, dst: d, deltas: None });
             prop_assert_eq!(got_r, want_r);
             prop_assert_eq!(&got, &want);
             if got_r.is_err() {
@@ -1297,7 +1353,7 @@ mod tests {
         #[test]
         fn forward_with_deltas_equals_forward(c in case()) {
             if c.v6 && (c.v6_dest_opts || c.v6_routing.is_some()) {
-                // Extension headers: not a layout `forward_with` takes.
+                // Extension headers: not a `Layout`.
                 return Ok(());
             }
             let frame = build(&c);
@@ -1316,9 +1372,9 @@ mod tests {
                 udp: !c.tcp,
             };
             let mut want = frame.clone();
-            let want_r = forward(&mut want, &p, s, d);
+            let want_r = forward(&mut want, Rewrite { headers: Headers::Parsed(&p), src: s, dst: d, deltas: None });
             let mut got = frame.clone();
-            let got_r = forward_with(&mut got, at, s, d, dl);
+            let got_r = forward(&mut got, Rewrite { headers: Headers::Layout(at), src: s, dst: d, deltas: Some(dl) });
             prop_assert_eq!(got_r, want_r);
             prop_assert_eq!(&got, &want);
         }
@@ -1351,7 +1407,8 @@ mod tests {
             p.l4_offset = l4_offset;
             p.l3_end = l3_end;
             let a = [7u8; 16];
-            let _ = forward(&mut frame, &p, Some((&a, 1)), Some((&a, 2)));
+            let r = Rewrite { headers: Headers::Parsed(&p), src: Some((&a, 1)), dst: Some((&a, 2)), deltas: None };
+            let _ = forward(&mut frame, r);
         }
     }
 }

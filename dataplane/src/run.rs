@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use conf::os::files::Access;
 use conf::state::{state_path, RunState, StateRegion};
 use conf::{Config, PollMode};
 use dpdk_ffi::{
@@ -73,6 +74,9 @@ pub enum RunError {
     State(#[from] conf::state::StateError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    /// `[mgmt] operators_group` names no group on this machine.
+    #[error("{0}")]
+    Access(String),
     #[error("cannot build the tables: {0}")]
     Tables(String),
     #[error("worker on lcore {lcore} {how}")]
@@ -94,6 +98,10 @@ impl InstanceLock {
                 path,
             }),
             Err(conf::os::LockError::Io(source)) => Err(RunError::Lock { path, source }),
+            Err(conf::os::LockError::Untrusted(u)) => Err(RunError::Lock {
+                path,
+                source: std::io::Error::other(format!("{}; {}", u.what, u.fix)),
+            }),
         }
     }
 }
@@ -770,6 +778,9 @@ fn stop_workers(
 /// EAL is cleaned up.
 pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     let signals = Signals::install()?;
+    // Who besides root reads the state region (docs/security.md).
+    let access =
+        Access::for_group_name(cfg.mgmt.operators_group.as_deref()).map_err(RunError::Access)?;
     let _lock = InstanceLock::acquire(&cfg.instance)?;
     let mut publisher = if opts.standalone {
         Some(Publisher::create(cfg)?)
@@ -792,7 +803,11 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     // Dropped (rules destroyed) before the ports, which it borrows.
     let steering = steer_replies(cfg, &started.ports);
 
-    let state = Arc::new(StateRegion::create(&state_path(&cfg.instance), lcores)?);
+    let state = Arc::new(StateRegion::create_for(
+        &state_path(&cfg.instance),
+        lcores,
+        access,
+    )?);
     if let Some(p) = publisher.as_mut() {
         p.publish(cfg, &state)?;
     }

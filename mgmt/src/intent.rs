@@ -12,11 +12,12 @@
 //! after it the new one does. A stage that fails fails the change before
 //! anything is published.
 
-use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::{DirBuilder, File};
+use std::io::{Read, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use conf::os::files::{self, Access, FileError};
 
 use serde::{Deserialize, Serialize};
 
@@ -55,39 +56,45 @@ fn read_legacy(path: &Path) -> Result<Option<Vec<SavedOverride>>, IntentError> {
         })
 }
 
-/// The bytes of a file border-mgmt saved (`None`: no such file).
+/// The bytes of a file border-mgmt saved (`None`: no such file). Only a
+/// regular file root or this user made and nobody else can write, never
+/// through a symlink: it configures, drains and weighs (docs/security.md).
 fn read_saved(path: &Path) -> Result<Option<Vec<u8>>, IntentError> {
-    match std::fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(IntentError::Read {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
+    let read_error = |source| IntentError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = match files::open_trusted(path) {
+        Ok(f) => f,
+        Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(FileError::Io(e)) => return Err(read_error(e)),
+        Err(FileError::Untrusted(u)) => {
+            return Err(IntentError::Invalid {
+                path: path.to_path_buf(),
+                why: format!("{}; {}", u.what, u.fix),
+            })
+        }
+    };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(read_error)?;
+    Ok(Some(bytes))
 }
 
-/// A new file beside `path` to be renamed over it: `O_EXCL` and
-/// `O_NOFOLLOW` (a fresh file of ours, never one planted under the name,
-/// never through a symlink), mode 0600.
+/// A new file beside `path` to be renamed over it: mode 0600, `O_EXCL`
+/// under an unpredictable hidden name and `O_NOFOLLOW` (a fresh file of
+/// ours, never one planted under the name, never through a symlink).
 fn create_temp(path: &Path) -> std::io::Result<(PathBuf, File)> {
-    let tmp = path.with_file_name(format!(
-        "{INTENT_FILE}.tmp-{}-{}",
-        std::process::id(),
-        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
-    Ok((tmp, file))
+    let tmp = files::temp_path_for(path);
+    match files::create_new(&tmp, Access::PRIVATE) {
+        Ok(file) => Ok((tmp, file)),
+        Err(FileError::Io(e)) => Err(e),
+        Err(FileError::Untrusted(u)) => Err(std::io::Error::other(u)),
+    }
 }
 
 /// Whether `name` is a temporary name [`create_temp`] gives.
 fn is_temp_name(name: &str) -> bool {
-    name.starts_with(&format!("{INTENT_FILE}.tmp-"))
+    name.starts_with(&format!(".{INTENT_FILE}.tmp-"))
 }
 
 /// One operator override as saved.
@@ -174,9 +181,6 @@ pub struct IntentFile {
     dir: PathBuf,
     path: PathBuf,
 }
-
-/// Temporary names differ within a process as well as across processes.
-static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl IntentFile {
     /// The intent file in state directory `dir`.
@@ -471,6 +475,12 @@ mod tests {
             e.ends_with("format version 9 (this border-mgmt reads version 1)"),
             "{e}"
         );
+        // One another user could have written is not read at all.
+        f.stage(&intent("a")).unwrap().commit().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = f.load().unwrap_err().to_string();
+        assert!(e.contains("with mode 0666: not a file border made"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

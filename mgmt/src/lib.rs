@@ -22,6 +22,7 @@ pub mod intent;
 pub mod manager;
 pub mod metrics;
 pub mod model;
+pub mod peer;
 pub mod proto;
 pub mod publisher;
 pub mod server;

@@ -92,6 +92,7 @@ pub fn render(status: &Status, stats: &Stats) -> String {
     counters(&mut o, stats);
     flows(&mut o, stats);
     vip_state(&mut o, status);
+    api(&mut o);
     o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
     o.0
 }
@@ -323,6 +324,20 @@ fn vip_state(o: &mut Out, status: &Status) {
 
 /// Name, help and value of a per-backend gauge.
 type BackendGauge = (&'static str, &'static str, fn(&BackendStatus) -> u64);
+
+/// The API's own: calls refused on the unix socket (`crate::peer`).
+fn api(o: &mut Out) {
+    o.family(
+        "border_mgmt_api_refused_total",
+        "counter",
+        "API calls on the unix socket refused because of the caller's unix credentials (SO_PEERCRED)",
+    );
+    o.sample(
+        "border_mgmt_api_refused_total",
+        &[],
+        crate::peer::refused_calls(),
+    );
+}
 
 fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from(body.to_string())));

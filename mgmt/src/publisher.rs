@@ -145,6 +145,9 @@ impl Publisher {
                 None
             }
             Err(e @ TablesError::Busy { .. }) => return Err(e),
+            // Not a file border made (a symlink, another user's file, a
+            // mode open to others): neither used nor silently replaced.
+            Err(e @ TablesError::Untrusted(_)) => return Err(e),
             Err(e @ TablesError::Io { .. }) => return Err(e),
             Err(e) => Some(e.to_string()),
         };
@@ -305,6 +308,7 @@ mod tests {
     use crate::store::tests::CFG;
     use crate::store::{BackendAction, BackendKey};
     use conf::tables::BackendState;
+    use std::os::unix::fs::PermissionsExt;
 
     fn tmp(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("border-mgmt-pub-{}-{name}", std::process::id()))
@@ -391,6 +395,7 @@ mod tests {
     fn garbage_region_is_replaced() {
         let path = tmp("garbage");
         std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let s = store();
         let (_p, opened) = Publisher::open(&path, s.config(), &DpSnap::default()).unwrap();
         match opened {
@@ -400,6 +405,26 @@ mod tests {
             } => assert!(why.contains("magic"), "{why}"),
             o => panic!("{o:?}"),
         }
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_region_open_to_others_is_refused_naming_the_fix() {
+        let path = tmp("open");
+        std::fs::write(&path, vec![0x5a; 8192]).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Publisher::open(&path, store().config(), &DpSnap::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("mode 0644") && e.contains("rm "),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            vec![0x5a; 8192],
+            "left as it was"
+        );
         std::fs::remove_file(&path).unwrap();
     }
 

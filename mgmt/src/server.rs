@@ -16,7 +16,10 @@ use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 
+use conf::os::files::Access;
+
 use crate::manager::Manager;
+use crate::peer::PeerPolicy;
 use crate::service::BorderService;
 
 /// Why the API or the exporter could not listen. One line each.
@@ -45,6 +48,9 @@ pub enum ServeError {
     /// TLS material.
     #[error("[mgmt.tls]: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    /// `[mgmt] operators_group` names no group on this machine.
+    #[error("{0}")]
+    Access(String),
     /// The gRPC server stopped with an error.
     #[error("gRPC server: {0}")]
     Transport(String),
@@ -67,6 +73,8 @@ enum Api {
 pub struct Bound {
     api: Api,
     metrics: Option<TcpListener>,
+    /// Who may call on the unix socket.
+    peers: PeerPolicy,
 }
 
 impl std::fmt::Debug for Bound {
@@ -101,15 +109,18 @@ impl Bound {
     }
 }
 
-/// Binds a unix socket: creates the directory, removes a stale socket file
-/// (nobody answers on it), refuses one another process answers on.
-pub fn bind_unix(path: &Path) -> Result<(UnixListener, (u64, u64)), ServeError> {
+/// Binds a unix socket: creates the directory (0750), removes a stale
+/// socket file (nobody answers on it), refuses one another process answers
+/// on. The socket is made under umask 077 (owner only), so it is never
+/// open to others, not even for a moment; then it is set to 0600, or 0660
+/// with the operators' group when `access` has one.
+pub fn bind_unix(path: &Path, access: Access) -> Result<(UnixListener, (u64, u64)), ServeError> {
     let bind_err = |source| ServeError::Bind {
         what: format!("unix://{}", path.display()),
         source,
     };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(bind_err)?;
+        conf::os::files::ensure_dir(dir, access).map_err(bind_err)?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(meta) => {
@@ -125,23 +136,29 @@ pub fn bind_unix(path: &Path) -> Result<(UnixListener, (u64, u64)), ServeError> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(bind_err(e)),
     }
-    let listener = UnixListener::bind(path).map_err(bind_err)?;
-    // Owner and group only: the API changes what the load balancer does.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(bind_err)?;
-    let meta = std::fs::metadata(path).map_err(bind_err)?;
+    let listener =
+        conf::os::files::with_umask(0o077, || UnixListener::bind(path)).map_err(bind_err)?;
+    if let Some(gid) = access.group {
+        std::os::unix::fs::lchown(path, None, Some(gid)).map_err(bind_err)?;
+    }
+    let mode = std::fs::Permissions::from_mode(access.socket_mode());
+    std::fs::set_permissions(path, mode).map_err(bind_err)?;
+    let meta = std::fs::symlink_metadata(path).map_err(bind_err)?;
     Ok((listener, (meta.dev(), meta.ino())))
 }
 
 /// Binds the API (`[mgmt].listen`, loading `[mgmt.tls]` for TCP) and the
 /// exporter (`[mgmt].metrics_listen`). Needs a tokio runtime.
 pub async fn bind(cfg: &Config) -> Result<Bound, ServeError> {
+    let access =
+        Access::for_group_name(cfg.mgmt.operators_group.as_deref()).map_err(ServeError::Access)?;
     let listen = cfg
         .mgmt
         .listen_addr()
         .ok_or_else(|| ServeError::BadListen(cfg.mgmt.listen.clone()))?;
     let api = match listen {
         Listen::Unix(path) => {
-            let (listener, ino) = bind_unix(&path)?;
+            let (listener, ino) = bind_unix(&path, access)?;
             Api::Unix {
                 listener,
                 path,
@@ -175,7 +192,11 @@ pub async fn bind(cfg: &Config) -> Result<Bound, ServeError> {
         ),
         None => None,
     };
-    Ok(Bound { api, metrics })
+    Ok(Bound {
+        api,
+        metrics,
+        peers: PeerPolicy::new(access.group),
+    })
 }
 
 fn remove_socket(path: &Path, ino: (u64, u64)) {
@@ -253,7 +274,11 @@ pub async fn serve(
     tick: Duration,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), ServeError> {
-    let Bound { api, metrics } = bound;
+    let Bound {
+        api,
+        metrics,
+        peers,
+    } = bound;
     let mut tasks = Vec::new();
     if let Some(l) = metrics {
         tasks.push(tokio::spawn(crate::metrics::serve(
@@ -297,6 +322,9 @@ pub async fn serve(
     let bgp_svc = crate::bgp::service::BgpService::new(m.clone()).into_server();
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .layer(tonic::service::InterceptorLayer::new(
+            move |req: tonic::Request<()>| peers.check(req),
+        ))
         .add_service(svc)
         .add_service(health_svc)
         .add_service(bgp_svc);

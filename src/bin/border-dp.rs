@@ -29,6 +29,9 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Whatever this process creates is its owner's only unless it says
+    // otherwise (docs/security.md).
+    conf::os::files::restrict_umask();
     if let Some(path) = args.check_config {
         return border::check_config(&path);
     }

@@ -64,6 +64,7 @@ pub(super) struct RawMgmt {
     pub tls: Option<S<RawTls>>,
     pub peer: Option<List<RawPeer>>,
     pub quorum: Option<S<u32>>,
+    pub operators_group: Option<S<String>>,
     pub bgp: Option<S<RawBgp>>,
 }
 

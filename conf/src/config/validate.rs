@@ -30,6 +30,8 @@ mod bgp;
 const MAX_NAME: usize = 32;
 /// Longest zone name.
 const MAX_ZONE: usize = 64;
+/// Longest group name (useradd's limit).
+const MAX_GROUP: usize = 32;
 /// Longest health probe interval, in milliseconds (one hour).
 const MAX_INTERVAL_MS: u32 = 3_600_000;
 /// Longest unix socket path (sun_path is 108 bytes with the NUL).
@@ -906,6 +908,7 @@ impl V {
                 peers: Vec::new(),
                 quorum: 1,
                 bgp: None,
+                operators_group: None,
             };
         };
         let m = sm.get_ref();
@@ -968,6 +971,10 @@ impl V {
             }
         }
         let bgp = m.bgp.as_ref().map(|b| self.bgp(b));
+        let operators_group = m.operators_group.as_ref().map(|g| {
+            self.name(g, "mgmt.operators_group", MAX_GROUP, true);
+            g.get_ref().clone()
+        });
         Mgmt {
             listen,
             metrics_listen,
@@ -975,6 +982,7 @@ impl V {
             peers,
             quorum,
             bgp,
+            operators_group,
         }
     }
 

@@ -157,6 +157,17 @@ pub use writer::{PublishStats, TablesWriter};
 use crate::maglev::MaglevError;
 
 /// Where the tables region of an instance lives.
+/// A [`crate::os::files`] error on the region at `path`.
+pub(crate) fn file_error(path: &std::path::Path, e: crate::os::files::FileError) -> TablesError {
+    match e {
+        crate::os::files::FileError::Io(source) => TablesError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        crate::os::files::FileError::Untrusted(u) => TablesError::Untrusted(u),
+    }
+}
+
 pub fn tables_path(instance: &str) -> PathBuf {
     PathBuf::from(format!("/dev/shm/border-{instance}-tables"))
 }
@@ -198,6 +209,10 @@ pub enum TablesError {
         /// What is wrong.
         what: String,
     },
+    /// The file at the region's path is not one border made (a symlink,
+    /// another user's file, a mode that lets others read the flow hash key).
+    #[error("tables region {0}")]
+    Untrusted(crate::os::files::Untrusted),
     /// Another writer holds the region.
     #[error("tables region {path}: another publisher holds it (exclusive lock)")]
     Busy {

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -14,8 +15,11 @@ use zerocopy::IntoBytes;
 use super::alloc::Arena;
 use super::layout::*;
 use super::reader::{check_header, header_word, validate, Region};
-use super::{BackendEntry, Generation, Published, TablesError, VipTable, PROTO_TCP, PROTO_UDP};
+use super::{
+    file_error, BackendEntry, Generation, Published, TablesError, VipTable, PROTO_TCP, PROTO_UDP,
+};
 use crate::config::Mode;
+use crate::os::files::{self, Access};
 use crate::os::LockError;
 
 /// What one [`TablesWriter::publish`] did.
@@ -117,6 +121,7 @@ fn lock(file: &File, path: &Path) -> Result<(), TablesError> {
             path: path.to_owned(),
             source,
         },
+        LockError::Untrusted(u) => TablesError::Untrusted(u),
     })
 }
 
@@ -303,28 +308,28 @@ impl TablesWriter {
                 max: MAX_REGION_LEN - HEADER_LEN,
             });
         };
-        if let Ok(old) = File::open(path) {
-            lock(&old, path)?;
-        }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let region_id = new_region_id();
-        // Unique per call (pid and region id), never an existing file.
-        let tmp = path.with_file_name(format!(
-            ".{name}.tmp-{}-{region_id:016x}",
-            std::process::id()
-        ));
-        let file = OpenOptions::new()
+        // Another writer of ours holding the current region refuses this
+        // create. A symlink at `path` is not opened and another user's file
+        // is not locked (its owner could hold the lock to keep us out): the
+        // rename below replaces the name, never what it points to.
+        if let Ok(old) = OpenOptions::new()
             .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(io)?;
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+        {
+            if old.metadata().is_ok_and(|m| m.uid() == files::euid()) {
+                lock(&old, path)?;
+            }
+        }
+        let region_id = new_region_id();
+        // Unique and unpredictable, made with O_EXCL: never an existing
+        // file, never through a symlink another user planted. Mode 0600
+        // always: the region holds the flow hash key.
+        let tmp = files::temp_path_for(path);
+        let file = files::create_new(&tmp, Access::PRIVATE).map_err(|e| file_error(path, e))?;
         let result = (|| {
             lock(&file, path)?;
-            file.set_len(region_len).map_err(io)?;
+            files::allocate(&file, region_len).map_err(io)?;
             // A raw mapping: this process writes it only through pointers to
             // ranges no reader may be reading (`extent_mut`) and through
             // atomics for header words; no `&mut [u8]` over the file exists.
@@ -379,11 +384,9 @@ impl TablesWriter {
             path: path.to_owned(),
             source,
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(io)?;
+        // Only a region this user made, mode 0600, never through a symlink:
+        // another user's file could be rewritten under the dataplane.
+        let file = files::open_own(path, Access::PRIVATE, true).map_err(|e| file_error(path, e))?;
         lock(&file, path)?;
         let meta = file.metadata().map_err(io)?;
         if meta.len() < HEADER_LEN {

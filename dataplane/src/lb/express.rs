@@ -8,7 +8,7 @@ use conf::counters::Counter;
 use conf::Mode;
 
 use super::count_drop;
-use super::rewrite::forward_drop;
+use super::rewrite::{to_backend, to_client, FromBackend, Sums};
 use super::track::count_forwarded;
 use super::Lb;
 use crate::conntrack::{Dir, FlowKey, Hint, KeyHash};
@@ -16,7 +16,6 @@ use crate::counters::Counters;
 use crate::nat;
 use crate::port::PortDesc;
 use crate::ppv2;
-use crate::tstamp;
 use crate::verdict::Verdict;
 use crate::wire::ethernet::ethertype;
 use crate::wire::{self, ip_proto};
@@ -195,8 +194,8 @@ impl Lb {
     /// then [`Lb::handle`]).
     ///
     /// For the packets it takes, the lane does what the general path does,
-    /// step for step and with the same functions (connection state,
-    /// [`nat::forward`]'s rewrite, statistics, next hop), without building
+    /// step for step and with the same functions (connection state, the
+    /// translation of its direction, statistics, next hop), without building
     /// a `Parsed`: its header checks are those of `parse_frame` (IPv4
     /// header checksum included) restricted to that shape.
     ///
@@ -275,32 +274,25 @@ impl Lb {
         } else {
             self.conntrack.update_tcp(id, dir, flags, now);
         }
-        let e = self.conntrack.get(id);
-        let rec = &e.value;
-        // The packet becomes the other key reversed.
-        let other = e.key(dir.reverse());
-        if other.v6 != key.v6 {
-            return Some(count_drop(counters, Counter::DropSlowpathUnhandled));
-        }
-        let (src, deltas) = match dir {
-            Dir::Original => (
-                (rec.mode == Mode::FullNat).then_some((&other.dst, other.dport)),
-                rec.fwd,
-            ),
-            Dir::Reply => (Some((&other.dst, other.dport)), rec.rev),
-        };
-        let dst = Some((&other.src, other.sport));
-        if let Err(err) = nat::forward_with(frame, at, src, dst, deltas) {
-            return Some(count_drop(counters, forward_drop(err)));
-        }
-        if rec.ts_on() {
-            let seg = frame.get_mut(at.l4..)?;
-            match dir {
-                Dir::Original => tstamp::shift_tsval(seg, rec.ts_delta),
-                Dir::Reply => tstamp::unshift_tsecr(seg, rec.ts_delta),
+        let e = self.conntrack.get_mut(id);
+        let headers = nat::Headers::Layout(at);
+        let translated = match dir {
+            Dir::Original => to_backend(frame, headers, &e.value, e.orig(), e.reply(), Sums::Flow),
+            Dir::Reply => {
+                // A DNAT reply is already addressed to the client.
+                let to_local = bits & PREP_NOT_LOCAL == 0;
+                let from = FromBackend {
+                    key,
+                    flags,
+                    to_local,
+                };
+                to_client(frame, headers, e, from, Sums::Flow)
             }
+        };
+        if let Err(c) = translated {
+            return Some(count_drop(counters, c));
         }
-        let rec = *rec;
+        let rec = e.value;
         count_forwarded(self.vip_stats, self.backend_stats, &rec, len);
         // PROXY protocol: as `pp_client` / `PpFlow::backend_segment` do for
         // a steady flow, at the same points.

@@ -1,15 +1,16 @@
-//! The packet's translation: checksum deltas fixed per flow, the client's
-//! packet rewritten for its backend, PROXY protocol v2 on the way, and ICMP
-//! errors about a flow turned towards its other end.
+//! The packet's translation: checksum deltas fixed per flow, one entry per
+//! direction ([`to_backend`], [`to_client`]) that the general path and the
+//! express lane both run, PROXY protocol v2 on the way, and ICMP errors
+//! about a flow turned towards its other end.
 
 use conf::counters::Counter;
 use conf::Mode;
 
 use super::classify::key_of;
 use super::count_drop;
-use super::FlowRec;
 use super::Lb;
-use crate::conntrack::{Dir, EntryId, FlowKey};
+use super::{FlowRec, FLOW_TS_ECHOED};
+use crate::conntrack::{Dir, Entry, EntryId, FlowKey};
 use crate::counters::Counters;
 use crate::nat;
 use crate::port::PortDesc;
@@ -36,15 +37,37 @@ pub(super) fn flow_deltas(
     }
 }
 
-/// Rewrites a client's packet for its backend: the reply key reversed
-/// (DNAT keeps the client's source).
+/// Where a tracked flow's rewrite takes its checksum changes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sums {
+    /// The flow's, fixed with its keys ([`FlowRec::fwd`], [`FlowRec::rev`]):
+    /// the express lane, whose packets are known to carry the flow's keys.
+    Flow,
+    /// Worked out from the packet's fields as they are replaced: the
+    /// general path. (The lane's differential tests compare the two.)
+    Packet,
+}
+
+impl Sums {
+    /// What a rewrite is given of the flow's deltas `flow`.
+    #[inline(always)]
+    fn of(self, flow: nat::Deltas) -> Option<nat::Deltas> {
+        (self == Sums::Flow).then_some(flow)
+    }
+}
+
+/// The client -> backend translation, the one both the general path and
+/// the express lane run: the client's packet becomes the reply key reversed
+/// (DNAT keeps the client's source), and its TCP timestamps are shifted
+/// into the local tuple's clock.
 #[inline(always)]
-pub(super) fn translate_client(
+pub(super) fn to_backend(
     frame: &mut [u8],
-    p: &Parsed,
+    headers: nat::Headers<'_>,
     rec: &FlowRec,
     orig: &FlowKey,
     reply: &FlowKey,
+    sums: Sums,
 ) -> Result<(), Counter> {
     if orig.v6 != reply.v6 {
         return Err(Counter::DropSlowpathUnhandled);
@@ -53,10 +76,61 @@ pub(super) fn translate_client(
         Mode::FullNat => Some((&reply.dst, reply.dport)),
         Mode::Dnat => None,
     };
-    nat::forward(frame, p, src, Some((&reply.src, reply.sport))).map_err(forward_drop)?;
+    let r = nat::Rewrite {
+        headers,
+        src,
+        dst: Some((&reply.src, reply.sport)),
+        deltas: sums.of(rec.fwd),
+    };
+    nat::forward(frame, r).map_err(forward_drop)?;
     if rec.ts_on() {
-        if let Some(seg) = frame.get_mut(p.l4_offset..) {
+        if let Some(seg) = frame.get_mut(headers.l4()..) {
             tstamp::shift_tsval(seg, rec.ts_delta);
+        }
+    }
+    Ok(())
+}
+
+/// A backend's packet of a tracked flow, as it arrived: its key, its TCP
+/// flags (0 for UDP) and whether it is addressed to a full-NAT local
+/// address (else it is a DNAT reply, already addressed to the client).
+pub(super) struct FromBackend<'k> {
+    pub key: &'k FlowKey,
+    pub flags: u8,
+    pub to_local: bool,
+}
+
+/// The backend -> client translation, the one both the general path and
+/// the express lane run: the backend's packet becomes the original key
+/// reversed (from the VIP; to the client for full-NAT), and the backend's
+/// echoes of the client's TCP timestamps are shifted back (a SYN-ACK that
+/// carries timestamps marks the flow [`FLOW_TS_ECHOED`]).
+#[inline(always)]
+pub(super) fn to_client(
+    frame: &mut [u8],
+    headers: nat::Headers<'_>,
+    e: &mut Entry<FlowRec>,
+    from: FromBackend<'_>,
+    sums: Sums,
+) -> Result<(), Counter> {
+    let orig = e.orig();
+    if orig.v6 != from.key.v6 {
+        return Err(Counter::DropSlowpathUnhandled);
+    }
+    let r = nat::Rewrite {
+        headers,
+        src: Some((&orig.dst, orig.dport)),
+        dst: from.to_local.then_some((&orig.src, orig.sport)),
+        deltas: sums.of(e.value.rev),
+    };
+    nat::forward(frame, r).map_err(forward_drop)?;
+    let rec = &mut e.value;
+    if rec.ts_on() {
+        if let Some(seg) = frame.get_mut(headers.l4()..) {
+            if from.flags & 0x12 == 0x12 && tstamp::present(seg) {
+                rec.bits |= FLOW_TS_ECHOED;
+            }
+            tstamp::unshift_tsecr(seg, rec.ts_delta);
         }
     }
     Ok(())

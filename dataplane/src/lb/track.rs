@@ -8,7 +8,7 @@ use conf::Mode;
 
 use super::classify::{flags_of, to16};
 use super::count_drop;
-use super::rewrite::{forward_drop, translate_client};
+use super::rewrite::{forward_drop, to_backend, to_client, FromBackend, Sums};
 use super::select::Picked;
 use super::Lb;
 use super::{Out, Rx};
@@ -19,7 +19,6 @@ use crate::nat;
 use crate::neigh::Slot;
 use crate::port::PortDesc;
 use crate::ppv2::PpFlow;
-use crate::tstamp;
 use crate::verdict::Verdict;
 use crate::wire::{ip_proto, Parsed};
 
@@ -245,7 +244,8 @@ impl Lb {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         };
         let e = self.conntrack.get(id);
-        if let Err(c) = translate_client(frame, p, &e.value, e.orig(), e.reply()) {
+        let at = nat::Headers::Parsed(p);
+        if let Err(c) = to_backend(frame, at, &e.value, e.orig(), e.reply(), Sums::Packet) {
             return count_drop(counters, c);
         }
         let rec = e.value;
@@ -303,13 +303,15 @@ impl Lb {
                     self.start_timestamps(*id, frame, p);
                 }
                 let e = self.conntrack.get(*id);
-                if let Err(c) = translate_client(frame, p, &e.value, e.orig(), e.reply()) {
+                let at = nat::Headers::Parsed(p);
+                if let Err(c) = to_backend(frame, at, &e.value, e.orig(), e.reply(), Sums::Packet) {
                     return count_drop(counters, c);
                 }
                 (e.value, Some(*id))
             }
             Picked::Stateless(rec, reply) => {
-                if let Err(c) = translate_client(frame, p, rec, key, reply) {
+                let at = nat::Headers::Parsed(p);
+                if let Err(c) = to_backend(frame, at, rec, key, reply, Sums::Packet) {
                     return count_drop(counters, c);
                 }
                 (*rec, None)
@@ -370,23 +372,16 @@ impl Lb {
         // The backend's packet becomes the original key reversed: from the
         // VIP to the client (full-NAT; DNAT packets already go to the client).
         let e = self.conntrack.get_mut(id);
-        let orig = e.orig();
-        if orig.v6 != key.v6 {
-            return count_drop(counters, Counter::DropSlowpathUnhandled);
-        }
-        let dst = to_local.then_some((&orig.src, orig.sport));
-        if let Err(err) = nat::forward(frame, p, Some((&orig.dst, orig.dport)), dst) {
-            return count_drop(counters, forward_drop(err));
+        let from = FromBackend {
+            key,
+            flags: flags_of(p),
+            to_local,
+        };
+        let at = nat::Headers::Parsed(p);
+        if let Err(c) = to_client(frame, at, e, from, Sums::Packet) {
+            return count_drop(counters, c);
         }
         let rec = &mut e.value;
-        if rec.ts_on() {
-            if let Some(seg) = frame.get_mut(p.l4_offset..) {
-                if flags_of(p) & 0x12 == 0x12 && tstamp::present(seg) {
-                    rec.bits |= FLOW_TS_ECHOED;
-                }
-                tstamp::unshift_tsecr(seg, rec.ts_delta);
-            }
-        }
         count_forwarded(self.vip_stats, self.backend_stats, rec, len);
         if rec.pp_on() {
             if let Err(c) = rec.proxy.backend_segment(frame, p, counters) {
@@ -434,7 +429,13 @@ impl Lb {
         if !family_ok {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         }
-        if let Err(err) = nat::forward(frame, p, Some((&vaddr, vport)), None) {
+        let r = nat::Rewrite {
+            headers: nat::Headers::Parsed(p),
+            src: Some((&vaddr, vport)),
+            dst: None,
+            deltas: None,
+        };
+        if let Err(err) = nat::forward(frame, r) {
             return count_drop(counters, forward_drop(err));
         }
         counters.inc(Counter::DnatStatelessReplies);
