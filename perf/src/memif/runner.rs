@@ -456,7 +456,7 @@ addresses = ["10.72.0.1/24"]
 mac = "{BACKEND_MAC}"
 host_interface = "kmemif-b"
 local_addresses = ["10.72.0.1"]
-local_port_range = [1024, 65535]
+local_port_range = [1024, 32767]
 
 [mgmt]
 listen = "unix://{mgmt}"
