@@ -207,19 +207,10 @@ impl Api {
     where
         F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        match tokio::time::timeout(self.timeout, f(self.client.clone())).await {
-            Err(_) => Err(Failure::Unreachable(format!(
-                "border-mgmt at {} did not answer within {} ms",
-                self.shown,
-                self.timeout.as_millis()
-            ))),
-            Ok(Ok(r)) => Ok(r.into_inner()),
-            Ok(Err(st)) => Err(status_failure(&self.shown, &st)),
-        }
+        let call = f(self.client.clone());
+        self.bounded(call).await
     }
-}
 
-impl Api {
     /// One unary call of `border.v1.BorderBgp`, as [`Api::call`].
     pub async fn call_bgp<T, F>(
         &mut self,
@@ -228,7 +219,16 @@ impl Api {
     where
         F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        match tokio::time::timeout(self.timeout, f(self.bgp.clone())).await {
+        let call = f(self.bgp.clone());
+        self.bounded(call).await
+    }
+
+    /// Waits for `call` up to the timeout; errors become one line.
+    async fn bounded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, Failure> {
+        match tokio::time::timeout(self.timeout, call).await {
             Err(_) => Err(Failure::Unreachable(format!(
                 "border-mgmt at {} did not answer within {} ms",
                 self.shown,
