@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bounded libFuzzer runs of every cargo-fuzz target in dataplane/fuzz
-# (parse_frame, slowpath, views, pipeline). Part of scripts/test.sh.
+# (parse_frame, slowpath, views, pipeline, and what crosses a trust
+# boundary: tables_region, config_toml). Part of scripts/test.sh.
 #
 # cargo-fuzz needs nightly compiler features; on the stable toolchain they
 # are unlocked with RUSTC_BOOTSTRAP=1. cargo-fuzz itself is installed from
@@ -19,8 +20,9 @@
 # checks) and without ASan (safe Rust; twice the rate).
 #
 # The corpus is kept in dataplane/fuzz/corpus/<target> (not in git), so
-# later runs start from what earlier ones found; a crash is saved in
-# dataplane/fuzz/artifacts/<target> and fails the script.
+# later runs start from what earlier ones found; a target with a seed
+# corpus in git (dataplane/fuzz/seeds/<target>) also starts from those. A
+# crash is saved in dataplane/fuzz/artifacts/<target> and fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 begin=$(date +%s)
@@ -60,9 +62,11 @@ for t in "${targets[@]}"; do
   secs=$per_share
   [ "$t" = pipeline ] && secs=$((per_share * 2))
   mkdir -p "corpus/$t"
+  corpora=("corpus/$t")
+  [ -d "seeds/$t" ] && corpora+=("seeds/$t")
   start=$(date +%s)
   status=0
-  cargo fuzz run "${flags[@]}" "$t" "corpus/$t" -- \
+  cargo fuzz run "${flags[@]}" "$t" "${corpora[@]}" -- \
     -max_total_time="$secs" -runs="$runs" -print_final_stats=1 >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   echo "fuzz $t: ${execs:-?} inputs in $(( $(date +%s) - start ))s (limit ${secs}s), exit $status"

@@ -150,7 +150,8 @@ pub use model::{
     PROTO_TCP, PROTO_UDP,
 };
 pub use reader::{
-    BlockId, Published, TablesReader, TablesView, ValidationStats, VipView, DEFAULT_CACHE_CAPACITY,
+    view_bytes, BlockId, Published, TablesReader, TablesView, ValidationStats, VipView,
+    DEFAULT_CACHE_CAPACITY,
 };
 pub use writer::{PublishStats, TablesWriter};
 

@@ -820,6 +820,23 @@ pub(crate) fn check_header(
     Ok((region_len, u64_at(H_REGION_ID)))
 }
 
+/// Validates the generation a region's own published word names, over a
+/// copy of the region's bytes (a file read whole, a fuzzer's input). The
+/// checks are those of [`TablesReader::open`] and
+/// [`TablesReader::view_uncached`]: the dataplane trusts nothing it reads
+/// from shared memory, and this is how that claim is fuzzed without a file.
+pub fn view_bytes(bytes: &[u8]) -> Result<TablesView<'_>, TablesError> {
+    let (region_len, _) = check_header(bytes.as_ptr(), bytes.len() as u64, Path::new("<bytes>"))?;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[H_PUBLISHED..H_PUBLISHED + 8]);
+    let published = Published::from_word(u64::from_le_bytes(word));
+    // SAFETY: `check_header` accepted `region_len <= bytes.len()`, so the
+    // region lies inside the slice, which is borrowed immutably for the
+    // view's lifetime: nothing writes those bytes while they are read.
+    let region = unsafe { Region::new(bytes.as_ptr(), region_len) };
+    validate(&region, published, None)
+}
+
 /// A header word accessed atomically.
 ///
 /// # Safety
