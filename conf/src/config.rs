@@ -201,6 +201,63 @@ pub struct Mgmt {
     /// Files border creates are then mode 0640 and the socket 0660 with
     /// this group. The name is resolved when a process starts, not here.
     pub operators_group: Option<String>,
+    /// `[mgmt.limits]`: bounds on what API clients and the config may make
+    /// border-mgmt hold (defaults: [`MgmtLimits::default`]).
+    pub limits: MgmtLimits,
+}
+
+/// `[mgmt.limits]` (issue 13, finding 4): every resource an API client, a
+/// scraper or a config can grow is bounded. Read at start; `[mgmt]` is not
+/// reloadable, so an API caller cannot raise them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MgmtLimits {
+    /// Concurrent `WatchEvents` streams over all connections.
+    pub watch_streams: u32,
+    /// Concurrent `WatchEvents` streams on one connection.
+    pub watch_streams_per_connection: u32,
+    /// TLS handshakes in progress at once (`tcp://` listen); connections
+    /// beyond it are closed at once.
+    pub tls_handshakes: u32,
+    /// How long one TLS handshake may take, in milliseconds.
+    pub tls_handshake_timeout_ms: u32,
+    /// Open connections to `metrics_listen`; more are closed at once.
+    pub metrics_connections: u32,
+    /// Longest operator note (`SetBackend.note`), in bytes.
+    pub note_max_bytes: u32,
+    /// Memory all VIPs' Maglev rings of one table generation may take, in
+    /// MiB ([`RING_SLOT_BYTES`] a slot); the tables region holds several
+    /// generations, so it can reach a multiple of this.
+    pub ring_memory_mib: u32,
+}
+
+impl Default for MgmtLimits {
+    fn default() -> MgmtLimits {
+        MgmtLimits {
+            watch_streams: 64,
+            watch_streams_per_connection: 8,
+            tls_handshakes: 32,
+            tls_handshake_timeout_ms: 10_000,
+            metrics_connections: 16,
+            note_max_bytes: 1024,
+            ring_memory_mib: 512,
+        }
+    }
+}
+
+/// Bytes one Maglev ring slot takes in a table generation (a backend index).
+pub const RING_SLOT_BYTES: u64 = 4;
+/// Upper bound of `mgmt.limits.ring_memory_mib`: the tables region (at most
+/// 16 GiB) holds 8 generations.
+pub const MAX_RING_MEMORY_MIB: u32 = 2048;
+
+impl Config {
+    /// Bytes the Maglev rings of all VIPs take in one table generation.
+    pub fn ring_bytes(&self) -> u64 {
+        self.vips
+            .iter()
+            .map(|v| RING_SLOT_BYTES * u64::from(v.maglev_table_size))
+            .sum()
+    }
 }
 
 /// `[mgmt.bgp]`: gobgpd, which border-mgmt drives to announce and withdraw
@@ -272,8 +329,55 @@ pub struct MgmtTls {
     pub key: PathBuf,
     /// CA that signs client certificates (PEM).
     pub client_ca: PathBuf,
-    /// Pinned client certificates, `sha256:<64 lowercase hex>` (at least one).
+    /// Pinned client certificates with role [`ClientRole::Operator`],
+    /// `sha256:<64 lowercase hex>`. Together with the two lists below at
+    /// least one certificate is pinned, and each only once.
     pub client_fingerprints: Vec<String>,
+    /// Pinned certificates with role [`ClientRole::Reader`].
+    pub reader_fingerprints: Vec<String>,
+    /// Pinned certificates with role [`ClientRole::Peer`].
+    pub peer_fingerprints: Vec<String>,
+}
+
+impl MgmtTls {
+    /// Every pinned fingerprint with its role.
+    pub fn pins(&self) -> impl Iterator<Item = (&str, ClientRole)> {
+        fn role(list: &[String], r: ClientRole) -> impl Iterator<Item = (&str, ClientRole)> {
+            list.iter().map(move |f| (f.as_str(), r))
+        }
+        role(&self.client_fingerprints, ClientRole::Operator)
+            .chain(role(&self.reader_fingerprints, ClientRole::Reader))
+            .chain(role(&self.peer_fingerprints, ClientRole::Peer))
+    }
+
+    /// The role of a pinned fingerprint (`sha256:<hex>`, either case).
+    pub fn role_of(&self, fingerprint: &str) -> Option<ClientRole> {
+        let fp = fingerprint.to_ascii_lowercase();
+        self.pins().find(|(f, _)| *f == fp).map(|(_, r)| r)
+    }
+}
+
+/// What a caller of the gRPC API may call (docs/api.md, *Roles*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClientRole {
+    /// Everything (`client_fingerprints`, and allowed unix-socket callers).
+    Operator,
+    /// The `Get*` calls and `WatchEvents` (`reader_fingerprints`).
+    Reader,
+    /// `border.v1.BorderHealth` only: another appliance's border-mgmt
+    /// (`peer_fingerprints`).
+    Peer,
+}
+
+impl ClientRole {
+    /// `operator`, `reader` or `peer`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientRole::Operator => "operator",
+            ClientRole::Reader => "reader",
+            ClientRole::Peer => "peer",
+        }
+    }
 }
 
 /// `[[vip]]`.

@@ -66,6 +66,19 @@ pub(super) struct RawMgmt {
     pub quorum: Option<S<u32>>,
     pub operators_group: Option<S<String>>,
     pub bgp: Option<S<RawBgp>>,
+    pub limits: Option<S<RawLimits>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawLimits {
+    pub watch_streams: Option<S<u32>>,
+    pub watch_streams_per_connection: Option<S<u32>>,
+    pub tls_handshakes: Option<S<u32>>,
+    pub tls_handshake_timeout_ms: Option<S<u32>>,
+    pub metrics_connections: Option<S<u32>>,
+    pub note_max_bytes: Option<S<u32>>,
+    pub ring_memory_mib: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -89,7 +102,9 @@ pub(super) struct RawTls {
     pub cert: S<String>,
     pub key: S<String>,
     pub client_ca: S<String>,
-    pub client_fingerprints: List<String>,
+    pub client_fingerprints: Option<List<String>>,
+    pub reader_fingerprints: Option<List<String>>,
+    pub peer_fingerprints: Option<List<String>>,
 }
 
 #[derive(Deserialize)]

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::raw::RawVipEntry;
-use super::validate::{clashes, lone_vip};
+use super::validate::{clashes, lone_vip, rings_fit};
 use super::{Config, ConfigError};
 
 /// A validated config with the text it came from (paths as written).
@@ -145,7 +145,7 @@ impl ConfigText {
             .collect::<Option<Vec<_>>>()?;
         let mut config = Config::clone(&self.config);
         config.vips.splice(first..=last, vips);
-        if !clashes(&config.vips).is_empty() {
+        if !clashes(&config.vips).is_empty() || !rings_fit(&config) {
             return None;
         }
         let parsed_ends = offsets.iter().skip(1).copied().chain([region.len()]);

@@ -25,6 +25,9 @@ use super::*;
 type List<T> = S<Vec<S<T>>>;
 
 mod bgp;
+mod limits;
+
+pub(super) use limits::rings_fit;
 
 /// Longest `instance`, port and VIP name.
 const MAX_NAME: usize = 32;
@@ -300,8 +303,12 @@ impl V {
         let ports = self.ports(raw.port.as_ref());
         let ports_ok = self.diags.len() == before;
         let mgmt = self.mgmt(raw.mgmt.as_ref(), &instance);
+        let before = self.diags.len();
         let vips = self.vips(raw.vip.as_ref(), &ports, ports_ok, zone.is_some());
         let raw_vips: &[S<RawVip>] = raw.vip.as_ref().map_or(&[], |l| l.get_ref());
+        if self.diags.len() == before && vips.len() == raw_vips.len() {
+            self.ring_budget(raw_vips, &vips, mgmt.limits.ring_memory_mib);
+        }
         self.announce_needs_bgp(raw_vips.iter().enumerate(), mgmt.bgp.is_some());
         Config {
             instance,
@@ -909,6 +916,7 @@ impl V {
                 quorum: 1,
                 bgp: None,
                 operators_group: None,
+                limits: MgmtLimits::default(),
             };
         };
         let m = sm.get_ref();
@@ -954,7 +962,7 @@ impl V {
                 }
             }
         });
-        let tls = m.tls.as_ref().map(|t| self.tls(t.get_ref()));
+        let tls = m.tls.as_ref().map(|t| self.tls(t));
         let peers = self.peers(m.peer.as_ref(), &listen, m.tls.is_some());
         let quorum = or(&m.quorum, 1);
         if let Some(q) = &m.quorum {
@@ -975,6 +983,7 @@ impl V {
             self.name(g, "mgmt.operators_group", MAX_GROUP, true);
             g.get_ref().clone()
         });
+        let limits = self.limits(m.limits.as_ref());
         Mgmt {
             listen,
             metrics_listen,
@@ -983,6 +992,7 @@ impl V {
             quorum,
             bgp,
             operators_group,
+            limits,
         }
     }
 
@@ -1049,7 +1059,8 @@ impl V {
         out
     }
 
-    fn tls(&mut self, t: &RawTls) -> MgmtTls {
+    fn tls(&mut self, st: &S<RawTls>) -> MgmtTls {
+        let (t, table_at) = (st.get_ref(), at(st));
         let mut path = |s: &S<String>, key: &str| {
             let p = s.get_ref();
             if p.is_empty() {
@@ -1066,44 +1077,68 @@ impl V {
         let cert = path(&t.cert, "mgmt.tls.cert");
         let key = path(&t.key, "mgmt.tls.key");
         let client_ca = path(&t.client_ca, "mgmt.tls.client_ca");
-        let fps = t.client_fingerprints.get_ref();
-        if fps.is_empty() {
+        let lists = [
+            ("client_fingerprints", &t.client_fingerprints),
+            ("reader_fingerprints", &t.reader_fingerprints),
+            ("peer_fingerprints", &t.peer_fingerprints),
+        ];
+        if lists
+            .iter()
+            .all(|(_, l)| l.as_ref().is_none_or(|l| l.get_ref().is_empty()))
+        {
             self.err(
-                at(&t.client_fingerprints),
+                t.client_fingerprints.as_ref().map_or(table_at, at),
                 "mgmt.tls.client_fingerprints",
                 "must list at least one pinned client certificate (expected [\"sha256:<64 hex digits>\"])",
             );
         }
-        let mut client_fingerprints: Vec<String> = Vec::new();
-        for (i, f) in fps.iter().enumerate() {
-            let key = format!("mgmt.tls.client_fingerprints[{i}]");
-            let hex = f
-                .get_ref()
-                .strip_prefix("sha256:")
-                .and_then(parse_hex::<32>);
-            match hex {
-                Some(bytes) => {
-                    let norm = format!(
-                        "sha256:{}",
-                        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        // Each fingerprint once, over all lists: one role per certificate.
+        let mut seen: HashMap<String, String> = HashMap::new();
+        let mut pinned: [Vec<String>; 3] = Default::default();
+        for ((name, list), out) in lists.iter().zip(pinned.iter_mut()) {
+            for (i, f) in list.iter().flat_map(|l| l.get_ref().iter().enumerate()) {
+                let key = format!("mgmt.tls.{name}[{i}]");
+                let hex = f
+                    .get_ref()
+                    .strip_prefix("sha256:")
+                    .and_then(parse_hex::<32>);
+                let Some(bytes) = hex else {
+                    self.err(
+                        at(f),
+                        key,
+                        format!("{:?} is not a certificate fingerprint (expected \"sha256:\" followed by 64 hex digits)", f.get_ref()),
                     );
-                    if let Some(j) = client_fingerprints.iter().position(|o| *o == norm) {
-                        self.err(at(f), key, format!("is listed twice (also client_fingerprints[{j}])"));
+                    continue;
+                };
+                let norm = format!(
+                    "sha256:{}",
+                    bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                );
+                let short = format!("{name}[{i}]");
+                match seen.get(&norm) {
+                    Some(earlier) if earlier.starts_with(name) => {
+                        self.err(at(f), key, format!("is listed twice (also {earlier})"));
                     }
-                    client_fingerprints.push(norm);
+                    Some(earlier) => self.err(
+                        at(f),
+                        key,
+                        format!("is also {earlier} (expected one role per certificate: client_fingerprints operators, reader_fingerprints readers, peer_fingerprints peers)"),
+                    ),
+                    None => {
+                        seen.insert(norm.clone(), short);
+                    }
                 }
-                None => self.err(
-                    at(f),
-                    key,
-                    format!("{:?} is not a certificate fingerprint (expected \"sha256:\" followed by 64 hex digits)", f.get_ref()),
-                ),
+                out.push(norm);
             }
         }
+        let [client_fingerprints, reader_fingerprints, peer_fingerprints] = pinned;
         MgmtTls {
             cert,
             key,
             client_ca,
             client_fingerprints,
+            reader_fingerprints,
+            peer_fingerprints,
         }
     }
 
