@@ -65,7 +65,7 @@ fn a_certificate_has_one_role_and_at_least_one_is_pinned() {
     let e = parse(&tls("reader_fingerprints = []\n"), "").unwrap_err();
     assert_eq!(e, "border.toml:12:1: mgmt.tls.client_fingerprints: must list at least one pinned client certificate (expected [\"sha256:<64 hex digits>\"])");
     let e = parse(&tls("peer_fingerprints = [\"sha256:zz\"]\n"), "").unwrap_err();
-    assert_eq!(e, "border.toml:17:22: mgmt.tls.peer_fingerprints[0]: \"sha256:zz\" is not a certificate fingerprint (expected \"sha256:\" followed by 64 hex digits)");
+    assert_eq!(e, "border.toml:16:22: mgmt.tls.peer_fingerprints[0]: \"sha256:zz\" is not a certificate fingerprint (expected \"sha256:\" followed by 64 hex digits)");
 }
 
 #[test]
