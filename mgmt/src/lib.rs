@@ -13,6 +13,7 @@
 //! never links DPDK.
 #![deny(unsafe_code)]
 
+pub mod authz;
 pub mod bgp;
 pub mod client;
 pub mod dp;

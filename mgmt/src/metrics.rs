@@ -17,10 +17,11 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 
 use conf::tables::BackendState;
 
+use crate::authz::{ApiCounters, Limit};
 use crate::dp::WorkerSnap;
 use crate::manager::Manager;
 use crate::model::{BackendStatus, FlowStats, PublisherStatus, Stats, Status};
@@ -84,15 +85,16 @@ type FlowFamily = (
     fn(&FlowStats) -> u64,
 );
 
-/// Renders every metric from a status and a stats snapshot.
-pub fn render(status: &Status, stats: &Stats) -> String {
+/// Renders every metric from a status and a stats snapshot, and the API's
+/// own counters.
+pub fn render(status: &Status, stats: &Stats, api_counters: &ApiCounters) -> String {
     let mut o = Out(String::with_capacity(16 << 10));
     publisher(&mut o, &status.publisher);
     dataplane(&mut o, status);
     counters(&mut o, stats);
     flows(&mut o, stats);
     vip_state(&mut o, status);
-    api(&mut o);
+    api(&mut o, api_counters);
     o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
     o.0
 }
@@ -325,17 +327,44 @@ fn vip_state(o: &mut Out, status: &Status) {
 /// Name, help and value of a per-backend gauge.
 type BackendGauge = (&'static str, &'static str, fn(&BackendStatus) -> u64);
 
-/// The API's own: calls refused on the unix socket (`crate::peer`).
-fn api(o: &mut Out) {
+/// The API's own: calls refused on the unix socket (`crate::peer`) or for
+/// the caller's role (`crate::authz`), refusals by `[mgmt.limits]`, and
+/// the WatchEvents streams open.
+fn api(o: &mut Out, c: &ApiCounters) {
     o.family(
         "border_mgmt_api_refused_total",
         "counter",
         "API calls on the unix socket refused because of the caller's unix credentials (SO_PEERCRED)",
     );
-    o.sample(
-        "border_mgmt_api_refused_total",
-        &[],
-        crate::peer::refused_calls(),
+    o.sample("border_mgmt_api_refused_total", &[], c.unix_refused());
+    o.family(
+        "border_mgmt_api_role_denied_total",
+        "counter",
+        "API calls refused because the caller's role (of its pinned certificate) does not allow them",
+    );
+    for (role, n) in c.roles_denied() {
+        o.sample(
+            "border_mgmt_api_role_denied_total",
+            &[("role", role.as_str())],
+            n,
+        );
+    }
+    o.family(
+        "border_mgmt_limit_refused_total",
+        "counter",
+        "requests and connections refused by a [mgmt.limits] bound, by limit",
+    );
+    for l in Limit::ALL {
+        o.sample(
+            "border_mgmt_limit_refused_total",
+            &[("limit", l.as_str())],
+            c.limit_refused(l),
+        );
+    }
+    o.gauge(
+        "border_mgmt_watch_streams",
+        "WatchEvents streams open now",
+        c.watch_streams(),
     );
 }
 
@@ -349,7 +378,11 @@ fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
     r
 }
 
-async fn handle(m: Arc<Manager>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(
+    m: Arc<Manager>,
+    counters: Arc<ApiCounters>,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     if path != "/metrics" {
         return if path == "/" {
@@ -369,7 +402,8 @@ async fn handle(m: Arc<Manager>, req: Request<Incoming>) -> Response<Full<Bytes>
         );
         return r;
     }
-    let body = tokio::task::spawn_blocking(move || render(&m.status(), &m.stats())).await;
+    let body =
+        tokio::task::spawn_blocking(move || render(&m.status(), &m.stats(), &counters)).await;
     match body {
         Ok(body) => {
             let mut r = Response::new(Full::new(Bytes::from(body)));
@@ -383,14 +417,29 @@ async fn handle(m: Arc<Manager>, req: Request<Incoming>) -> Response<Full<Bytes>
     }
 }
 
-/// Serves `/metrics` on `listener` until `shutdown` turns true.
-pub async fn serve(listener: TcpListener, m: Arc<Manager>, mut shutdown: watch::Receiver<bool>) {
+/// Serves `/metrics` on `listener` until `shutdown` turns true, with at
+/// most `max_connections` open at once: a connection beyond is closed at
+/// once and counted ([`Limit::MetricsConnections`]).
+pub async fn serve(
+    listener: TcpListener,
+    m: Arc<Manager>,
+    mut shutdown: watch::Receiver<bool>,
+    max_connections: u32,
+    counters: Arc<ApiCounters>,
+) {
+    let slots = Arc::new(Semaphore::new(max_connections as usize));
     while let Some((stream, peer)) = accept_until(&listener, &mut shutdown, "metrics").await {
-        let m = m.clone();
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            counters.count(Limit::MetricsConnections);
+            tracing::debug!(%peer, "metrics: mgmt.limits.metrics_connections reached: connection closed");
+            continue;
+        };
+        let (m, counters) = (m.clone(), counters.clone());
         tokio::spawn(async move {
+            let _slot = slot;
             let svc = hyper::service::service_fn(move |req| {
-                let m = m.clone();
-                async move { Ok::<_, Infallible>(handle(m, req).await) }
+                let (m, counters) = (m.clone(), counters.clone());
+                async move { Ok::<_, Infallible>(handle(m, counters, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -1,26 +1,18 @@
 //! Who may call the API on the unix socket: the kernel's `SO_PEERCRED` of
-//! the connection (tonic hands it to every request as
-//! [`UdsConnectInfo`]) checked against root, border-mgmt's own user and the
-//! operators' group (`[mgmt] operators_group`). The socket's mode (0600, or
-//! 0660 with that group) already keeps others from connecting; this check
-//! still holds if the file's mode or a directory on its path is opened up
-//! by mistake, or a descriptor is passed to another process. A refused
-//! call is answered `PERMISSION_DENIED`, logged and counted
-//! ([`refused_calls`], metric `border_mgmt_api_refused_total`).
-//! TCP connections are authenticated by mutual TLS instead (`crate::tls`).
+//! the connection, read when it is accepted, checked against root,
+//! border-mgmt's own user and the operators' group (`[mgmt]
+//! operators_group`). The socket's mode (0600, or 0660 with that group)
+//! already keeps others from connecting; this check still holds if the
+//! file's mode or a directory on its path is opened up by mistake, or a
+//! descriptor is passed to another process. Every call of a refused
+//! caller is answered `PERMISSION_DENIED`, logged and counted ([`refuse`],
+//! metric `border_mgmt_api_refused_total`) by `crate::authz`, which also
+//! decides for TCP connections (mutual TLS, roles of pinned certificates).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use conf::MgmtLimits;
+use tonic::Status;
 
-use tonic::transport::server::UdsConnectInfo;
-use tonic::{Request, Status};
-
-/// Calls refused by [`PeerPolicy`] since this process started.
-static REFUSED: AtomicU64 = AtomicU64::new(0);
-
-/// API calls refused because of the caller's unix credentials, since start.
-pub fn refused_calls() -> u64 {
-    REFUSED.load(Ordering::Relaxed)
-}
+use crate::authz::{ApiCounters, Caller, Identity};
 
 /// The unix users and group allowed to call the API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,15 +43,9 @@ impl PeerPolicy {
                 .is_some_and(|g| gid == g || supplementary.contains(&g))
     }
 
-    /// A tonic interceptor: passes calls that did not come over a unix
-    /// socket (TCP, where mutual TLS decides) and unix callers
-    /// [`PeerPolicy::allows`]; refuses the rest with `PERMISSION_DENIED`.
-    #[allow(clippy::result_large_err)]
-    pub fn check(&self, req: Request<()>) -> Result<Request<()>, Status> {
-        let Some(info) = req.extensions().get::<UdsConnectInfo>() else {
-            return Ok(req);
-        };
-        let cred = info.peer_cred;
+    /// The [`Caller`] of a unix connection with credentials `cred`
+    /// (`None`: the kernel gave none, which is refused).
+    pub fn caller(&self, cred: Option<tokio::net::unix::UCred>, limits: &MgmtLimits) -> Caller {
         let allowed = cred.is_some_and(|c| {
             let groups = c
                 .pid()
@@ -68,24 +54,30 @@ impl PeerPolicy {
                 .unwrap_or_default();
             self.allows(c.uid(), c.gid(), &groups)
         });
-        if allowed {
-            return Ok(req);
-        }
-        let n = REFUSED.fetch_add(1, Ordering::Relaxed) + 1;
-        let (uid, gid, pid) = cred.map_or((None, None, None), |c| {
-            (Some(c.uid()), Some(c.gid()), c.pid())
-        });
-        tracing::warn!(
-            ?uid,
-            ?gid,
-            ?pid,
-            refused_total = n,
-            "api: call refused: the caller is not root, border-mgmt's user or in mgmt.operators_group"
-        );
-        Err(Status::permission_denied(
-            "border-mgmt: this unix user may not call the API (root, border-mgmt's user and mgmt.operators_group may)",
-        ))
+        let identity = Identity::Unix {
+            uid: cred.map(|c| c.uid()),
+            gid: cred.map(|c| c.gid()),
+            pid: cred.and_then(|c| c.pid()),
+            allowed,
+        };
+        Caller::new(identity, limits)
     }
+}
+
+/// A call from a unix caller that may not call: logged, counted, and the
+/// status to answer.
+pub fn refuse(counters: &ApiCounters, uid: Option<u32>, gid: Option<u32>, pid: Option<i32>) -> Status {
+    let n = counters.count_unix_refused();
+    tracing::warn!(
+        ?uid,
+        ?gid,
+        ?pid,
+        refused_total = n,
+        "api: call refused: the caller is not root, border-mgmt's user or in mgmt.operators_group"
+    );
+    Status::permission_denied(
+        "border-mgmt: this unix user may not call the API (root, border-mgmt's user and mgmt.operators_group may)",
+    )
 }
 
 #[cfg(test)]
@@ -110,21 +102,21 @@ mod tests {
         assert!(!no_group.allows(1000, 500, &[500]));
     }
 
-    #[test]
-    fn calls_from_tcp_pass_to_tls_and_unknown_unix_callers_are_refused() {
+    #[tokio::test]
+    async fn a_caller_without_credentials_is_refused_one_with_allowed_ones_is_an_operator() {
         let p = PeerPolicy {
             own_uid: 0,
             group: None,
         };
-        assert!(p.check(Request::new(())).is_ok(), "no unix connect info");
-        let before = refused_calls();
-        let mut r = Request::new(());
-        r.extensions_mut().insert(UdsConnectInfo {
-            peer_addr: None,
-            peer_cred: None,
-        });
-        let e = p.check(r).unwrap_err();
-        assert_eq!(e.code(), tonic::Code::PermissionDenied);
-        assert!(refused_calls() > before);
+        let limits = MgmtLimits::default();
+        assert_eq!(p.caller(None, &limits).role(), None);
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
+        let me = a.peer_cred().ok();
+        let own = PeerPolicy::new(None);
+        assert_eq!(
+            own.caller(me, &limits).role(),
+            Some(conf::ClientRole::Operator)
+        );
+        drop((a, b));
     }
 }

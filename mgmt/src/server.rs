@@ -11,13 +11,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use conf::{Config, Listen};
+use std::collections::HashMap;
+
+use conf::{ClientRole, Config, Listen, MgmtLimits};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
+use tokio_stream::StreamExt as _;
 
 use conf::os::files::Access;
 
+use crate::authz::{ApiCounters, AuthzLayer, Caller, CallerIo, Identity, Limit};
 use crate::manager::Manager;
 use crate::peer::PeerPolicy;
 use crate::service::BorderService;
@@ -65,6 +69,8 @@ enum Api {
     Tcp {
         listener: TcpListener,
         tls: Arc<rustls::ServerConfig>,
+        /// The role of each pinned fingerprint.
+        roles: Arc<HashMap<String, ClientRole>>,
     },
 }
 
@@ -75,6 +81,8 @@ pub struct Bound {
     metrics: Option<TcpListener>,
     /// Who may call on the unix socket.
     peers: PeerPolicy,
+    /// `[mgmt.limits]`.
+    limits: MgmtLimits,
 }
 
 impl std::fmt::Debug for Bound {
@@ -171,6 +179,7 @@ pub async fn bind(cfg: &Config) -> Result<Bound, ServeError> {
                 .tls
                 .as_ref()
                 .ok_or_else(|| ServeError::NeedTls(cfg.mgmt.listen.clone()))?;
+            let roles = tls.pins().map(|(f, r)| (f.to_owned(), r)).collect();
             let tls = crate::tls::server_config(tls)?;
             let listener = TcpListener::bind(addr)
                 .await
@@ -178,7 +187,11 @@ pub async fn bind(cfg: &Config) -> Result<Bound, ServeError> {
                     what: format!("tcp://{addr}"),
                     source,
                 })?;
-            Api::Tcp { listener, tls }
+            Api::Tcp {
+                listener,
+                tls,
+                roles: Arc::new(roles),
+            }
         }
     };
     let metrics = match cfg.mgmt.metrics_listen {
@@ -196,6 +209,7 @@ pub async fn bind(cfg: &Config) -> Result<Bound, ServeError> {
         api,
         metrics,
         peers: PeerPolicy::new(access.group),
+        limits: cfg.mgmt.limits,
     })
 }
 
@@ -208,8 +222,8 @@ fn remove_socket(path: &Path, ino: (u64, u64)) {
     }
 }
 
-/// How long a TLS handshake may take.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// HTTP/2 streams (calls of any kind) open at once on one connection.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
 /// How long a graceful stop waits for open calls.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -240,29 +254,78 @@ pub(crate) async fn accept_until(
     }
 }
 
+/// What the TLS acceptor needs besides the listener.
+struct TlsAccept {
+    tls: Arc<rustls::ServerConfig>,
+    roles: Arc<HashMap<String, ClientRole>>,
+    limits: MgmtLimits,
+    counters: Arc<ApiCounters>,
+}
+
+/// Accepts TCP connections and runs their TLS handshakes: at most
+/// `tls_handshakes` at once (a connection beyond is closed at once), each
+/// within `tls_handshake_timeout_ms`; each accepted connection carries its
+/// caller (the pinned certificate and its role).
 fn tls_incoming(
     listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
+    a: TlsAccept,
     mut shutdown: watch::Receiver<bool>,
-) -> ReceiverStream<Result<tokio_rustls::server::TlsStream<TcpStream>, std::io::Error>> {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+) -> ReceiverStream<Result<CallerIo<tokio_rustls::server::TlsStream<TcpStream>>, std::io::Error>> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(a.tls.clone());
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(a.limits.tls_handshakes as usize));
+    let timeout = Duration::from_millis(a.limits.tls_handshake_timeout_ms.into());
+    let a = Arc::new(a);
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         while let Some((tcp, peer)) = accept_until(&listener, &mut shutdown, "api").await {
+            let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+                a.counters.count(Limit::TlsHandshakes);
+                tracing::debug!(%peer, "api: too many TLS handshakes in progress (mgmt.limits.tls_handshakes): connection closed");
+                continue;
+            };
             let _ = tcp.set_nodelay(true);
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            let (acceptor, tx, a) = (acceptor.clone(), tx.clone(), a.clone());
             tokio::spawn(async move {
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                let r = tokio::time::timeout(timeout, acceptor.accept(tcp)).await;
+                drop(permit);
+                match r {
                     Ok(Ok(s)) => {
-                        let _ = tx.send(Ok(s)).await;
+                        let caller = tls_caller(&s, &a.roles, &a.limits);
+                        let _ = tx.send(Ok(CallerIo::new(s, caller))).await;
                     }
                     Ok(Err(e)) => tracing::warn!(%peer, error = %e, "api: TLS handshake refused"),
-                    Err(_) => tracing::warn!(%peer, "api: TLS handshake timed out"),
+                    Err(_) => {
+                        a.counters.count(Limit::TlsHandshakeTimeout);
+                        tracing::warn!(%peer, "api: TLS handshake timed out (mgmt.limits.tls_handshake_timeout_ms)");
+                    }
                 }
             });
         }
     });
     ReceiverStream::new(rx)
+}
+
+/// The caller of an accepted TLS connection: its certificate's fingerprint
+/// and role.
+fn tls_caller(
+    s: &tokio_rustls::server::TlsStream<TcpStream>,
+    roles: &HashMap<String, ClientRole>,
+    limits: &MgmtLimits,
+) -> Caller {
+    let fingerprint = s
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map_or_else(|| "none".to_owned(), |c| crate::tls::fingerprint(c));
+    let role = roles.get(&fingerprint).copied();
+    Caller::new(
+        Identity::Cert {
+            fingerprint: fingerprint.into(),
+            role,
+        },
+        limits,
+    )
 }
 
 /// Serves the API and the exporter on `bound`, and every `tick` looks at the
@@ -278,13 +341,17 @@ pub async fn serve(
         api,
         metrics,
         peers,
+        limits,
     } = bound;
+    let counters = Arc::new(ApiCounters::default());
     let mut tasks = Vec::new();
     if let Some(l) = metrics {
         tasks.push(tokio::spawn(crate::metrics::serve(
             l,
             m.clone(),
             shutdown.clone(),
+            limits.metrics_connections,
+            counters.clone(),
         )));
     }
     {
@@ -303,7 +370,7 @@ pub async fn serve(
             }
         }));
     }
-    let svc = BorderService::new(m.clone(), shutdown.clone()).into_server();
+    let svc = BorderService::new(m.clone(), shutdown.clone(), counters.clone()).into_server();
     // Health checks (docs/health.md): probes, peers, verdicts into the store.
     let health = crate::health::attach(m.clone(), shutdown.clone());
     let health_svc = crate::health::service::HealthService::new(health).into_server();
@@ -322,9 +389,9 @@ pub async fn serve(
     let bgp_svc = crate::bgp::service::BgpService::new(m.clone()).into_server();
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .layer(tonic::service::InterceptorLayer::new(
-            move |req: tonic::Request<()>| peers.check(req),
-        ))
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        // Who may call what: one check in front of every service.
+        .layer(AuthzLayer::new(counters.clone()))
         .add_service(svc)
         .add_service(health_svc)
         .add_service(bgp_svc);
@@ -334,7 +401,12 @@ pub async fn serve(
             path,
             ino,
         } => {
-            let incoming = UnixListenerStream::new(listener);
+            let incoming = UnixListenerStream::new(listener).map(move |r| {
+                r.map(|s| {
+                    let caller = peers.caller(s.peer_cred().ok(), &limits);
+                    CallerIo::new(s, caller)
+                })
+            });
             let r = graceful(
                 router.serve_with_incoming_shutdown(incoming, stopped),
                 &shutdown,
@@ -343,8 +415,18 @@ pub async fn serve(
             remove_socket(&path, ino);
             r
         }
-        Api::Tcp { listener, tls } => {
-            let incoming = tls_incoming(listener, tls, shutdown.clone());
+        Api::Tcp {
+            listener,
+            tls,
+            roles,
+        } => {
+            let accept = TlsAccept {
+                tls,
+                roles,
+                limits,
+                counters,
+            };
+            let incoming = tls_incoming(listener, accept, shutdown.clone());
             graceful(
                 router.serve_with_incoming_shutdown(incoming, stopped),
                 &shutdown,

@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::authz::{ApiCounters, Caller, Limit};
 use crate::manager::{ApplyError, Manager, SetError};
 use crate::pb::{self, border_server::Border};
 use crate::store::{BackendAction, SetBackendError};
@@ -19,12 +20,28 @@ pub const API_ORIGIN: &str = "<api>";
 pub struct BorderService {
     m: Arc<Manager>,
     shutdown: watch::Receiver<bool>,
+    limits: conf::MgmtLimits,
+    /// Slots of WatchEvents streams over all connections.
+    watch_slots: Arc<Semaphore>,
+    counters: Arc<ApiCounters>,
 }
 
 impl BorderService {
-    /// A service over `m`; event streams end when `shutdown` turns true.
-    pub fn new(m: Arc<Manager>, shutdown: watch::Receiver<bool>) -> BorderService {
-        BorderService { m, shutdown }
+    /// A service over `m` with its `[mgmt.limits]`, counting refusals in
+    /// `counters`; event streams end when `shutdown` turns true.
+    pub fn new(
+        m: Arc<Manager>,
+        shutdown: watch::Receiver<bool>,
+        counters: Arc<ApiCounters>,
+    ) -> BorderService {
+        let limits = m.config().mgmt.limits;
+        BorderService {
+            m,
+            shutdown,
+            limits,
+            watch_slots: Arc::new(Semaphore::new(limits.watch_streams as usize)),
+            counters,
+        }
     }
 
     /// The tonic server with the message size limits
@@ -52,6 +69,56 @@ impl BorderService {
             .await
             .map_err(|e| Status::internal(format!("internal error: {e}")))??;
         Ok(Response::new(out.into()))
+    }
+}
+
+/// A WatchEvents stream's places in its connection's and in the total
+/// limit, held until the stream ends.
+struct WatchSlot {
+    _total: OwnedSemaphorePermit,
+    _connection: Option<OwnedSemaphorePermit>,
+    counters: Arc<ApiCounters>,
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        self.counters.watch_stream_ended();
+    }
+}
+
+impl BorderService {
+    /// A place for one more WatchEvents stream from `caller`, or
+    /// `RESOURCE_EXHAUSTED` naming the limit (counted).
+    #[allow(clippy::result_large_err)]
+    fn watch_slot(&self, caller: Option<&Caller>) -> Result<WatchSlot, Status> {
+        let refuse = |limit: Limit, n: u32| {
+            self.counters.count(limit);
+            let key = limit.as_str();
+            tracing::warn!(limit = key, "api: WatchEvents refused: {key} = {n} streams are open");
+            Status::resource_exhausted(format!(
+                "border-mgmt: too many WatchEvents streams: mgmt.limits.{key} = {n} are open; close one or raise the limit"
+            ))
+        };
+        let connection = match caller {
+            Some(c) => Some(c.try_watch_slot().ok_or_else(|| {
+                refuse(
+                    Limit::WatchStreamsPerConnection,
+                    self.limits.watch_streams_per_connection,
+                )
+            })?),
+            None => None,
+        };
+        let total = self
+            .watch_slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| refuse(Limit::WatchStreams, self.limits.watch_streams))?;
+        self.counters.watch_stream_started();
+        Ok(WatchSlot {
+            _total: total,
+            _connection: connection,
+            counters: self.counters.clone(),
+        })
     }
 }
 
@@ -105,6 +172,14 @@ impl Border for BorderService {
         req: Request<pb::SetBackendRequest>,
     ) -> Result<Response<pb::SetBackendResponse>, Status> {
         let r = req.into_inner();
+        let max = self.limits.note_max_bytes;
+        if r.note.len() > max as usize {
+            self.counters.count(Limit::NoteMaxBytes);
+            return Err(Status::invalid_argument(format!(
+                "note is {} bytes, over mgmt.limits.note_max_bytes = {max}",
+                r.note.len()
+            )));
+        }
         let action: BackendAction = match r.action {
             Some(a) => a.into(),
             None => {
@@ -138,12 +213,14 @@ impl Border for BorderService {
 
     async fn watch_events(
         &self,
-        _req: Request<pb::WatchEventsRequest>,
+        req: Request<pb::WatchEventsRequest>,
     ) -> Result<Response<Self::WatchEventsStream>, Status> {
+        let slot = self.watch_slot(req.extensions().get::<Caller>())?;
         let mut rx = self.m.subscribe();
         let mut shutdown = self.shutdown.clone();
         let (tx, out) = mpsc::channel(64);
         tokio::spawn(async move {
+            let _slot = slot;
             loop {
                 if *shutdown.borrow() {
                     break;

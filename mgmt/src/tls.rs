@@ -1,7 +1,9 @@
 //! Mutual TLS for a TCP listen (docs/design.md §6): rustls (ring), TLS 1.2/1.3, the
 //! client must present a certificate that chains to `client_ca` AND whose
-//! SHA-256 fingerprint is pinned in `client_fingerprints`. An unpinned client
-//! is refused during the handshake, before any request is read.
+//! SHA-256 fingerprint is pinned in `client_fingerprints`,
+//! `reader_fingerprints` or `peer_fingerprints`. An unpinned client is
+//! refused during the handshake, before any request is read; what a pinned
+//! one may call is its role's (`crate::authz`).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -130,7 +132,7 @@ impl ClientCertVerifier for PinnedClientVerifier {
         if self.pins.contains(&fp) {
             Ok(ClientCertVerified::assertion())
         } else {
-            tracing::warn!(fingerprint = %fp, "client certificate is CA-valid but not pinned in [mgmt.tls].client_fingerprints: refused");
+            tracing::warn!(fingerprint = %fp, "client certificate is CA-valid but not pinned in [mgmt.tls] (client_fingerprints, reader_fingerprints or peer_fingerprints): refused");
             Err(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::ApplicationVerificationFailure,
             ))
@@ -161,11 +163,13 @@ impl ClientCertVerifier for PinnedClientVerifier {
 }
 
 /// The server side of `[mgmt.tls]`: its certificate and key, clients
-/// verified against `client_ca` and pinned by fingerprint; ALPN h2.
+/// verified against `client_ca` and pinned by fingerprint (any role);
+/// ALPN h2.
 pub fn server_config(tls: &MgmtTls) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let certs = load_certs(&tls.cert)?;
     let key = load_key(&tls.key)?;
-    let verifier = PinnedClientVerifier::new(roots(&tls.client_ca)?, &tls.client_fingerprints)?;
+    let pins: Vec<String> = tls.pins().map(|(f, _)| f.to_owned()).collect();
+    let verifier = PinnedClientVerifier::new(roots(&tls.client_ca)?, &pins)?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Rustls(e.to_string()))?
