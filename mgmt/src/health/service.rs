@@ -144,7 +144,7 @@ fn tls_hint(
             .and_then(|c| c.first().map(|c| crate::tls::fingerprint(c)))
             .unwrap_or_else(|| "?".into());
         format!(
-            "{target} refused this border-mgmt's client certificate {} ({fp}) in the TLS handshake: it must be pinned in the peer's [mgmt.tls].client_fingerprints and signed by the peer's client_ca",
+            "{target} refused this border-mgmt's client certificate {} ({fp}) in the TLS handshake: it must be pinned in the peer's [mgmt.tls].peer_fingerprints (or client_fingerprints) and signed by the peer's client_ca",
             tls.cert.display()
         )
     };
@@ -373,7 +373,7 @@ mod tests {
         ] {
             let s = explain(&refused, Some(&t), target);
             assert!(
-                s.starts_with("tcp://10.0.0.2:50051 refused this border-mgmt's client certificate /nonexistent/lb-a.pem (?) in the TLS handshake: it must be pinned in the peer's [mgmt.tls].client_fingerprints"),
+                s.starts_with("tcp://10.0.0.2:50051 refused this border-mgmt's client certificate /nonexistent/lb-a.pem (?) in the TLS handshake: it must be pinned in the peer's [mgmt.tls].peer_fingerprints (or client_fingerprints)"),
                 "{s}"
             );
         }
