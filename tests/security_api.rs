@@ -229,7 +229,10 @@ fn a_metrics_connection_flood_is_bounded_and_counted() {
     // At most 16 held open (a held connection idle for 10 s is closed by
     // the header timeout and its place taken by a later one).
     assert!(closed >= 2000 - 16, "{closed}");
-    assert!(during < before + 32 * 1024, "RSS grew from {before} KiB to {during} KiB");
+    assert!(
+        during < before + 32 * 1024,
+        "RSS grew from {before} KiB to {during} KiB"
+    );
     drop(flood);
     std::thread::sleep(Duration::from_millis(200));
     let body = scrape(metrics);

@@ -45,7 +45,10 @@ fn pinned_certificates_have_roles_and_plain_client_fingerprints_stay_operators()
     let t = c.mgmt.tls.unwrap();
     assert_eq!(t.role_of(A), Some(ClientRole::Operator));
     assert_eq!(t.role_of(B), Some(ClientRole::Reader));
-    assert_eq!(t.role_of(&C.to_ascii_uppercase().replace("SHA256", "sha256")), Some(ClientRole::Peer));
+    assert_eq!(
+        t.role_of(&C.to_ascii_uppercase().replace("SHA256", "sha256")),
+        Some(ClientRole::Peer)
+    );
     assert_eq!(t.role_of("sha256:33"), None);
     assert_eq!(t.pins().count(), 3);
 
@@ -57,7 +60,9 @@ fn pinned_certificates_have_roles_and_plain_client_fingerprints_stay_operators()
 #[test]
 fn a_certificate_has_one_role_and_at_least_one_is_pinned() {
     let e = parse(
-        &tls(&format!("client_fingerprints = [\"{A}\"]\npeer_fingerprints = [\"{A}\"]\n")),
+        &tls(&format!(
+            "client_fingerprints = [\"{A}\"]\npeer_fingerprints = [\"{A}\"]\n"
+        )),
         "",
     )
     .unwrap_err();
@@ -91,7 +96,10 @@ fn limits_default_and_are_bounded() {
         }
     );
     let e = parse("[mgmt]\n[mgmt.limits]\nwatch_streams = 0\n", "").unwrap_err();
-    assert_eq!(e, "border.toml:12:17: mgmt.limits.watch_streams: 0 is out of range (expected 1..=65536)");
+    assert_eq!(
+        e,
+        "border.toml:12:17: mgmt.limits.watch_streams: 0 is out of range (expected 1..=65536)"
+    );
     let e = parse("[mgmt]\n[mgmt.limits]\nring_memory_mib = 4096\n", "").unwrap_err();
     assert_eq!(e, "border.toml:12:19: mgmt.limits.ring_memory_mib: 4096 is out of range (expected 1..=2048 MiB)");
     let e = parse("[mgmt]\n[mgmt.limits]\nwatch_stream = 3\n", "").unwrap_err();

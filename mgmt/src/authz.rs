@@ -446,7 +446,10 @@ mod tests {
         let (a, b) = (Caller::new(id.clone(), &limits), Caller::new(id, &limits));
         let a1 = a.try_watch_slot().unwrap();
         let _a2 = a.clone().try_watch_slot().unwrap();
-        assert!(a.try_watch_slot().is_none(), "clones share the connection's slots");
+        assert!(
+            a.try_watch_slot().is_none(),
+            "clones share the connection's slots"
+        );
         assert!(b.try_watch_slot().is_some());
         drop(a1);
         assert!(a.try_watch_slot().is_some());

@@ -66,7 +66,12 @@ impl PeerPolicy {
 
 /// A call from a unix caller that may not call: logged, counted, and the
 /// status to answer.
-pub fn refuse(counters: &ApiCounters, uid: Option<u32>, gid: Option<u32>, pid: Option<i32>) -> Status {
+pub fn refuse(
+    counters: &ApiCounters,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    pid: Option<i32>,
+) -> Status {
     let n = counters.count_unix_refused();
     tracing::warn!(
         ?uid,

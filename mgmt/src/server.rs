@@ -272,7 +272,9 @@ fn tls_incoming(
     mut shutdown: watch::Receiver<bool>,
 ) -> ReceiverStream<Result<CallerIo<tokio_rustls::server::TlsStream<TcpStream>>, std::io::Error>> {
     let acceptor = tokio_rustls::TlsAcceptor::from(a.tls.clone());
-    let in_flight = Arc::new(tokio::sync::Semaphore::new(a.limits.tls_handshakes as usize));
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(
+        a.limits.tls_handshakes as usize,
+    ));
     let timeout = Duration::from_millis(a.limits.tls_handshake_timeout_ms.into());
     let a = Arc::new(a);
     let (tx, rx) = mpsc::channel(16);

@@ -94,7 +94,10 @@ impl BorderService {
         let refuse = |limit: Limit, n: u32| {
             self.counters.count(limit);
             let key = limit.as_str();
-            tracing::warn!(limit = key, "api: WatchEvents refused: {key} = {n} streams are open");
+            tracing::warn!(
+                limit = key,
+                "api: WatchEvents refused: {key} = {n} streams are open"
+            );
             Status::resource_exhausted(format!(
                 "border-mgmt: too many WatchEvents streams: mgmt.limits.{key} = {n} are open; close one or raise the limit"
             ))

@@ -124,13 +124,19 @@ async fn a_pinned_reader_calling_apply_config_is_denied_and_nothing_changes() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!((after.generation, after.config_toml), (1, before.config_toml));
+    assert_eq!(
+        (after.generation, after.config_toml),
+        (1, before.config_toml)
+    );
     let st = reader
         .get_status(pb::GetStatusRequest {})
         .await
         .unwrap()
         .into_inner();
-    assert!(st.vips[0].backends.iter().all(|b| !b.reason.contains("drained")));
+    assert!(st.vips[0]
+        .backends
+        .iter()
+        .all(|b| !b.reason.contains("drained")));
     assert!(
         tokio::time::timeout(Duration::from_millis(200), events.message())
             .await
@@ -175,10 +181,7 @@ async fn a_peer_certificate_gets_border_health_only() {
     ] {
         assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
     }
-    let e = b
-        .watch_events(pb::WatchEventsRequest {})
-        .await
-        .unwrap_err();
+    let e = b.watch_events(pb::WatchEventsRequest {}).await.unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
     assert_eq!(r.m.published_generation(), 1);
     let body = scrape(metrics).await;
@@ -214,7 +217,10 @@ async fn a_note_over_the_limit_is_refused_and_nothing_changes() {
     assert_eq!(r.m.published_generation(), 2);
     let body = scrape(metrics).await;
     assert_eq!(
-        sample(&body, "border_mgmt_limit_refused_total{limit=\"note_max_bytes\"}"),
+        sample(
+            &body,
+            "border_mgmt_limit_refused_total{limit=\"note_max_bytes\"}"
+        ),
         2
     );
     r.stop().await;
@@ -255,7 +261,10 @@ async fn watch_streams_are_bounded_per_connection_and_in_total() {
         1
     );
     assert_eq!(
-        sample(&body, "border_mgmt_limit_refused_total{limit=\"watch_streams\"}"),
+        sample(
+            &body,
+            "border_mgmt_limit_refused_total{limit=\"watch_streams\"}"
+        ),
         1
     );
     // A closed stream frees its slot.
@@ -299,7 +308,10 @@ async fn a_metrics_connection_flood_is_bounded() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let body = scrape(metrics).await;
     assert!(
-        sample(&body, "border_mgmt_limit_refused_total{limit=\"metrics_connections\"}") >= 196
+        sample(
+            &body,
+            "border_mgmt_limit_refused_total{limit=\"metrics_connections\"}"
+        ) >= 196
     );
     r.stop().await;
 }
@@ -328,9 +340,17 @@ async fn tls_handshakes_are_bounded_in_number_and_time() {
     let mut ops = border(&r, addr, "ops").await;
     ops.get_status(pb::GetStatusRequest {}).await.unwrap();
     let body = scrape(metrics).await;
-    assert!(sample(&body, "border_mgmt_limit_refused_total{limit=\"tls_handshakes\"}") >= 96);
     assert!(
-        sample(&body, "border_mgmt_limit_refused_total{limit=\"tls_handshake_timeout\"}") >= 4
+        sample(
+            &body,
+            "border_mgmt_limit_refused_total{limit=\"tls_handshakes\"}"
+        ) >= 96
+    );
+    assert!(
+        sample(
+            &body,
+            "border_mgmt_limit_refused_total{limit=\"tls_handshake_timeout\"}"
+        ) >= 4
     );
     drop(idle);
     r.stop().await;
