@@ -121,7 +121,7 @@ fn connect_failure(e: &ConnectError) -> Failure {
     if refused {
         Failure::Other(format!(
             "TLS with border-mgmt failed: it refused this client \
-             certificate ({why}); is its fingerprint in [mgmt.tls].client_fingerprints?"
+             certificate ({why}); is its fingerprint pinned in [mgmt.tls] (client_, reader_ or peer_fingerprints)?"
         ))
     } else if is_tls_failure(&why) {
         Failure::Other(format!("TLS with border-mgmt failed: {why}"))
@@ -265,7 +265,7 @@ pub fn status_failure(shown: &str, st: &tonic::Status) -> Failure {
     if tls && lost && msg.contains("AccessDenied") {
         return Failure::Other(format!(
             "TLS with border-mgmt at {shown} failed: it refused this client certificate ({msg}); \
-             is its fingerprint in [mgmt.tls].client_fingerprints?"
+             is its fingerprint pinned in [mgmt.tls] (client_, reader_ or peer_fingerprints)?"
         ));
     }
     if tls
@@ -276,7 +276,7 @@ pub fn status_failure(shown: &str, st: &tonic::Status) -> Failure {
     {
         return Failure::Other(format!(
             "border-mgmt at {shown} closed the connection ({msg}): over TLS that is how it \
-             refuses a client certificate whose fingerprint is not in [mgmt.tls].client_fingerprints"
+             refuses a client certificate whose fingerprint is not pinned in [mgmt.tls]"
         ));
     }
     match st.code() {
