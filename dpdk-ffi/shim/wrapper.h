@@ -12,5 +12,6 @@
 #include <rte_flow.h>
 #include <rte_dev.h>
 #include <rte_bus_vdev.h>
+#include <rte_telemetry.h>
 
 #include "shim.h"

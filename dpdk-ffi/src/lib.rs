@@ -36,6 +36,7 @@ mod lcore;
 mod mbuf;
 mod mempool;
 mod port;
+mod telemetry;
 
 pub use cycles::{pause, tsc_cycles, tsc_hz};
 pub use eal::Eal;
@@ -49,8 +50,10 @@ pub use lcore::{
 pub use mbuf::{Drain, Mbuf, MbufBurst, MbufError};
 pub use mempool::{Mempool, DEFAULT_DATA_ROOM, PKTMBUF_HEADROOM, SOCKET_ID_ANY};
 pub use port::{
-    port_count, port_ids, port_name, LinkStatus, Port, PortInfo, PortStats, RxQueue, TxQueue,
+    port_count, port_ids, port_name, port_stats, LinkStatus, Port, PortInfo, PortStats, RxQueue,
+    TxQueue,
 };
+pub use telemetry::{telemetry_socket_path, TelemetryCommand, TelemetryDict, MAX_DICT_ENTRIES};
 
 /// DPDK version this crate was built against (from pkg-config).
 pub const DPDK_VERSION: &str = env!("BORDER_DPDK_VERSION");

@@ -52,6 +52,33 @@ pub fn port_name(port_id: u16) -> Result<String, DpdkError> {
         .into_owned())
 }
 
+/// Counters of port `port_id` (`rte_eth_stats_get`) without owning it: for
+/// readers on other threads, such as DPDK's telemetry thread. DPDK's own
+/// `/ethdev/stats` telemetry command reads them the same way while the
+/// workers poll; a port closed meanwhile answers `ENODEV`.
+pub fn port_stats(port_id: u16) -> Result<PortStats, DpdkError> {
+    let mut s = sys::rte_eth_stats::default();
+    // SAFETY: s is a valid out-pointer of the C size; the callee validates
+    // port_id and only reads the port's counters.
+    let ret = unsafe { sys::rte_eth_stats_get(port_id, &mut s) };
+    if ret != 0 {
+        return Err(DpdkError::from_ret(
+            format!("port {port_id} stats read"),
+            ret,
+        ));
+    }
+    Ok(PortStats {
+        ipackets: s.ipackets,
+        opackets: s.opackets,
+        ibytes: s.ibytes,
+        obytes: s.obytes,
+        imissed: s.imissed,
+        ierrors: s.ierrors,
+        oerrors: s.oerrors,
+        rx_nombuf: s.rx_nombuf,
+    })
+}
+
 /// Link state from `link()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkStatus {
@@ -488,22 +515,7 @@ impl Port {
 
     /// Port counters since start or the last `reset_stats`.
     pub fn stats(&self) -> Result<PortStats, DpdkError> {
-        let mut s = sys::rte_eth_stats::default();
-        // SAFETY: s is a valid out-pointer of the C size.
-        let ret = unsafe { sys::rte_eth_stats_get(self.shared.id, &mut s) };
-        if ret != 0 {
-            return Err(self.err("stats read", ret));
-        }
-        Ok(PortStats {
-            ipackets: s.ipackets,
-            opackets: s.opackets,
-            ibytes: s.ibytes,
-            obytes: s.obytes,
-            imissed: s.imissed,
-            ierrors: s.ierrors,
-            oerrors: s.oerrors,
-            rx_nombuf: s.rx_nombuf,
-        })
+        port_stats(self.shared.id).map_err(|e| self.err("stats read", -e.errno()))
     }
 
     /// Zeroes the port counters.
