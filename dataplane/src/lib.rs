@@ -2,7 +2,8 @@
 //! loop that drives it over DPDK ports.
 //!
 //! Packet logic ([`wire`], [`slowpath`], [`pipeline`]) is pure Rust over
-//! bytes and tables; DPDK is reached only through [`io_dpdk`] and [`run`].
+//! bytes and tables; DPDK is reached only through [`io_dpdk`], [`run`] and
+//! [`telemetry`] (its commands on DPDK's telemetry socket).
 
 pub mod conntrack;
 pub mod counters;
@@ -24,6 +25,7 @@ pub mod run;
 pub mod slowpath;
 pub mod standalone;
 pub mod tables_source;
+pub mod telemetry;
 pub(crate) mod tstamp;
 pub mod verdict;
 pub mod wire;

@@ -590,6 +590,49 @@ impl WorkerSetup {
     }
 }
 
+/// Registers border-dp's telemetry commands (crate::telemetry) over the
+/// state region and the started ports; a failure costs only telemetry.
+fn start_telemetry(
+    cfg: &Config,
+    plan: &EalPlan,
+    started: &StartedPorts,
+    state: &Arc<StateRegion>,
+) -> Option<crate::telemetry::Telemetry> {
+    // `started.ports` holds the data ports, then their twins, in plan order.
+    let names = plan
+        .ports
+        .iter()
+        .map(|p| p.name.clone())
+        .chain(plan.ports.iter().map(|p| p.twin_iface.clone()));
+    let ports = names
+        .zip(&started.ports)
+        .map(|(name, port)| crate::telemetry::NamedPort {
+            name,
+            port_id: port.port_id(),
+        })
+        .collect();
+    let source = crate::telemetry::Source {
+        instance: cfg.instance.clone(),
+        state: state.clone(),
+        ports,
+    };
+    match crate::telemetry::register(source) {
+        Ok(t) => {
+            match dpdk_ffi::telemetry_socket_path() {
+                Some(p) => {
+                    info!(socket = %p.display(), "DPDK telemetry: /border/info, /border/counters, /border/ports, /border/port_stats")
+                }
+                None => info!("DPDK telemetry is off (--no-telemetry in eal_args)"),
+            }
+            Some(t)
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot register telemetry commands; forwarding is unaffected");
+            None
+        }
+    }
+}
+
 /// Takes worker `w`'s queue on every port, its Rx interrupt waiter (when
 /// adaptive) and launches it on its lcore, `worker_lcores[w]`.
 fn launch_worker(
@@ -811,6 +854,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     if let Some(p) = publisher.as_mut() {
         p.publish(cfg, &state)?;
     }
+    // Dropped before the ports close (a late request then answers null).
+    let telemetry = start_telemetry(cfg, &plan, &started, &state);
     let mut tables = TablesFollow::attach(tables_path(&cfg.instance), lcores.len());
     let handoff = Handoff::new(lcores.len());
     let crew = Crew {
@@ -862,7 +907,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         .collect();
     info!(counters = %totals.join(" "), "workers stopped");
     // Ports stop and close before the pool they draw from and before EAL;
-    // their flow rules go first.
+    // their flow rules go first, and telemetry stops reading them before.
+    drop(telemetry);
     drop(steering);
     drop(started);
     drop(pool);

@@ -44,8 +44,9 @@ fn registry() -> MutexGuard<'static, Vec<Entry>> {
 }
 
 /// A dictionary reply under construction (`rte_tel_data_start_dict`).
-/// Entries that do not fit (more than [`MAX_DICT_ENTRIES`], names or values
-/// of 128 bytes or more) are left out and counted in [`Self::refused`].
+/// Entries DPDK refuses (more than [`MAX_DICT_ENTRIES`], names or values of
+/// 128 bytes or more, names with characters other than `A-Za-z0-9_/`) are
+/// left out and counted in [`Self::refused`].
 pub struct TelemetryDict<'a> {
     data: *mut sys::rte_tel_data,
     refused: usize,

@@ -89,6 +89,10 @@ fn commands_answer_on_the_telemetry_socket() {
         d.u64("calls", n);
         d.string("params", p);
         d.string("too_long", &"x".repeat(200));
+        // DPDK takes names of A-Za-z0-9_/ only.
+        d.u64("not-valid", 1);
+        d.u64("is/valid_1", 1);
+        assert_eq!(d.refused(), 2);
         true
     })
     .expect("register");
@@ -120,6 +124,8 @@ fn commands_answer_on_the_telemetry_socket() {
     assert_eq!(r["/test/echo"]["calls"], 1, "{r}");
     assert_eq!(r["/test/echo"]["params"], "web,0", "{r}");
     assert!(r["/test/echo"].get("too_long").is_none(), "{r}");
+    assert!(r["/test/echo"].get("not-valid").is_none(), "{r}");
+    assert_eq!(r["/test/echo"]["is/valid_1"], 1, "{r}");
     let r = ask(&mut s, "/test/echo");
     assert_eq!(r["/test/echo"]["calls"], 2, "{r}");
     assert_eq!(r["/test/echo"]["params"], "", "{r}");
