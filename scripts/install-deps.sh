@@ -23,6 +23,9 @@ packages=(
   gobgpd golang-github-osrg-gobgp-dev bird2
   # the security tests act as another local user (setpriv) and take locks (flock)
   util-linux
+  # running as a service (tests/service_units.rs): systemd-analyze verify on the
+  # units, dpkg-shlibdeps for the package's library dependencies (cargo deb)
+  systemd dpkg-dev
 )
 
 missing=()
@@ -46,5 +49,10 @@ fi
 if command -v rustup >/dev/null; then
   rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
   rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+fi
+# The Debian package (tests/service_units.rs): cargo-deb, pinned so that a
+# newer one cannot refuse the test's `--profile dev` package.
+if ! cargo deb --version 2>/dev/null | grep -q '^cargo-deb 3\.8\.0$'; then
+  cargo install cargo-deb --version 3.8.0 --locked
 fi
 pkg-config --exact-version=22.11.11 libdpdk 2>/dev/null || pkg-config --atleast-version=22.11 libdpdk
