@@ -115,9 +115,9 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
                         FUNCTIONS.contains(&word),
                         "unknown function {word} in {expr}"
                     );
+                // An aggregation before its grouping, `sum by (x) (...)`,
+                // is a function too.
                 } else if !KEYWORDS.contains(&word) && !FUNCTIONS.contains(&word) {
-                    // (An aggregation before its grouping, `sum by (x) (...)`,
-                    // is a function too.)
                     names.insert(word.to_string());
                 }
             }
