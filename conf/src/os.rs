@@ -17,6 +17,23 @@ use files::{Access, Untrusted};
 /// The directory of the instance locks (and of border-mgmt's default socket).
 pub const RUN_DIR: &str = "/run/border";
 
+/// The environment variable that moves the shared-memory regions out of
+/// `/dev/shm` (see [`region_dir`]).
+pub const SHM_DIR_ENV: &str = "BORDER_SHM_DIR";
+
+/// Where the shared-memory regions (`border-<instance>-state`,
+/// `border-<instance>-tables`) live: `/dev/shm`, or the directory that
+/// `BORDER_SHM_DIR` names. A tmpfs of border's own there bounds what the
+/// regions take and keeps other users from filling their space (issue 14);
+/// tests mount a small one to fill it. border-dp, border-mgmt and borderctl
+/// of one instance must all see the same value. An empty value is unset.
+pub fn region_dir() -> PathBuf {
+    match std::env::var_os(SHM_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from("/dev/shm"),
+    }
+}
+
 /// Why an exclusive lock was not taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {

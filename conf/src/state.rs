@@ -96,9 +96,10 @@ const HEADER_LEN: usize = 128;
 const WORKER_FIXED: usize = 24;
 const MAX_WORKERS: u32 = 1024;
 
-/// Where the state region of an instance lives.
+/// Where the state region of an instance lives:
+/// `/dev/shm/border-<instance>-state` ([`crate::os::region_dir`] moves it).
 pub fn state_path(instance: &str) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/border-{instance}-state"))
+    crate::os::region_dir().join(format!("border-{instance}-state"))
 }
 
 /// Lifecycle of the dataplane process that owns the region.

@@ -8,6 +8,7 @@
 pub mod conntrack;
 pub mod counters;
 pub mod doorbell;
+pub mod fault;
 pub(crate) mod host;
 pub mod io;
 pub(crate) mod io_dpdk;

@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use conf::os::files::Access;
@@ -79,8 +79,12 @@ pub enum RunError {
     Access(String),
     #[error("cannot build the tables: {0}")]
     Tables(String),
-    #[error("worker on lcore {lcore} {how}")]
-    WorkerDied { lcore: u32, how: String },
+    #[error("worker {worker} on lcore {lcore} {how}; border-dp stopped (its supervisor restarts it: docs/reliability.md)")]
+    WorkerDied {
+        worker: usize,
+        lcore: u32,
+        how: String,
+    },
 }
 
 /// An exclusive lock on the instance name, held for the life of the process.
@@ -109,6 +113,33 @@ impl InstanceLock {
 /// Counts workers that returned, including by panic, so the main lcore
 /// notices a dead worker while the others run.
 struct ExitGuard(Arc<AtomicUsize>);
+
+/// The message of each worker's panic, by worker index: the main thread
+/// names it in its log line and exit error. Touched only when a worker dies.
+#[derive(Clone, Default)]
+struct PanicNotes(Arc<Mutex<Vec<(usize, String)>>>);
+
+impl PanicNotes {
+    fn record(&self, worker: usize, payload: &(dyn std::any::Any + Send)) {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".into());
+        let mut notes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        notes.push((worker, msg));
+    }
+
+    fn of(&self, worker: usize) -> Option<String> {
+        let notes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        notes.iter().find(|(w, _)| *w == worker).map(|(_, m)| m.clone())
+    }
+
+    fn first(&self) -> Option<(usize, String)> {
+        let notes = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        notes.first().cloned()
+    }
+}
 
 impl Drop for ExitGuard {
     fn drop(&mut self) {
@@ -528,6 +559,8 @@ struct Crew {
     stop: Arc<AtomicBool>,
     /// How many workers returned (including by panic).
     exited: Arc<AtomicUsize>,
+    /// What each panicked worker's panic said.
+    panics: PanicNotes,
     handoff: Handoff<Mbuf>,
     sync: NeighborSync,
     poll: Poll,
@@ -548,6 +581,7 @@ struct WorkerSetup {
     state: Arc<StateRegion>,
     stop: Arc<AtomicBool>,
     exit_guard: ExitGuard,
+    panics: PanicNotes,
     sync: NeighborSync,
     handoff: Handoff<Mbuf>,
     poll: Poll,
@@ -585,7 +619,15 @@ impl WorkerSetup {
         });
         let tables = ShmTables::new(self.inbox, self.routes, applied);
         let mut worker = Worker::new(self.io, pipeline, self.poll, clock, tables, self.handoff);
-        worker.run(&counters, &self.stop);
+        // A panic is noted for the main thread's log line, then goes on to
+        // the lcore entry point, which catches it (LCORE_PANICKED).
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            worker.run(&counters, &self.stop)
+        }));
+        if let Err(payload) = ran {
+            self.panics.record(w, &*payload);
+            std::panic::resume_unwind(payload);
+        }
         0
     }
 }
@@ -675,6 +717,7 @@ fn launch_worker(
         state: crew.state.clone(),
         stop: crew.stop.clone(),
         exit_guard: ExitGuard(crew.exited.clone()),
+        panics: crew.panics.clone(),
         sync: crew.sync.clone(),
         handoff: crew.handoff.clone(),
         poll: crew.poll,
@@ -777,6 +820,10 @@ fn supervise(
     let mut live_cfg = cfg.clone();
     while !signals.terminating() && crew.exited.load(Ordering::SeqCst) == 0 {
         tables.wait(&crew.handoff);
+        if let Some(w) = crate::fault::poll_trigger() {
+            warn!(worker = w, "test trigger: this worker panics at its next poll");
+            crew.handoff.ring_all();
+        }
         if signals.reload.swap(false, Ordering::Relaxed) {
             reload_config(opts, &mut live_cfg, publisher.as_deref_mut(), &crew.state);
         }
@@ -802,19 +849,33 @@ fn stop_workers(
 ) -> Result<(), RunError> {
     crew.stop.store(true, Ordering::Relaxed);
     crew.handoff.ring_all();
-    for lcore in launched {
+    for (worker, lcore) in launched.into_iter().enumerate() {
         let rc = dpdk_ffi::wait_lcore(lcore);
         if rc != 0 && outcome.is_ok() {
             let how = if rc == LCORE_PANICKED {
-                "panicked".to_string()
+                let msg = crew.panics.of(worker);
+                format!("panicked: {}", msg.as_deref().unwrap_or("(no message)"))
             } else {
                 format!("exited with {rc}")
             };
-            error!(lcore, %how, "worker failed");
-            outcome = Err(RunError::WorkerDied { lcore, how });
+            outcome = Err(RunError::WorkerDied { worker, lcore, how });
         }
     }
     outcome
+}
+
+/// Says at once (before the others are stopped) that a worker died and
+/// what border-dp does about it: crash-only, the supervisor restarts it.
+fn report_dead_worker(crew: &Crew, lcores: &[u32]) {
+    match crew.panics.first() {
+        Some((w, msg)) => error!(
+            worker = w,
+            lcore = lcores.get(w).copied().unwrap_or(u32::MAX),
+            panic = %msg,
+            "worker panicked: stopping every worker and exiting with status 1 (crash-only; systemd Restart=always starts border-dp again)"
+        ),
+        None => error!("a worker returned on its own: stopping every worker and exiting with status 1"),
+    }
 }
 
 /// Runs border-dp until SIGINT/SIGTERM. Returns after ports are stopped and
@@ -864,6 +925,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         state,
         stop: Arc::new(AtomicBool::new(false)),
         exited: Arc::new(AtomicUsize::new(0)),
+        panics: PanicNotes::default(),
         poll,
         per_ms: (dpdk_ffi::tsc_hz() / 1000).max(1),
     };
@@ -891,6 +953,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         supervise(cfg, opts, &signals, publisher.as_mut(), &mut tables, &crew);
         if signals.terminating() {
             info!("signal received, stopping workers");
+        } else if crew.exited.load(Ordering::SeqCst) > 0 {
+            report_dead_worker(&crew, lcores);
         }
     }
     let outcome = stop_workers(launched, &crew, outcome);

@@ -226,6 +226,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
     /// One poll iteration. Returns the number of frames that arrived
     /// (received or handed over).
     pub fn poll_once(&mut self) -> usize {
+        crate::fault::worker_checkpoint(self.me);
         let now = self.clock.now_ms();
         let Worker {
             io,

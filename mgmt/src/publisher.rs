@@ -101,12 +101,39 @@ pub enum PublishError {
     /// From the tables layer.
     #[error("{0}")]
     Tables(#[from] TablesError),
+    /// The config needs a larger region and none could be made (a full
+    /// `/dev/shm` is the usual cause); the old region stays, unchanged.
+    #[error("the config needs a larger tables region ({new_arena} bytes of arena; the current one has {old_arena}) and it could not be made: {source}; border-dp goes on with the last tables")]
+    Grow {
+        /// The current region's arena.
+        old_arena: u64,
+        /// The arena the config needs.
+        new_arena: u64,
+        /// Why the new region could not be made.
+        source: TablesError,
+    },
 }
 
 impl PublishError {
     /// Worth retrying later (readers hold the space).
     pub fn is_retryable(&self) -> bool {
         matches!(self, PublishError::Tables(TablesError::ArenaFull { .. }))
+    }
+
+    /// No room: the region's filesystem is full, or the config is larger
+    /// than a region can be (the caller's gRPC status: RESOURCE_EXHAUSTED).
+    pub fn is_out_of_space(&self) -> bool {
+        let tables = match self {
+            PublishError::Tables(t) => t,
+            PublishError::Grow { source, .. } => source,
+        };
+        match tables {
+            TablesError::Io { source, .. } => {
+                matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EFBIG | libc::ENOMEM))
+            }
+            TablesError::TooLarge { .. } => true,
+            _ => false,
+        }
     }
 }
 
@@ -267,7 +294,11 @@ impl Publisher {
         let need = generation_bytes(cfg).saturating_mul(3);
         let arena = self.arena().0;
         if need > arena && arena < MAX_REGION_LEN - HEADER_LEN {
-            self.grow(cfg, dp)?;
+            self.grow(cfg, dp).map_err(|source| PublishError::Grow {
+                old_arena: arena,
+                new_arena: arena_for(cfg),
+                source,
+            })?;
         }
         let q = self.quiescent(dp);
         let w = self.writer.as_mut().expect("writer present");

@@ -131,6 +131,10 @@ fn apply_status(e: ApplyError) -> Status {
         e @ ApplyError::NotReloadable { .. } => Status::failed_precondition(e.to_string()),
         e @ ApplyError::NoFile => Status::failed_precondition(e.to_string()),
         e @ ApplyError::LocalPorts(_) => Status::failed_precondition(e.to_string()),
+        // No room for the tables (a full /dev/shm): nothing changed.
+        ApplyError::Publish(p) if p.is_out_of_space() => {
+            Status::resource_exhausted(ApplyError::Publish(p).to_string())
+        }
         e @ ApplyError::Publish(_) => Status::internal(e.to_string()),
         // The state directory is full or read-only: the operator's to fix.
         e @ ApplyError::Save(_) => Status::failed_precondition(e.to_string()),
@@ -144,6 +148,9 @@ fn set_status(e: SetError) -> Status {
             Status::not_found(e.to_string())
         }
         SetError::Store(e @ SetBackendError::Weight(_)) => Status::invalid_argument(e.to_string()),
+        SetError::Publish(p) if p.is_out_of_space() => {
+            Status::resource_exhausted(SetError::Publish(p).to_string())
+        }
         e @ SetError::Publish(_) => Status::internal(e.to_string()),
         e @ SetError::Save(_) => Status::failed_precondition(e.to_string()),
     }

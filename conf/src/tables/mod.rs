@@ -157,7 +157,6 @@ pub use writer::{PublishStats, TablesWriter};
 
 use crate::maglev::MaglevError;
 
-/// Where the tables region of an instance lives.
 /// A [`crate::os::files`] error on the region at `path`.
 pub(crate) fn file_error(path: &std::path::Path, e: crate::os::files::FileError) -> TablesError {
     match e {
@@ -169,8 +168,10 @@ pub(crate) fn file_error(path: &std::path::Path, e: crate::os::files::FileError)
     }
 }
 
+/// Where the tables region of an instance lives:
+/// `/dev/shm/border-<instance>-tables` ([`crate::os::region_dir`] moves it).
 pub fn tables_path(instance: &str) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/border-{instance}-tables"))
+    crate::os::region_dir().join(format!("border-{instance}-tables"))
 }
 
 /// Why a tables region could not be created, attached, opened, published

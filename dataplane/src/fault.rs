@@ -1,0 +1,59 @@
+//! Test-only fault injection: makes one worker panic inside its poll loop,
+//! so the end-to-end and chaos tests can show what border-dp does then
+//! (docs/reliability.md, "A worker that panics"). Only debug builds (the
+//! ones `cargo test` and `scripts/chaos.sh` run) compile the trigger; in a
+//! release build [`worker_checkpoint`] is empty and [`poll_trigger`] reads
+//! nothing.
+//!
+//! The trigger: border-dp started with `BORDER_TEST_PANIC_FILE=PATH` looks
+//! for PATH from its main thread (never from a worker: the fast path makes
+//! no system calls). When PATH appears holding a worker index (`0`), the
+//! file is removed and that worker panics at its next poll.
+
+/// The environment variable naming the trigger file.
+pub const PANIC_FILE_ENV: &str = "BORDER_TEST_PANIC_FILE";
+
+#[cfg(debug_assertions)]
+mod armed {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// The worker asked to panic; `usize::MAX`: none.
+    static PANIC_WORKER: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+    pub fn worker_checkpoint(me: usize) {
+        if PANIC_WORKER.load(Ordering::Relaxed) == me {
+            PANIC_WORKER.store(usize::MAX, Ordering::Relaxed);
+            panic!(
+                "injected by the test trigger {} (debug builds only)",
+                super::PANIC_FILE_ENV
+            );
+        }
+    }
+
+    pub fn poll_trigger() -> Option<usize> {
+        let path = std::env::var_os(super::PANIC_FILE_ENV)?;
+        let text = std::fs::read_to_string(&path).ok()?;
+        let _ = std::fs::remove_file(&path);
+        let worker = text.trim().parse::<usize>().ok()?;
+        PANIC_WORKER.store(worker, Ordering::Relaxed);
+        Some(worker)
+    }
+}
+
+/// Called by a worker once per poll: panics if the test trigger named it.
+#[inline(always)]
+pub fn worker_checkpoint(me: usize) {
+    #[cfg(debug_assertions)]
+    armed::worker_checkpoint(me);
+    #[cfg(not(debug_assertions))]
+    let _ = me;
+}
+
+/// Called by border-dp's main thread: if the trigger file exists, arms the
+/// panic of the worker it names and returns that worker (to be woken).
+pub fn poll_trigger() -> Option<usize> {
+    #[cfg(debug_assertions)]
+    return armed::poll_trigger();
+    #[cfg(not(debug_assertions))]
+    None
+}
