@@ -50,7 +50,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ "$SHORT" = 1 ]; then
-  SWAPS=100; PHASE=6; SOAK_SECONDS=${SOAK_SECONDS:-30}; WARMUP=10; SAMPLE_EVERY=2
+  SWAPS=100; PHASE=6; SOAK_SECONDS=${SOAK_SECONDS:-20}; WARMUP=6; SAMPLE_EVERY=2
 else
   SWAPS=1000; PHASE=20; SOAK_SECONDS=${SOAK_SECONDS:-600}; WARMUP=60; SAMPLE_EVERY=10
 fi
@@ -99,7 +99,8 @@ want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 
 # verdict NAME OK FIGURES: records and prints one scenario's outcome.
 verdict() {
-  if [ "$2" = 1 ]; then PASSED=$((PASSED + 1)); say "$1: PASS $3"; else FAILED=$((FAILED + 1)); say "$1: FAIL $3"; fi
+  local took=$((SECONDS - SCENARIO_START)); SCENARIO_START=$SECONDS
+  if [ "$2" = 1 ]; then PASSED=$((PASSED + 1)); say "$1: PASS $3 [${took} s]"; else FAILED=$((FAILED + 1)); say "$1: FAIL $3 [${took} s]"; fi
   RESULTS+=("$(python3 -c 'import json,sys; print(json.dumps({"scenario": sys.argv[1], "pass": sys.argv[2] == "1", "figures": sys.argv[3]}))' "$1" "$2" "$3")")
 }
 
@@ -407,7 +408,7 @@ scenario_apply_storm() {
 # Restart=always would; measures what the clients saw.
 dp_fault() {
   local name=$1 how=$2 out=$DIR/$1.json outd=$DIR/$1-dnat.json
-  local secs; secs=$(echo "$PHASE * 2" | bc)
+  local secs; secs=$(echo "$PHASE * 1.5" | bc)
   load_bg "$secs" "$out" --udp-pps 1000 --tcp-conns 8 --churn-cps 20 --outage-ms 200
   local lp1=$LOAD_PID
   load_bg "$secs" "$outd" --tcp-port 81 --udp-pps 0 --tcp-conns 8 --churn-cps 0
@@ -546,6 +547,8 @@ rm -f "/dev/shm/border-$INST-state" "/dev/shm/border-$INST-tables"
 dp_start
 mg_start
 wait_serving
+say "set up in $(( $(date +%s) - started )) s"
+SCENARIO_START=$SECONDS
 
 if want mgmt-kill; then scenario_mgmt_kill; fi
 if want swaps; then scenario_swaps; fi
