@@ -57,3 +57,27 @@ pub fn poll_trigger() -> Option<usize> {
     #[cfg(not(debug_assertions))]
     None
 }
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trigger_arms_one_panic_of_the_named_worker_and_is_used_up() {
+        // An index no other test's worker has: the switch is process-wide.
+        let worker = 1_000_003usize;
+        let path = std::env::temp_dir().join(format!("border-fault-{}", std::process::id()));
+        std::env::set_var(PANIC_FILE_ENV, &path);
+        assert_eq!(poll_trigger(), None, "no file, no trigger");
+        std::fs::write(&path, format!("{worker}\n")).unwrap();
+        assert_eq!(poll_trigger(), Some(worker));
+        assert!(!path.exists(), "the trigger file is used up");
+        worker_checkpoint(worker - 1);
+        let hit = std::panic::catch_unwind(|| worker_checkpoint(worker));
+        let msg = hit.expect_err("the named worker panics");
+        let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("injected by the test trigger"), "{msg}");
+        worker_checkpoint(worker);
+        std::env::remove_var(PANIC_FILE_ENV);
+    }
+}

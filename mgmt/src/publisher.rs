@@ -481,6 +481,30 @@ mod tests {
     }
 
     #[test]
+    fn no_room_for_a_region_is_out_of_space_and_not_retried() {
+        let enospc = || TablesError::Io {
+            path: "/dev/shm/border-x-tables".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        let grow = PublishError::Grow {
+            old_arena: 64 << 20,
+            new_arena: 192 << 20,
+            source: enospc(),
+        };
+        assert!(grow.is_out_of_space() && !grow.is_retryable());
+        assert_eq!(
+            grow.to_string(),
+            "the config needs a larger tables region (201326592 bytes of arena; the current one has 67108864) and it could not be made: tables region /dev/shm/border-x-tables: No space left on device (os error 28); border-dp goes on with the last tables"
+        );
+        assert!(PublishError::Tables(enospc()).is_out_of_space());
+        let denied = PublishError::Tables(TablesError::Io {
+            path: "/x".into(),
+            source: std::io::Error::from_raw_os_error(libc::EACCES),
+        });
+        assert!(!denied.is_out_of_space());
+    }
+
+    #[test]
     fn arena_full_is_retryable_and_clears_when_readers_pass() {
         let path = tmp("full");
         let _ = std::fs::remove_file(&path);
