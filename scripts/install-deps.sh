@@ -26,6 +26,8 @@ packages=(
   # running as a service (tests/service_units.rs): systemd-analyze verify on the
   # units, dpkg-shlibdeps for the package's library dependencies (cargo deb)
   systemd dpkg-dev
+  # scripts/chaos.sh (tests/e2e_chaos.rs): timings in fractional seconds
+  bc
 )
 
 missing=()
