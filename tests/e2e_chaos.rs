@@ -21,7 +21,8 @@ fn chaos_short_form_passes_every_scenario() {
         .unwrap()
         .to_path_buf();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let report = std::env::temp_dir().join(format!("border-chaos-report-{}.json", std::process::id()));
+    let report =
+        std::env::temp_dir().join(format!("border-chaos-report-{}.json", std::process::id()));
     let mut child = Command::new("bash")
         .arg(root.join("scripts/chaos.sh"))
         .arg("--short")
@@ -72,7 +73,14 @@ fn chaos_short_form_passes_every_scenario() {
         status.success(),
         "scripts/chaos.sh --short failed ({status}) after {took:?}:\n{stdout}\n{stderr}"
     );
-    for scenario in ["mgmt-kill", "swaps", "apply-storm", "dp-kill", "dp-panic", "soak"] {
+    for scenario in [
+        "mgmt-kill",
+        "swaps",
+        "apply-storm",
+        "dp-kill",
+        "dp-panic",
+        "soak",
+    ] {
         assert!(
             stdout.contains(&format!("chaos: {scenario}: PASS")),
             "{scenario} did not pass:\n{stdout}"

@@ -175,10 +175,7 @@ fn a_full_region_filesystem_is_an_error_never_a_sigbus_and_forwarding_goes_on() 
     // 1. Full from the start: both processes refuse to start, with the
     //    region, the step and the system's error, and leave no file.
     fs.fill();
-    let (st, text) = run_to_exit(
-        &lb,
-        &[border_dp_bin(), "--config", cfg.to_str().unwrap()],
-    );
+    let (st, text) = run_to_exit(&lb, &[border_dp_bin(), "--config", cfg.to_str().unwrap()]);
     assert_eq!(st.code(), Some(1), "border-dp: {st:?}\n{text}");
     let state_file = fs.path.join(format!("border-{INSTANCE}-state"));
     assert!(
@@ -212,7 +209,12 @@ fn a_full_region_filesystem_is_an_error_never_a_sigbus_and_forwarding_goes_on() 
 
     // 2. Room for the regions (a 64 MiB tables arena and the state region):
     //    both run, connections reach both backends.
-    let mut mgmt = BorderMgmt::start_with(None, &cfg, dir.path("mgmt.log"), &["--state-dir", &state_arg]);
+    let mut mgmt = BorderMgmt::start_with(
+        None,
+        &cfg,
+        dir.path("mgmt.log"),
+        &["--state-dir", &state_arg],
+    );
     let mut dp = BorderDp::start_following(&lb, &dir, INSTANCE, &config(&socket, 0));
     wait_iface(&lb, &format!("{TAG}-ext"));
     wait_iface(&lb, &format!("{TAG}-int"));
@@ -231,13 +233,20 @@ fn a_full_region_filesystem_is_an_error_never_a_sigbus_and_forwarding_goes_on() 
     //    for: ApplyConfig fails with RESOURCE_EXHAUSTED naming the region
     //    and the error; nothing changes; border-dp forwards on.
     let before = status(&cfg);
-    let generation = before["publisher"]["published_generation"].as_u64().unwrap();
+    let generation = before["publisher"]["published_generation"]
+        .as_u64()
+        .unwrap();
     let adopted = dp.counter(Counter::TablesAdopted);
     let big = dir.path("big.toml");
     std::fs::write(&big, config(&socket, 6)).unwrap();
     let (code, _, err) = ctl(&cfg, &["apply", big.to_str().unwrap()]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("ResourceExhausted: cannot publish the tables: the config needs a larger tables region"), "{err}");
+    assert!(
+        err.contains(
+            "ResourceExhausted: cannot publish the tables: the config needs a larger tables region"
+        ),
+        "{err}"
+    );
     assert!(
         err.contains(&format!(
             "tables region {}: No space left on device (os error 28); border-dp goes on with the last tables",
@@ -246,13 +255,20 @@ fn a_full_region_filesystem_is_an_error_never_a_sigbus_and_forwarding_goes_on() 
         "{err}"
     );
     let after = status(&cfg);
-    assert_eq!(after["publisher"]["published_generation"], generation, "{after}");
+    assert_eq!(
+        after["publisher"]["published_generation"], generation,
+        "{after}"
+    );
     assert_eq!(after["vips"], before["vips"], "the running config stays");
     assert_eq!(
         after["publisher"]["config_applied_unix_ms"],
         before["publisher"]["config_applied_unix_ms"]
     );
-    assert_eq!(dp.counter(Counter::TablesAdopted), adopted, "no table swapped");
+    assert_eq!(
+        dp.counter(Counter::TablesAdopted),
+        adopted,
+        "no table swapped"
+    );
     assert_eq!(
         fs.names(),
         [
@@ -284,9 +300,19 @@ fn a_full_region_filesystem_is_an_error_never_a_sigbus_and_forwarding_goes_on() 
 
     // Both processes end normally: no signal, status 0.
     let st = dp.stop();
-    assert_eq!((st.code(), st.signal()), (Some(0), None), "{}", dp.log_text());
+    assert_eq!(
+        (st.code(), st.signal()),
+        (Some(0), None),
+        "{}",
+        dp.log_text()
+    );
     let st = mgmt.stop();
-    assert_eq!((st.code(), st.signal()), (Some(0), None), "{}", mgmt.log_text());
+    assert_eq!(
+        (st.code(), st.signal()),
+        (Some(0), None),
+        "{}",
+        mgmt.log_text()
+    );
     std::thread::sleep(Duration::from_millis(10));
     clean_instance(INSTANCE);
 }

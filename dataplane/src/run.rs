@@ -132,7 +132,10 @@ impl PanicNotes {
 
     fn of(&self, worker: usize) -> Option<String> {
         let notes = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        notes.iter().find(|(w, _)| *w == worker).map(|(_, m)| m.clone())
+        notes
+            .iter()
+            .find(|(w, _)| *w == worker)
+            .map(|(_, m)| m.clone())
     }
 
     fn first(&self) -> Option<(usize, String)> {
@@ -821,7 +824,10 @@ fn supervise(
     while !signals.terminating() && crew.exited.load(Ordering::SeqCst) == 0 {
         tables.wait(&crew.handoff);
         if let Some(w) = crate::fault::poll_trigger() {
-            warn!(worker = w, "test trigger: this worker panics at its next poll");
+            warn!(
+                worker = w,
+                "test trigger: this worker panics at its next poll"
+            );
             crew.handoff.ring_all();
         }
         if signals.reload.swap(false, Ordering::Relaxed) {
@@ -874,7 +880,9 @@ fn report_dead_worker(crew: &Crew, lcores: &[u32]) {
             panic = %msg,
             "worker panicked: stopping every worker and exiting with status 1 (crash-only; systemd Restart=always starts border-dp again)"
         ),
-        None => error!("a worker returned on its own: stopping every worker and exiting with status 1"),
+        None => {
+            error!("a worker returned on its own: stopping every worker and exiting with status 1")
+        }
     }
 }
 

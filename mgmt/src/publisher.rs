@@ -129,7 +129,10 @@ impl PublishError {
         };
         match tables {
             TablesError::Io { source, .. } => {
-                matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EFBIG | libc::ENOMEM))
+                matches!(
+                    source.raw_os_error(),
+                    Some(libc::ENOSPC | libc::EFBIG | libc::ENOMEM)
+                )
             }
             TablesError::TooLarge { .. } => true,
             _ => false,
