@@ -881,7 +881,7 @@ fn report_dead_worker(crew: &Crew, lcores: &[u32]) {
             "worker panicked: stopping every worker and exiting with status 1 (crash-only; systemd Restart=always starts border-dp again)"
         ),
         None => {
-            error!("a worker returned on its own: stopping every worker and exiting with status 1")
+            error!("a worker returned on its own: stopping every worker")
         }
     }
 }
