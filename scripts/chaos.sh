@@ -392,7 +392,17 @@ scenario_apply_storm() {
   touch "$storm/done"; wait "$watcher" || true
   # The answer with the highest generation was published last: it runs, whole.
   local last
-  last=$(for k in $(seq 1 $n); do if [ -s "$storm/o$k" ]; then python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['generation'], sys.argv[2])" "$storm/o$k" "$k"; fi; done | sort -n | tail -n 1 | cut -d' ' -f2)
+  last=$(python3 - "$storm" "$n" <<'PY'
+import json, os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+answers = []
+for k in range(1, n + 1):
+    f = os.path.join(d, f"o{k}")
+    if os.path.getsize(f) > 0:
+        answers.append((json.load(open(f))["generation"], k))
+print(max(answers)[1])
+PY
+)
   local running; running=$(weights_now)
   local refused; refused=$(( $(counter tables_refused) - refused0 ))
   read -r snaps mixed <"$storm/watch"
