@@ -516,12 +516,13 @@ out = [f"{len(after)} samples after warm-up"]
 for name, base in (("border-dp", 1), ("border-mgmt", 4)):
     rss = [r[base] for r in after]
     spread = (max(rss) - min(rss)) / min(rss) * 100.0
-    # Growth: the second half of the samples reaches higher than the first
-    # (a pool that starts and retires a thread is no growth; a leak is).
+    # Growth: the floor of the later half of the samples above the floor
+    # of the earlier half. A leak raises the floor; a probe's socket or a
+    # pool thread open at one sample does not.
     half = max(1, len(after) // 2)
     def growth(col):
         v = [r[col] for r in after]
-        return max(v[half:] or v[-1:]) - max(v[:half]), min(v), max(v)
+        return min(v[half:] or v[-1:]) - min(v[:half]), min(v), max(v)
     fd_g, fd_lo, fd_hi = growth(base + 1)
     th_g, th_lo, th_hi = growth(base + 2)
     ok &= spread <= 5.0 and fd_g <= 0 and th_g <= 0
