@@ -1,6 +1,7 @@
 //! The short form of `scripts/chaos.sh` (issue 14, docs/reliability.md):
 //! kill -9 of border-mgmt and of border-dp under load, a worker panic,
-//! table swaps, 100 parallel ApplyConfig callers and a short soak, each
+//! table swaps, 100 parallel ApplyConfig callers, an empty mbuf pool and a
+//! short soak, each
 //! with the figures it measured. Runs the debug binaries this test was
 //! built with (the worker panic trigger exists only there).
 //!
@@ -86,9 +87,9 @@ fn chaos_short_form_passes_every_scenario() {
             "{scenario} did not pass:\n{stdout}"
         );
     }
-    assert!(stdout.contains("chaos: 6 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("chaos: 7 passed, 0 failed"), "{stdout}");
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    assert_eq!(r["results"].as_array().map(Vec::len), Some(6), "{r}");
+    assert_eq!(r["results"].as_array().map(Vec::len), Some(7), "{r}");
     let _ = std::fs::remove_file(&report);
 }

@@ -1,6 +1,7 @@
 //! Test-only fault injection: makes one worker panic inside its poll loop,
-//! so the end-to-end and chaos tests can show what border-dp does then
-//! (docs/reliability.md, "A worker that panics"). Only debug builds (the
+//! or empties the mbuf pool for a while, so the end-to-end and chaos tests
+//! can show what border-dp does then (docs/reliability.md, "A worker that
+//! panics", "An empty mbuf pool"). Only debug builds (the
 //! ones `cargo test` and `scripts/chaos.sh` run) compile the trigger; in a
 //! release build [`worker_checkpoint`] is empty and [`poll_trigger`] reads
 //! nothing.
@@ -12,6 +13,12 @@
 
 /// The environment variable naming the trigger file.
 pub const PANIC_FILE_ENV: &str = "BORDER_TEST_PANIC_FILE";
+
+/// The environment variable naming the trigger file of an empty mbuf pool:
+/// when it appears holding a number of milliseconds, the workers take every
+/// mbuf they can get and hold them that long, then give them back
+/// (`run.rs` `PoolHold`, `io_dpdk.rs`).
+pub const HOLD_MBUFS_FILE_ENV: &str = "BORDER_TEST_HOLD_MBUFS_FILE";
 
 #[cfg(debug_assertions)]
 mod armed {
@@ -28,6 +35,25 @@ mod armed {
                 super::PANIC_FILE_ENV
             );
         }
+    }
+
+    /// Whether the workers are to hold every mbuf they can take.
+    static HOLD_POOL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    pub fn set_pool_held(on: bool) {
+        HOLD_POOL.store(on, Ordering::Relaxed);
+    }
+
+    pub fn pool_held() -> bool {
+        HOLD_POOL.load(Ordering::Relaxed)
+    }
+
+    pub fn poll_hold_trigger() -> Option<std::time::Duration> {
+        let path = std::env::var_os(super::HOLD_MBUFS_FILE_ENV)?;
+        let text = std::fs::read_to_string(&path).ok()?;
+        let _ = std::fs::remove_file(&path);
+        let ms = text.trim().parse::<u64>().ok()?;
+        Some(std::time::Duration::from_millis(ms.min(60_000)))
     }
 
     pub fn poll_trigger() -> Option<usize> {
@@ -47,6 +73,35 @@ pub fn worker_checkpoint(me: usize) {
     armed::worker_checkpoint(me);
     #[cfg(not(debug_assertions))]
     let _ = me;
+}
+
+/// Whether the test trigger of an empty pool is on: each worker then takes
+/// every mbuf it can get (its lcore's cache included, which only it can
+/// reach) and holds them until it goes off. Always false in release builds.
+#[inline(always)]
+pub fn pool_held() -> bool {
+    #[cfg(debug_assertions)]
+    return armed::pool_held();
+    #[cfg(not(debug_assertions))]
+    false
+}
+
+/// Turns the empty-pool trigger on or off (border-dp's main thread; a no-op
+/// in release builds).
+pub fn set_pool_held(on: bool) {
+    #[cfg(debug_assertions)]
+    armed::set_pool_held(on);
+    #[cfg(not(debug_assertions))]
+    let _ = on;
+}
+
+/// Called by border-dp's main thread: how long to hold the pool's free
+/// mbufs, if the trigger file of an empty pool appeared (at most 60 s).
+pub fn poll_hold_trigger() -> Option<std::time::Duration> {
+    #[cfg(debug_assertions)]
+    return armed::poll_hold_trigger();
+    #[cfg(not(debug_assertions))]
+    None
 }
 
 /// Called by border-dp's main thread: if the trigger file exists, arms the

@@ -44,6 +44,9 @@ pub struct DpdkPorts {
     /// The Rx interrupts of every queue in `rx` (and the worker's
     /// doorbell), when all of them have one.
     waiter: Option<RxWaiter>,
+    /// Mbufs taken while the test trigger of an empty pool is on
+    /// ([`crate::fault::pool_held`]); always empty in release builds.
+    held: Vec<Mbuf>,
 }
 
 impl DpdkPorts {
@@ -62,6 +65,7 @@ impl DpdkPorts {
             staging: MbufBurst::new(),
             pool,
             waiter,
+            held: Vec::new(),
         }
     }
 }
@@ -83,6 +87,21 @@ pub fn rx_waiter(
     Ok(waiter)
 }
 
+impl DpdkPorts {
+    /// The test trigger of an empty pool: takes every mbuf this lcore can
+    /// get while it is on, gives them back when it goes off.
+    #[cold]
+    fn hold_for_test(&mut self) {
+        if crate::fault::pool_held() {
+            while let Some(m) = self.pool.alloc() {
+                self.held.push(m);
+            }
+        } else {
+            self.held.clear();
+        }
+    }
+}
+
 impl PortIo for DpdkPorts {
     type Frame = Mbuf;
 
@@ -92,6 +111,9 @@ impl PortIo for DpdkPorts {
 
     #[inline]
     fn rx_burst(&mut self, port: usize, out: &mut Burst<Mbuf>) {
+        if port == 0 && (crate::fault::pool_held() || !self.held.is_empty()) {
+            self.hold_for_test();
+        }
         self.staging.clear();
         self.rx[port].rx_burst(&mut self.staging);
         for m in self.staging.drain() {

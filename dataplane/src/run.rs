@@ -808,6 +808,63 @@ impl TablesFollow {
     }
 }
 
+/// The test trigger of an empty mbuf pool ([`crate::fault`]): the main
+/// thread turns it on (each worker then takes every mbuf it can get, its
+/// lcore's cache included), turns it off after the time asked, and logs
+/// what the ports counted meanwhile (`rx_nombuf`: frames a port had no
+/// mbuf for). Inert unless the trigger fires (never in a release build).
+struct PoolHold<'a> {
+    pool: &'a Mempool,
+    ports: &'a [Port],
+    until: Option<Instant>,
+    nombuf_before: u64,
+}
+
+impl<'a> PoolHold<'a> {
+    fn new(pool: &'a Mempool, ports: &'a [Port]) -> PoolHold<'a> {
+        PoolHold {
+            pool,
+            ports,
+            until: None,
+            nombuf_before: 0,
+        }
+    }
+
+    fn nombuf(&self) -> u64 {
+        self.ports
+            .iter()
+            .filter_map(|p| p.stats().ok())
+            .map(|s| s.rx_nombuf)
+            .sum()
+    }
+
+    fn tick(&mut self, handoff: &Handoff<Mbuf>) {
+        if let Some(hold) = crate::fault::poll_hold_trigger() {
+            self.nombuf_before = self.nombuf();
+            crate::fault::set_pool_held(true);
+            handoff.ring_all();
+            self.until = Some(Instant::now() + hold);
+            warn!(
+                ms = hold.as_millis() as u64,
+                free = self.pool.avail_count(),
+                "test trigger: the workers hold every mbuf they can take"
+            );
+        }
+        if self.until.is_some_and(|t| Instant::now() >= t) {
+            let left = self.pool.avail_count();
+            crate::fault::set_pool_held(false);
+            handoff.ring_all();
+            self.until = None;
+            let dropped = self.nombuf().saturating_sub(self.nombuf_before);
+            warn!(
+                free_while_held = left,
+                rx_nombuf = dropped,
+                "test trigger: mbufs given back; the ports counted rx_nombuf={dropped} frames they had no mbuf for"
+            );
+        }
+    }
+}
+
 /// The main thread while the workers run: follows the tables region,
 /// reloads on SIGHUP, reports refused generations. Returns at a stop
 /// signal or when a worker returned on its own.
@@ -818,6 +875,7 @@ fn supervise(
     mut publisher: Option<&mut Publisher>,
     tables: &mut TablesFollow,
     crew: &Crew,
+    hold: &mut PoolHold<'_>,
 ) {
     let mut refused_seen = 0;
     let mut live_cfg = cfg.clone();
@@ -830,6 +888,7 @@ fn supervise(
             );
             crew.handoff.ring_all();
         }
+        hold.tick(&crew.handoff);
         if signals.reload.swap(false, Ordering::Relaxed) {
             reload_config(opts, &mut live_cfg, publisher.as_deref_mut(), &crew.state);
         }
@@ -958,7 +1017,16 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             state = %crew.state.path().display(),
             "border-dp running"
         );
-        supervise(cfg, opts, &signals, publisher.as_mut(), &mut tables, &crew);
+        let mut hold = PoolHold::new(&pool, &started.ports);
+        supervise(
+            cfg,
+            opts,
+            &signals,
+            publisher.as_mut(),
+            &mut tables,
+            &crew,
+            &mut hold,
+        );
         if signals.terminating() {
             info!("signal received, stopping workers");
         } else if crew.exited.load(Ordering::SeqCst) > 0 {
