@@ -135,4 +135,24 @@ mod tests {
         worker_checkpoint(worker);
         std::env::remove_var(PANIC_FILE_ENV);
     }
+
+    #[test]
+    fn the_pool_trigger_says_how_long_and_is_used_up() {
+        let path = std::env::temp_dir().join(format!("border-hold-{}", std::process::id()));
+        std::env::set_var(HOLD_MBUFS_FILE_ENV, &path);
+        assert_eq!(poll_hold_trigger(), None);
+        std::fs::write(&path, "250\n").unwrap();
+        assert_eq!(
+            poll_hold_trigger(),
+            Some(std::time::Duration::from_millis(250))
+        );
+        assert!(!path.exists());
+        std::fs::write(&path, "999999").unwrap();
+        assert_eq!(
+            poll_hold_trigger(),
+            Some(std::time::Duration::from_secs(60)),
+            "at most a minute"
+        );
+        std::env::remove_var(HOLD_MBUFS_FILE_ENV);
+    }
 }
