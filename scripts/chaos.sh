@@ -26,7 +26,7 @@
 #                 thread growth, counters consistent (rx = tx + drops + to_host)
 #
 # Usage: scripts/chaos.sh [--short] [--soak-seconds N] [--only NAME[,NAME]] [--report FILE]
-#   --short          CI form: fewer swaps, short phases, a 40 s soak (about 90 s in all)
+#   --short          CI form: 100 swaps, 5 s phases, a 16 s soak (about 80 s in all)
 #   (default)        long form: 1000 swaps and a 10-minute soak
 #   CHAOS_KEEP=1     keep the logs and figures (the directory is named on the first line)
 #   BORDER_BIN=DIR   use border-dp, border-mgmt, borderctl from DIR (default: cargo build, debug:
@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ "$SHORT" = 1 ]; then
-  SWAPS=100; PHASE=6; SOAK_SECONDS=${SOAK_SECONDS:-20}; WARMUP=6; SAMPLE_EVERY=2
+  SWAPS=100; PHASE=5; SOAK_SECONDS=${SOAK_SECONDS:-16}; WARMUP=4; SAMPLE_EVERY=2
 else
   SWAPS=1000; PHASE=20; SOAK_SECONDS=${SOAK_SECONDS:-600}; WARMUP=60; SAMPLE_EVERY=10
 fi
