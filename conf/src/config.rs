@@ -204,6 +204,9 @@ pub struct Mgmt {
     /// `[mgmt.limits]`: bounds on what API clients and the config may make
     /// border-mgmt hold (defaults: [`MgmtLimits::default`]).
     pub limits: MgmtLimits,
+    /// `[mgmt.agent]`: dial out to border-gw gateways and serve the API
+    /// over the tunnels (default none; docs/fleet.md).
+    pub agent: Option<Agent>,
 }
 
 /// `[mgmt.limits]` (issue 13, finding 4): every resource an API client, a
@@ -257,6 +260,49 @@ impl Config {
             .iter()
             .map(|v| RING_SLOT_BYTES * u64::from(v.maglev_table_size))
             .sum()
+    }
+}
+
+/// `[mgmt.agent]`: agent mode (docs/fleet.md). border-mgmt keeps a pool of
+/// idle mutual-TLS tunnels to the first gateway that answers and serves
+/// `border.v1` over each; `[mgmt.tls]` cert/key are its identity and its
+/// `client_ca` verifies the gateways.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    /// The appliance id the gateways route by (`border-appliance` metadata).
+    pub id: String,
+    /// Gateways in order of preference (at least one).
+    pub gateways: Vec<GatewayAddr>,
+    /// Open more tunnels when fewer than this many are idle (default 2).
+    pub min_idle: u32,
+    /// How many tunnels to open at once (default 10).
+    pub grow_by: u32,
+    /// Upper bound of open tunnels (default 500).
+    pub max_tunnels: u32,
+    /// An idle tunnel above `min_idle` closes after this long (default 60 s).
+    pub idle_timeout_ms: u32,
+    /// First reconnect backoff ceiling (default 500 ms).
+    pub backoff_min_ms: u32,
+    /// Largest reconnect backoff ceiling (default 30 s).
+    pub backoff_max_ms: u32,
+}
+
+/// A gateway's agent listener: `tcp://host:port` (a DNS name or an IP).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GatewayAddr {
+    /// Host name or IP address; also the TLS name its certificate must carry.
+    pub host: String,
+    /// 1..=65535.
+    pub port: u16,
+}
+
+impl std::fmt::Display for GatewayAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "tcp://[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "tcp://{}:{}", self.host, self.port)
+        }
     }
 }
 

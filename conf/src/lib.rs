@@ -12,7 +12,7 @@ pub mod state;
 pub mod tables;
 
 pub use config::{
-    check_config_file, Announce, Backend, Bgp, ClientRole, Config, ConfigError, ConfigText,
-    Dataplane, Health, HealthKind, IpNet, Listen, Mgmt, MgmtLimits, MgmtTls, Mode, OnDown, Peer,
-    PollMode, Port, PpTlv, Protocol, ProxyProtocol, Timeouts, Vip,
+    check_config_file, Agent, Announce, Backend, Bgp, ClientRole, Config, ConfigError, ConfigText,
+    Dataplane, GatewayAddr, Health, HealthKind, IpNet, Listen, Mgmt, MgmtLimits, MgmtTls, Mode,
+    OnDown, Peer, PollMode, Port, PpTlv, Protocol, ProxyProtocol, Timeouts, Vip,
 };

@@ -13,6 +13,7 @@
 //! never links DPDK.
 #![deny(unsafe_code)]
 
+pub mod agent;
 pub mod authz;
 pub mod bgp;
 pub mod client;

@@ -389,14 +389,29 @@ pub async fn serve(
     // BGP announcements through gobgpd (docs/bgp.md), with [mgmt.bgp].
     crate::bgp::task::attach(m.clone(), shutdown.clone());
     let bgp_svc = crate::bgp::service::BgpService::new(m.clone()).into_server();
+    let routes = tonic::service::Routes::new(svc)
+        .add_service(health_svc)
+        .add_service(bgp_svc);
+    // Agent mode (docs/fleet.md): the same services over tunnels dialled out.
+    if let Some(agent) = m.config().mgmt.agent {
+        let tls = m
+            .config()
+            .mgmt
+            .tls
+            .ok_or_else(|| ServeError::Transport("[mgmt.agent] requires [mgmt.tls]".into()))?;
+        tasks.push(crate::agent::spawn(
+            &agent,
+            &tls,
+            routes.clone(),
+            shutdown.clone(),
+        )?);
+    }
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         // Who may call what: one check in front of every service.
         .layer(AuthzLayer::new(counters.clone()))
-        .add_service(svc)
-        .add_service(health_svc)
-        .add_service(bgp_svc);
+        .add_routes(routes);
     let result = match api {
         Api::Unix {
             listener,

@@ -67,6 +67,7 @@ pub(super) struct RawMgmt {
     pub operators_group: Option<S<String>>,
     pub bgp: Option<S<RawBgp>>,
     pub limits: Option<S<RawLimits>>,
+    pub agent: Option<S<RawAgent>>,
 }
 
 #[derive(Deserialize)]
@@ -79,6 +80,19 @@ pub(super) struct RawLimits {
     pub metrics_connections: Option<S<u32>>,
     pub note_max_bytes: Option<S<u32>>,
     pub ring_memory_mib: Option<S<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawAgent {
+    pub id: S<String>,
+    pub gateways: List<String>,
+    pub min_idle: Option<S<u32>>,
+    pub grow_by: Option<S<u32>>,
+    pub max_tunnels: Option<S<u32>>,
+    pub idle_timeout_ms: Option<S<u32>>,
+    pub backoff_min_ms: Option<S<u32>>,
+    pub backoff_max_ms: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]

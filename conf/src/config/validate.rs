@@ -24,6 +24,7 @@ use super::*;
 
 type List<T> = S<Vec<S<T>>>;
 
+mod agent;
 mod bgp;
 mod limits;
 
@@ -917,6 +918,7 @@ impl V {
                 bgp: None,
                 operators_group: None,
                 limits: MgmtLimits::default(),
+                agent: None,
             };
         };
         let m = sm.get_ref();
@@ -984,6 +986,7 @@ impl V {
             g.get_ref().clone()
         });
         let limits = self.limits(m.limits.as_ref());
+        let agent = m.agent.as_ref().map(|a| self.agent(a, m.tls.is_some()));
         Mgmt {
             listen,
             metrics_listen,
@@ -993,6 +996,7 @@ impl V {
             bgp,
             operators_group,
             limits,
+            agent,
         }
     }
 
