@@ -28,6 +28,11 @@ use tunnel::{Dialer, Ended};
 
 include!(concat!(env!("OUT_DIR"), "/offered_methods.rs"));
 
+/// The control message a gateway sends on a tunnel to close it cleanly
+/// (it drains): the agent answers OK, closes it with GOAWAY, and dials the
+/// next gateway without backing off.
+pub const DRAIN_PATH: &str = "/border.tunnel.v1.Tunnel/Drain";
+
 /// The ALPN protocol of a tunnel (not h2: a preface comes first).
 pub const ALPN: &[u8] = b"border-tunnel/1";
 
@@ -119,7 +124,7 @@ async fn one_tunnel(
     routes: Routes,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let stream = loop {
+    let (stream, gateway) = loop {
         let wait = dialer.wait();
         if !wait.is_zero() {
             tokio::select! {
@@ -137,7 +142,7 @@ async fn one_tunnel(
                 dialer
                     .failures
                     .store(0, std::sync::atomic::Ordering::SeqCst);
-                break s;
+                break (s, i);
             }
             Err(why) => {
                 tracing::warn!(gateway = %gw, error = %why, "agent: tunnel dial failed");
@@ -150,6 +155,10 @@ async fn one_tunnel(
     pool.closed(&state);
     match ended {
         Ended::Planned => tracing::debug!("agent: tunnel closed (planned)"),
+        Ended::Drained => {
+            tracing::info!(gateway = %dialer.gateways[gateway], "agent: the gateway drains: tunnel closed, the next goes to the next gateway");
+            dialer.move_on(gateway);
+        }
         Ended::Lost(why) => {
             tracing::warn!(error = %why, "agent: tunnel lost");
             dialer.lost();

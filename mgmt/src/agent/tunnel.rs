@@ -51,9 +51,11 @@ impl std::fmt::Debug for Dialer {
 /// How a tunnel ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Ended {
-    /// Closed cleanly: the gateway drained it (TLS close_notify), it was
-    /// retired idle, or border-mgmt stops. Not a failure.
+    /// Closed cleanly: retired idle, or border-mgmt stops. Not a failure.
     Planned,
+    /// The gateway asked it to close (it drains): not a failure; the next
+    /// dial goes to the next gateway.
+    Drained,
     /// Lost: an error, or a close without close_notify (the gateway died).
     Lost(String),
 }
@@ -68,6 +70,15 @@ impl Dialer {
     /// A failed dial of gateway `i`: one more failure, and the next gateway.
     pub fn failed(&self, i: usize) {
         self.failures.fetch_add(1, Ordering::SeqCst);
+        let next = (i + 1) % self.gateways.len();
+        let _ = self
+            .current
+            .compare_exchange(i, next, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Gateway `i` drains: the next dial goes to the next gateway, with no
+    /// failure counted.
+    pub fn move_on(&self, i: usize) {
         let next = (i + 1) % self.gateways.len();
         let _ = self
             .current
@@ -149,12 +160,22 @@ pub async fn serve(
     pool: Arc<Pool>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Ended {
+    let drained = Arc::new(tokio::sync::Notify::new());
     let svc = {
-        let (state, pool) = (state.clone(), pool.clone());
+        let (state, pool, drained) = (state.clone(), pool.clone(), drained.clone());
         hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             let busy = Busy::new(state.clone(), pool.clone());
+            let drain = req.uri().path() == super::DRAIN_PATH;
+            if drain {
+                drained.notify_one();
+            }
             let call = routes.clone().oneshot(req);
             async move {
+                if drain {
+                    let ok = tonic::Status::new(tonic::Code::Ok, "closing")
+                        .into_http::<tonic::body::Body>();
+                    return Ok::<_, Infallible>(ok.map(|b| Guarded::new(b, busy)));
+                }
                 let resp = match call.await {
                     Ok(r) => r,
                     Err(never) => match never {},
@@ -174,14 +195,21 @@ pub async fn serve(
         (pool.limits.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
     let mut every = tokio::time::interval(check);
     let mut closing = false;
+    let mut was_drained = false;
     loop {
         tokio::select! {
             r = conn.as_mut() => {
                 return match r {
-                    Ok(()) => Ended::Planned,
-                    Err(_) if closing => Ended::Planned,
+                    _ if was_drained => Ended::Drained,
+                    _ if closing => Ended::Planned,
+                    Ok(()) => Ended::Lost("the gateway closed the tunnel".into()),
                     Err(e) => Ended::Lost(describe(&e)),
                 }
+            }
+            _ = drained.notified(), if !closing => {
+                closing = true;
+                was_drained = true;
+                conn.as_mut().graceful_shutdown();
             }
             _ = every.tick(), if !closing => {
                 if pool.try_retire(&state) {

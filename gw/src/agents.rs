@@ -1,0 +1,158 @@
+//! The agent listener: accepts tunnels (mutual TLS), reads the preface,
+//! checks the certificate is pinned for the appliance id it claims, answers,
+//! and becomes the HTTP/2 client of the tunnel. Every refusal is one log
+//! line naming the peer, and the claimed id and fingerprint when known.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use mgmt::agent::preface::{Answer, Preface, MAGIC};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::config::GwConfig;
+use crate::tunnels::Tunnels;
+
+/// How long a TLS handshake and the preface may take.
+const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Accepts tunnels on `listener` until `shutdown`.
+pub async fn accept(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    cfg: Arc<GwConfig>,
+    tunnels: Arc<Tunnels>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "tunnels: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, cfg, tunnels) = (acceptor.clone(), cfg.clone(), tunnels.clone());
+        tokio::spawn(async move {
+            let opened =
+                tokio::time::timeout(PREFACE_TIMEOUT, open(acceptor, tcp, peer, &cfg)).await;
+            match opened {
+                Err(_) => {
+                    tracing::warn!(%peer, "tunnel refused: no TLS handshake and preface within {PREFACE_TIMEOUT:?}")
+                }
+                Ok(Err(why)) => tracing::warn!(%peer, "tunnel refused: {why}"),
+                Ok(Ok((tls, preface))) => run(tls, preface, peer, tunnels).await,
+            }
+        });
+    }
+}
+
+type Stream = tokio_rustls::server::TlsStream<TcpStream>;
+
+/// TLS, preface, pin check, answer: the tunnel ready for HTTP/2.
+async fn open(
+    acceptor: tokio_rustls::TlsAcceptor,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    cfg: &GwConfig,
+) -> Result<(Stream, Preface), String> {
+    let mut tls = acceptor
+        .accept(tcp)
+        .await
+        .map_err(|e| format!("TLS handshake: {e}"))?;
+    let fp = crate::tls::peer_fingerprint(tls.get_ref().1.peer_certificates())
+        .ok_or("no client certificate")?;
+    let mut head = [0u8; MAGIC.len() + 4];
+    tls.read_exact(&mut head)
+        .await
+        .map_err(|e| format!("reading the preface (fingerprint {fp}): {e}"))?;
+    let preface = match Preface::body_len(&head).and_then(|n| Ok(n)) {
+        Ok(n) => {
+            let mut body = vec![0u8; n];
+            tls.read_exact(&mut body)
+                .await
+                .map_err(|e| format!("reading the preface (fingerprint {fp}): {e}"))?;
+            Preface::decode_body(&body)
+        }
+        Err(e) => Err(e),
+    };
+    let preface = match preface {
+        Ok(p) => p,
+        Err(e) => {
+            refuse(&mut tls, &e.to_string()).await;
+            return Err(format!("{e} (fingerprint {fp})"));
+        }
+    };
+    let pinned = cfg
+        .appliances
+        .get(&preface.id)
+        .is_some_and(|pins| pins.contains(&fp));
+    if !pinned {
+        let why = if cfg.appliances.contains_key(&preface.id) {
+            format!(
+                "certificate {fp} is not pinned for appliance {}",
+                preface.id
+            )
+        } else {
+            format!(
+                "appliance {} is not configured on this gateway (certificate {fp})",
+                preface.id
+            )
+        };
+        refuse(&mut tls, &why).await;
+        tracing::warn!(%peer, appliance = %preface.id, fingerprint = %fp, "tunnel refused: {why}");
+        return Err(why);
+    }
+    tls.write_all(&Answer::Accepted.encode())
+        .await
+        .map_err(|e| format!("answering appliance {}: {e}", preface.id))?;
+    let _ = peer;
+    Ok((tls, preface))
+}
+
+async fn refuse(tls: &mut Stream, why: &str) {
+    let _ = tls
+        .write_all(&Answer::Refused(why.to_string()).encode())
+        .await;
+    let _ = tls.shutdown().await;
+}
+
+/// The tunnel as an HTTP/2 client connection, in the pool until it closes.
+async fn run(tls: Stream, preface: Preface, peer: SocketAddr, tunnels: Arc<Tunnels>) {
+    let handshake = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .handshake(TokioIo::new(tls))
+        .await;
+    let (sender, conn) = match handshake {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::warn!(%peer, appliance = %preface.id, error = %e, "tunnel: HTTP/2 handshake failed");
+            return;
+        }
+    };
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    let methods: HashSet<String> = preface.methods.into_iter().collect();
+    tunnels.add(&preface.id, id, sender, methods);
+    tracing::debug!(%peer, appliance = %preface.id, tunnel = id, "tunnel up");
+    let r = conn.await;
+    tunnels.remove(&preface.id, id);
+    match r {
+        Ok(()) => tracing::debug!(appliance = %preface.id, tunnel = id, "tunnel closed"),
+        Err(e) => tracing::info!(appliance = %preface.id, tunnel = id, error = %e, "tunnel lost"),
+    }
+}

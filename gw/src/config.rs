@@ -1,0 +1,230 @@
+//! border-gw's config file (TOML, docs/fleet.md): its listeners, its TLS
+//! material, the pinned certificates of each appliance and of the
+//! control-plane clients, and the Redis registry.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// A validated config.
+#[derive(Debug, Clone)]
+pub struct GwConfig {
+    /// This gateway's name in logs and in the registry.
+    pub id: String,
+    /// Where agents dial their tunnels.
+    pub agent_listen: SocketAddr,
+    /// Where control-plane clients (borderctl, other gateways) call.
+    pub api_listen: SocketAddr,
+    /// `api_listen` as other gateways reach it (default `api_listen`).
+    pub advertise: SocketAddr,
+    /// `redis://host:port/db`.
+    pub redis: String,
+    /// How long a registry entry lives unless refreshed.
+    pub registry_ttl: Duration,
+    /// Server certificate chain (PEM) of both listeners; also the client
+    /// identity towards other gateways.
+    pub cert: PathBuf,
+    /// Its key (PEM).
+    pub key: PathBuf,
+    /// CA of agents', control-plane clients' and other gateways' certificates.
+    pub client_ca: PathBuf,
+    /// Pinned control-plane clients (`sha256:<hex>`), other gateways included.
+    pub api_fingerprints: Vec<String>,
+    /// Pinned certificates per appliance id.
+    pub appliances: HashMap<String, Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    id: String,
+    agent_listen: String,
+    api_listen: String,
+    advertise: Option<String>,
+    redis: String,
+    registry_ttl_ms: Option<u64>,
+    tls: RawTls,
+    #[serde(default)]
+    appliance: Vec<RawAppliance>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert: PathBuf,
+    key: PathBuf,
+    client_ca: PathBuf,
+    api_fingerprints: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAppliance {
+    id: String,
+    fingerprints: Vec<String>,
+}
+
+fn addr(key: &str, s: &str) -> Result<SocketAddr, String> {
+    s.parse::<SocketAddr>()
+        .ok()
+        .filter(|a| a.port() != 0)
+        .ok_or_else(|| format!("{key}: {s:?} is not ip:port (expected e.g. \"0.0.0.0:7443\")"))
+}
+
+fn pin(key: &str, s: &str) -> Result<String, String> {
+    let hex = s.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "{key}: {s:?} is not a certificate fingerprint (expected \"sha256:\" and 64 hex digits)"
+        ))
+    }
+}
+
+/// Parses and validates `text`; errors are one line naming the key.
+pub fn parse(text: &str) -> Result<GwConfig, String> {
+    let raw: Raw = toml::from_str(text).map_err(|e| {
+        let msg = e.message().to_string();
+        match e.span() {
+            Some(s) => {
+                let line = text[..s.start].matches('\n').count() + 1;
+                format!("line {line}: {msg}")
+            }
+            None => msg,
+        }
+    })?;
+    let id_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 64
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    if !id_ok(&raw.id) {
+        return Err(format!(
+            "id: {:?} is not 1..=64 characters from A-Z a-z 0-9 - _ .",
+            raw.id
+        ));
+    }
+    let agent_listen = addr("agent_listen", &raw.agent_listen)?;
+    let api_listen = addr("api_listen", &raw.api_listen)?;
+    if agent_listen == api_listen {
+        return Err("api_listen: is also agent_listen (expected two sockets)".into());
+    }
+    let advertise = match &raw.advertise {
+        Some(a) => addr("advertise", a)?,
+        None => api_listen,
+    };
+    if !raw.redis.starts_with("redis://") {
+        return Err(format!(
+            "redis: {:?} is not a redis:// URL (expected e.g. \"redis://127.0.0.1:6379/0\")",
+            raw.redis
+        ));
+    }
+    let ttl = raw.registry_ttl_ms.unwrap_or(10_000);
+    if !(300..=3_600_000).contains(&ttl) {
+        return Err(format!(
+            "registry_ttl_ms: {ttl} is out of range (expected 300..=3600000)"
+        ));
+    }
+    let mut api_fingerprints = Vec::new();
+    for (i, f) in raw.tls.api_fingerprints.iter().enumerate() {
+        api_fingerprints.push(pin(&format!("tls.api_fingerprints[{i}]"), f)?);
+    }
+    if api_fingerprints.is_empty() {
+        return Err("tls.api_fingerprints: must pin at least one control-plane client".into());
+    }
+    let mut appliances: HashMap<String, Vec<String>> = HashMap::new();
+    for (i, a) in raw.appliance.iter().enumerate() {
+        if !id_ok(&a.id) {
+            return Err(format!(
+                "appliance[{i}].id: {:?} is not 1..=64 characters from A-Z a-z 0-9 - _ .",
+                a.id
+            ));
+        }
+        let mut pins = Vec::new();
+        for (j, f) in a.fingerprints.iter().enumerate() {
+            pins.push(pin(&format!("appliance[{i}].fingerprints[{j}]"), f)?);
+        }
+        if pins.is_empty() {
+            return Err(format!(
+                "appliance[{i}].fingerprints: must pin at least one certificate"
+            ));
+        }
+        if appliances.insert(a.id.clone(), pins).is_some() {
+            return Err(format!(
+                "appliance[{i}].id: {:?} is listed twice (expected each appliance once)",
+                a.id
+            ));
+        }
+    }
+    Ok(GwConfig {
+        id: raw.id,
+        agent_listen,
+        api_listen,
+        advertise,
+        redis: raw.redis,
+        registry_ttl: Duration::from_millis(ttl),
+        cert: raw.tls.cert,
+        key: raw.tls.key,
+        client_ca: raw.tls.client_ca,
+        api_fingerprints,
+        appliances,
+    })
+}
+
+/// Reads and parses `path`; errors are one line starting with the path.
+pub fn load(path: &Path) -> Result<GwConfig, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PIN: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+    fn text(extra: &str) -> String {
+        format!(
+            r#"id = "gw1"
+agent_listen = "127.0.0.1:7443"
+api_listen = "127.0.0.1:7501"
+redis = "redis://127.0.0.1:6379/0"
+{extra}
+[tls]
+cert = "gw.pem"
+key = "gw.key"
+client_ca = "ca.pem"
+api_fingerprints = ["{PIN}"]
+
+[[appliance]]
+id = "ams-1"
+fingerprints = ["{PIN}"]
+"#
+        )
+    }
+
+    #[test]
+    fn a_whole_config_parses_with_defaults() {
+        let c = parse(&text("")).unwrap();
+        assert_eq!(c.advertise, c.api_listen);
+        assert_eq!(c.registry_ttl, Duration::from_secs(10));
+        assert_eq!(c.appliances["ams-1"], vec![PIN.to_string()]);
+    }
+
+    #[test]
+    fn bad_values_are_one_line_naming_the_key() {
+        let e = parse(&text("registry_ttl_ms = 5")).unwrap_err();
+        assert!(e.starts_with("registry_ttl_ms: 5 is out of range"), "{e}");
+        let e = parse(&text("advertise = \"gw1\"")).unwrap_err();
+        assert!(e.starts_with("advertise: "), "{e}");
+        let e = parse(&text("bogus = 1")).unwrap_err();
+        assert!(e.contains("unknown field `bogus`"), "{e}");
+        let e = parse(&text("").replace(PIN, "sha256:zz")).unwrap_err();
+        assert!(e.starts_with("tls.api_fingerprints[0]: "), "{e}");
+    }
+}

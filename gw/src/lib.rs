@@ -1,0 +1,29 @@
+//! border-gw: the gateway that appliances in agent mode (`[mgmt.agent]`)
+//! dial out to, and that routes control-plane calls to them over those
+//! tunnels (issue 17, docs/fleet.md).
+//!
+//! [`agents`] accepts tunnels, [`tunnels`] holds them per appliance,
+//! [`api`] accepts calls and [`forward`] routes each one: to a local
+//! tunnel, or through the gateway that holds one ([`peers`]), found in the
+//! Redis [`registry`]. [`drain`] closes tunnels cleanly on the way out.
+#![deny(unsafe_code)]
+
+pub mod agents;
+pub mod api;
+pub mod config;
+pub mod drain;
+pub mod forward;
+pub mod grpc;
+pub mod peers;
+pub mod registry;
+pub mod run;
+pub mod tls;
+pub mod tunnels;
+
+/// The metadata naming the target appliance of a call.
+pub const APPLIANCE_HEADER: &str = "border-appliance";
+/// Set on a call one gateway forwards to another: it is not forwarded again.
+pub const HOP_HEADER: &str = "border-gw-hop";
+/// The probe a gateway sends to the gateways the registry names: OK when
+/// the answering gateway holds a tunnel of the appliance.
+pub const HAS_TUNNEL_PATH: &str = "/border.gw.v1.Gateway/HasTunnel";

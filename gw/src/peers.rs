@@ -1,0 +1,93 @@
+//! Connections to the other gateways' api listeners (mutual TLS, HTTP/2,
+//! one multiplexed connection per gateway, re-made when it closes): the
+//! `HasTunnel` probe and forwarded calls.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls::pki_types::ServerName;
+
+use crate::tunnels::Sender;
+
+/// How long connecting to another gateway may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The other gateways.
+pub struct Peers {
+    connector: tokio_rustls::TlsConnector,
+    conns: tokio::sync::Mutex<HashMap<SocketAddr, Sender>>,
+}
+
+impl std::fmt::Debug for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Peers")
+    }
+}
+
+impl Peers {
+    /// With this gateway's client TLS config.
+    pub fn new(tls: Arc<rustls::ClientConfig>) -> Peers {
+        Peers {
+            connector: tokio_rustls::TlsConnector::from(tls),
+            conns: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A ready client handle to the gateway at `addr`.
+    pub async fn sender(&self, addr: SocketAddr) -> Result<Sender, String> {
+        let mut conns = self.conns.lock().await;
+        if let Some(s) = conns.get(&addr) {
+            if !s.is_closed() {
+                return Ok(s.clone());
+            }
+        }
+        let s = tokio::time::timeout(CONNECT_TIMEOUT, self.connect(addr))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {CONNECT_TIMEOUT:?}")))?;
+        conns.insert(addr, s.clone());
+        Ok(s)
+    }
+
+    async fn connect(&self, addr: SocketAddr) -> Result<Sender, String> {
+        let tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        let tls = mgmt::tls::connect_primed(
+            &self.connector,
+            ServerName::IpAddress(addr.ip().into()),
+            tcp,
+            Duration::from_millis(500),
+        )
+        .await
+        .map_err(|e| format!("TLS: {e}"))?;
+        let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| format!("HTTP/2: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    /// True when the gateway at `addr` says it holds a tunnel of `appliance`.
+    pub async fn has_tunnel(&self, addr: SocketAddr, appliance: &str) -> Result<bool, String> {
+        let mut s = self.sender(addr).await?;
+        let req = hyper::Request::post(format!("http://{addr}{}", crate::HAS_TUNNEL_PATH))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header(crate::APPLIANCE_HEADER, appliance)
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| e.to_string())?;
+        s.ready().await.map_err(|e| e.to_string())?;
+        let resp = s.send_request(req).await.map_err(|e| e.to_string())?;
+        Ok(resp.headers().get("grpc-status").is_some_and(|v| v == "0"))
+    }
+}

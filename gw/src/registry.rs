@@ -1,0 +1,207 @@
+//! The tunnel registry in Redis (docs/fleet.md): which gateway holds
+//! tunnels of which appliance, and how many (the reference count per
+//! gateway and appliance). Written only from this gateway's live tunnels,
+//! on every change and every third of the TTL, so a Redis restarted empty
+//! is whole again within one TTL.
+//!
+//! ```text
+//! border:fleet:appliance:<id>   ZSET  member = gateway api address, score = expiry (unix ms)
+//! border:fleet:gateway:<gw id>  HASH  field = appliance id, value = tunnel count
+//! ```
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::aio::MultiplexedConnection;
+use tokio::sync::watch;
+
+use crate::tunnels::Tunnels;
+
+/// How long one Redis round trip may take.
+const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// This gateway's view of the registry.
+pub struct Registry {
+    client: redis::Client,
+    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    gateway: String,
+    member: String,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("gateway", &self.gateway)
+            .finish()
+    }
+}
+
+fn appliance_key(id: &str) -> String {
+    format!("border:fleet:appliance:{id}")
+}
+
+fn gateway_key(id: &str) -> String {
+    format!("border:fleet:gateway:{id}")
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Registry {
+    /// The registry at `url` (nothing is connected yet).
+    pub fn new(
+        url: &str,
+        gateway: &str,
+        advertise: SocketAddr,
+        ttl: Duration,
+    ) -> Result<Registry, String> {
+        let client = redis::Client::open(url).map_err(|e| format!("redis {url:?}: {e}"))?;
+        Ok(Registry {
+            client,
+            conn: tokio::sync::Mutex::new(None),
+            gateway: gateway.to_string(),
+            member: advertise.to_string(),
+            ttl,
+        })
+    }
+
+    /// Runs `cmd` (a pipeline or a command) with a bounded wait; a failed
+    /// connection is dropped so the next call connects again.
+    async fn query<T: redis::FromRedisValue>(
+        &self,
+        f: impl FnOnce(&mut redis::Pipeline),
+    ) -> Result<T, String> {
+        let mut guard = self.conn.lock().await;
+        let mut conn = match guard.as_ref() {
+            Some(c) => c.clone(),
+            None => {
+                let c = tokio::time::timeout(
+                    REDIS_TIMEOUT,
+                    self.client.get_multiplexed_async_connection(),
+                )
+                .await
+                .map_err(|_| format!("no connection within {REDIS_TIMEOUT:?}"))?
+                .map_err(|e| e.to_string())?;
+                *guard = Some(c.clone());
+                c
+            }
+        };
+        drop(guard);
+        let mut p = redis::pipe();
+        f(&mut p);
+        let r = tokio::time::timeout(REDIS_TIMEOUT, p.query_async::<T>(&mut conn)).await;
+        let r = match r {
+            Err(_) => Err(format!("no answer within {REDIS_TIMEOUT:?}")),
+            Ok(r) => r.map_err(|e| e.to_string()),
+        };
+        if r.is_err() {
+            *self.conn.lock().await = None;
+        }
+        r
+    }
+
+    /// The api addresses of the other gateways that hold tunnels of `appliance`.
+    pub async fn holders(&self, appliance: &str) -> Result<Vec<SocketAddr>, String> {
+        let key = appliance_key(appliance);
+        let now = now_ms();
+        let (members,): (Vec<String>,) = self
+            .query(|p| {
+                p.cmd("ZRANGEBYSCORE").arg(&key).arg(now).arg("+inf");
+            })
+            .await?;
+        Ok(members
+            .iter()
+            .filter(|m| **m != self.member)
+            .filter_map(|m| m.parse().ok())
+            .collect())
+    }
+
+    /// Writes this gateway's counts; `gone` are appliances it no longer holds.
+    async fn publish(
+        &self,
+        counts: &HashMap<String, usize>,
+        gone: &[String],
+    ) -> Result<(), String> {
+        let ttl = self.ttl.as_millis() as u64;
+        let expiry = now_ms() + ttl;
+        let gkey = gateway_key(&self.gateway);
+        self.query::<()>(|p| {
+            for (id, n) in counts {
+                let akey = appliance_key(id);
+                p.cmd("ZADD")
+                    .arg(&akey)
+                    .arg(expiry)
+                    .arg(&self.member)
+                    .ignore();
+                p.cmd("ZREMRANGEBYSCORE")
+                    .arg(&akey)
+                    .arg("-inf")
+                    .arg(now_ms())
+                    .ignore();
+                p.cmd("PEXPIRE").arg(&akey).arg(ttl).ignore();
+                p.cmd("HSET").arg(&gkey).arg(id).arg(*n).ignore();
+            }
+            for id in gone {
+                p.cmd("ZREM")
+                    .arg(appliance_key(id))
+                    .arg(&self.member)
+                    .ignore();
+                p.cmd("HDEL").arg(&gkey).arg(id).ignore();
+            }
+            p.cmd("PEXPIRE").arg(&gkey).arg(ttl).ignore();
+        })
+        .await
+    }
+
+    /// Keeps the registry in step with `tunnels` until `shutdown`, then
+    /// removes this gateway's entries.
+    pub async fn follow(
+        self: Arc<Self>,
+        tunnels: Arc<Tunnels>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut changed = tunnels.changed.subscribe();
+        let mut every = tokio::time::interval(self.ttl / 3);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut published: HashSet<String> = HashSet::new();
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                _ = every.tick() => {}
+                r = changed.changed() => if r.is_err() { return },
+                _ = shutdown.changed() => break,
+            }
+            let counts = tunnels.counts();
+            let gone: Vec<String> = published
+                .iter()
+                .filter(|a| !counts.contains_key(*a))
+                .cloned()
+                .collect();
+            match self.publish(&counts, &gone).await {
+                Ok(()) => {
+                    if failing {
+                        tracing::info!("registry: Redis answers again; tunnels published");
+                        failing = false;
+                    }
+                    published = counts.keys().cloned().collect();
+                }
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(error = %e, "registry: cannot publish the tunnels to Redis (retrying)");
+                        failing = true;
+                    }
+                }
+            }
+        }
+        let all: Vec<String> = published.into_iter().collect();
+        if let Err(e) = self.publish(&HashMap::new(), &all).await {
+            tracing::warn!(error = %e, "registry: cannot remove this gateway's entries from Redis");
+        }
+    }
+}

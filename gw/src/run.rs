@@ -1,0 +1,89 @@
+//! The border-gw process: binds both listeners, follows the registry,
+//! serves until SIGINT/SIGTERM, then drains: stops accepting, tells every
+//! tunnel to close (agents reconnect elsewhere without backing off),
+//! removes its registry entries.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::GwConfig;
+use crate::forward::Gateway;
+use crate::registry::Registry;
+use crate::tunnels::Tunnels;
+
+/// How long a drain waits for busy tunnels to finish their calls.
+const DRAIN_GRACE: Duration = Duration::from_secs(3);
+
+async fn bind(what: &str, addr: std::net::SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {what} {addr}: {e}"))
+}
+
+/// Runs the gateway until a signal; errors are one line.
+pub async fn run(cfg: GwConfig) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let sig = |k| signal(k).map_err(|e| format!("cannot install signal handlers: {e}"));
+    let (mut int, mut term) = (sig(SignalKind::interrupt())?, sig(SignalKind::terminate())?);
+    let cfg = Arc::new(cfg);
+    let agent_tls = crate::tls::server_config(&cfg, mgmt::agent::ALPN)?;
+    let api_tls = crate::tls::server_config(&cfg, b"h2")?;
+    let peer_tls = crate::tls::peer_client_config(&cfg)?;
+    let agents = bind("agent_listen", cfg.agent_listen).await?;
+    let api = bind("api_listen", cfg.api_listen).await?;
+    let tunnels = Arc::new(Tunnels::default());
+    let registry = Arc::new(Registry::new(
+        &cfg.redis,
+        &cfg.id,
+        cfg.advertise,
+        cfg.registry_ttl,
+    )?);
+    let gw = Arc::new(Gateway {
+        cfg: cfg.clone(),
+        tunnels: tunnels.clone(),
+        registry: registry.clone(),
+        peers: Arc::new(crate::peers::Peers::new(peer_tls)),
+    });
+    let (stop_tx, stop) = watch::channel(false);
+    let accepting = [
+        tokio::spawn(crate::agents::accept(
+            agents,
+            agent_tls,
+            cfg.clone(),
+            tunnels.clone(),
+            stop.clone(),
+        )),
+        tokio::spawn(crate::api::accept(api, api_tls, gw, stop.clone())),
+    ];
+    let follow = tokio::spawn(registry.follow(tunnels.clone(), stop));
+    tracing::info!(
+        id = %cfg.id,
+        agent_listen = %cfg.agent_listen,
+        api_listen = %cfg.api_listen,
+        advertise = %cfg.advertise,
+        appliances = cfg.appliances.len(),
+        "border-gw running"
+    );
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    let _ = stop_tx.send(true);
+    for a in accepting {
+        let _ = a.await;
+    }
+    let idle = tunnels.drain();
+    tracing::info!(
+        idle_tunnels = idle,
+        "border-gw draining: tunnels told to close"
+    );
+    let start = Instant::now();
+    while !tunnels.counts().is_empty() && start.elapsed() < DRAIN_GRACE {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), follow).await;
+    Ok(())
+}
