@@ -28,6 +28,8 @@ packages=(
   systemd dpkg-dev
   # scripts/chaos.sh (tests/e2e_chaos.rs): timings in fractional seconds
   bc
+  # fleet control (e2e_fleet): border-gw's tunnel registry
+  redis-server
 )
 
 missing=()

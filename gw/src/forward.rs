@@ -26,6 +26,8 @@ const TUNNEL_WAIT: Duration = Duration::from_secs(5);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Largest request body forwarded (one API message and its framing).
 const MAX_REQUEST: usize = mgmt::MAX_MESSAGE_BYTES + (64 << 10);
+/// How much earlier than the caller's deadline the gateway answers.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(50);
 /// How many tunnels a call tries when the one it took was closing.
 const ATTEMPTS: usize = 3;
 
@@ -69,7 +71,9 @@ impl Gateway {
         let result = match grpc::timeout(req.headers()) {
             Err(e) => Err(Status::invalid_argument(format!("border-gw: {e}"))),
             Ok(timeout) => {
-                let deadline = timeout.map(|t| Instant::now() + t);
+                // The gateway answers a little before the caller gives up,
+                // so the caller learns why (DEADLINE_EXCEEDED from border-gw).
+                let deadline = timeout.map(|t| Instant::now() + t - (t / 10).min(DEADLINE_MARGIN));
                 let work = self.route(req, &appliance, &path, deadline);
                 match deadline {
                     None => work.await,
@@ -135,7 +139,7 @@ impl Gateway {
                 "border-gw {}: no tunnel of appliance {appliance} here any more",
                 self.cfg.id
             ))),
-            Err(Fail::NoLocal) => self.via_peer(&parts, body, appliance).await,
+            Err(Fail::NoLocal) => self.via_peer(&parts, body, appliance, deadline).await,
         }
     }
 
@@ -173,18 +177,18 @@ impl Gateway {
             let Some(sender) = lease.sender.as_mut() else {
                 continue;
             };
-            let req = outgoing(parts, body.clone(), appliance, false);
+            let req = outgoing(parts, body.clone(), appliance, false, deadline);
             let sent = match sender.ready().await {
                 Ok(()) => sender.send_request(req).await,
                 Err(e) => Err(e),
             };
             match sent {
                 Ok(resp) => {
+                    let what = format!("the tunnel of appliance {appliance}");
                     return Ok(resp.map(|b| {
-                        mgmt::agent::body::Guarded::new(b, lease)
-                            .map_err(Into::into)
+                        grpc::EndsWithStatus::new(mgmt::agent::body::Guarded::new(b, lease), what)
                             .boxed_unsync()
-                    }))
+                    }));
                 }
                 Err(e) => {
                     last = e.to_string();
@@ -207,6 +211,7 @@ impl Gateway {
         parts: &hyper::http::request::Parts,
         body: Bytes,
         appliance: &str,
+        deadline: Option<Instant>,
     ) -> Result<hyper::Response<RespBody>, Status> {
         let holders = self.registry.holders(appliance).await.map_err(|e| {
             Status::unavailable(format!(
@@ -234,7 +239,7 @@ impl Gateway {
         let mut sender = self.peers.sender(chosen).await.map_err(|e| {
             Status::unavailable(format!("border-gw: gateway {chosen} is not reachable: {e}"))
         })?;
-        let req = outgoing(parts, body, &chosen.to_string(), true);
+        let req = outgoing(parts, body, &chosen.to_string(), true, deadline);
         let resp = match sender.ready().await {
             Ok(()) => sender.send_request(req).await,
             Err(e) => Err(e),
@@ -242,7 +247,8 @@ impl Gateway {
         .map_err(|e| {
             Status::unavailable(format!("border-gw: gateway {chosen} failed mid-call: {e}"))
         })?;
-        Ok(resp.map(|b| b.map_err(Into::into).boxed_unsync()))
+        let what = format!("gateway {chosen}");
+        Ok(resp.map(|b| grpc::EndsWithStatus::new(b, what).boxed_unsync()))
     }
 
     /// Asks every holder in parallel; the first that has a tunnel wins.
@@ -272,12 +278,14 @@ impl Gateway {
 }
 
 /// The call as sent on: same method, path, metadata and body; `hop` marks
-/// a call forwarded to another gateway.
+/// a call forwarded to another gateway; `grpc-timeout` says the time left
+/// before `deadline`.
 fn outgoing(
     parts: &hyper::http::request::Parts,
     body: Bytes,
     authority: &str,
     hop: bool,
+    deadline: Option<Instant>,
 ) -> hyper::Request<Full<Bytes>> {
     let pq = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut req = hyper::Request::new(Full::new(body));
@@ -295,6 +303,16 @@ fn outgoing(
             crate::HOP_HEADER,
             hyper::header::HeaderValue::from_static("1"),
         );
+    }
+    if let Some(d) = deadline {
+        let left = d
+            .saturating_duration_since(Instant::now())
+            .as_millis()
+            .max(1);
+        let value = format!("{}m", left.min(99_999_999));
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&value) {
+            req.headers_mut().insert("grpc-timeout", v);
+        }
     }
     req
 }

@@ -74,3 +74,63 @@ mod tests {
         assert_eq!(r.headers()["content-type"], "application/grpc");
     }
 }
+
+/// A forwarded response body whose stream breaks (the tunnel or the other
+/// gateway went away mid-call) ends with an UNAVAILABLE status in its
+/// trailers, naming what broke, instead of a reset stream.
+#[derive(Debug)]
+pub struct EndsWithStatus<B> {
+    inner: B,
+    what: String,
+    done: bool,
+}
+
+impl<B> EndsWithStatus<B> {
+    /// Wraps `inner`; `what` names the far end for the message.
+    pub fn new(inner: B, what: String) -> EndsWithStatus<B> {
+        EndsWithStatus {
+            inner,
+            what,
+            done: false,
+        }
+    }
+}
+
+impl<B> hyper::body::Body for EndsWithStatus<B>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, BoxError>>> {
+        use std::task::Poll;
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                self.done = true;
+                let st = tonic::Status::unavailable(format!(
+                    "border-gw: {} closed mid-call: {e}",
+                    self.what
+                ));
+                tracing::warn!("call broken: {}", st.message());
+                let mut trailers = hyper::HeaderMap::new();
+                match st.add_header(&mut trailers) {
+                    Ok(()) => Poll::Ready(Some(Ok(hyper::body::Frame::trailers(trailers)))),
+                    Err(_) => Poll::Ready(None),
+                }
+            }
+            other => other.map_err(|e| -> BoxError { e.to_string().into() }),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done || self.inner.is_end_stream()
+    }
+}

@@ -122,6 +122,45 @@ pub async fn connect_channel(
     }
 }
 
+/// Names the target appliance in every call (`border-appliance`
+/// metadata), for calls through border-gw (docs/fleet.md); `None` adds
+/// nothing (a border-mgmt called directly).
+#[derive(Clone, Debug, Default)]
+pub struct Route(Option<tonic::metadata::AsciiMetadataValue>);
+
+impl Route {
+    /// Through a gateway to `appliance`; `None` when the id cannot be metadata.
+    pub fn to(appliance: &str) -> Option<Route> {
+        appliance.parse().ok().map(|v| Route(Some(v)))
+    }
+}
+
+impl tonic::service::Interceptor for Route {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("border-appliance", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// A channel that adds [`Route`]'s metadata.
+pub type Routed = tonic::service::interceptor::InterceptedService<Channel, Route>;
+/// The Border client over a [`Routed`] channel.
+pub type RoutedClient = BorderClient<Routed>;
+/// The BorderBgp client over a [`Routed`] channel.
+pub type RoutedBgpClient = crate::pb::border_bgp_client::BorderBgpClient<Routed>;
+
+/// Both clients over `ch`, each call routed by `route`, with the API's limits.
+pub fn routed(ch: Channel, route: Route) -> (RoutedClient, RoutedBgpClient) {
+    let border = BorderClient::with_interceptor(ch.clone(), route.clone())
+        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(usize::MAX);
+    let bgp = crate::pb::border_bgp_client::BorderBgpClient::with_interceptor(ch, route)
+        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES);
+    (border, bgp)
+}
+
 /// The `border.v1.BorderBgp` client type.
 pub type BgpClient = crate::pb::border_bgp_client::BorderBgpClient<Channel>;
 

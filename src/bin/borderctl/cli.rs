@@ -167,6 +167,13 @@ pub struct Target {
     /// Name to verify the server's certificate against (default: its IP address).
     #[arg(long, value_name = "NAME", global = true)]
     pub server_name: Option<String>,
+    /// Reach the appliance through this border-gw (tcp://ip:port, mutual
+    /// TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md.
+    #[arg(long, value_name = "URL", global = true)]
+    pub gateway: Option<String>,
+    /// The appliance to call through --gateway (its [mgmt.agent].id).
+    #[arg(long, value_name = "ID", global = true)]
+    pub appliance: Option<String>,
     /// How long to wait for border-mgmt (to connect, and for each answer), in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u64).range(100..=600_000))]
@@ -189,7 +196,10 @@ impl Cli {
     fn check(&self) -> Result<(), (ErrorKind, String)> {
         self.target.check()?;
         if let Cmd::Counters { .. } = self.cmd {
-            if self.target.server.is_some() || self.target.cert.is_some() {
+            if self.target.server.is_some()
+                || self.target.cert.is_some()
+                || self.target.gateway.is_some()
+            {
                 return Err((
                     ErrorKind::ArgumentConflict,
                     "`counters` reads border-dp's state region on this machine: \
@@ -217,6 +227,30 @@ impl Target {
                  (the config names the instance)"
                     .into(),
             ));
+        }
+        match (&self.gateway, &self.appliance) {
+            (Some(_), None) => {
+                return Err((
+                    ErrorKind::MissingRequiredArgument,
+                    "--gateway needs --appliance ID (the appliance to call through it)".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err((
+                    ErrorKind::MissingRequiredArgument,
+                    "--appliance is for a call through a gateway: give --gateway URL".into(),
+                ))
+            }
+            (Some(_), Some(_))
+                if self.server.is_some() || self.instance.is_some() || self.config.is_some() =>
+            {
+                return Err((
+                    ErrorKind::ArgumentConflict,
+                    "--gateway names where to call: --server, --config and --instance do not apply"
+                        .into(),
+                ))
+            }
+            _ => {}
         }
         let tls = [
             ("--key", self.key.is_some()),

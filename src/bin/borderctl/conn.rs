@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use conf::state::StateRegion;
-use mgmt::client::{Client, ConnectError};
+use mgmt::client::{ConnectError, Route, RoutedBgpClient, RoutedClient as Client};
 use mgmt::tls::ClientTls;
 
 use crate::cli::Target;
@@ -156,7 +156,24 @@ impl Target {
         })
     }
 
-    pub async fn connect(&self) -> Result<Api, Failure> {
+    /// The API's address and how calls are routed: `--gateway` with
+    /// `--appliance`, else border-mgmt's own address.
+    fn target(&self) -> Result<(conf::Listen, Route, String), Failure> {
+        if let (Some(gw), Some(id)) = (&self.gateway, &self.appliance) {
+            let target = mgmt::client::parse_target(gw)
+                .ok()
+                .filter(|t| matches!(t, conf::Listen::Tcp(_)))
+                .ok_or_else(|| {
+                    Failure::Other(format!(
+                        "--gateway `{gw}`: expected tcp://ip:port (border-gw's api_listen)"
+                    ))
+                })?;
+            let route = Route::to(id).ok_or_else(|| {
+                Failure::Other(format!("--appliance `{id}` cannot be sent as metadata"))
+            })?;
+            let shown = format!("{} (appliance {id})", show(&target));
+            return Ok((target, route, shown));
+        }
         let target = border::api_target(
             self.server.as_deref(),
             self.config.as_deref(),
@@ -164,6 +181,11 @@ impl Target {
         )
         .map_err(|e| Failure::Other(one_line(&e.to_string())))?;
         let shown = show(&target);
+        Ok((target, Route::default(), shown))
+    }
+
+    pub async fn connect(&self) -> Result<Api, Failure> {
+        let (target, route, shown) = self.target()?;
         if matches!(target, conf::Listen::Unix(_)) && self.cert.is_some() {
             return Err(Failure::Other(format!(
                 "{shown}: --cert/--key/--ca are for a tcp:// server (a unix socket has no TLS)"
@@ -182,9 +204,10 @@ impl Target {
             Ok(Err(e)) => return Err(Failure::Other(one_line(&e.to_string()))),
             Ok(Ok(ch)) => ch,
         };
+        let (client, bgp) = mgmt::client::routed(client, route);
         Ok(Api {
-            client: mgmt::client::with_limits(client.clone()),
-            bgp: mgmt::client::bgp_client(client),
+            client,
+            bgp,
             shown,
             timeout: self.timeout(),
         })
@@ -195,7 +218,7 @@ impl Target {
 pub struct Api {
     client: Client,
     /// `border.v1.BorderBgp` on the same connection.
-    pub bgp: mgmt::client::BgpClient,
+    pub bgp: RoutedBgpClient,
     /// The server as `unix:///path` or `tcp://ip:port`.
     pub shown: String,
     timeout: Duration,
@@ -214,7 +237,7 @@ impl Api {
     /// One unary call of `border.v1.BorderBgp`, as [`Api::call`].
     pub async fn call_bgp<T, F>(
         &mut self,
-        f: impl FnOnce(mgmt::client::BgpClient) -> F,
+        f: impl FnOnce(RoutedBgpClient) -> F,
     ) -> Result<T, Failure>
     where
         F: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,

@@ -1,0 +1,761 @@
+//! Fleet control (issue 17, docs/fleet.md): appliances whose border-mgmt
+//! runs in agent mode dial out to two border-gw gateways that share one
+//! Redis; borderctl reaches an appliance through either gateway.
+//!
+//! No namespaces: the appliances have no inbound TCP port at all (their API
+//! is a unix socket, their only TCP connections are the tunnels they dial),
+//! gateways and Redis listen on 127.0.0.1. Instances are prefixed `fl-`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{borderctl, BorderMgmt, TempDir};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A test CA writing `<stem>.pem`/`<stem>.key` pairs.
+struct Ca(CertifiedIssuer<'static, KeyPair>);
+
+impl Ca {
+    fn new(dir: &Path) -> Ca {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name
+            .push(DnType::CommonName, "fleet test CA");
+        let ca = CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap();
+        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+        Ca(ca)
+    }
+
+    /// A certificate for 127.0.0.1 (server and client use); its fingerprint.
+    fn issue(&self, dir: &Path, stem: &str) -> String {
+        let mut p = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        p.distinguished_name.push(DnType::CommonName, stem);
+        let key = KeyPair::generate().unwrap();
+        let cert = p.signed_by(&key, &self.0).unwrap();
+        std::fs::write(dir.join(format!("{stem}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{stem}.key")), key.serialize_pem()).unwrap();
+        mgmt::tls::fingerprint(cert.der())
+    }
+}
+
+/// A child process logging to a file, killed on drop.
+struct Proc {
+    child: Option<Child>,
+    log: PathBuf,
+    what: String,
+}
+
+impl Proc {
+    fn spawn(what: &str, cmd: &mut Command, log: PathBuf) -> Proc {
+        let child = cmd
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(log.with_extension("out")).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+        Proc {
+            child: Some(child),
+            log,
+            what: what.to_string(),
+        }
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn wait_log(&self, needle: &str) {
+        let start = Instant::now();
+        while !self.text().contains(needle) {
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "no {needle:?} in the {} log:\n{}",
+                self.what,
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn term(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on a child we spawned and have not reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let start = Instant::now();
+            while c.try_wait().unwrap().is_none() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "{} did not stop",
+                    self.what
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn start_redis(dir: &Path, port: u16) -> Proc {
+    let r = Proc::spawn(
+        "redis-server",
+        Command::new("redis-server").args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--logfile",
+            "",
+        ]),
+        dir.join(format!("redis-{port}.log")),
+    );
+    let start = Instant::now();
+    while redis_cli(port, &["PING"]) != "PONG" {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "redis-server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    r
+}
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Tunnels gateway `gw` holds of `appliance`, as the registry says.
+fn registry_count(port: u16, gw: &str, appliance: &str) -> u64 {
+    redis_cli(
+        port,
+        &["HGET", &format!("border:fleet:gateway:{gw}"), appliance],
+    )
+    .parse()
+    .unwrap_or(0)
+}
+
+fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    start.elapsed()
+}
+
+struct Gw {
+    id: &'static str,
+    agent: u16,
+    api: u16,
+    config: PathBuf,
+    proc: Option<Proc>,
+}
+
+struct Fleet {
+    dir: TempDir,
+    redis_port: u16,
+    redis: Option<Proc>,
+    gws: Vec<Gw>,
+    pins: Pins,
+}
+
+struct Pins {
+    ams1: String,
+    rogue: String,
+}
+
+fn gw_config(
+    dir: &Path,
+    id: &str,
+    agent: u16,
+    api: u16,
+    redis: u16,
+    api_pins: &[&str],
+    ams1: &str,
+) -> String {
+    let pins: Vec<String> = api_pins.iter().map(|p| format!("{p:?}")).collect();
+    format!(
+        r#"id = "{id}"
+agent_listen = "127.0.0.1:{agent}"
+api_listen = "127.0.0.1:{api}"
+redis = "redis://127.0.0.1:{redis}/0"
+registry_ttl_ms = 1500
+
+[tls]
+cert = "{d}/{id}.pem"
+key = "{d}/{id}.key"
+client_ca = "{d}/ca.pem"
+api_fingerprints = [{pins}]
+
+[[appliance]]
+id = "ams-1"
+fingerprints = ["{ams1}"]
+
+[[appliance]]
+id = "ams-2"
+fingerprints = ["{ams1}"]
+"#,
+        d = dir.display(),
+        pins = pins.join(", ")
+    )
+}
+
+fn appliance_config(
+    dir: &Path,
+    instance: &str,
+    id: &str,
+    cert: &str,
+    ctl: &str,
+    gws: &[u16],
+) -> String {
+    let gws: Vec<String> = gws
+        .iter()
+        .map(|p| format!("\"tcp://127.0.0.1:{p}\""))
+        .collect();
+    format!(
+        r#"instance = "{instance}"
+
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "00112233445566778899aabbccddeeff"
+
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["10.97.0.1/24"]
+local_addresses = ["10.97.0.1"]
+
+[mgmt]
+listen = "unix://{d}/{instance}.sock"
+
+[mgmt.tls]
+cert = "{d}/{cert}.pem"
+key = "{d}/{cert}.key"
+client_ca = "{d}/ca.pem"
+client_fingerprints = ["{ctl}"]
+
+[mgmt.agent]
+id = "{id}"
+gateways = [{gws}]
+max_tunnels = 70
+idle_timeout_ms = 1500
+backoff_min_ms = 200
+backoff_max_ms = 1000
+
+[[vip]]
+name = "web"
+address = "10.97.0.100"
+port = 80
+maglev_table_size = 1009
+
+[[vip.backend]]
+address = "10.97.0.11"
+port = 8080
+"#,
+        d = dir.display(),
+        gws = gws.join(", ")
+    )
+}
+
+impl Fleet {
+    fn new(tag: &str) -> Fleet {
+        let dir = TempDir::new(tag);
+        let ca = Ca::new(&dir.0);
+        let ctl = ca.issue(&dir.0, "ctl");
+        let fp1 = ca.issue(&dir.0, "gw1");
+        let fp2 = ca.issue(&dir.0, "gw2");
+        let ams1 = ca.issue(&dir.0, "ams1");
+        let rogue = ca.issue(&dir.0, "rogue");
+        let redis_port = free_port();
+        let redis = start_redis(&dir.0, redis_port);
+        let mut gws = Vec::new();
+        for id in ["gw1", "gw2"] {
+            let (agent, api) = (free_port(), free_port());
+            let config = dir.path(&format!("{id}.toml"));
+            std::fs::write(
+                &config,
+                gw_config(
+                    &dir.0,
+                    id,
+                    agent,
+                    api,
+                    redis_port,
+                    &[&ctl, &fp1, &fp2],
+                    &ams1,
+                ),
+            )
+            .unwrap();
+            gws.push(Gw {
+                id,
+                agent,
+                api,
+                config,
+                proc: None,
+            });
+        }
+        let mut f = Fleet {
+            dir,
+            redis_port,
+            redis: Some(redis),
+            gws,
+            pins: Pins { ams1, rogue },
+        };
+        f.start_gw(0);
+        f.start_gw(1);
+        let _ = ctl;
+        f
+    }
+
+    fn start_gw(&mut self, i: usize) {
+        let g = &mut self.gws[i];
+        let p = Proc::spawn(
+            g.id,
+            Command::new(env!("CARGO_BIN_EXE_border-gw"))
+                .arg("--config")
+                .arg(&g.config),
+            self.dir.path(&format!("{}.log", g.id)),
+        );
+        p.wait_log("border-gw running");
+        g.proc = Some(p);
+    }
+
+    fn gw_log(&self, i: usize) -> String {
+        self.gws[i]
+            .proc
+            .as_ref()
+            .map(Proc::text)
+            .unwrap_or_default()
+    }
+
+    fn appliance(&self, instance: &str, id: &str, cert: &str) -> BorderMgmt {
+        common::clean_instance(instance);
+        let cfg = self.dir.path(&format!("{instance}.toml"));
+        let ctl_fp =
+            mgmt::tls::fingerprint(&mgmt::tls::load_certs(&self.dir.path("ctl.pem")).unwrap()[0]);
+        let gws: Vec<u16> = self.gws.iter().map(|g| g.agent).collect();
+        std::fs::write(
+            &cfg,
+            appliance_config(&self.dir.0, instance, id, cert, &ctl_fp, &gws),
+        )
+        .unwrap();
+        BorderMgmt::start(&cfg, self.dir.path(&format!("{instance}.log")))
+    }
+
+    /// borderctl through gateway `i` to `appliance`.
+    fn ctl(&self, i: usize, appliance: &str, args: &[&str]) -> (i32, String, String) {
+        let gw = format!("tcp://127.0.0.1:{}", self.gws[i].api);
+        let (cert, key, ca) = (
+            self.dir.path("ctl.pem"),
+            self.dir.path("ctl.key"),
+            self.dir.path("ca.pem"),
+        );
+        let mut all = vec![
+            "--gateway",
+            gw.as_str(),
+            "--appliance",
+            appliance,
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+            "--ca",
+            ca.to_str().unwrap(),
+            "--timeout-ms",
+            "5000",
+        ];
+        all.extend_from_slice(args);
+        borderctl(&all)
+    }
+
+    /// A gRPC channel to gateway `i`'s api listener, calls routed to `appliance`.
+    async fn client(&self, i: usize, appliance: &str) -> mgmt::client::RoutedClient {
+        let tls = mgmt::tls::ClientTls {
+            server_ca: self.dir.path("ca.pem"),
+            cert: self.dir.path("ctl.pem"),
+            key: self.dir.path("ctl.key"),
+            server_name: None,
+        };
+        let target = conf::Listen::Tcp(format!("127.0.0.1:{}", self.gws[i].api).parse().unwrap());
+        let ch = mgmt::client::connect_channel(&target, Some(&tls))
+            .await
+            .unwrap();
+        mgmt::client::routed(ch, mgmt::client::Route::to(appliance).unwrap()).0
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The VIP names of a `status --json` answer.
+fn vips_of(json: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    v["vips"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no vips in {json}"))
+        .iter()
+        .map(|x| x["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn borderctl_reaches_an_appliance_through_either_gateway_and_the_fleet_heals() {
+    let mut fleet = Fleet::new("fl-main");
+    let ams = fleet.appliance("fl-ams1", "ams-1", "ams1");
+    let port = fleet.redis_port;
+    // The agent opens grow_by (10) tunnels, all to gw1, the first gateway.
+    wait_for(
+        "10 tunnels of ams-1 on gw1 in the registry",
+        Duration::from_secs(10),
+        || registry_count(port, "gw1", "ams-1") == 10,
+    );
+    assert_eq!(registry_count(port, "gw2", "ams-1"), 0);
+
+    // Through gw1 (it holds the tunnels) as through the unix socket.
+    let sock = format!("unix://{}", fleet.dir.path("fl-ams1.sock").display());
+    let (direct_code, direct, _) = borderctl(&["--server", &sock, "--json", "status"]);
+    let (code, out, err) = fleet.ctl(0, "ams-1", &["--json", "status"]);
+    assert_eq!(code, direct_code, "{err}");
+    assert_eq!(vips_of(&out), vips_of(&direct));
+    assert_eq!(vips_of(&out), ["web"]);
+    // Through gw2, which has no tunnel: it finds gw1 in the registry.
+    let (code, out, err) = fleet.ctl(1, "ams-1", &["--json", "status"]);
+    assert_eq!(code, direct_code, "{err}");
+    assert_eq!(vips_of(&out), ["web"]);
+    // A write goes through too, and the appliance applied it.
+    let (code, _, err) = fleet.ctl(1, "ams-1", &["drain", "web", "10.97.0.11:8080"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, direct, _) = borderctl(&["--server", &sock, "--json", "status"]);
+    assert!(
+        direct.replace([' ', '\n'], "").contains("\"drained\":true"),
+        "{direct}"
+    );
+
+    // An unknown appliance: a clear NOT_FOUND, logged by the gateway.
+    let (code, _, err) = fleet.ctl(1, "nope", &["status"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown appliance nope"), "{err}");
+    assert!(
+        fleet.gw_log(1).contains("call refused"),
+        "{}",
+        fleet.gw_log(1)
+    );
+
+    // Redis restarted empty: rebuilt from the live tunnels within one TTL.
+    fleet.redis.take().unwrap().kill9();
+    fleet.redis = Some(start_redis(&fleet.dir.0, port));
+    assert_eq!(registry_count(port, "gw1", "ams-1"), 0);
+    let took = wait_for(
+        "the registry rebuilt",
+        Duration::from_millis(1500 + 1000),
+        || registry_count(port, "gw1", "ams-1") >= 2,
+    );
+    eprintln!("registry rebuilt {took:?} after Redis restarted empty (TTL 1.5 s)");
+    let (code, out, err) = fleet.ctl(1, "ams-1", &["--json", "status"]);
+    assert_eq!(code, direct_code, "{err}");
+    assert_eq!(vips_of(&out), ["web"]);
+
+    // Redis answering errors: a clear UNAVAILABLE from gw2, logged.
+    redis_cli(port, &["DEL", "border:fleet:appliance:ams-1"]);
+    redis_cli(port, &["SET", "border:fleet:appliance:ams-1", "garbage"]);
+    let start = Instant::now();
+    let (code, _, err) = fleet.ctl(1, "ams-1", &["status"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("registry (Redis) failed") && err.contains("WRONGTYPE"),
+        "{err}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(3));
+    redis_cli(port, &["DEL", "border:fleet:appliance:ams-1"]);
+
+    // kill gw1: ams-1 reconnects to gw2 within its backoff.
+    let killed = Instant::now();
+    fleet.gws[0].proc.take().unwrap().kill9();
+    wait_for("ams-1's tunnels on gw2", Duration::from_secs(5), || {
+        registry_count(port, "gw2", "ams-1") >= 2
+    });
+    let took = killed.elapsed();
+    eprintln!("ams-1 reconnected to gw2 {took:?} after gw1 was killed (backoff 200 ms .. 1 s)");
+    assert!(took < Duration::from_millis(2500), "{took:?}");
+    let (code, out, err) = fleet.ctl(1, "ams-1", &["--json", "status"]);
+    assert_eq!(code, direct_code, "{err}");
+    assert_eq!(vips_of(&out), ["web"]);
+    assert!(
+        ams.log_text().contains("agent: tunnel lost"),
+        "{}",
+        ams.log_text()
+    );
+
+    // The appliance dies mid-call: the caller gets UNAVAILABLE naming the
+    // broken tunnel, from the gateway, at once.
+    let rt = runtime();
+    let mut stream = rt.block_on(async {
+        let mut c = fleet.client(1, "ams-1").await;
+        c.watch_events(mgmt::pb::WatchEventsRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+    });
+    drop(ams);
+    let end =
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), stream.message()).await });
+    let st = end
+        .expect("the stream ended within 5 s")
+        .expect_err("an error status");
+    assert_eq!(st.code(), tonic::Code::Unavailable, "{st:?}");
+    assert!(
+        st.message()
+            .contains("the tunnel of appliance ams-1 closed mid-call"),
+        "{st:?}"
+    );
+}
+
+#[test]
+fn a_burst_grows_the_pool_by_tens_and_idle_shrinks_it_back() {
+    let fleet = Fleet::new("fl-pool");
+    let ams = fleet.appliance("fl-ams2", "ams-1", "ams1");
+    let port = fleet.redis_port;
+    wait_for("10 tunnels", Duration::from_secs(10), || {
+        registry_count(port, "gw1", "ams-1") == 10
+    });
+    // Idle above the minimum: back to min_idle (2) after idle_timeout (1.5 s).
+    wait_for("the pool back at 2", Duration::from_secs(6), || {
+        registry_count(port, "gw1", "ams-1") == 2
+    });
+    let rt = runtime();
+    let mut seen = std::collections::BTreeSet::new();
+    let streams = rt.block_on(async {
+        let client = fleet.client(0, "ams-1").await;
+        let mut streams = Vec::new();
+        for _ in 0..50 {
+            let mut c = client.clone();
+            streams.push(tokio::spawn(async move {
+                c.watch_events(mgmt::pb::WatchEventsRequest::default())
+                    .await
+            }));
+        }
+        let mut held = Vec::new();
+        for s in streams {
+            held.push(
+                s.await
+                    .unwrap()
+                    .expect("an events stream through the gateway"),
+            );
+        }
+        held
+    });
+    assert_eq!(streams.len(), 50);
+    wait_for("at least 52 tunnels", Duration::from_secs(10), || {
+        let n = registry_count(port, "gw1", "ams-1");
+        seen.insert(n);
+        n >= 52
+    });
+    let log = ams.log_text();
+    let steps: Vec<&str> = log.lines().filter(|l| l.contains("opening")).collect();
+    assert!(steps.len() >= 6, "{log}");
+    assert!(
+        steps.iter().all(|l| l.contains("opening 10 more")),
+        "{steps:#?}"
+    );
+    // Every tunnel busy and the pool at its maximum (70): a call with a
+    // 300 ms deadline is ended by the gateway at its deadline.
+    let (more, ended) = rt.block_on(async {
+        let client = fleet.client(0, "ams-1").await;
+        let mut more = Vec::new();
+        for _ in 0..20 {
+            let mut c = client.clone();
+            more.push(
+                c.watch_events(mgmt::pb::WatchEventsRequest::default())
+                    .await
+                    .unwrap(),
+            );
+        }
+        let mut c = client.clone();
+        let mut req = tonic::Request::new(mgmt::pb::GetStatusRequest::default());
+        req.set_timeout(Duration::from_millis(300));
+        let t0 = Instant::now();
+        let r = c.get_status(req).await;
+        (more, (t0.elapsed(), r))
+    });
+    assert_eq!(registry_count(port, "gw1", "ams-1"), 70);
+    let (took, r) = ended;
+    let st = r.expect_err("no tunnel can take the call");
+    assert!(
+        matches!(
+            st.code(),
+            tonic::Code::DeadlineExceeded | tonic::Code::ResourceExhausted
+        ) && st.message().contains("border-gw"),
+        "{st:?}"
+    );
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    eprintln!("a call at the maximum ended after {took:?} (deadline 300 ms): {st:?}");
+    drop(more);
+    drop(streams);
+    wait_for(
+        "the pool back at 2 after the burst",
+        Duration::from_secs(8),
+        || registry_count(port, "gw1", "ams-1") == 2,
+    );
+    eprintln!("registry counts seen during the burst: {seen:?}");
+}
+
+#[test]
+fn refusals_are_clear_and_nothing_hangs() {
+    let mut fleet = Fleet::new("fl-bad");
+    let port = fleet.redis_port;
+    // An appliance whose certificate is CA-valid but not pinned for its id.
+    let rogue = fleet.appliance("fl-rogue", "ams-2", "rogue");
+    let _ = &fleet.pins.ams1;
+    rogue.log_text();
+    let fp = fleet.pins.rogue.clone();
+    wait_for("the refusal in gw1's log", Duration::from_secs(10), || {
+        fleet.gw_log(0).contains(&format!(
+            "certificate {fp} is not pinned for appliance ams-2"
+        ))
+    });
+    wait_for(
+        "the refusal in the appliance's log",
+        Duration::from_secs(10),
+        || {
+            rogue
+                .log_text()
+                .contains("the gateway refused the tunnel: certificate")
+        },
+    );
+    assert_eq!(registry_count(port, "gw1", "ams-2"), 0);
+    // A known appliance with no tunnel: UNAVAILABLE, at once.
+    let (code, _, err) = fleet.ctl(0, "ams-2", &["status"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("has no tunnel to any gateway"), "{err}");
+    drop(rogue);
+
+    // Garbage on a tunnel: a pinned certificate, then not a preface.
+    let rt = runtime();
+    rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut cfg = std::sync::Arc::unwrap_or_clone(
+            mgmt::tls::client_config(&mgmt::tls::ClientTls {
+                server_ca: fleet.dir.path("ca.pem"),
+                cert: fleet.dir.path("ams1.pem"),
+                key: fleet.dir.path("ams1.key"),
+                server_name: None,
+            })
+            .unwrap(),
+        );
+        cfg.alpn_protocols = vec![mgmt::agent::ALPN.to_vec()];
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg));
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", fleet.gws[0].agent))
+            .await
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut s = connector.connect(name, tcp).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("BORDER-TUNNEL/1 REFUSED not a border tunnel"),
+            "{answer}"
+        );
+    });
+    wait_for("the garbage logged", Duration::from_secs(5), || {
+        fleet
+            .gw_log(0)
+            .contains("tunnel refused: not a border tunnel")
+    });
+
+    // A gateway that closes mid-call: the caller gets a status, not a hang.
+    let ams = fleet.appliance("fl-ams3", "ams-1", "ams1");
+    wait_for("tunnels", Duration::from_secs(10), || {
+        registry_count(port, "gw1", "ams-1") >= 2
+    });
+    let mut stream = rt.block_on(async {
+        let mut c = fleet.client(0, "ams-1").await;
+        c.watch_events(mgmt::pb::WatchEventsRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+    });
+    fleet.gws[0].proc.take().unwrap().kill9();
+    let start = Instant::now();
+    let end =
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), stream.message()).await });
+    let st = end
+        .expect("the stream ended within 5 s")
+        .expect_err("an error status");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    // The caller's own connection went with the gateway: its client says so.
+    assert!(
+        matches!(st.code(), tonic::Code::Unknown | tonic::Code::Unavailable),
+        "{st:?}"
+    );
+    eprintln!("mid-call close: {:?}: {}", st.code(), st.message());
+
+    // A planned reconnect: gw2 drains (SIGTERM: its tunnels are told to
+    // close); the agent moves on to its next gateway (gw1, started again)
+    // and a call with a deadline goes through within it.
+    wait_for("ams-1 on gw2", Duration::from_secs(5), || {
+        registry_count(port, "gw2", "ams-1") >= 2
+    });
+    let planned_before = ams.log_text().matches("the gateway drains").count();
+    fleet.gws[1].proc.as_mut().unwrap().term();
+    wait_for(
+        "the drain seen by the agent",
+        Duration::from_secs(5),
+        || ams.log_text().matches("the gateway drains").count() > planned_before,
+    );
+    fleet.start_gw(0);
+    wait_for("a call through gw1 again", Duration::from_secs(5), || {
+        rt.block_on(async {
+            let mut c = fleet.client(0, "ams-1").await;
+            let mut req = tonic::Request::new(mgmt::pb::GetStatusRequest::default());
+            req.set_timeout(Duration::from_millis(1000));
+            c.get_status(req).await.is_ok()
+        })
+    });
+    assert!(!ams.log_text().contains("panicked"));
+}
