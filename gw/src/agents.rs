@@ -79,7 +79,7 @@ async fn open(
     tls.read_exact(&mut head)
         .await
         .map_err(|e| format!("reading the preface (fingerprint {fp}): {e}"))?;
-    let preface = match Preface::body_len(&head).and_then(|n| Ok(n)) {
+    let preface = match Preface::body_len(&head) {
         Ok(n) => {
             let mut body = vec![0u8; n];
             tls.read_exact(&mut body)
@@ -119,7 +119,6 @@ async fn open(
     tls.write_all(&Answer::Accepted.encode())
         .await
         .map_err(|e| format!("answering appliance {}: {e}", preface.id))?;
-    let _ = peer;
     Ok((tls, preface))
 }
 

@@ -385,6 +385,57 @@ mod tests {
     }
 
     #[test]
+    fn gateway_and_appliance_go_together_and_exclude_the_other_targets() {
+        let check = |args: &[&str]| parse(args).unwrap().check().map_err(|e| e.0);
+        let tls = ["--cert", "c.pem", "--key", "k.pem", "--ca", "ca.pem"];
+        let with = |more: &[&'static str]| -> Vec<&'static str> {
+            tls.iter().copied().chain(more.iter().copied()).collect()
+        };
+        assert_eq!(
+            check(&with(&[
+                "status",
+                "--gateway",
+                "tcp://10.0.0.1:7501",
+                "--appliance",
+                "ams-1"
+            ])),
+            Ok(())
+        );
+        assert_eq!(
+            check(&with(&["--gateway", "tcp://10.0.0.1:7501", "status"])),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            check(&with(&["status", "--appliance", "ams-1"])),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(
+            check(&with(&[
+                "--gateway",
+                "tcp://10.0.0.1:7501",
+                "--appliance",
+                "ams-1",
+                "status",
+                "--server",
+                "unix:///x.sock"
+            ])),
+            Err(ErrorKind::ArgumentConflict)
+        );
+        assert_eq!(
+            check(&[
+                "counters",
+                "--instance",
+                "lab",
+                "--gateway",
+                "tcp://1.2.3.4:5",
+                "--appliance",
+                "a"
+            ]),
+            Err(ErrorKind::ArgumentConflict)
+        );
+    }
+
+    #[test]
     fn counters_needs_a_local_instance_and_no_server() {
         let check = |args: &[&str]| parse(args).unwrap().check().map_err(|e| e.0);
         assert_eq!(check(&["counters", "--instance", "lab"]), Ok(()));

@@ -147,6 +147,77 @@ impl V {
 mod tests {
     use super::*;
 
+    const BASE: &str = r#"instance = "lab"
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "00112233445566778899aabbccddeeff"
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["10.0.0.1/24"]
+[mgmt]
+"#;
+
+    const TLS: &str = r#"[mgmt.tls]
+cert = "c.pem"
+key = "k.pem"
+client_ca = "ca.pem"
+client_fingerprints = ["sha256:0000000000000000000000000000000000000000000000000000000000000000"]
+"#;
+
+    fn parse(agent: &str, tls: bool) -> Result<crate::Config, String> {
+        let text = format!("{BASE}{}[mgmt.agent]\n{agent}", if tls { TLS } else { "" });
+        crate::Config::from_toml_str(&text, "t.toml").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_agent_table_parses_with_the_seed_defaults() {
+        let c = parse("id = \"ams-1\"\ngateways = [\"tcp://gw1:7443\"]\n", true).unwrap();
+        let a = c.mgmt.agent.unwrap();
+        assert_eq!(
+            (a.id.as_str(), a.min_idle, a.grow_by, a.max_tunnels),
+            ("ams-1", 2, 10, 500)
+        );
+        assert_eq!(a.gateways[0].to_string(), "tcp://gw1:7443");
+    }
+
+    #[test]
+    fn agent_mistakes_are_one_line_naming_the_key() {
+        let e = parse("id = \"ams-1\"\ngateways = [\"tcp://gw1:7443\"]\n", false).unwrap_err();
+        assert!(e.contains("mgmt.agent: requires [mgmt.tls]"), "{e}");
+        let e = parse("id = \"ams 1\"\ngateways = [\"tcp://gw1:7443\"]\n", true).unwrap_err();
+        assert!(e.contains("mgmt.agent.id"), "{e}");
+        let e = parse("id = \"a\"\ngateways = []\n", true).unwrap_err();
+        assert!(
+            e.contains("mgmt.agent.gateways: must list at least one"),
+            "{e}"
+        );
+        let e = parse(
+            "id = \"a\"\ngateways = [\"tcp://g:1\", \"tcp://g:1\"]\n",
+            true,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("mgmt.agent.gateways[1]") && e.contains("twice"),
+            "{e}"
+        );
+        let e = parse(
+            "id = \"a\"\ngateways = [\"tcp://g:1\"]\nbackoff_min_ms = 900\nbackoff_max_ms = 100\n",
+            true,
+        )
+        .unwrap_err();
+        assert!(e.contains("mgmt.agent.backoff_max_ms"), "{e}");
+        let e = parse(
+            "id = \"a\"\ngateways = [\"tcp://g:1\"]\nmax_tunnels = 0\n",
+            true,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("mgmt.agent.max_tunnels: 0 is out of range"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn gateway_addresses_parse_names_ips_and_refuse_the_rest() {
         let ok = |s: &str| parse_gateway(s).unwrap();
