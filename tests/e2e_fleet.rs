@@ -272,6 +272,9 @@ key = "{d}/{cert}.key"
 client_ca = "{d}/ca.pem"
 client_fingerprints = ["{ctl}"]
 
+[mgmt.limits]
+watch_streams = 256
+
 [mgmt.agent]
 id = "{id}"
 gateways = [{gws}]

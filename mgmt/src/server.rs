@@ -402,7 +402,11 @@ pub async fn serve(
         tasks.push(crate::agent::spawn(
             &agent,
             &tls,
-            routes.clone(),
+            crate::agent::Served {
+                routes: routes.clone(),
+                counters: counters.clone(),
+                limits: m.config().mgmt.limits,
+            },
             shutdown.clone(),
         )?);
     }

@@ -36,13 +36,25 @@ pub const DRAIN_PATH: &str = "/border.tunnel.v1.Tunnel/Drain";
 /// The ALPN protocol of a tunnel (not h2: a preface comes first).
 pub const ALPN: &[u8] = b"border-tunnel/1";
 
+/// What a tunnel serves: border-mgmt's services, behind the same role check
+/// as its listener ([`crate::authz`]).
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// border.v1's services.
+    pub routes: Routes,
+    /// Where refusals are counted.
+    pub counters: Arc<crate::authz::ApiCounters>,
+    /// `[mgmt.limits]` (WatchEvents streams per tunnel).
+    pub limits: conf::MgmtLimits,
+}
+
 /// Starts the agent: keeps the pool of tunnels until `shutdown` turns true.
 /// `tls`'s cert and key are the appliance's identity; its `client_ca`
 /// verifies the gateways' certificates.
 pub fn spawn(
     agent: &Agent,
     tls: &MgmtTls,
-    routes: Routes,
+    routes: Served,
     shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, TlsError> {
     let client = crate::tls::client_config(&ClientTls {
@@ -82,7 +94,7 @@ pub fn spawn(
 async fn supervise(
     dialer: Arc<Dialer>,
     pool: Arc<Pool>,
-    routes: Routes,
+    routes: Served,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -121,7 +133,7 @@ async fn supervise(
 async fn one_tunnel(
     dialer: Arc<Dialer>,
     pool: Arc<Pool>,
-    routes: Routes,
+    routes: Served,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (stream, gateway) = loop {

@@ -13,8 +13,9 @@ use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tonic::service::Routes;
-use tower::ServiceExt;
+use tower::{Layer, ServiceExt};
+
+use crate::authz::{AuthzLayer, Caller, Identity};
 
 use super::backoff::Backoff;
 use super::body::Guarded;
@@ -155,15 +156,34 @@ async fn read_line(s: &mut TunnelStream) -> Result<Vec<u8>, String> {
 /// idle: a graceful close (GOAWAY). `shutdown`: the same.
 pub async fn serve(
     stream: TunnelStream,
-    routes: Routes,
+    served: super::Served,
     state: Arc<TunnelState>,
     pool: Arc<Pool>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Ended {
+    // Calls over a tunnel come from the gateway, which checked the caller's
+    // pinned certificate (its tls.api_fingerprints): they run as operator
+    // calls of a caller named by the gateway's certificate, with this
+    // tunnel's own share of WatchEvents streams.
+    let gateway = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map_or_else(|| "gateway".to_string(), |c| crate::tls::fingerprint(c));
+    let caller = Caller::new(
+        Identity::Cert {
+            fingerprint: gateway.into(),
+            role: Some(conf::ClientRole::Operator),
+        },
+        &served.limits,
+    );
+    let routes = AuthzLayer::new(served.counters.clone()).layer(served.routes.clone());
     let drained = Arc::new(tokio::sync::Notify::new());
     let svc = {
         let (state, pool, drained) = (state.clone(), pool.clone(), drained.clone());
-        hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(caller.clone());
             let busy = Busy::new(state.clone(), pool.clone());
             let drain = req.uri().path() == super::DRAIN_PATH;
             if drain {
