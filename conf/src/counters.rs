@@ -150,6 +150,12 @@ counters! {
     DropNoHostTwin => "drop_no_host_twin", "host-bound frame on a port without a kernel twin";
     DropPpAheadOfHeader => "drop_pp_ahead_of_header", "client data beyond the first segment of a PROXY flow before the header could be written (first segment lost; the client retransmits)";
     DropPpBadSegment => "drop_pp_bad_segment", "segment of a PROXY flow that could not be rewritten (layout, no room)";
+    // Flow state checks (issue 13): what a spoofed RST, ICMP error or DNAT reply may not do.
+    TcpRstAccepted => "tcp_rst_accepted", "RSTs at the receiver's next expected sequence number: the flow closes (RFC 5961)";
+    TcpRstNotExact => "tcp_rst_not_exact", "RSTs inside the receiver's window but not at its next expected sequence number: forwarded (an RFC 5961 endpoint answers with a challenge ACK), the flow's state kept";
+    DropTcpRstOutOfWindow => "drop_tcp_rst_out_of_window", "RSTs outside the receiver's window (blind or stale): dropped, the flow's state kept";
+    DropIcmpErrorOutOfWindow => "drop_icmp_error_out_of_window", "ICMP errors about a TCP flow quoting a sequence number the flow has not sent or had already acknowledged (RFC 5927)";
+    DropDnatReplyWrongPort => "drop_dnat_reply_wrong_port", "DNAT replies without an entry that came in by a port other than the one facing their backend";
 }
 
 #[cfg(test)]

@@ -56,11 +56,13 @@
 //!
 //! # TCP states
 //!
-//! Driven by [`Conntrack::update_tcp`] with the raw TCP flags byte:
+//! Driven by [`Conntrack::update_tcp`] with the segment's flags and
+//! sequence numbers ([`TcpSeg`]):
 //!
 //! | from                          | segment                                   | to            | timeout           |
 //! |-------------------------------|-------------------------------------------|---------------|-------------------|
-//! | any but `Closed`              | RST (either direction)                    | `Closed`      | `tcp_closing`     |
+//! | any but `Closed`              | RST at the receiver's next expected seq   | `Closed`      | `tcp_closing`     |
+//! | any but `Closed`              | any other RST                             | unchanged     | not refreshed     |
 //! | `Closed`                      | anything                                  | `Closed`      | not refreshed     |
 //! | `SynSent`, `SynRecv`          | SYN-ACK from the reply side               | `SynRecv`     | `tcp_syn`         |
 //! | `SynSent`, `SynRecv`          | SYN from the original side (retransmit)   | unchanged     | `tcp_syn`         |
@@ -70,6 +72,13 @@
 //! | any but `Closed`              | FIN, the first direction                  | `FinWait`     | `tcp_closing`     |
 //! | any but `Closed`              | FIN from both directions                  | `TimeWait`    | `tcp_closing`     |
 //! | other                         | any other non-SYN segment                 | unchanged     | of the state      |
+//!
+//! Whether a RST is at the receiver's next expected sequence number is
+//! judged by [`window`] (RFC 5961 §3) from what every other segment of the
+//! flow told ([`TcpTrack`], in the entry's cold cache line): a blind RST
+//! changes nothing, and [`Conntrack::update_tcp`] says whether it fell in
+//! the receiver's window (the pipeline forwards it, so the endpoint can
+//! answer with a challenge ACK) or outside (the pipeline drops it).
 //!
 //! A RST moves the entry to `Closed` with the full `tcp_closing` timeout, not
 //! less: retransmitted or late segments of the dead connection still reach
@@ -88,6 +97,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ahash::RandomState;
 use conf::os::advise_huge_pages;
+
+pub mod window;
+pub use window::{RstFit, TcpSeg, TcpTrack};
 
 /// The idle timeouts, in seconds (`[dataplane.timeouts]`).
 pub use conf::Timeouts;
@@ -315,7 +327,7 @@ impl EntryId {
 /// Laid out for the packet path, on cache-line boundaries: the two keys,
 /// state and deadline fill the first 96 bytes and `value` follows, so a
 /// lookup plus the first 32 bytes of `value` touch two cache lines; the
-/// counters and creation time come last.
+/// creation time and the TCP sequence tracking come last.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 pub struct Entry<V> {
@@ -328,8 +340,9 @@ pub struct Entry<V> {
     /// The pipeline's per-flow record.
     pub value: V,
     created_at: u64,
-    bytes: [u64; 2],
-    packets: [u32; 2],
+    /// TCP sequence tracking (cold: written by every TCP segment, read in
+    /// full only by a RST or an ICMP error).
+    tcp: TcpTrack,
 }
 
 impl<V> Entry<V> {
@@ -378,14 +391,9 @@ impl<V> Entry<V> {
         now >= self.expires_at
     }
 
-    /// Packets counted by [`Conntrack::account`] in one direction, modulo 2^32.
-    pub fn packets(&self, dir: Dir) -> u32 {
-        self.packets[dir.idx()]
-    }
-
-    /// Bytes counted by [`Conntrack::account`] in one direction.
-    pub fn bytes(&self, dir: Dir) -> u64 {
-        self.bytes[dir.idx()]
+    /// What the flow's TCP segments told of its sequence spaces.
+    pub fn tcp(&self) -> &TcpTrack {
+        &self.tcp
     }
 
     /// Whether a FIN was seen from this direction.
@@ -615,8 +623,9 @@ impl<V: Copy> Conntrack<V> {
     }
 
     /// Starts loading the entry a lookup of `hash` will most likely compare
-    /// (the first one of that hash along the probe): the two cache lines a
-    /// packet reads (keys, state, deadline and the hot part of the value).
+    /// (the first one of that hash along the probe): the cache lines a
+    /// packet reads (keys, state, deadline and the hot part of the value;
+    /// the TCP tracking).
     /// Reads the index (best done after [`Conntrack::prefetch_bucket`] had
     /// time to complete); changes nothing.
     ///
@@ -639,6 +648,8 @@ impl<V: Copy> Conntrack<V> {
                 let e = self.slots.as_ptr().wrapping_add(slot).cast::<u8>();
                 prefetch(e);
                 prefetch(e.wrapping_add(64));
+                // The TCP tracking every segment reads and writes.
+                prefetch(e.wrapping_add(core::mem::offset_of!(Entry<V>, tcp)));
                 return Hint(b as u32);
             }
             i = (i + 1) & self.index.mask;
@@ -750,8 +761,7 @@ impl<V: Copy> Conntrack<V> {
             keys: [orig, reply],
             created_at: now,
             expires_at: now.saturating_add(self.timeout_ms[state as usize]),
-            bytes: [0; 2],
-            packets: [0; 2],
+            tcp: TcpTrack::NEW,
             next_free: NIL,
             state,
             flags: LIVE,
@@ -846,33 +856,58 @@ impl<V: Copy> Conntrack<V> {
         self.get(id).is_closing()
     }
 
-    /// Advances the TCP state with a segment's flags byte seen in direction
-    /// `dir` at `now`, refreshing the deadline per the table in the
-    /// [module docs](self). Returns the new state. On a `Udp` entry this is
+    /// Advances the TCP state with a segment seen in direction `dir` at
+    /// `now`, refreshing the deadline per the table in the
+    /// [module docs](self), and takes in its sequence numbers
+    /// ([`window`]). Returns the new state. A RST changes the entry only
+    /// when it is [`RstFit::Exact`]; otherwise nothing changes and the
+    /// error says how it missed. On a `Udp` entry this is
     /// [`Conntrack::touch`].
     #[inline(always)]
-    pub fn update_tcp(&mut self, id: EntryId, dir: Dir, flags: u8, now: u64) -> State {
+    pub fn update_tcp(
+        &mut self,
+        id: EntryId,
+        dir: Dir,
+        seg: &TcpSeg,
+        now: u64,
+    ) -> Result<State, RstFit> {
         use tcp_flag::{FIN, RST, SYN};
         let slot = id.0 as usize;
         let e = &mut self.slots[slot];
         // The common case, short: a segment of an established connection
         // that opens or closes nothing (what `tcp_step` does with it).
-        if e.state == State::Established && flags & (SYN | FIN | RST) == 0 {
+        if e.state == State::Established && seg.flags & (SYN | FIN | RST) == 0 {
             e.flags |= SEEN_ORIG << dir.idx();
+            e.tcp.note(dir.idx(), seg);
             let at = now.saturating_add(self.timeout_ms[State::Established as usize]);
             self.set_deadline(slot, at);
-            return State::Established;
+            return Ok(State::Established);
         }
-        self.update_tcp_step(slot, dir, flags, now)
+        self.update_tcp_step(slot, dir, seg, now)
     }
 
     #[inline(never)]
-    fn update_tcp_step(&mut self, slot: usize, dir: Dir, flags: u8, now: u64) -> State {
+    fn update_tcp_step(
+        &mut self,
+        slot: usize,
+        dir: Dir,
+        seg: &TcpSeg,
+        now: u64,
+    ) -> Result<State, RstFit> {
         let e = &mut self.slots[slot];
         let (state, refresh) = match e.state {
             State::Udp => (State::Udp, true),
+            State::Closed => (State::Closed, false),
+            _ if seg.flags & tcp_flag::RST != 0 => match e.tcp.judge_rst(dir.idx(), seg) {
+                RstFit::Exact => {
+                    e.state = State::Closed;
+                    (State::Closed, true)
+                }
+                miss => return Err(miss),
+            },
             _ => {
-                let (state, bits, refresh) = tcp_step(e.state, e.flags, dir, flags);
+                e.tcp.note(dir.idx(), seg);
+                let (state, bits, refresh) = tcp_step(e.state, e.flags, dir, seg.flags);
                 e.state = state;
                 e.flags = bits;
                 (state, refresh)
@@ -882,7 +917,7 @@ impl<V: Copy> Conntrack<V> {
             let at = now.saturating_add(self.timeout_ms[state as usize]);
             self.set_deadline(slot, at);
         }
-        state
+        Ok(state)
     }
 
     /// Refreshes the deadline to `now` plus the timeout of the entry's state
@@ -908,13 +943,6 @@ impl<V: Copy> Conntrack<V> {
             }
         }
         e.expires_at = at;
-    }
-
-    /// Counts one packet of `bytes` in direction `dir`.
-    pub fn account(&mut self, id: EntryId, dir: Dir, bytes: u32) {
-        let e = &mut self.slots[id.0 as usize];
-        e.packets[dir.idx()] = e.packets[dir.idx()].wrapping_add(1);
-        e.bytes[dir.idx()] = e.bytes[dir.idx()].wrapping_add(u64::from(bytes));
     }
 
     /// Examines at most `budget` slots, continuing where the previous call

@@ -651,6 +651,18 @@ pub fn icmp_error_inner(frame: &[u8], p: &Parsed) -> Option<InnerFlow> {
     })
 }
 
+/// The sequence number of the TCP segment an ICMP error quotes (the kinds
+/// [`icmp_error_inner`] accepts; RFC 792 and 4443 quote at least the 8
+/// bytes that hold it). `None` for a UDP quote or anything else.
+pub fn icmp_error_quoted_seq(frame: &[u8], p: &Parsed) -> Option<u32> {
+    let loc = locate_icmp_error(frame, p).ok()?;
+    if loc.inner_proto != ip_proto::TCP {
+        return None;
+    }
+    let s = frame.get(loc.inner_l4 + 4..loc.inner_l4 + 8)?;
+    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
 /// Translate an ICMP error about a flow (the kinds [`icmp_error_inner`]
 /// accepts) in place. `None` leaves a field alone.
 ///

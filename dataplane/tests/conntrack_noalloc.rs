@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use dataplane::conntrack::{Conntrack, Dir, Entry, FlowKey, InsertError, State, Timeouts};
+use dataplane::conntrack::{Conntrack, Dir, Entry, FlowKey, InsertError, State, TcpSeg, Timeouts};
 
 struct Counting;
 
@@ -170,16 +170,18 @@ fn fast_path_methods_do_not_allocate() {
             for i in 0..i {
                 if let Some((id, dir)) = ct.lookup(&client(i), now) {
                     ok &= dir == Dir::Original;
-                    ct.update_tcp(id, Dir::Original, 0x02, now);
-                    ct.update_tcp(id, Dir::Reply, 0x12, now);
-                    ct.update_tcp(id, Dir::Original, 0x10, now);
+                    let seg = |flags| TcpSeg::flags(flags);
+                    ok &= ct.update_tcp(id, Dir::Original, &seg(0x02), now).is_ok();
+                    ok &= ct.update_tcp(id, Dir::Reply, &seg(0x12), now).is_ok();
+                    ok &= ct.update_tcp(id, Dir::Original, &seg(0x10), now).is_ok();
                     ct.touch(id, now);
-                    ct.account(id, dir, 1500);
                     ct.get_mut(id).value.seq_delta += 1;
                     ok &= ct.get(id).value.backend == i % 7;
                     ok &= !ct.is_closing(id);
                     if i % 5 == 0 {
-                        let closed = ct.update_tcp(id, Dir::Reply, 0x14, now);
+                        let closed = ct
+                            .update_tcp(id, Dir::Reply, &seg(0x14), now)
+                            .unwrap_or(State::Udp);
                         ok &= ct.is_closing(id) == (closed == State::Closed);
                         ok &= (closed == State::Closed) == (i % 2 == 0);
                     }

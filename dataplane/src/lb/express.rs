@@ -9,9 +9,10 @@ use conf::Mode;
 
 use super::count_drop;
 use super::rewrite::{to_backend, to_client, FromBackend, Sums};
-use super::track::count_forwarded;
+use super::track::{client_space, count_forwarded};
 use super::Lb;
-use crate::conntrack::{Dir, FlowKey, Hint, KeyHash};
+use crate::conntrack::window::NO_WSCALE;
+use crate::conntrack::{Dir, FlowKey, Hint, KeyHash, TcpSeg};
 use crate::counters::Counters;
 use crate::nat;
 use crate::port::PortDesc;
@@ -25,16 +26,21 @@ pub(super) const TCP_SYN: u8 = 0x02;
 
 pub(super) const TCP_ACK: u8 = 0x10;
 
-/// The express lane's parse: the layout, the flow key and the TCP flags
-/// (0 for UDP) of a frame of the shape [`Lb::express`] takes. It runs the
+/// A RST: judged against the flow's window on the general path.
+pub(super) const TCP_RST: u8 = 0x04;
+
+/// The express lane's parse: the layout, the flow key, the TCP flags (0 for
+/// UDP) and the TCP payload length of a frame of the shape [`Lb::express`]
+/// takes. It runs the
 /// stages of `parse_fast` (so it accepts no frame `parse_frame` would
 /// refuse, and finds the same offsets) and stops where the lane has what it
 /// needs, adding the lane's own conditions: IPv4 without options and its
 /// checksum verified, and the checks `client_packet` and `backend_packet`
 /// make before any state changes (TTL above 1, TCP flags valid). A SYN is
-/// refused: it may start a connection.
+/// refused: it may start a connection; so is a RST: the general path
+/// judges it against the flow's window.
 #[inline(always)]
-pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
+pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8, u16)> {
     let (_, et, l3) = wire::fast_link(f)?;
     let h = f.get(l3..)?;
     let (v4, ttl, proto, hl, total) = match et {
@@ -54,11 +60,13 @@ pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
     if ttl <= 1 {
         return None;
     }
-    let (ports, tcp_flags, _) = wire::fast_l4(proto, h.get(hl..total)?)?;
+    let (ports, tcp_flags, doff) = wire::fast_l4(proto, h.get(hl..total)?)?;
     let flags = tcp_flags.map_or(0, |t| t.0);
-    if flags & TCP_SYN != 0 || !tcp_flags.is_none_or(wire::tcp_flags_valid) {
+    if flags & (TCP_SYN | TCP_RST) != 0 || !tcp_flags.is_none_or(wire::tcp_flags_valid) {
         return None;
     }
+    // `fast_l4` checked `doff` against the segment: no underflow.
+    let payload = (total - hl - doff) as u16;
     let mut key = if v4 {
         let a: &[u8; 8] = h.get(12..20)?.try_into().ok()?;
         FlowKey::v4(
@@ -85,7 +93,23 @@ pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8)> {
         },
         key,
         flags,
+        payload,
     ))
+}
+
+/// The TCP fields the connection table tracks, of a segment whose header
+/// starts at `l4` in `frame` (checked by [`express_parse`]).
+#[inline(always)]
+fn express_seg(frame: &[u8], l4: usize, flags: u8, payload: u16) -> Option<TcpSeg> {
+    let h: &[u8; 16] = frame.get(l4..l4 + 16)?.try_into().ok()?;
+    Some(TcpSeg {
+        flags,
+        seq: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+        ack: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
+        win: u16::from_be_bytes([h[14], h[15]]),
+        len: u32::from(payload),
+        wscale: NO_WSCALE,
+    })
 }
 
 /// A frame [`Lb::express_prepare`] took: its layout, flow key, TCP flags,
@@ -103,6 +127,8 @@ pub struct Prepared {
     flags: u8,
     /// [`PREP_V4`], [`PREP_UDP`], [`PREP_REPLY`].
     bits: u8,
+    /// TCP payload bytes.
+    payload: u16,
 }
 
 pub(super) const PREP_V4: u8 = 1;
@@ -141,7 +167,7 @@ impl Lb {
         if tables.reset_pending {
             return None;
         }
-        let (at, key, flags) = express_parse(frame)?;
+        let (at, key, flags, payload) = express_parse(frame)?;
         let mut not_local = false;
         let dir = if tables
             .vip_at(&key.dst, key.v6, key.dport, key.proto)
@@ -168,6 +194,7 @@ impl Lb {
         out.l3 = at.l3 as u8;
         out.l4 = at.l4 as u8;
         out.flags = flags;
+        out.payload = payload;
         out.bits = (u8::from(at.v4) * PREP_V4)
             | (u8::from(at.udp) * PREP_UDP)
             | (u8::from(dir == Dir::Reply) * PREP_REPLY)
@@ -225,6 +252,7 @@ impl Lb {
             l4,
             flags,
             bits,
+            payload,
         } = *prep;
         let at = nat::Layout {
             l3: usize::from(l3),
@@ -264,15 +292,26 @@ impl Lb {
         {
             return None;
         }
+        let seg = if at.udp {
+            None
+        } else {
+            let mut seg = express_seg(frame, at.l4, flags, payload)?;
+            if dir == Dir::Reply {
+                seg.ack = client_space(&e.value, seg.ack);
+            }
+            Some(seg)
+        };
         #[cfg(test)]
         {
             self.express_taken += 1;
         }
         // As `client_packet` (original) or `backend_packet` (reply) from here on.
-        if at.udp {
-            self.conntrack.touch(id, now);
-        } else {
-            self.conntrack.update_tcp(id, dir, flags, now);
+        match seg {
+            None => self.conntrack.touch(id, now),
+            // No RST comes here: nothing is refused.
+            Some(seg) => {
+                let _ = self.conntrack.update_tcp(id, dir, &seg, now);
+            }
         }
         let e = self.conntrack.get_mut(id);
         let headers = nat::Headers::Layout(at);

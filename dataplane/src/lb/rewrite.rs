@@ -8,6 +8,7 @@ use conf::Mode;
 
 use super::classify::key_of;
 use super::count_drop;
+use super::track::client_space;
 use super::Lb;
 use super::{FlowRec, FLOW_TS_ECHOED};
 use crate::conntrack::{Dir, Entry, EntryId, FlowKey};
@@ -195,6 +196,18 @@ impl Lb {
         let (id, dir) = self.conntrack.lookup(&key, self.now_ms)?;
         let e = self.conntrack.get(id);
         let rec = e.value;
+        // The quoted segment went out in the other direction: a number it
+        // could not have carried means a forged error (RFC 5927).
+        if let Some(seq) = nat::icmp_error_quoted_seq(frame, p) {
+            let sender = dir.reverse();
+            let seq = match sender {
+                Dir::Original => client_space(&rec, seq),
+                Dir::Reply => seq,
+            };
+            if !e.tcp().quote_plausible(sender as usize, seq) {
+                return Some(count_drop(counters, Counter::DropIcmpErrorOutOfWindow));
+            }
+        }
         let (orig, reply) = (e.orig(), e.reply());
         let client = (orig.src_ip(), orig.sport);
         let vip = (orig.dst_ip(), orig.dport);

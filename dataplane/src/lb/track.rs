@@ -12,7 +12,7 @@ use super::rewrite::{forward_drop, to_backend, to_client, FromBackend, Sums};
 use super::select::Picked;
 use super::Lb;
 use super::{Out, Rx};
-use crate::conntrack::{Dir, EntryId, FlowKey};
+use crate::conntrack::{Dir, EntryId, FlowKey, RstFit, State, TcpSeg};
 use crate::counters::Counters;
 use crate::local_ports::LocalPorts;
 use crate::nat;
@@ -115,6 +115,39 @@ impl Default for FlowRec {
     }
 }
 
+/// A sequence or acknowledgement number of the client's sequence space as
+/// the backend sees it (shifted by a PROXY header) taken back to the
+/// client's numbering, as `PpFlow::map_backend` does: numbers past the
+/// header move back by its length, numbers inside it map to the client's
+/// first data byte. Unchanged for flows without a header sent.
+#[inline(always)]
+pub(super) fn client_space(rec: &FlowRec, n: u32) -> u32 {
+    let pp = &rec.proxy;
+    if !rec.pp_on() || !pp.committed() || !pp.sent() {
+        return n;
+    }
+    let l = u32::from(pp.hdr_len);
+    let c1 = pp.client_isn.wrapping_add(1);
+    let into = n.wrapping_sub(c1) as i32;
+    if into <= 0 {
+        n
+    } else if into as u32 <= l {
+        c1
+    } else {
+        n.wrapping_sub(l)
+    }
+}
+
+/// The TCP fields of a parsed segment the connection table tracks.
+#[inline(always)]
+pub(super) fn seg_of(frame: &[u8], p: &Parsed) -> TcpSeg {
+    let payload = p.l3_end.saturating_sub(p.payload_offset);
+    frame
+        .get(p.l4_offset..)
+        .and_then(|tcp| TcpSeg::parse(tcp, payload))
+        .unwrap_or(TcpSeg::flags(flags_of(p)))
+}
+
 /// Counts a forwarded packet of `len` bytes of the flow `rec` in its VIP's
 /// and its backend's statistics (the one place a packet is counted there).
 #[inline(always)]
@@ -172,6 +205,29 @@ impl<'a> Release<'a> {
 }
 
 impl Lb {
+    /// Takes a TCP segment of a tracked flow into its entry's state. A RST
+    /// that misses the receiver's next expected number changes nothing: in
+    /// its window it goes on to the endpoint (counted), outside it is
+    /// dropped (the verdict returned).
+    #[inline(always)]
+    fn track_tcp(
+        &mut self,
+        id: EntryId,
+        dir: Dir,
+        seg: &TcpSeg,
+        counters: &mut Counters,
+    ) -> Option<Verdict> {
+        const RST: u8 = 0x04;
+        let was_open = seg.flags & RST != 0 && self.conntrack.get(id).state() != State::Closed;
+        match self.conntrack.update_tcp(id, dir, seg, self.now_ms) {
+            Ok(State::Closed) if was_open => counters.inc(Counter::TcpRstAccepted),
+            Ok(_) => {}
+            Err(RstFit::InWindow) => counters.inc(Counter::TcpRstNotExact),
+            Err(_) => return Some(count_drop(counters, Counter::DropTcpRstOutOfWindow)),
+        }
+        None
+    }
+
     /// A client's packet to VIP `vi`, of the flow `key`.
     #[inline(always)]
     pub(super) fn client_packet(
@@ -236,7 +292,10 @@ impl Lb {
         }
         // An established flow.
         if tcp {
-            self.conntrack.update_tcp(id, Dir::Original, flags, now);
+            let seg = seg_of(buf, p);
+            if let Some(v) = self.track_tcp(id, Dir::Original, &seg, counters) {
+                return v;
+            }
         } else {
             self.conntrack.touch(id, now);
         }
@@ -294,6 +353,14 @@ impl Lb {
         // local address (full-NAT) or the client (DNAT) to the backend.
         let (rec, id) = match &picked {
             Picked::Tracked(id) => {
+                if tcp {
+                    // Its first segment: where its sequence space starts
+                    // (a RST that starts a DNAT entry is forwarded as before).
+                    let seg = seg_of(frame, p);
+                    let _ = self
+                        .conntrack
+                        .update_tcp(*id, Dir::Original, &seg, self.now_ms);
+                }
                 let translate = self
                     .tables
                     .as_ref()
@@ -353,7 +420,11 @@ impl Lb {
                     return self.reset_backend(frame, p, in_port, id, ports, counters);
                 }
                 if key.proto == ip_proto::TCP {
-                    self.conntrack.update_tcp(id, Dir::Reply, flags_of(p), now);
+                    let mut seg = seg_of(frame, p);
+                    seg.ack = client_space(&self.conntrack.get(id).value, seg.ack);
+                    if let Some(v) = self.track_tcp(id, Dir::Reply, &seg, counters) {
+                        return v;
+                    }
                 } else {
                     self.conntrack.touch(id, now);
                 }
@@ -366,7 +437,7 @@ impl Lb {
                 }
                 return count_drop(counters, Counter::DropNoConntrack);
             }
-            _ => return self.dnat_stateless_reply(frame, p, key, ports, counters),
+            _ => return self.dnat_stateless_reply(frame, p, key, in_port, ports, counters),
         };
         let len = frame.len();
         // The backend's packet becomes the original key reversed: from the
@@ -403,6 +474,7 @@ impl Lb {
         frame: &mut [u8],
         p: &Parsed,
         key: &FlowKey,
+        in_port: usize,
         ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Verdict {
@@ -420,6 +492,12 @@ impl Lb {
         let Some(vip) = tables.vips.get(vi as usize) else {
             return count_drop(counters, Counter::DropNotLocal);
         };
+        // Only the backend can send its replies: they come by the port
+        // that reaches it. The same packet from elsewhere would leave
+        // from the VIP's address on a spoofer's behalf.
+        if tables.routes.route(key.src_ip()).map(|(port, _)| port) != Some(in_port) {
+            return count_drop(counters, Counter::DropDnatReplyWrongPort);
+        }
         let (vaddr, vport, slot) = (to16(vip.addr), vip.port, vip.stat_slot);
         let family_ok = vip.addr.is_ipv6() == key.v6;
         let Some((out, hop)) = tables.routes.route(key.dst_ip()) else {
