@@ -471,7 +471,13 @@ fn syn_on_a_closing_entry_picks_afresh() {
         let out = decode(&n.forward(EXT, &Pkt::tcp(client, vip, SYN).build(), INT));
         assert_eq!(out.dst, backend);
 
-        let out = decode(&n.forward(EXT, &Pkt::tcp(client, vip, closer).build(), INT));
+        // At the client's next sequence number (its SYN took 1000): a RST
+        // elsewhere would change nothing.
+        let close = Pkt {
+            seq: 1001,
+            ..Pkt::tcp(client, vip, closer)
+        };
+        let out = decode(&n.forward(EXT, &close.build(), INT));
         assert_eq!(out.dst, backend);
         let st = state_of(&n, &key4(client, vip)).unwrap();
         assert!(st.is_closing(), "{st:?}");
