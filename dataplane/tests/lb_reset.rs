@@ -206,7 +206,12 @@ fn a_rst_from_either_end_is_forwarded_as_usual() {
     let client = client_of(vip, 40000);
     let (backend, _) = handshake(&mut n, client, vip);
     down(&mut n, &cfg, VIP_TCP4, backend.ip());
-    let out = decode(&n.forward(EXT, &Pkt::tcp(client, vip, RST | ACK).build(), INT));
+    // At the client's next sequence number (its SYN took 1000).
+    let rst = Pkt {
+        seq: 1001,
+        ..Pkt::tcp(client, vip, RST | ACK)
+    };
+    let out = decode(&n.forward(EXT, &rst.build(), INT));
     assert_eq!(out.dst, backend);
     assert_eq!(n.counter(Counter::ResetBackendDown), 0);
 }
