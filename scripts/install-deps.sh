@@ -30,6 +30,8 @@ packages=(
   bc
   # fleet control (e2e_fleet): border-gw's tunnel registry
   redis-server
+  # e2e_rst_window injects spoofed RSTs into a live connection (scapy)
+  python3-scapy
 )
 
 missing=()
