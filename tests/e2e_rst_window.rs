@@ -91,7 +91,15 @@ const DEBIAN_PYTHON: &str = "/usr/bin/python3";
 /// listens.
 fn inject_rst(ns: &Netns, sport: u16, offset: u32, poke: impl FnOnce()) {
     let mut child = Command::new("ip")
-        .args(["netns", "exec", &ns.name, DEBIAN_PYTHON, "-c", INJECT, "rs-ext"])
+        .args([
+            "netns",
+            "exec",
+            &ns.name,
+            DEBIAN_PYTHON,
+            "-c",
+            INJECT,
+            "rs-ext",
+        ])
         .arg(sport.to_string())
         .arg(offset.to_string())
         .stdin(Stdio::null())
@@ -119,9 +127,11 @@ fn inject_rst(ns: &Netns, sport: u16, offset: u32, poke: impl FnOnce()) {
 /// Waits (2 s at most) until a counter reaches `n`: a worker publishes its
 /// counters after the burst that counted.
 fn wait_counter(dp: &BorderDp, c: Counter, n: u64) {
-    wait_until(&format!("{} = {n}", c.name()), Duration::from_secs(2), || {
-        dp.counter(c) >= n
-    });
+    wait_until(
+        &format!("{} = {n}", c.name()),
+        Duration::from_secs(2),
+        || dp.counter(c) >= n,
+    );
     assert_eq!(dp.counter(c), n, "{}", c.name());
 }
 

@@ -876,9 +876,9 @@ impl<V: Copy> Conntrack<V> {
         let e = &mut self.slots[slot];
         // The common case, short: a segment of an established connection
         // that opens or closes nothing (what `tcp_step` does with it).
-        if e.state == State::Established && seg.flags & (SYN | FIN | RST) == 0 {
+        if e.state == State::Established && seg.flags & (SYN | FIN | RST) == 0 && e.tcp.steady() {
             e.flags |= SEEN_ORIG << dir.idx();
-            e.tcp.note(dir.idx(), seg);
+            e.tcp.note_steady(dir.idx(), seg);
             let at = now.saturating_add(self.timeout_ms[State::Established as usize]);
             self.set_deadline(slot, at);
             return Ok(State::Established);
