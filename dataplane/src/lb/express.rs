@@ -98,18 +98,24 @@ pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8, u16)>
 }
 
 /// The TCP fields the connection table tracks, of a segment whose header
-/// starts at `l4` in `frame` (checked by [`express_parse`]).
+/// starts at `l4` in `frame` ([`express_parse`] checked that its 20 bytes
+/// are there; a shorter frame gives a segment of flags alone).
 #[inline(always)]
-fn express_seg(frame: &[u8], l4: usize, flags: u8, payload: u16) -> Option<TcpSeg> {
-    let h: &[u8; 16] = frame.get(l4..l4 + 16)?.try_into().ok()?;
-    Some(TcpSeg {
+fn express_seg(frame: &[u8], l4: usize, flags: u8, payload: u16) -> TcpSeg {
+    let Some(h) = frame
+        .get(l4..l4 + 16)
+        .and_then(|h| <&[u8; 16]>::try_from(h).ok())
+    else {
+        return TcpSeg::flags(flags);
+    };
+    TcpSeg {
         flags,
         seq: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
         ack: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
         win: u16::from_be_bytes([h[14], h[15]]),
         len: u32::from(payload),
         wscale: NO_WSCALE,
-    })
+    }
 }
 
 /// A frame [`Lb::express_prepare`] took: its layout, flow key, TCP flags,
@@ -292,26 +298,20 @@ impl Lb {
         {
             return None;
         }
-        let seg = if at.udp {
-            None
-        } else {
-            let mut seg = express_seg(frame, at.l4, flags, payload)?;
-            if dir == Dir::Reply {
-                seg.ack = client_space(&e.value, seg.ack);
-            }
-            Some(seg)
-        };
         #[cfg(test)]
         {
             self.express_taken += 1;
         }
         // As `client_packet` (original) or `backend_packet` (reply) from here on.
-        match seg {
-            None => self.conntrack.touch(id, now),
-            // No RST comes here: nothing is refused.
-            Some(seg) => {
-                let _ = self.conntrack.update_tcp(id, dir, &seg, now);
+        if at.udp {
+            self.conntrack.touch(id, now);
+        } else {
+            let mut seg = express_seg(frame, at.l4, flags, payload);
+            if dir == Dir::Reply {
+                seg.ack = client_space(&e.value, seg.ack);
             }
+            // No RST comes here: nothing is refused.
+            let _ = self.conntrack.update_tcp(id, dir, &seg, now);
         }
         let e = self.conntrack.get_mut(id);
         let headers = nat::Headers::Layout(at);
