@@ -150,6 +150,12 @@ counters! {
     DropNoHostTwin => "drop_no_host_twin", "host-bound frame on a port without a kernel twin";
     DropPpAheadOfHeader => "drop_pp_ahead_of_header", "client data beyond the first segment of a PROXY flow before the header could be written (first segment lost; the client retransmits)";
     DropPpBadSegment => "drop_pp_bad_segment", "segment of a PROXY flow that could not be rewritten (layout, no room)";
+    // PROXY header forgery (issue 13): no client byte reaches a PROXY VIP's
+    // backend unless border's header went first on that connection.
+    DropPpSynNewIsn => "drop_pp_syn_new_isn", "SYN of a tracked PROXY flow with another ISN than its first SYN (it would move the header's place)";
+    DropPpBeforeHeader => "drop_pp_before_header", "client data of a PROXY flow starting before the client's first byte while the header is unacknowledged (it would cover the header's place)";
+    DropPpMidStream => "drop_pp_mid_stream", "segment to a PROXY VIP of a connection whose SYN border did not see (restart, ECMP move, expired): no header can go first; answered with a RST";
+    DropPpConntrackFull => "drop_pp_conntrack_full", "new DNAT flow to a PROXY VIP while the connection table is full (no stateless fallback: it could carry no header)";
 }
 
 #[cfg(test)]

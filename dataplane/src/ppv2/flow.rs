@@ -199,9 +199,17 @@ impl PpFlow {
         let seq = s.seq(buf);
         let plen = s.payload_len();
         if flags & SYN != 0 {
-            if flags & ACK == 0 && !self.has(bit::SENT) {
-                self.client_isn = seq;
-                self.bits |= bit::ISN;
+            if flags & ACK == 0 {
+                if !self.has(bit::ISN) {
+                    self.client_isn = seq;
+                    self.bits |= bit::ISN;
+                } else if seq != self.client_isn {
+                    // The first SYN fixed where the header goes. A SYN with
+                    // another ISN would move that place while the backend
+                    // may still count from the first one: data at the first
+                    // ISN would then pass unshifted and without our header.
+                    return Err(Counter::DropPpSynNewIsn);
+                }
             }
             if plen > 0 {
                 // TCP Fast Open data would precede the header: the backend
@@ -211,13 +219,24 @@ impl PpFlow {
             }
             return Ok(len);
         }
+        let fin = flags & FIN != 0;
         if !self.has(bit::ISN) {
+            // No SYN went out in this flow: there is no place for a header,
+            // so no byte may pass (docs/security.md, PROXY header).
+            if plen > 0 || fin {
+                return Err(Counter::DropPpMidStream);
+            }
             return Ok(len);
         }
         let c1 = self.client_isn.wrapping_add(1);
         let first = seq == c1;
-        let fin = flags & FIN != 0;
         let rst = flags & RST != 0;
+        if plen > 0 && !self.has(bit::ACKED) && after(c1, seq) {
+            // Data starting before the client's first byte: unshifted, it
+            // would cover the header's place at the backend (which trims the
+            // bytes it had and reads the rest) before our header got there.
+            return Err(Counter::DropPpBeforeHeader);
+        }
         if !self.has(bit::COMMITTED) {
             if first && plen > 0 && !rst {
                 let sni = tls::client_hello_sni(&buf[s.payload..s.end]);
