@@ -28,6 +28,8 @@ packages=(
   systemd dpkg-dev
   # scripts/chaos.sh (tests/e2e_chaos.rs): timings in fractional seconds
   bc
+  # hand-built TCP segments of a client forging the PROXY header (e2e_ppv2_forgery)
+  python3-scapy
 )
 
 missing=()
