@@ -14,8 +14,9 @@
 //! - a flow picked up mid-stream, its entry expired (DNAT);
 //! - a DNAT flow while the connection table is full (no stateless fallback).
 //!
-//! Namespaces `pxa-*` (full-NAT, 10.92.0.0/24 and 10.92.1.0/24) and `pxb-*`
-//! (DNAT, 10.92.2.0/24 and 10.92.3.0/24).
+//! One topology per case, namespaces `pxs-*`, `pxl-*` (full-NAT), `pxm-*`,
+//! `pxf-*` (DNAT) on 10.92.0.0/24 .. 10.92.7.0/24 (client subnet even,
+//! backends on the next one).
 
 mod common;
 
@@ -250,7 +251,9 @@ frontend pp
         let client = self.client().to_string();
         let vip = self.vip(port);
         let mut args = vec![
-            "python3".to_string(),
+            // Debian's interpreter, with Debian's python3-scapy (not a python3
+            // some other tool put first on PATH).
+            "/usr/bin/python3".to_string(),
             script.display().to_string(),
             scenario.to_string(),
             client,
@@ -290,7 +293,8 @@ frontend pp
         let log = self.haproxy_log();
         let me = format!("{}:{}", self.client(), f.sport);
         let context = format!(
-            "{f:?}\nHAProxy log:\n{log}\nborder-dp drops: {:?}",
+            "{}: {f:?}\nHAProxy log:\n{log}\nborder-dp drops: {:?}",
+            f.scenario,
             self.dp.drops()
         );
         assert!(!f.answer.contains("6.6.6.6"), "forged: {context}");
@@ -325,36 +329,34 @@ struct Forged {
     answer: String,
 }
 
-#[test]
-fn full_nat_second_syn_and_lost_first_segment_never_pass_a_forged_header() {
-    let vips = [
-        Vip {
-            port: 80,
-            backend_port: 8080,
-            protocol: "tcp",
-            proxy: true,
-        },
-        Vip {
-            port: 81,
-            backend_port: 8081,
-            protocol: "tcp",
-            proxy: true,
-        },
-    ];
-    let mut t = Topo::start("pxa", 0, "fullnat", "", &vips);
-    t.haproxy(&[8080, 8081]);
-    t.real_request(80);
-    t.real_request(81);
+fn tcp_vip(port: u16, backend_port: u16) -> Vip {
+    Vip {
+        port,
+        backend_port,
+        protocol: "tcp",
+        proxy: true,
+    }
+}
 
+#[test]
+fn a_second_syn_with_another_isn_never_passes_a_forged_header() {
+    let mut t = Topo::start("pxs", 0, "fullnat", "", &[tcp_vip(80, 8080)]);
+    t.haproxy(&[8080]);
+    t.real_request(80);
     // A second SYN with another ISN, then the forged data at the first ISN.
     let f = t.forge("second_syn", 80, 41001, &[]);
     assert!(f.synack, "{f:?}");
     t.judge(&f);
     t.wait_counter(Counter::DropPpSynNewIsn, 1);
+}
 
-    // Our first segment (the backend side's 3rd packet on port 8081) is
-    // lost once after border; the forged data then comes one byte early
-    // and at the first byte.
+#[test]
+fn a_lost_first_segment_then_data_one_byte_early_never_passes_a_forged_header() {
+    let mut t = Topo::start("pxl", 2, "fullnat", "", &[tcp_vip(80, 8080)]);
+    t.haproxy(&[8080]);
+    t.real_request(80);
+    // From now on the segment carrying our header (the backend side's 3rd
+    // packet of a connection) is lost once after border.
     t.bk.run(&["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"]);
     t.bk.run(&["nft", "add", "table", "inet", "loss"]);
     t.bk.run(&[
@@ -367,50 +369,50 @@ fn full_nat_second_syn_and_lost_first_segment_never_pass_a_forged_header() {
         "{ type filter hook input priority 0; }",
     ]);
     t.bk.run(&[
-        "nft", "add", "rule", "inet", "loss", "in", "tcp", "dport", "8081", "ct", "original",
+        "nft", "add", "rule", "inet", "loss", "in", "tcp", "dport", "8080", "ct", "original",
         "packets", "3", "drop",
     ]);
     let before = t.counter(Counter::PpHeadersRetransmitted);
-    let f = t.forge("first_lost", 81, 41002, &[]);
+    let f = t.forge("first_lost", 80, 41002, &[]);
     assert!(f.synack, "{f:?}");
     t.judge(&f);
     t.wait_counter(Counter::DropPpBeforeHeader, 1);
     t.wait_counter(Counter::PpHeadersRetransmitted, before + 1);
 }
 
+/// Established flows are forgotten after 2 s idle.
+const SHORT_TIMEOUTS: &str = "[dataplane.timeouts]\ntcp_syn = 2\ntcp_established = 2\n";
+
 #[test]
-fn dnat_mid_stream_and_full_table_never_pass_a_forged_header() {
-    let vips = [
-        Vip {
-            port: 80,
-            backend_port: 8080,
-            protocol: "tcp",
-            proxy: true,
-        },
-        Vip {
-            port: 53,
-            backend_port: 5353,
-            protocol: "udp",
-            proxy: false,
-        },
-    ];
-    // Established flows are forgotten after 2 s idle.
-    let timeouts = "[dataplane.timeouts]\ntcp_syn = 2\ntcp_established = 2\n";
-    let mut t = Topo::start("pxb", 2, "dnat", timeouts, &vips);
+fn a_dnat_flow_picked_up_mid_stream_never_passes_a_forged_header() {
+    let mut t = Topo::start("pxm", 4, "dnat", SHORT_TIMEOUTS, &[tcp_vip(80, 8080)]);
     t.haproxy(&[8080]);
     t.real_request(80);
-
     // Handshake, 4 s of silence (the entry expires; the backend still has
     // the connection), then the forged data.
     let f = t.forge("mid_stream", 80, 42001, &["4"]);
     assert!(f.synack, "{f:?}");
     t.judge(&f);
+    assert!(f.reset, "the client is reset: {f:?}");
     t.wait_counter(Counter::DropPpMidStream, 1);
+}
 
-    // The table full of UDP flows: a new PROXY flow is refused, not
-    // forwarded statelessly.
+#[test]
+fn a_dnat_flow_while_the_table_is_full_never_passes_a_forged_header() {
+    let udp = Vip {
+        port: 53,
+        backend_port: 5353,
+        protocol: "udp",
+        proxy: false,
+    };
+    let mut t = Topo::start("pxf", 6, "dnat", "", &[tcp_vip(80, 8080), udp]);
+    t.haproxy(&[8080]);
+    t.real_request(80);
+    // The table filled with UDP flows (their VIP falls back to stateless
+    // forwarding): a new PROXY flow is refused, not forwarded statelessly.
     let f = t.forge("table_full", 80, 42002, &["53"]);
     t.judge(&f);
+    assert!(!f.synack, "{f:?}");
     t.wait_counter(Counter::ConntrackFullStateless, 1);
     t.wait_counter(Counter::DropPpConntrackFull, 1);
 }
