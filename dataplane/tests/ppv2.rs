@@ -1266,6 +1266,34 @@ fn a_dnat_proxy_vip_has_no_stateless_fallback_when_the_table_is_full() {
 }
 
 #[test]
+fn a_stream_past_two_gib_stays_translated_both_ways() {
+    let mut n = node();
+    let client = SocketAddr::from((CLIENT4, 40090));
+    let vipd = SocketAddr::from(([10, 1, 0, 101], 80));
+    let (conn, _) = handshake(&mut n, client, vipd, Some(1460));
+    let c1 = ISN.wrapping_add(1);
+    let first = n.one(&conn.c(f::ACK, c1, BISN + 1).data(b"hi"));
+    let l = decode_pp(&first.payload).len as u32;
+    n.one(&conn.b(f::ACK, BISN + 1, c1.wrapping_add(l + 2)));
+    // 3 GiB uploaded later (half the sequence space is 2 GiB): every
+    // byte still moves by the header's length, every ACK back.
+    for far in [c1.wrapping_add(0x8000_0000), c1.wrapping_add(0xC000_0000)] {
+        let got = n.one(&conn.c(f::ACK, far, BISN + 1).data(b"far"));
+        assert_eq!(got.seq, far.wrapping_add(l));
+        let back = n.one(
+            &conn
+                .b(f::ACK, BISN + 1, far.wrapping_add(l + 3))
+                .sack(&[(far.wrapping_add(l + 100), far.wrapping_add(l + 200))]),
+        );
+        assert_eq!(back.ack, far.wrapping_add(3));
+        assert_eq!(
+            back.sack,
+            vec![(far.wrapping_add(100), far.wrapping_add(200))]
+        );
+    }
+}
+
+#[test]
 fn a_vip_without_proxy_protocol_is_untouched() {
     let mut n = node();
     let client = SocketAddr::from((CLIENT4, 40050));

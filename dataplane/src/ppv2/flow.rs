@@ -266,10 +266,12 @@ impl PpFlow {
     }
 
     /// Moves a client segment's sequence number past the header (segments
-    /// before the first data byte keep theirs).
+    /// before the first data byte keep theirs until the backend has the
+    /// header; from then on every segment moves: a comparison with the
+    /// first byte would turn once the stream passed 2 GiB).
     pub fn shift_client(&self, frame: &mut [u8], s: &seg::Seg) {
         let seq = s.seq(frame);
-        if after_eq(seq, self.client_isn.wrapping_add(1)) {
+        if self.has(bit::ACKED) || after_eq(seq, self.client_isn.wrapping_add(1)) {
             seg::set_seq(frame, s, seq.wrapping_add(u32::from(self.hdr_len)));
         }
     }
@@ -388,17 +390,21 @@ impl PpFlow {
     }
 
     /// Moves a backend segment's acknowledgement number and SACK edges back
-    /// over the header: values past it by `L`, values inside it to the
-    /// client's first data byte.
+    /// over the header: values inside it to the client's first data byte,
+    /// values past it by `L`. Once the backend acknowledged the header,
+    /// every value outside it moves by `L`: as in [`PpFlow::shift_client`],
+    /// a comparison with the header's end would turn after 2 GiB.
     pub fn map_backend(&self, frame: &mut [u8], s: &seg::Seg) {
         let l = u32::from(self.hdr_len);
         let c1 = self.client_isn.wrapping_add(1);
         let edge = c1.wrapping_add(l);
+        let acked = self.has(bit::ACKED);
         let map = |a: u32| {
-            if after_eq(a, edge) {
-                a.wrapping_sub(l)
-            } else if after(a, c1) {
+            let into = a.wrapping_sub(c1);
+            if into > 0 && into < l {
                 c1
+            } else if acked || after_eq(a, edge) {
+                a.wrapping_sub(l)
             } else {
                 a
             }
