@@ -71,6 +71,17 @@ fn after_eq(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) >= 0
 }
 
+/// Applies `map` to a segment's acknowledgement number and SACK edges.
+#[inline(always)]
+fn remap(frame: &mut [u8], s: &seg::Seg, map: impl Fn(u32) -> u32 + Copy) {
+    let ack = s.ack(frame);
+    let new = map(ack);
+    if new != ack {
+        seg::set_ack(frame, s, new);
+    }
+    seg::map_sack_edges(frame, s, map);
+}
+
 /// The addresses and id a connection's header carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ends {
@@ -382,38 +393,38 @@ impl PpFlow {
             .client_isn
             .wrapping_add(1)
             .wrapping_add(u32::from(self.hdr_len));
-        if self.has(bit::SENT) && after_eq(s.ack(frame), edge) {
+        let acks_header = self.has(bit::SENT) && after_eq(s.ack(frame), edge);
+        // Mapped as the flow stood: the segment that first acknowledges the
+        // header may still SACK bytes inside it.
+        self.map_backend(frame, &s);
+        if acks_header {
             self.bits |= bit::ACKED;
         }
-        self.map_backend(frame, &s);
         Ok(())
     }
 
     /// Moves a backend segment's acknowledgement number and SACK edges back
-    /// over the header: values inside it to the client's first data byte,
-    /// values past it by `L`. Once the backend acknowledged the header,
-    /// every value outside it moves by `L`: as in [`PpFlow::shift_client`],
-    /// a comparison with the header's end would turn after 2 GiB.
+    /// over the header: values past it by `L`, values inside it to the
+    /// client's first data byte. Once the backend acknowledged the header,
+    /// every value moves by `L`: as in [`PpFlow::shift_client`], a
+    /// comparison with the header's end would turn after 2 GiB (an old
+    /// value inside the header then lands before the client's first byte,
+    /// which the client ignores as acknowledged long ago).
     pub fn map_backend(&self, frame: &mut [u8], s: &seg::Seg) {
         let l = u32::from(self.hdr_len);
+        if self.has(bit::ACKED) {
+            return remap(frame, s, |a| a.wrapping_sub(l));
+        }
         let c1 = self.client_isn.wrapping_add(1);
         let edge = c1.wrapping_add(l);
-        let acked = self.has(bit::ACKED);
-        let map = |a: u32| {
-            let into = a.wrapping_sub(c1);
-            if into > 0 && into < l {
-                c1
-            } else if acked || after_eq(a, edge) {
+        remap(frame, s, |a: u32| {
+            if after_eq(a, edge) {
                 a.wrapping_sub(l)
+            } else if after(a, c1) {
+                c1
             } else {
                 a
             }
-        };
-        let ack = s.ack(frame);
-        let new = map(ack);
-        if new != ack {
-            seg::set_ack(frame, s, new);
-        }
-        seg::map_sack_edges(frame, s, map);
+        })
     }
 }
