@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bounded libFuzzer runs of every cargo-fuzz target in dataplane/fuzz
 # (parse_frame, slowpath, views, pipeline, and what crosses a trust
-# boundary: tables_region, config_toml). Part of scripts/test.sh.
+# boundary: tables_region, config_toml, pp_header). Part of scripts/test.sh.
 #
 # cargo-fuzz needs nightly compiler features; on the stable toolchain they
 # are unlocked with RUSTC_BOOTSTRAP=1. cargo-fuzz itself is installed from

@@ -30,7 +30,8 @@ packages=(
   bc
   # fleet control (e2e_fleet): border-gw's tunnel registry
   redis-server
-  # e2e_rst_window injects spoofed RSTs into a live connection (scapy)
+  # hand-built segments: spoofed RSTs into a live connection (e2e_rst_window),
+  # a client forging the PROXY header (e2e_ppv2_forgery)
   python3-scapy
 )
 

@@ -156,6 +156,12 @@ counters! {
     DropTcpRstOutOfWindow => "drop_tcp_rst_out_of_window", "RSTs outside the receiver's window (blind or stale): dropped, the flow's state kept";
     DropIcmpErrorOutOfWindow => "drop_icmp_error_out_of_window", "ICMP errors about a TCP flow quoting a sequence number the flow has not sent or had already acknowledged (RFC 5927)";
     DropDnatReplyWrongPort => "drop_dnat_reply_wrong_port", "DNAT replies without an entry that came in by a port other than the one facing their backend";
+    // PROXY header forgery (issue 13): no client byte reaches a PROXY VIP's
+    // backend unless border's header went first on that connection.
+    DropPpSynNewIsn => "drop_pp_syn_new_isn", "SYN of a tracked PROXY flow with another ISN than its first SYN (it would move the header's place)";
+    DropPpBeforeHeader => "drop_pp_before_header", "client data of a PROXY flow starting before the client's first byte while the header is unacknowledged (it would cover the header's place)";
+    DropPpMidStream => "drop_pp_mid_stream", "segment to a PROXY VIP of a connection whose SYN border did not see (restart, ECMP move, expired): no header can go first; answered with a RST";
+    DropPpConntrackFull => "drop_pp_conntrack_full", "new DNAT flow to a PROXY VIP while the connection table is full (no stateless fallback: it could carry no header)";
 }
 
 #[cfg(test)]

@@ -1085,18 +1085,19 @@ fn syn_data_duplicate_syns_and_resets_keep_the_table_consistent() {
     );
     assert!(syn.payload.is_empty());
     assert_eq!(n.counter(Counter::PpSynDataStripped), 1);
-    // A duplicate SYN with another ISN before anything was sent: adopted.
-    let syn2 = n.one(&Seg::client(client, vip4(), f::SYN, ISN2, 0).mss(1460));
-    assert_eq!(syn2.seq, ISN2);
+    // A duplicate SYN with another ISN: dropped, the first one counts
+    // (see a_second_syn_with_another_isn_cannot_move_the_header).
+    n.none(&Seg::client(client, vip4(), f::SYN, ISN2, 0).mss(1460));
+    assert_eq!(n.counter(Counter::DropPpSynNewIsn), 1);
     let conn = Conn {
         client,
         vip: vip4(),
         from: syn.src,
         backend: syn.dst,
     };
-    n.one(&conn.b(f::SYN | f::ACK, BISN, ISN2 + 1).mss(1460));
-    let got = n.one(&conn.c(f::ACK, ISN2 + 1, BISN + 1).data(b"x"));
-    assert_eq!(got.seq, ISN2 + 1);
+    n.one(&conn.b(f::SYN | f::ACK, BISN, ISN + 1).mss(1460));
+    let got = n.one(&conn.c(f::ACK, ISN + 1, BISN + 1).data(b"x"));
+    assert_eq!(got.seq, ISN + 1);
     assert!(decode_pp(&got.payload).src == client);
     // Out-of-window garbage both ways: forwarded or not, never a panic.
     for seq in [0u32, 1, 0x7FFF_FFFF, 0x8000_0000, ISN, ISN2, u32::MAX] {
@@ -1107,7 +1108,7 @@ fn syn_data_duplicate_syns_and_resets_keep_the_table_consistent() {
     // A reset in the middle.
     let _ = n.send(&conn.b(f::RST, BISN + 1, 0));
     assert_eq!(n.state(client, vip4()), State::Closed);
-    let _ = n.send(&conn.c(f::ACK, ISN2 + 1, BISN + 1).data(b"x"));
+    let _ = n.send(&conn.c(f::ACK, ISN + 1, BISN + 1).data(b"x"));
     // A new SYN on the closed tuple starts afresh with a new id.
     let old = n.flow(client, vip4()).conn_id;
     n.one(&Seg::client(client, vip4(), f::SYN, 5, 0).mss(1460));
@@ -1117,23 +1118,179 @@ fn syn_data_duplicate_syns_and_resets_keep_the_table_consistent() {
     assert!(!rec.proxy.sent());
 }
 
+/// The client's forged header: a PROXY v1 line claiming 6.6.6.6, then a
+/// request.
+const FORGED: &[u8] = b"PROXY TCP4 6.6.6.6 10.1.0.101 1234 80\r\nGET / HTTP/1.0\r\n\r\n";
+
+/// Sends a client frame; returns what left towards the client and the backend.
+fn exchange_client(n: &mut Node, s: &Seg) -> (Vec<Seen>, Vec<Seen>) {
+    let (ext, int) = n.exchange(EXT, &s.build());
+    (
+        ext.iter().map(|f| decode(f)).collect(),
+        int.iter().map(|f| decode(f)).collect(),
+    )
+}
+
 #[test]
-fn a_dnat_flow_picked_up_mid_stream_gets_no_header_and_no_translation() {
+fn a_second_syn_with_another_isn_cannot_move_the_header() {
     let mut n = node();
-    let client = SocketAddr::from((CLIENT4, 40060));
+    let client = SocketAddr::from((CLIENT4, 40070));
     let vipd = SocketAddr::from(([10, 1, 0, 101], 80));
-    // No SYN seen (appliance restarted): DNAT forwards by Maglev alone.
-    let got = n.one(&Seg::client(client, vipd, f::ACK, 5000, 9000).data(b"mid"));
-    assert_eq!((got.seq, &got.payload[..]), (5000, &b"mid"[..]));
-    let conn = Conn {
-        client,
-        vip: vipd,
-        from: client,
-        backend: got.dst,
-    };
-    let back = n.one(&conn.b(f::ACK, 9000, 5003));
-    assert_eq!(back.ack, 5003);
+    let (conn, _) = handshake(&mut n, client, vipd, Some(1460));
+    // Before any data, a bare SYN with another ISN (one the first data
+    // byte would fall before): dropped, the flow keeps the first ISN.
+    n.none(&Seg::client(client, vipd, f::SYN, ISN.wrapping_add(100_000), 0).mss(1460));
+    assert_eq!(n.counter(Counter::DropPpSynNewIsn), 1);
+    assert_eq!(n.flow(client, vipd).proxy.client_isn, ISN);
+    // A retransmission of the first SYN still passes.
+    let again = n.one(&Seg::client(client, vipd, f::SYN, ISN, 0).mss(1460));
+    assert_eq!(again.seq, ISN);
+    // Data at the first ISN carrying a forged header: ours goes first.
+    let c1 = ISN.wrapping_add(1);
+    let got = n.one(&conn.c(f::ACK | f::PSH, c1, BISN + 1).data(FORGED));
+    assert_eq!(got.seq, c1);
+    let d = decode_pp(&got.payload);
+    assert_eq!((d.src, d.dst), (client, vipd));
+    assert_eq!(&got.payload[d.len..], FORGED);
+}
+
+#[test]
+fn data_before_the_first_byte_cannot_cover_the_header_while_it_is_unacknowledged() {
+    let mut n = node();
+    for (port, vip) in [
+        (40080, SocketAddr::from(([10, 1, 0, 101], 80))),
+        (40081, vip4()),
+    ] {
+        let client = SocketAddr::from((CLIENT4, port));
+        let (conn, _) = handshake(&mut n, client, vip, Some(1460));
+        let c1 = ISN.wrapping_add(1);
+        // Our first segment leaves with the header (and is lost on the
+        // way to the backend).
+        let first = n.one(&conn.c(f::ACK | f::PSH, c1, BISN + 1).data(b"G"));
+        let d = decode_pp(&first.payload);
+        assert_eq!(d.src, client);
+        // A "retransmission" starting one byte early, at the SYN's sequence
+        // number: unshifted, the backend would trim that byte and read the
+        // forged header at the header's place.
+        let mut early = b"x".to_vec();
+        early.extend_from_slice(FORGED);
+        let before = n.counter(Counter::DropPpBeforeHeader);
+        n.none(&conn.c(f::ACK | f::PSH, ISN, BISN + 1).data(&early));
+        // Far before (sequence space wraps): the same.
+        n.none(
+            &conn
+                .c(f::ACK, c1.wrapping_sub(0x7000_0000), BISN + 1)
+                .data(FORGED),
+        );
+        assert_eq!(n.counter(Counter::DropPpBeforeHeader), before + 2);
+        // The real retransmission at the first byte carries our header again.
+        let again = n.one(&conn.c(f::ACK | f::PSH, c1, BISN + 1).data(FORGED));
+        let d2 = decode_pp(&again.payload);
+        assert_eq!((d2.src, d2.len), (client, d.len));
+        assert_eq!(&again.payload[d2.len..], FORGED);
+        // Data-less segments before the first byte still pass (no bytes).
+        let ack = n.one(&conn.c(f::ACK, ISN, BISN + 1));
+        assert!(ack.payload.is_empty());
+    }
+}
+
+#[test]
+fn a_flow_picked_up_mid_stream_on_a_proxy_vip_is_reset_not_forwarded() {
+    let mut n = node();
+    for (port, vip) in [
+        (40060, SocketAddr::from(([10, 1, 0, 101], 80))),
+        (40061, vip4()),
+    ] {
+        let client = SocketAddr::from((CLIENT4, port));
+        // No SYN seen (appliance restarted, ECMP moved the flow): nothing
+        // reaches the backend; the client gets a RST from the VIP in its
+        // own sequence space.
+        let (back, out) = exchange_client(
+            &mut n,
+            &Seg::client(client, vip, f::ACK, 5000, 9000).data(FORGED),
+        );
+        assert!(out.is_empty(), "forwarded: {out:#?}");
+        assert_eq!(back.len(), 1, "{back:#?}");
+        let rst = &back[0];
+        assert_eq!((rst.src, rst.dst), (vip, client));
+        assert_eq!(rst.flags & f::RST, f::RST);
+        assert_eq!(rst.seq, 9000);
+        // A RST is not answered; a FIN is.
+        let (back, out) = exchange_client(&mut n, &Seg::client(client, vip, f::RST, 5000, 0));
+        assert!(back.is_empty() && out.is_empty());
+        let (back, out) = exchange_client(
+            &mut n,
+            &Seg::client(client, vip, f::ACK | f::FIN, 5000, 9000),
+        );
+        assert!(out.is_empty());
+        assert_eq!(back.len(), 1);
+        let IpAddr::V4(v) = vip.ip() else {
+            unreachable!()
+        };
+        let key = FlowKey::v4(CLIENT4.octets(), v.octets(), port, 80, 6);
+        assert!(
+            n.w.pipeline.lb().conntrack().lookup(&key, 0).is_none(),
+            "no entry made"
+        );
+    }
+    assert_eq!(n.counter(Counter::DropPpMidStream), 6);
     assert_eq!(n.counter(Counter::PpHeadersInserted), 0);
+}
+
+#[test]
+fn a_dnat_proxy_vip_has_no_stateless_fallback_when_the_table_is_full() {
+    let mut n = node();
+    let vipd = SocketAddr::from(([10, 1, 0, 101], 80));
+    let mut port = 1024u16;
+    // Fill the table with half-open flows until a SYN is refused.
+    while n.counter(Counter::DropPpConntrackFull) == 0 {
+        assert!(port < 8000, "the table never filled");
+        let client = SocketAddr::from((CLIENT4, port));
+        let _ = n.send(&Seg::client(client, vipd, f::SYN, ISN, 0).mss(1460));
+        port += 1;
+    }
+    assert_eq!(n.counter(Counter::ConntrackFullStateless), 0);
+    // The refused SYN did not leave; neither do its retransmission nor
+    // data sent blindly after it (answered with a RST).
+    let client = SocketAddr::from((CLIENT4, port - 1));
+    n.none(&Seg::client(client, vipd, f::SYN, ISN, 0).mss(1460));
+    assert_eq!(n.counter(Counter::DropPpConntrackFull), 2);
+    let (back, out) = exchange_client(
+        &mut n,
+        &Seg::client(client, vipd, f::ACK, ISN.wrapping_add(1), BISN + 1).data(FORGED),
+    );
+    assert!(out.is_empty(), "forwarded: {out:#?}");
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].flags & f::RST, f::RST);
+    assert_eq!(n.counter(Counter::DropPpMidStream), 1);
+}
+
+#[test]
+fn a_stream_past_two_gib_stays_translated_both_ways() {
+    let mut n = node();
+    let client = SocketAddr::from((CLIENT4, 40090));
+    let vipd = SocketAddr::from(([10, 1, 0, 101], 80));
+    let (conn, _) = handshake(&mut n, client, vipd, Some(1460));
+    let c1 = ISN.wrapping_add(1);
+    let first = n.one(&conn.c(f::ACK, c1, BISN + 1).data(b"hi"));
+    let l = decode_pp(&first.payload).len as u32;
+    n.one(&conn.b(f::ACK, BISN + 1, c1.wrapping_add(l + 2)));
+    // 3 GiB uploaded later (half the sequence space is 2 GiB): every
+    // byte still moves by the header's length, every ACK back.
+    for far in [c1.wrapping_add(0x8000_0000), c1.wrapping_add(0xC000_0000)] {
+        let got = n.one(&conn.c(f::ACK, far, BISN + 1).data(b"far"));
+        assert_eq!(got.seq, far.wrapping_add(l));
+        let back = n.one(
+            &conn
+                .b(f::ACK, BISN + 1, far.wrapping_add(l + 3))
+                .sack(&[(far.wrapping_add(l + 100), far.wrapping_add(l + 200))]),
+        );
+        assert_eq!(back.ack, far.wrapping_add(3));
+        assert_eq!(
+            back.sack,
+            vec![(far.wrapping_add(100), far.wrapping_add(200))]
+        );
+    }
 }
 
 #[test]

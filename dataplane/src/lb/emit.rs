@@ -123,6 +123,11 @@ impl Lb {
             (Verdict::Send { port, len }, Some(id)) if rec.pp_on() => {
                 self.pp_client(id, buf, len, p, port, counters)
             }
+            // Untracked, it could carry no header (`new_flow` does not
+            // make such flows; never let one through).
+            (Verdict::Send { .. }, None) if rec.pp_on() => {
+                count_drop(counters, Counter::DropPpConntrackFull)
+            }
             // A PROXY flow's segment cannot wait: its header and sequence
             // shift are decided as it leaves.
             (Verdict::Park { .. }, _) if rec.pp_on() => {

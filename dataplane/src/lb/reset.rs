@@ -119,6 +119,37 @@ impl Lb {
         self.send_rst(frame, p, in_port, id, ports, counters)
     }
 
+    /// A client's segment to a PROXY VIP of a connection with no entry
+    /// begun by a SYN here (picked up mid-stream after a restart or an
+    /// ECMP move, or its entry gone): our header cannot go first any more,
+    /// so the segment is dropped and, unless it is a RST, answered with one
+    /// from the VIP (built from the segment, so in the client's sequence
+    /// space): the connection cannot go on, and the client learns it now
+    /// rather than after its retransmissions.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn refuse_mid_stream(
+        &mut self,
+        frame: &mut [u8],
+        p: &Parsed,
+        in_port: usize,
+        ports: &[PortDesc],
+        counters: &mut Counters,
+    ) -> Verdict {
+        let c = Counter::DropPpMidStream;
+        counters.inc(c);
+        if flags_of(p) & 0x04 != 0 {
+            return Verdict::Drop(c);
+        }
+        let Some(port) = ports.get(in_port) else {
+            return Verdict::Drop(c);
+        };
+        match crate::reset::rst_reply(frame, p, port.mac) {
+            Ok(len) => Verdict::Send { port: in_port, len },
+            Err(_) => Verdict::Drop(c),
+        }
+    }
+
     /// Turns `frame` into the RST that answers it, back out of `in_port`,
     /// and removes entry `id`.
     pub(super) fn send_rst(

@@ -190,6 +190,10 @@ impl Lb {
                     .insert(*orig, reply, rec, state, now, on_free)
                 {
                     Ok(id) => Picked::Tracked(id),
+                    // A stateless PROXY flow could carry no header.
+                    Err(InsertError::Full) if rec.pp_on() => {
+                        return Err(count_drop(counters, Counter::DropPpConntrackFull));
+                    }
                     Err(InsertError::Full) => {
                         counters.inc(Counter::ConntrackFullStateless);
                         Picked::Stateless(rec, reply)

@@ -334,13 +334,19 @@ impl Lb {
         }
         // Mid-stream packet of a connection this worker never saw
         // (restart, table full earlier): DNAT can forward it where
-        // Maglev sends it; full-NAT has no source port to use.
+        // Maglev sends it; full-NAT has no source port to use. On a PROXY
+        // VIP nothing may pass: our header can no longer go first.
         if tcp && !syn_only {
-            let full_nat = self
+            let (full_nat, proxy) = self
                 .tables
                 .as_ref()
                 .and_then(|t| t.vips.get(vi as usize))
-                .is_some_and(|v| v.mode == Mode::FullNat);
+                .map_or((false, false), |v| {
+                    (v.mode == Mode::FullNat, v.proxy_protocol.enabled)
+                });
+            if proxy {
+                return self.refuse_mid_stream(frame, p, in_port, ports, counters);
+            }
             if full_nat {
                 return count_drop(counters, Counter::DropNoConntrack);
             }

@@ -71,6 +71,17 @@ fn after_eq(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) >= 0
 }
 
+/// Applies `map` to a segment's acknowledgement number and SACK edges.
+#[inline(always)]
+fn remap(frame: &mut [u8], s: &seg::Seg, map: impl Fn(u32) -> u32 + Copy) {
+    let ack = s.ack(frame);
+    let new = map(ack);
+    if new != ack {
+        seg::set_ack(frame, s, new);
+    }
+    seg::map_sack_edges(frame, s, map);
+}
+
 /// The addresses and id a connection's header carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ends {
@@ -199,9 +210,17 @@ impl PpFlow {
         let seq = s.seq(buf);
         let plen = s.payload_len();
         if flags & SYN != 0 {
-            if flags & ACK == 0 && !self.has(bit::SENT) {
-                self.client_isn = seq;
-                self.bits |= bit::ISN;
+            if flags & ACK == 0 {
+                if !self.has(bit::ISN) {
+                    self.client_isn = seq;
+                    self.bits |= bit::ISN;
+                } else if seq != self.client_isn {
+                    // The first SYN fixed where the header goes. A SYN with
+                    // another ISN would move that place while the backend
+                    // may still count from the first one: data at the first
+                    // ISN would then pass unshifted and without our header.
+                    return Err(Counter::DropPpSynNewIsn);
+                }
             }
             if plen > 0 {
                 // TCP Fast Open data would precede the header: the backend
@@ -211,13 +230,24 @@ impl PpFlow {
             }
             return Ok(len);
         }
+        let fin = flags & FIN != 0;
         if !self.has(bit::ISN) {
+            // No SYN went out in this flow: there is no place for a header,
+            // so no byte may pass (docs/security.md, PROXY header).
+            if plen > 0 || fin {
+                return Err(Counter::DropPpMidStream);
+            }
             return Ok(len);
         }
         let c1 = self.client_isn.wrapping_add(1);
         let first = seq == c1;
-        let fin = flags & FIN != 0;
         let rst = flags & RST != 0;
+        if plen > 0 && !self.has(bit::ACKED) && after(c1, seq) {
+            // Data starting before the client's first byte: unshifted, it
+            // would cover the header's place at the backend (which trims the
+            // bytes it had and reads the rest) before our header got there.
+            return Err(Counter::DropPpBeforeHeader);
+        }
         if !self.has(bit::COMMITTED) {
             if first && plen > 0 && !rst {
                 let sni = tls::client_hello_sni(&buf[s.payload..s.end]);
@@ -247,10 +277,12 @@ impl PpFlow {
     }
 
     /// Moves a client segment's sequence number past the header (segments
-    /// before the first data byte keep theirs).
+    /// before the first data byte keep theirs until the backend has the
+    /// header; from then on every segment moves: a comparison with the
+    /// first byte would turn once the stream passed 2 GiB).
     pub fn shift_client(&self, frame: &mut [u8], s: &seg::Seg) {
         let seq = s.seq(frame);
-        if after_eq(seq, self.client_isn.wrapping_add(1)) {
+        if self.has(bit::ACKED) || after_eq(seq, self.client_isn.wrapping_add(1)) {
             seg::set_seq(frame, s, seq.wrapping_add(u32::from(self.hdr_len)));
         }
     }
@@ -361,21 +393,31 @@ impl PpFlow {
             .client_isn
             .wrapping_add(1)
             .wrapping_add(u32::from(self.hdr_len));
-        if self.has(bit::SENT) && after_eq(s.ack(frame), edge) {
+        let acks_header = self.has(bit::SENT) && after_eq(s.ack(frame), edge);
+        // Mapped as the flow stood: the segment that first acknowledges the
+        // header may still SACK bytes inside it.
+        self.map_backend(frame, &s);
+        if acks_header {
             self.bits |= bit::ACKED;
         }
-        self.map_backend(frame, &s);
         Ok(())
     }
 
     /// Moves a backend segment's acknowledgement number and SACK edges back
     /// over the header: values past it by `L`, values inside it to the
-    /// client's first data byte.
+    /// client's first data byte. Once the backend acknowledged the header,
+    /// every value moves by `L`: as in [`PpFlow::shift_client`], a
+    /// comparison with the header's end would turn after 2 GiB (an old
+    /// value inside the header then lands before the client's first byte,
+    /// which the client ignores as acknowledged long ago).
     pub fn map_backend(&self, frame: &mut [u8], s: &seg::Seg) {
         let l = u32::from(self.hdr_len);
+        if self.has(bit::ACKED) {
+            return remap(frame, s, |a| a.wrapping_sub(l));
+        }
         let c1 = self.client_isn.wrapping_add(1);
         let edge = c1.wrapping_add(l);
-        let map = |a: u32| {
+        remap(frame, s, |a: u32| {
             if after_eq(a, edge) {
                 a.wrapping_sub(l)
             } else if after(a, c1) {
@@ -383,12 +425,6 @@ impl PpFlow {
             } else {
                 a
             }
-        };
-        let ack = s.ack(frame);
-        let new = map(ack);
-        if new != ack {
-            seg::set_ack(frame, s, new);
-        }
-        seg::map_sack_edges(frame, s, map);
+        })
     }
 }
