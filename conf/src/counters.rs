@@ -150,6 +150,9 @@ counters! {
     DropNoHostTwin => "drop_no_host_twin", "host-bound frame on a port without a kernel twin";
     DropPpAheadOfHeader => "drop_pp_ahead_of_header", "client data beyond the first segment of a PROXY flow before the header could be written (first segment lost; the client retransmits)";
     DropPpBadSegment => "drop_pp_bad_segment", "segment of a PROXY flow that could not be rewritten (layout, no room)";
+    // borderctl diag (issue 15): connection-table occupancy per worker.
+    ConntrackEntries => "conntrack_entries", "gauge: connection-table entries of this worker (expired ones not yet reclaimed included)";
+    ConntrackCapacity => "conntrack_capacity", "gauge: connection-table size of this worker (dataplane.conntrack_per_worker)";
 }
 
 #[cfg(test)]

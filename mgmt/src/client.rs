@@ -131,6 +131,15 @@ pub fn bgp_client(ch: Channel) -> BgpClient {
         .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
 }
 
+/// The `border.v1.BorderHealth` client type.
+pub type HealthClient = crate::pb::border_health_client::BorderHealthClient<Channel>;
+
+/// The BorderHealth client over a channel from [`connect_channel`].
+pub fn health_client(ch: Channel) -> HealthClient {
+    crate::pb::border_health_client::BorderHealthClient::new(ch)
+        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+}
+
 /// Connects over a unix socket.
 pub async fn connect_unix(path: PathBuf) -> Result<Client, ConnectError> {
     let shown = format!("unix://{}", path.display());

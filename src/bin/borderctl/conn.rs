@@ -184,7 +184,8 @@ impl Target {
         };
         Ok(Api {
             client: mgmt::client::with_limits(client.clone()),
-            bgp: mgmt::client::bgp_client(client),
+            bgp: mgmt::client::bgp_client(client.clone()),
+            health: mgmt::client::health_client(client),
             shown,
             timeout: self.timeout(),
         })
@@ -196,6 +197,8 @@ pub struct Api {
     client: Client,
     /// `border.v1.BorderBgp` on the same connection.
     pub bgp: mgmt::client::BgpClient,
+    /// `border.v1.BorderHealth` on the same connection.
+    health: mgmt::client::HealthClient,
     /// The server as `unix:///path` or `tcp://ip:port`.
     pub shown: String,
     timeout: Duration,
@@ -221,6 +224,13 @@ impl Api {
     {
         let call = f(self.bgp.clone());
         self.bounded(call).await
+    }
+
+    /// GetHealth (`border.v1.BorderHealth`), as [`Api::call`].
+    pub async fn call_health(&mut self) -> Result<mgmt::pb::GetHealthResponse, Failure> {
+        let mut h = self.health.clone();
+        self.bounded(async move { h.get_health(mgmt::pb::GetHealthRequest {}).await })
+            .await
     }
 
     /// Waits for `call` up to the timeout; errors become one line.
