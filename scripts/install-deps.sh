@@ -28,6 +28,10 @@ packages=(
   systemd dpkg-dev
   # scripts/chaos.sh (tests/e2e_chaos.rs): timings in fractional seconds
   bc
+  # borderctl diag (e2e_diag): a SYN flood and SYNs that nothing answers
+  hping3
+  # borderctl diag (e2e_diag): a frame with a wrong IPv4 checksum (Debian's /usr/bin/python3)
+  python3-scapy
 )
 
 missing=()

@@ -125,8 +125,15 @@ mod tests {
     fn a_twin_that_is_down_or_gone_is_named_with_what_to_do() {
         assert_eq!(twin_finding("ext", "kni-ext", TwinLink::Up), None);
         let f = twin_finding("ext", "kni-ext", TwinLink::Down).unwrap();
-        assert_eq!((f.kind.as_str(), f.port.as_str()), ("host_twin_down", "ext"));
-        assert!(f.detail.contains("ip link set dev kni-ext up"), "{}", f.detail);
+        assert_eq!(
+            (f.kind.as_str(), f.port.as_str()),
+            ("host_twin_down", "ext")
+        );
+        assert!(
+            f.detail.contains("ip link set dev kni-ext up"),
+            "{}",
+            f.detail
+        );
         let f = twin_finding("int", "kni-int", TwinLink::Missing).unwrap();
         assert!(f.detail.contains("does not exist"), "{}", f.detail);
     }
@@ -140,7 +147,8 @@ mod tests {
         assert_eq!(f.kind, "local_ports_overlap_ephemeral");
         assert_eq!(f.port, "int");
         assert!(
-            f.detail.contains("overlaps the kernel's ephemeral ports 10000-60999"),
+            f.detail
+                .contains("overlaps the kernel's ephemeral ports 10000-60999"),
             "{}",
             f.detail
         );

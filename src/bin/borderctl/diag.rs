@@ -148,7 +148,11 @@ impl Render for DiagView {
         }
         if !self.drops.is_empty() {
             t.blank();
-            let mut d = Table::new(&[("DROP COUNTER", false), ("IN WINDOW", true), ("PER S", true)]);
+            let mut d = Table::new(&[
+                ("DROP COUNTER", false),
+                ("IN WINDOW", true),
+                ("PER S", true),
+            ]);
             for r in &self.drops {
                 d.row(vec![
                     r.counter.clone(),

@@ -142,7 +142,13 @@ fn dataplane(s: &Sample, out: &mut Vec<Finding>) -> bool {
     } else {
         return true;
     };
-    out.push(finding("dataplane_down", Severity::Problem, "border-dp", why, next));
+    out.push(finding(
+        "dataplane_down",
+        Severity::Problem,
+        "border-dp",
+        why,
+        next,
+    ));
     false
 }
 
@@ -265,7 +271,10 @@ fn drops(rates: &[DropRate], stats: &pb::GetStatsResponse, out: &mut Vec<Finding
             .find(|c| c.name == name)
             .map_or(String::new(), |c| c.help.clone())
     };
-    for r in rates.iter().filter(|r| !parts.contains(&r.counter.as_str())) {
+    for r in rates
+        .iter()
+        .filter(|r| !parts.contains(&r.counter.as_str()))
+    {
         let (kind, severity, next) = drop_kind(&r.counter);
         let mut evidence = format!(
             "{} dropped in the window ({}/s): {}",

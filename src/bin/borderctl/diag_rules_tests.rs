@@ -88,7 +88,11 @@ fn sample(values: &[(&str, u64)]) -> Sample {
     }
 }
 
-fn diagnose_pair(first: &Sample, last: &Sample, health: Option<&pb::GetHealthResponse>) -> Diagnosis {
+fn diagnose_pair(
+    first: &Sample,
+    last: &Sample,
+    health: Option<&pb::GetHealthResponse>,
+) -> Diagnosis {
     diagnose(&Inputs {
         first,
         last,
@@ -146,7 +150,11 @@ fn drops_that_moved_are_named_by_reason_with_their_rate() {
             ("drops_malformed", "drop_malformed", Severity::Problem),
             ("drops_no_backend", "drop_no_backend", Severity::Problem),
             ("drops_not_ours", "drop_arp_not_ours", Severity::Note),
-            ("drops_other", "drop_added_by_someone_today", Severity::Problem),
+            (
+                "drops_other",
+                "drop_added_by_someone_today",
+                Severity::Problem
+            ),
         ],
         "the malformed reasons are evidence of drop_malformed, not findings"
     );
@@ -186,8 +194,16 @@ fn a_dead_worker_and_one_behind_for_the_whole_window_are_named() {
     assert_eq!(
         kinds(&d),
         [
-            ("worker_heartbeat_old", "worker 0 (lcore 1)", Severity::Problem),
-            ("worker_generation_lag", "worker 0 (lcore 1)", Severity::Problem),
+            (
+                "worker_heartbeat_old",
+                "worker 0 (lcore 1)",
+                Severity::Problem
+            ),
+            (
+                "worker_generation_lag",
+                "worker 0 (lcore 1)",
+                Severity::Problem
+            ),
         ]
     );
     assert!(d.findings[0].evidence.contains("4200 ms"));
@@ -210,7 +226,9 @@ fn a_connection_table_at_80_percent_is_named() {
         kinds(&d),
         [("conntrack_high", "worker 0 (lcore 1)", Severity::Problem)]
     );
-    assert!(d.findings[0].evidence.starts_with("connection table 800 of 1000 entries (80%)"));
+    assert!(d.findings[0]
+        .evidence
+        .starts_with("connection table 800 of 1000 entries (80%)"));
 }
 
 #[test]
@@ -364,7 +382,10 @@ fn a_stopped_dataplane_is_one_finding_and_no_counter_rules() {
         kinds(&d),
         [("dataplane_down", "border-dp", Severity::Problem)]
     );
-    assert_eq!(d.findings[0].evidence, "pid 42 is not running (run state stopped)");
+    assert_eq!(
+        d.findings[0].evidence,
+        "pid 42 is not running (run state stopped)"
+    );
     let mut s = sample(&[]);
     s.status.publisher.as_mut().unwrap().pending = "arena held by worker 0".into();
     assert_eq!(
