@@ -108,11 +108,9 @@ impl DiagView {
 }
 
 fn pct(n: u64, of: u64) -> String {
-    if of == 0 {
-        "-".into()
-    } else {
-        format!("{}%", n * 100 / of)
-    }
+    (n * 100)
+        .checked_div(of)
+        .map_or_else(|| "-".into(), |p| format!("{p}%"))
 }
 
 impl Render for DiagView {
