@@ -30,8 +30,11 @@ packages=(
   bc
   # fleet control (e2e_fleet): border-gw's tunnel registry
   redis-server
-  # hand-built segments: spoofed RSTs into a live connection (e2e_rst_window),
-  # a client forging the PROXY header (e2e_ppv2_forgery)
+  # borderctl diag (e2e_diag): a SYN flood and SYNs that nothing answers
+  hping3
+  # hand-built segments (Debian's /usr/bin/python3): spoofed RSTs into a live
+  # connection (e2e_rst_window), a client forging the PROXY header
+  # (e2e_ppv2_forgery), a frame with a wrong IPv4 checksum (e2e_diag)
   python3-scapy
 )
 

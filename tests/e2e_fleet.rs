@@ -420,7 +420,7 @@ impl Fleet {
         let ch = mgmt::client::connect_channel(&target, Some(&tls))
             .await
             .unwrap();
-        mgmt::client::routed(ch, mgmt::client::Route::to(appliance).unwrap()).0
+        mgmt::client::routed(ch, mgmt::client::Route::to(appliance).unwrap()).border
     }
 }
 

@@ -162,6 +162,9 @@ counters! {
     DropPpBeforeHeader => "drop_pp_before_header", "client data of a PROXY flow starting before the client's first byte while the header is unacknowledged (it would cover the header's place)";
     DropPpMidStream => "drop_pp_mid_stream", "segment to a PROXY VIP of a connection whose SYN border did not see (restart, ECMP move, expired): no header can go first; answered with a RST";
     DropPpConntrackFull => "drop_pp_conntrack_full", "new DNAT flow to a PROXY VIP while the connection table is full (no stateless fallback: it could carry no header)";
+    // borderctl diag (issue 15): connection-table occupancy per worker.
+    ConntrackEntries => "conntrack_entries", "gauge: connection-table entries of this worker (expired ones not yet reclaimed included)";
+    ConntrackCapacity => "conntrack_capacity", "gauge: connection-table size of this worker (dataplane.conntrack_per_worker)";
 }
 
 #[cfg(test)]

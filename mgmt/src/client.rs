@@ -152,22 +152,33 @@ pub type RoutedClient = BorderClient<Routed>;
 pub type RoutedBgpClient = crate::pb::border_bgp_client::BorderBgpClient<Routed>;
 
 /// Both clients over `ch`, each call routed by `route`, with the API's limits.
-pub fn routed(ch: Channel, route: Route) -> (RoutedClient, RoutedBgpClient) {
+pub fn routed(ch: Channel, route: Route) -> RoutedClients {
     let border = BorderClient::with_interceptor(ch.clone(), route.clone())
         .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(usize::MAX);
-    let bgp = crate::pb::border_bgp_client::BorderBgpClient::with_interceptor(ch, route)
+    let bgp =
+        crate::pb::border_bgp_client::BorderBgpClient::with_interceptor(ch.clone(), route.clone())
+            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES);
+    let health = crate::pb::border_health_client::BorderHealthClient::with_interceptor(ch, route)
         .max_decoding_message_size(crate::MAX_MESSAGE_BYTES);
-    (border, bgp)
+    RoutedClients {
+        border,
+        bgp,
+        health,
+    }
 }
 
-/// The `border.v1.BorderBgp` client type.
-pub type BgpClient = crate::pb::border_bgp_client::BorderBgpClient<Channel>;
+/// The `border.v1.BorderHealth` client of a [`routed`] connection.
+pub type RoutedHealthClient = crate::pb::border_health_client::BorderHealthClient<Routed>;
 
-/// The BorderBgp client over a channel from [`connect_channel`].
-pub fn bgp_client(ch: Channel) -> BgpClient {
-    crate::pb::border_bgp_client::BorderBgpClient::new(ch)
-        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+/// The three `border.v1` services over one [`routed`] connection.
+pub struct RoutedClients {
+    /// `border.v1.Border`.
+    pub border: RoutedClient,
+    /// `border.v1.BorderBgp`.
+    pub bgp: RoutedBgpClient,
+    /// `border.v1.BorderHealth`.
+    pub health: RoutedHealthClient,
 }
 
 /// Connects over a unix socket.

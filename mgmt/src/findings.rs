@@ -37,6 +37,7 @@ pub fn local_tuples(workers: &[(u64, Vec<u64>)], addresses: usize) -> Vec<Findin
                  {LOCAL_TUPLES_LOW_PCT}% (or lower [dataplane.timeouts] local_port_cooldown, \
                  or let clients and backends use TCP timestamps)"
             ),
+            ..Finding::default()
         });
     }
     out

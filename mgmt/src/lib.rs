@@ -24,6 +24,7 @@ pub mod intent;
 pub mod manager;
 pub mod metrics;
 pub mod model;
+pub mod netns_findings;
 pub mod peer;
 pub mod proto;
 pub mod publisher;

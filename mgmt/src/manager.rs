@@ -821,10 +821,16 @@ impl Manager {
                 config_restored_from: core.restored_from.clone(),
                 state_dir: self.opts.paths.state_dir.clone(),
             },
-            findings: crate::findings::local_tuples(
-                &read_stats(&self.opts.paths.state, &StatKeys::new()).workers,
-                cfg.ports.iter().map(|p| p.local_addresses.len()).sum(),
-            ),
+            findings: {
+                let mut f = crate::findings::local_tuples(
+                    &read_stats(&self.opts.paths.state, &StatKeys::new()).workers,
+                    cfg.ports.iter().map(|p| p.local_addresses.len()).sum(),
+                );
+                if snap.present && snap.pid_alive {
+                    f.extend(crate::netns_findings::netns(cfg, snap.pid));
+                }
+                f
+            },
             dataplane: snap,
             vips,
             bgp,

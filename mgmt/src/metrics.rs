@@ -165,15 +165,16 @@ fn dataplane(o: &mut Out, status: &Status) {
     o.family(
         "border_findings",
         "gauge",
-        "problems borderctl status names, by kind and worker (1 while present)",
+        "problems borderctl status names, by kind and worker or port (1 while present)",
     );
     for f in &status.findings {
         let w = f.worker.to_string();
-        o.sample(
-            "border_findings",
-            &[("kind", f.kind.as_str()), ("worker", &w)],
-            1,
-        );
+        let labels: &[(&str, &str)] = if f.port.is_empty() {
+            &[("kind", f.kind.as_str()), ("worker", &w)]
+        } else {
+            &[("kind", f.kind.as_str()), ("port", &f.port)]
+        };
+        o.sample("border_findings", labels, 1);
     }
 }
 

@@ -207,15 +207,18 @@ pub struct PublisherStatus {
     pub state_dir: Option<PathBuf>,
 }
 
-/// A problem read off the workers' numbers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A problem read off the workers' numbers, or seen in border-dp's
+/// network namespace (a port's kernel twin, the ephemeral port range).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Finding {
     /// Stable snake_case kind.
     pub kind: String,
-    /// The worker it concerns.
+    /// The worker it concerns (0 for a port's finding).
     pub worker: u32,
     /// The evidence and what to do, in one line.
     pub detail: String,
+    /// The `[[port]]` it concerns (empty for a worker's finding).
+    pub port: String,
 }
 
 /// GetStatus: everything at one look.

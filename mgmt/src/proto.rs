@@ -87,6 +87,7 @@ impl From<Finding> for pb::Finding {
             kind: f.kind,
             worker: f.worker,
             detail: f.detail,
+            port: f.port,
         }
     }
 }
@@ -486,6 +487,7 @@ impl From<&Snapshot> for pb::GetHealthResponse {
                     weight: v.weight.unwrap_or(0),
                     reason: v.reason.clone(),
                     since_unix_ms: v.since_unix_ms,
+                    changes_unix_ms: v.changes_unix_ms.clone(),
                     checkers: v.checkers.clone(),
                     detail: v.detail.clone(),
                 });

@@ -588,3 +588,26 @@ fn a_restart_keeps_published_down_backends_down_until_rise() {
         (State::Up, "up: HTTP 200")
     );
 }
+
+#[test]
+fn a_verdict_remembers_its_last_state_changes_for_flap_detection() {
+    let mut t = T::new(&config(0, 1, false));
+    t.round(&[(1, ok()), (2, ok())]);
+    let changes = |t: &T| t.e.verdict("web", b(1)).unwrap().changes_unix_ms.clone();
+    assert!(changes(&t).is_empty(), "the first verdict is not a change");
+    let mut expected = Vec::new();
+    for cycle in 0..6 {
+        for _ in 0..3 {
+            t.round(&[(1, refused()), (2, ok())]);
+        }
+        assert_eq!(t.state(1), State::Down, "cycle {cycle}");
+        expected.push(1_700_000_000_000 + t.now);
+        t.round(&[(1, ok()), (2, ok())]);
+        t.round(&[(1, ok()), (2, ok())]);
+        assert_eq!(t.state(1), State::Up, "cycle {cycle}");
+        expected.push(1_700_000_000_000 + t.now);
+    }
+    let keep = expected.len() - mgmt::health::engine::RECENT_CHANGES;
+    assert_eq!(changes(&t), expected[keep..], "the last 8, oldest first");
+    assert!(t.e.verdict("web", b(2)).unwrap().changes_unix_ms.is_empty());
+}

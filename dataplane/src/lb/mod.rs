@@ -244,6 +244,8 @@ impl Lb {
         self.sync
             .drain_into(self.worker, &mut self.neighbors, now_ms);
         self.expire(EXPIRE_BUDGET, counters);
+        counters.set(Counter::ConntrackEntries, self.conntrack.len() as u64);
+        counters.set(Counter::ConntrackCapacity, self.conntrack.capacity() as u64);
         if let Some(t) = self.local_ports.scan(now_ms, LOCAL_TUPLE_SCAN_BUDGET) {
             counters.set(Counter::LocalTuples, t.tuples);
             counters.set(Counter::LocalTuplesInUse, t.in_use);

@@ -164,9 +164,15 @@ pub struct Verdict {
     pub since_ms: u64,
     /// The same in Unix milliseconds.
     pub since_unix_ms: u64,
+    /// The last [`RECENT_CHANGES`] changes of `state` (not the first
+    /// verdict), Unix ms, oldest first: what tells a flapping backend.
+    pub changes_unix_ms: Vec<u64>,
     /// The checkers whose votes made the decision.
     pub checkers: Vec<String>,
 }
+
+/// How many state changes a verdict remembers.
+pub const RECENT_CHANGES: usize = 8;
 
 /// Health of one VIP as a whole.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -383,6 +389,7 @@ impl Engine {
                 detail: String::new(),
                 since_ms: now,
                 since_unix_ms: unix_ms,
+                changes_unix_ms: Vec::new(),
                 checkers: Vec::new(),
             },
         );
@@ -532,6 +539,13 @@ impl Engine {
                     Some(p) if p.state == state => (p.since_ms, p.since_unix_ms),
                     _ => (now, unix_ms),
                 };
+                let mut changes_unix_ms = prev.map_or_else(Vec::new, |p| p.changes_unix_ms.clone());
+                if prev.is_some_and(|p| p.state != state) {
+                    if changes_unix_ms.len() == RECENT_CHANGES {
+                        changes_unix_ms.remove(0);
+                    }
+                    changes_unix_ms.push(unix_ms);
+                }
                 verdicts.insert(
                     key,
                     Verdict {
@@ -542,6 +556,7 @@ impl Engine {
                         detail: votes.details.join("; "),
                         since_ms,
                         since_unix_ms,
+                        changes_unix_ms,
                         checkers: names,
                     },
                 );

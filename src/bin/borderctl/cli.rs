@@ -109,6 +109,22 @@ pub enum Cmd {
         #[arg(value_enum)]
         state: OnOff,
     },
+    /// Name the typical problems, each with its evidence and the next command.
+    ///
+    /// Asks border-mgmt twice, --window seconds apart: drops by reason with
+    /// their rates (every drop counter that moved), VIPs with no eligible
+    /// backend or failing open, flapping backends, workers that are stuck or
+    /// behind the published tables, connection-table and local-port use,
+    /// kernel twins that are down, the local_port_range / ephemeral-range
+    /// overlap, BGP sessions and withdrawn VIPs. Exit 0 when nothing is
+    /// flagged, 1 when something is, 3 when border-mgmt cannot be asked.
+    /// See docs/diag.md.
+    Diag {
+        /// Seconds between the two samples (the window of the drop rates).
+        #[arg(long, value_name = "SECS", default_value_t = 5,
+              value_parser = clap::value_parser!(u64).range(1..=3600))]
+        window: u64,
+    },
     /// Per-worker dataplane counters and their totals, read from border-dp's
     /// state region on this machine (without border-mgmt).
     ///

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use conf::state::StateRegion;
-use mgmt::client::{ConnectError, Route, RoutedBgpClient, RoutedClient as Client};
+use mgmt::client::{
+    ConnectError, Route, RoutedBgpClient, RoutedClient as Client, RoutedHealthClient,
+};
 use mgmt::tls::ClientTls;
 
 use crate::cli::Target;
@@ -204,10 +206,11 @@ impl Target {
             Ok(Err(e)) => return Err(Failure::Other(one_line(&e.to_string()))),
             Ok(Ok(ch)) => ch,
         };
-        let (client, bgp) = mgmt::client::routed(client, route);
+        let clients = mgmt::client::routed(client, route);
         Ok(Api {
-            client,
-            bgp,
+            client: clients.border,
+            bgp: clients.bgp,
+            health: clients.health,
             shown,
             timeout: self.timeout(),
         })
@@ -219,6 +222,8 @@ pub struct Api {
     client: Client,
     /// `border.v1.BorderBgp` on the same connection.
     pub bgp: RoutedBgpClient,
+    /// `border.v1.BorderHealth` on the same connection.
+    health: RoutedHealthClient,
     /// The server as `unix:///path` or `tcp://ip:port`.
     pub shown: String,
     timeout: Duration,
@@ -244,6 +249,13 @@ impl Api {
     {
         let call = f(self.bgp.clone());
         self.bounded(call).await
+    }
+
+    /// GetHealth (`border.v1.BorderHealth`), as [`Api::call`].
+    pub async fn call_health(&mut self) -> Result<mgmt::pb::GetHealthResponse, Failure> {
+        let mut h = self.health.clone();
+        self.bounded(async move { h.get_health(mgmt::pb::GetHealthRequest {}).await })
+            .await
     }
 
     /// Waits for `call` up to the timeout; errors become one line.

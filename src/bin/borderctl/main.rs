@@ -4,6 +4,9 @@
 //! region directly, and `status`/`stats` fall back to it when border-mgmt
 //! is not reachable.
 //!
+//! `diag` puts status, counters and health together and names the
+//! problems it sees.
+//!
 //! `cli` parses the command line, `conn` reaches border-mgmt and says in
 //! one line why it could not, `output` prints every command's view as a
 //! table or JSON; each command has its own module.
@@ -15,6 +18,8 @@ mod bgp;
 mod cli;
 mod conn;
 mod counters;
+mod diag;
+mod diag_rules;
 mod events;
 mod maintenance;
 mod output;
@@ -47,6 +52,7 @@ fn main() -> ExitCode {
         Cmd::Events { count } => events::run(&target, json, count),
         Cmd::Maintenance { state } => maintenance::run(&target, state, json),
         Cmd::Counters { all } => counters::run(&target, all, json).map_err(Failure::from),
+        Cmd::Diag { window } => return diag::run(&target, Duration::from_secs(window), json),
     };
     match res {
         Ok(code) => code,

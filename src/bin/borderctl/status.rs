@@ -166,6 +166,8 @@ pub struct FindingView {
     pub kind: String,
     pub worker: u32,
     pub detail: String,
+    /// The port a port's finding concerns (empty for a worker's).
+    pub port: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -206,6 +208,7 @@ impl StatusView {
                     kind: f.kind,
                     worker: f.worker,
                     detail: f.detail,
+                    port: f.port,
                 })
                 .collect(),
             workers: dp
@@ -342,10 +345,12 @@ impl StatusView {
             t.line(format!("              problem: {}", dp.problem));
         }
         for f in &dp.findings {
-            t.line(format!(
-                "              {} (worker {}): {}",
-                f.kind, f.worker, f.detail
-            ));
+            let about = if f.port.is_empty() {
+                format!("worker {}", f.worker)
+            } else {
+                format!("port {}", f.port)
+            };
+            t.line(format!("              {} ({about}): {}", f.kind, f.detail));
         }
         t
     }

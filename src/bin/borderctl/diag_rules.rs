@@ -1,0 +1,539 @@
+//! The rules of `borderctl diag`: pure functions from two samples of
+//! border-mgmt's answers (GetStatus and GetStats, `window` apart, and
+//! GetHealth) to the problems they show, each with its evidence and the
+//! next command to run. No I/O here: the unit tests feed fixed samples.
+
+use std::collections::BTreeMap;
+
+use mgmt::pb;
+use serde::Serialize;
+
+/// Share of a worker's connection table from which diag warns, in percent.
+pub const CONNTRACK_HIGH_PCT: u64 = 80;
+/// A backend whose health verdict changed this many times ...
+pub const FLAP_CHANGES: usize = 3;
+/// ... within this many milliseconds flaps.
+pub const FLAP_WINDOW_MS: u64 = 10 * 60 * 1000;
+
+/// What border-mgmt answered at one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Sample {
+    pub status: pb::GetStatusResponse,
+    pub stats: pb::GetStatsResponse,
+}
+
+/// Everything the rules look at.
+#[derive(Debug)]
+pub struct Inputs<'a> {
+    pub first: &'a Sample,
+    pub last: &'a Sample,
+    /// Time between the two samples, in milliseconds.
+    pub window_ms: u64,
+    /// GetHealth at the last sample (absent: not answered).
+    pub health: Option<&'a pb::GetHealthResponse>,
+    /// Wall clock at the last sample.
+    pub now_unix_ms: u64,
+}
+
+/// A problem (diag exits 1) or a note (shown, exit status unchanged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Problem,
+    Note,
+}
+
+/// One thing diag names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Stable snake_case kind (docs/diag.md lists them).
+    pub kind: String,
+    pub severity: Severity,
+    /// What it concerns: a VIP, `vip/backend`, `worker N`, a port, a counter.
+    pub subject: String,
+    /// The numbers behind it, in one line.
+    pub evidence: String,
+    /// The command (or step) to run next.
+    pub next: String,
+}
+
+/// A drop counter that moved during the window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DropRate {
+    pub counter: String,
+    pub dropped: u64,
+    pub per_second: f64,
+}
+
+/// One worker's tables at the last sample.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkerLoad {
+    pub index: u32,
+    pub lcore: u64,
+    pub applied_generation: u64,
+    pub alive: bool,
+    pub heartbeat_age_ms: u64,
+    pub conntrack_entries: u64,
+    pub conntrack_capacity: u64,
+    pub local_tuples: u64,
+    /// In use or resting.
+    pub local_tuples_used: u64,
+}
+
+/// What the rules found.
+#[derive(Debug, Default)]
+pub struct Diagnosis {
+    pub findings: Vec<Finding>,
+    pub drops: Vec<DropRate>,
+    pub workers: Vec<WorkerLoad>,
+}
+
+fn finding(kind: &str, severity: Severity, subject: &str, evidence: String, next: &str) -> Finding {
+    Finding {
+        kind: kind.into(),
+        severity,
+        subject: subject.into(),
+        evidence,
+        next: next.into(),
+    }
+}
+
+/// Runs every rule.
+pub fn diagnose(i: &Inputs<'_>) -> Diagnosis {
+    let mut d = Diagnosis::default();
+    let dp_up = dataplane(i.last, &mut d.findings);
+    publisher(i.last, &mut d.findings);
+    if dp_up {
+        d.drops = drop_rates(i);
+        drops(&d.drops, &i.last.stats, &mut d.findings);
+        d.workers = worker_loads(i.last);
+        workers(i, &mut d.findings);
+        occupancy(&d.workers, &mut d.findings);
+        mgmt_findings(i.last, &mut d.findings);
+    }
+    vips(i.last, &mut d.findings);
+    if let Some(h) = i.health {
+        flapping(h, i.now_unix_ms, &mut d.findings);
+    }
+    bgp(i.last, &mut d.findings);
+    d
+}
+
+/// `dataplane_down` unless border-dp runs; whether it does.
+fn dataplane(s: &Sample, out: &mut Vec<Finding>) -> bool {
+    let dp = s.status.dataplane.clone().unwrap_or_default();
+    let next = "systemctl status border-dp@INSTANCE (or its log); borderctl status";
+    if !dp.problem.is_empty() {
+        out.push(finding(
+            "dataplane_down",
+            Severity::Problem,
+            "border-dp",
+            format!("its state region is unusable: {}", dp.problem),
+            next,
+        ));
+        return false;
+    }
+    let why = if !dp.present {
+        "no state region: border-dp has not started".to_string()
+    } else if !dp.pid_alive {
+        format!("pid {} is not running (run state {})", dp.pid, dp.run_state)
+    } else if dp.run_state != "running" {
+        format!("pid {} is {}", dp.pid, dp.run_state)
+    } else {
+        return true;
+    };
+    out.push(finding(
+        "dataplane_down",
+        Severity::Problem,
+        "border-dp",
+        why,
+        next,
+    ));
+    false
+}
+
+/// Tables border-mgmt could not publish.
+fn publisher(s: &Sample, out: &mut Vec<Finding>) {
+    let p = s.status.publisher.clone().unwrap_or_default();
+    let next = "borderctl status; borderctl events (border-mgmt retries by itself)";
+    if !p.pending.is_empty() {
+        out.push(finding(
+            "tables_pending",
+            Severity::Problem,
+            "publisher",
+            format!(
+                "generation {} is published; the next waits: {}",
+                p.published_generation, p.pending
+            ),
+            next,
+        ));
+    } else if !p.last_error.is_empty() {
+        out.push(finding(
+            "publish_failed",
+            Severity::Problem,
+            "publisher",
+            p.last_error.clone(),
+            next,
+        ));
+    }
+}
+
+/// Every drop counter whose total moved between the samples, with its rate.
+/// A total that went down (border-dp restarted) counts from zero.
+pub fn drop_rates(i: &Inputs<'_>) -> Vec<DropRate> {
+    let before: BTreeMap<&str, u64> = i
+        .first
+        .stats
+        .counters
+        .iter()
+        .zip(&i.first.stats.totals)
+        .map(|(c, v)| (c.name.as_str(), *v))
+        .collect();
+    let secs = (i.window_ms.max(1)) as f64 / 1000.0;
+    i.last
+        .stats
+        .counters
+        .iter()
+        .zip(&i.last.stats.totals)
+        .filter(|(c, _)| c.drop && !c.gauge)
+        .filter_map(|(c, &now)| {
+            let was = before.get(c.name.as_str()).copied().unwrap_or(0);
+            let dropped = if now >= was { now - was } else { now };
+            (dropped > 0).then(|| DropRate {
+                counter: c.name.clone(),
+                dropped,
+                per_second: (dropped as f64 / secs * 10.0).round() / 10.0,
+            })
+        })
+        .collect()
+}
+
+/// The reason group of a drop counter: its finding kind, severity and next step.
+fn drop_kind(counter: &str) -> (&'static str, Severity, &'static str) {
+    use Severity::{Note, Problem};
+    match counter {
+        "drop_vip_unhandled" | "drop_not_local" => (
+            "drops_no_vip",
+            Problem,
+            "borderctl status (the configured VIPs: address, port, protocol); clients send to an address or port no VIP serves",
+        ),
+        "drop_no_backend" => (
+            "drops_no_backend",
+            Problem,
+            "borderctl status (which VIP has no backend in its ring); borderctl undrain / weight, or fix the backends' health",
+        ),
+        "drop_neighbor_unresolved" | "drop_neighbor_queue_full" | "drop_neighbor_queue_timeout" => (
+            "drops_neighbour_unresolved",
+            Problem,
+            "check that the backends / next hop answer ARP or NDP on the port's segment (`ip neigh` on them); borderctl stats --all (neighbor_requests)",
+        ),
+        "drop_no_local_port" => (
+            "drops_no_local_port",
+            Problem,
+            "borderctl stats (local_tuples_*): add [[port]] local_addresses, or lower [dataplane.timeouts] local_port_cooldown",
+        ),
+        "drop_conntrack_full" => (
+            "drops_table_full",
+            Problem,
+            "borderctl stats (conntrack_entries, conntrack_capacity): raise [dataplane] conntrack_per_worker (restart) or add workers",
+        ),
+        "drop_malformed" => (
+            "drops_malformed",
+            Problem,
+            "borderctl stats --all (the drop_<reason> counters say which check failed); capture the sender's traffic with tcpdump",
+        ),
+        // Traffic on a shared segment that is for someone else: normal.
+        "drop_not_our_mac" | "drop_arp_not_ours" | "drop_nd_not_ours" | "drop_icmp_not_ours"
+        | "drop_unknown_ethertype" => (
+            "drops_not_ours",
+            Note,
+            "nothing, unless it is much of the traffic: frames for other hosts reach the port (shared segment, flooding switch)",
+        ),
+        _ => (
+            "drops_other",
+            Problem,
+            "borderctl stats --all (the counter's help says what it drops); docs/diag.md",
+        ),
+    }
+}
+
+/// One finding per moved drop counter; the reasons `drop_malformed` sums
+/// are evidence of its finding, not findings of their own.
+fn drops(rates: &[DropRate], stats: &pb::GetStatsResponse, out: &mut Vec<Finding>) {
+    let parts: Vec<&str> = dataplane::wire::Malformed::ALL
+        .iter()
+        .map(|m| m.counter().name())
+        .collect();
+    let help = |name: &str| {
+        stats
+            .counters
+            .iter()
+            .find(|c| c.name == name)
+            .map_or(String::new(), |c| c.help.clone())
+    };
+    for r in rates
+        .iter()
+        .filter(|r| !parts.contains(&r.counter.as_str()))
+    {
+        let (kind, severity, next) = drop_kind(&r.counter);
+        let mut evidence = format!(
+            "{} dropped in the window ({}/s): {}",
+            r.dropped,
+            r.per_second,
+            help(&r.counter)
+        );
+        if r.counter == "drop_malformed" {
+            let why: Vec<String> = rates
+                .iter()
+                .filter(|p| parts.contains(&p.counter.as_str()))
+                .map(|p| format!("{} {}", p.counter, p.dropped))
+                .collect();
+            if !why.is_empty() {
+                evidence += &format!("; by reason: {}", why.join(", "));
+            }
+        }
+        out.push(finding(kind, severity, &r.counter, evidence, next));
+    }
+}
+
+/// A counter's per-worker value at a sample.
+fn worker_value(stats: &pb::GetStatsResponse, worker: usize, name: &str) -> u64 {
+    let Some(ci) = stats.counters.iter().position(|c| c.name == name) else {
+        return 0;
+    };
+    stats
+        .workers
+        .get(worker)
+        .and_then(|w| w.values.get(ci))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Each worker's liveness and tables at the last sample.
+pub fn worker_loads(s: &Sample) -> Vec<WorkerLoad> {
+    let dp = s.status.dataplane.clone().unwrap_or_default();
+    dp.workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let v = |name: &str| worker_value(&s.stats, i, name);
+            WorkerLoad {
+                index: w.index,
+                lcore: w.lcore,
+                applied_generation: w.applied_generation,
+                alive: w.alive,
+                heartbeat_age_ms: w.heartbeat_age_ms,
+                conntrack_entries: v("conntrack_entries"),
+                conntrack_capacity: v("conntrack_capacity"),
+                local_tuples: v("local_tuples"),
+                local_tuples_used: v("local_tuples_in_use") + v("local_tuples_resting"),
+            }
+        })
+        .collect()
+}
+
+/// Workers whose heartbeat stopped, and workers that have not adopted the
+/// published generation at either sample (a publish in between is not lag).
+fn workers(i: &Inputs<'_>, out: &mut Vec<Finding>) {
+    let gen = |s: &Sample| {
+        s.status
+            .publisher
+            .as_ref()
+            .map_or(0, |p| p.published_generation)
+    };
+    let first = i.first.status.dataplane.clone().unwrap_or_default().workers;
+    let last = i.last.status.dataplane.clone().unwrap_or_default().workers;
+    for w in &last {
+        let subject = format!("worker {} (lcore {})", w.index, w.lcore);
+        if !w.alive {
+            out.push(finding(
+                "worker_heartbeat_old",
+                Severity::Problem,
+                &subject,
+                format!(
+                    "its heartbeat has not moved for {} ms (stuck or stopped): it forwards nothing",
+                    w.heartbeat_age_ms
+                ),
+                "borderctl status; the log of border-dp (a stuck worker: restart border-dp@INSTANCE)",
+            ));
+        }
+        let lagged_before = first
+            .iter()
+            .find(|f| f.index == w.index)
+            .is_some_and(|f| f.applied_generation < gen(i.first));
+        if w.applied_generation < gen(i.last) && lagged_before {
+            out.push(finding(
+                "worker_generation_lag",
+                Severity::Problem,
+                &subject,
+                format!(
+                    "it runs generation {} while {} is published (behind for the whole window): \
+                     it forwards with old tables, and border-mgmt cannot reuse their memory",
+                    w.applied_generation,
+                    gen(i.last)
+                ),
+                "borderctl status; borderctl stats --all (tables_refused); the log of border-dp",
+            ));
+        }
+    }
+}
+
+/// Connection tables at or above [`CONNTRACK_HIGH_PCT`].
+fn occupancy(loads: &[WorkerLoad], out: &mut Vec<Finding>) {
+    for w in loads {
+        let (n, cap) = (w.conntrack_entries, w.conntrack_capacity);
+        if cap == 0 || n * 100 < cap * CONNTRACK_HIGH_PCT {
+            continue;
+        }
+        out.push(finding(
+            "conntrack_high",
+            Severity::Problem,
+            &format!("worker {} (lcore {})", w.index, w.lcore),
+            format!(
+                "connection table {n} of {cap} entries ({}%); when full, new full-NAT flows are \
+                 dropped (drop_conntrack_full) and new DNAT flows go stateless",
+                n * 100 / cap
+            ),
+            "borderctl stats (conntrack_entries); raise [dataplane] conntrack_per_worker \
+             (restart) or add workers; a SYN flood shows as many new_flows without traffic",
+        ));
+    }
+}
+
+/// The findings border-mgmt made itself (GetStatus): local tuples, kernel
+/// twins, the ephemeral range.
+fn mgmt_findings(s: &Sample, out: &mut Vec<Finding>) {
+    let dp = s.status.dataplane.clone().unwrap_or_default();
+    for f in &dp.findings {
+        let subject = if f.port.is_empty() {
+            format!("worker {}", f.worker)
+        } else {
+            format!("port {}", f.port)
+        };
+        let next = match f.kind.as_str() {
+            "local_tuples_low" => "borderctl stats (local_tuples_*); add [[port]] local_addresses",
+            "host_twin_down" => "ip link set dev TWIN up in border-dp's network namespace (or restart border-dp)",
+            "local_ports_overlap_ephemeral" => "sysctl net.ipv4.ip_local_port_range in border-dp's namespace back outside every local_port_range",
+            _ => "borderctl status",
+        };
+        out.push(finding(
+            &f.kind,
+            Severity::Problem,
+            &subject,
+            f.detail.clone(),
+            next,
+        ));
+    }
+}
+
+/// VIPs failing open, and VIPs with no backend in their ring.
+fn vips(s: &Sample, out: &mut Vec<Finding>) {
+    for v in &s.status.vips {
+        let states: Vec<String> = v
+            .backends
+            .iter()
+            .map(|b| {
+                let state = crate::status::state_name(b.state);
+                format!("{} {state} weight {}: {}", b.address, b.weight, b.reason)
+            })
+            .collect();
+        let evidence = if states.is_empty() {
+            "no backend configured".to_string()
+        } else {
+            states.join("; ")
+        };
+        if v.fail_open {
+            out.push(finding(
+                "vip_fail_open",
+                Severity::Problem,
+                &v.name,
+                format!("every backend is down, all serve anyway (fail-open): {evidence}"),
+                "borderctl status; fix the backends (or their health check: the reasons say why they are down)",
+            ));
+        } else if v.backends.iter().all(|b| b.ring_slots == 0) {
+            out.push(finding(
+                "vip_no_backend",
+                Severity::Problem,
+                &v.name,
+                format!("no backend is eligible (no ring slot): {evidence}"),
+                "borderctl status; borderctl undrain VIP BACKEND / borderctl weight VIP BACKEND reset",
+            ));
+        }
+    }
+}
+
+/// Backends whose verdict changed at least [`FLAP_CHANGES`] times in the
+/// last [`FLAP_WINDOW_MS`].
+fn flapping(h: &pb::GetHealthResponse, now_unix_ms: u64, out: &mut Vec<Finding>) {
+    let since = now_unix_ms.saturating_sub(FLAP_WINDOW_MS);
+    for v in &h.vips {
+        for b in &v.backends {
+            let recent = b.changes_unix_ms.iter().filter(|&&t| t >= since).count();
+            if recent < FLAP_CHANGES {
+                continue;
+            }
+            let state = match pb::HealthState::try_from(b.state) {
+                Ok(pb::HealthState::Up) => "up",
+                Ok(pb::HealthState::Down) => "down",
+                _ => "undecided",
+            };
+            out.push(finding(
+                "backend_flapping",
+                Severity::Problem,
+                &format!("{}/{}", v.name, b.address),
+                format!(
+                    "health changed {recent} times in the last {} min; now {state}: {}",
+                    FLAP_WINDOW_MS / 60_000,
+                    b.reason
+                ),
+                "borderctl events (health changes as they happen); check the backend; \
+                 raise the VIP's [vip.health] rise/fall to ride out short failures",
+            ));
+        }
+    }
+}
+
+/// gobgpd away, neighbour sessions not established, VIP routes withdrawn.
+fn bgp(s: &Sample, out: &mut Vec<Finding>) {
+    let Some(b) = s.status.bgp.as_ref().filter(|b| b.configured) else {
+        return;
+    };
+    if !b.connected {
+        out.push(finding(
+            "bgp_unreachable",
+            Severity::Problem,
+            &b.api,
+            format!(
+                "gobgpd does not answer ({} failed calls): {}",
+                b.errors, b.last_error
+            ),
+            "systemctl status gobgpd; borderctl status (bgp)",
+        ));
+    }
+    for n in b.neighbours.iter().filter(|n| n.state != "established") {
+        out.push(finding(
+            "bgp_session_down",
+            Severity::Problem,
+            &n.address,
+            format!("session with AS {} is {}", n.peer_asn, n.state),
+            "gobgp neighbor ADDRESS (why the session is down); check the router's side",
+        ));
+    }
+    for v in b.vips.iter().filter(|v| !v.announced) {
+        let severity = match v.reason.as_str() {
+            "maintenance" | "announce = never" | "rising" | "announcing" => Severity::Note,
+            _ => Severity::Problem,
+        };
+        out.push(finding(
+            "vip_withdrawn",
+            severity,
+            &v.name,
+            format!("route {} is not announced: {}", v.prefix, v.reason),
+            "borderctl status (bgp); the reason names what to fix",
+        ));
+    }
+}
+
+#[cfg(test)]
+#[path = "diag_rules_tests.rs"]
+mod tests;
