@@ -150,6 +150,9 @@ counters! {
     DropNoHostTwin => "drop_no_host_twin", "host-bound frame on a port without a kernel twin";
     DropPpAheadOfHeader => "drop_pp_ahead_of_header", "client data beyond the first segment of a PROXY flow before the header could be written (first segment lost; the client retransmits)";
     DropPpBadSegment => "drop_pp_bad_segment", "segment of a PROXY flow that could not be rewritten (layout, no room)";
+    // SYN flood defence (issue 14): a full table gives up its oldest half-open entry.
+    ConntrackHalfOpenEvicted => "conntrack_half_open_evicted", "half-open TCP entries (handshake not completed, at least 1 s old) removed, oldest first, to make room for a new flow in a full table";
+    DropSynFlood => "drop_syn_flood", "new full-NAT flow refused because the table is full and every half-open entry in it is younger than 1 s (SYNs arriving faster than the table turns over)";
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ use track::Release;
 mod classify;
 mod emit;
 mod express;
+mod flood;
 mod reset;
 mod rewrite;
 mod select;
@@ -43,6 +44,7 @@ mod track;
 
 pub use emit::{LocalPool, NeighRequest, Routes};
 pub use express::Prepared;
+pub use flood::HALF_OPEN_MIN_AGE_MS;
 pub use reset::ResetKey;
 pub use select::{port_owner, Flow4or6};
 pub use tables::{Adopted, BackendRt, VipInput, VipRt, VipSrc};

@@ -14,7 +14,7 @@ use super::Lb;
 use super::VipRt;
 use super::FLOW_PP;
 use super::FLOW_TS;
-use crate::conntrack::{EntryId, FlowKey, InsertError, State};
+use crate::conntrack::{EntryId, Eviction, FlowKey, InsertError, State};
 use crate::counters::Counters;
 use crate::local_ports::SetId;
 use crate::nat;
@@ -119,6 +119,11 @@ impl Lb {
         frame: &[u8],
         counters: &mut Counters,
     ) -> Result<Picked, Verdict> {
+        let room = if self.conntrack.is_full() {
+            self.make_room(counters)
+        } else {
+            Eviction::Evicted
+        };
         let Some(tables) = self.tables.as_ref() else {
             return Err(count_drop(counters, Counter::DropNotLocal));
         };
@@ -204,7 +209,11 @@ impl Lb {
                     return Err(count_drop(counters, Counter::DropNoLocalPort));
                 };
                 if self.conntrack.is_full() {
-                    return Err(count_drop(counters, Counter::DropConntrackFull));
+                    let why = match room {
+                        Eviction::TooYoung => Counter::DropSynFlood,
+                        _ => Counter::DropConntrackFull,
+                    };
+                    return Err(count_drop(counters, why));
                 }
                 let reply = FlowKey {
                     src: b.addr16,

@@ -12,7 +12,7 @@ use super::rewrite::{forward_drop, to_backend, to_client, FromBackend, Sums};
 use super::select::Picked;
 use super::Lb;
 use super::{Out, Rx};
-use crate::conntrack::{Dir, EntryId, FlowKey};
+use crate::conntrack::{Dir, EntryId, FlowKey, State};
 use crate::counters::Counters;
 use crate::local_ports::LocalPorts;
 use crate::nat;
@@ -163,9 +163,13 @@ impl<'a> Release<'a> {
             .sub(v.backend_slot, FlowStat::ActiveConnections, 1);
         if v.mode == Mode::FullNat {
             let r = e.reply();
+            // A handshake that never completed left the backend no
+            // connection to keep in TIME_WAIT: the tuple rests briefly (a
+            // SYN flood's entries give their tuples back at the rate they go).
+            let brief = v.rests_briefly(r) || matches!(e.state(), State::SynSent | State::SynRecv);
             let ready = self
                 .local_ports
-                .ready_at(e.last_seen(self.state_timeouts_ms), v.rests_briefly(r));
+                .ready_at(e.last_seen(self.state_timeouts_ms), brief);
             self.local_ports.released(&r.dst, r.dport, ready);
         }
     }
