@@ -30,6 +30,8 @@ packages=(
   bc
   # fleet control (e2e_fleet): border-gw's tunnel registry
   redis-server
+  # the spoofed SYN flood of e2e_synflood and scripts/synflood.sh (--rand-source)
+  hping3
 )
 
 missing=()

@@ -152,6 +152,7 @@ counters! {
     DropPpBadSegment => "drop_pp_bad_segment", "segment of a PROXY flow that could not be rewritten (layout, no room)";
     // SYN flood defence (issue 14): a full table gives up its oldest half-open entry.
     ConntrackHalfOpenEvicted => "conntrack_half_open_evicted", "half-open TCP entries (handshake not completed, at least 1 s old) removed, oldest first, to make room for a new flow in a full table";
+    ConntrackEntries => "conntrack_entries", "gauge: entries in the worker's connection table (expired ones not yet reclaimed included), at most conntrack_per_worker; counted once a second";
     DropSynFlood => "drop_syn_flood", "new full-NAT flow refused because the table is full and every half-open entry in it is younger than 1 s (SYNs arriving faster than the table turns over)";
 }
 
