@@ -130,3 +130,31 @@ fn an_evicted_half_open_entry_gives_its_local_port_back_soon() {
     assert_eq!(n.counter(Counter::DropNoLocalPort), 0);
     assert_eq!(table_len(&n), TABLE);
 }
+
+#[test]
+fn a_flood_that_holds_every_local_port_gives_the_oldest_back() {
+    // Fewer ports than entries: the ports run out before the table fills.
+    let mut n = appliance(16);
+    assert_eq!(flood(&mut n, 0, 16), 16);
+    assert_eq!(table_len(&n), 16);
+    n.advance_ms(HALF_OPEN_MIN_AGE_MS - 1);
+    assert_eq!(connect(&mut n, sa(CLIENT4, 40_000)), None);
+    assert_eq!(n.counter(Counter::DropNoLocalPort), 1);
+    // Old enough: the tuple of the oldest half-open entry serves the client.
+    n.advance_ms(1);
+    let local = connect(&mut n, sa(CLIENT4, 40_001)).expect("takes a flood's tuple");
+    assert_eq!(local.port(), 2000);
+    assert_eq!(n.counter(Counter::ConntrackHalfOpenEvicted), 1);
+    assert_eq!(table_len(&n), 16);
+    // An established connection's tuple is never taken: once every other
+    // tuple went to real clients, the next one is refused.
+    for i in 0..15u16 {
+        assert!(
+            connect(&mut n, sa(CLIENT4, 41_000 + i)).is_some(),
+            "client {i}"
+        );
+    }
+    n.advance_ms(HALF_OPEN_MIN_AGE_MS * 10);
+    assert_eq!(connect(&mut n, sa(CLIENT4, 42_000)), None);
+    assert_eq!(n.counter(Counter::ConntrackHalfOpenEvicted), 16);
+}

@@ -24,6 +24,13 @@ use crate::tstamp;
 use crate::verdict::Verdict;
 use crate::wire::{ip_proto, Parsed};
 
+/// A half-open entry old enough to give up its local tuple to a new flow
+/// (see [`super::HALF_OPEN_MIN_AGE_MS`]).
+fn stale_half_open(state: State, created_at: u64, now: u64) -> bool {
+    matches!(state, State::SynSent | State::SynRecv)
+        && now.saturating_sub(created_at) >= super::HALF_OPEN_MIN_AGE_MS
+}
+
 /// Local ports tried for one new full-NAT flow before giving up.
 pub(super) const LOCAL_PORT_TRIES: u32 = 64;
 
@@ -268,18 +275,24 @@ impl Lb {
                 let e = self.conntrack.get(holder);
                 let ended =
                     e.is_expired(now) || matches!(e.state(), State::TimeWait | State::Closed);
-                if !ended {
+                if !ended && !stale_half_open(e.state(), e.created_at(), now) {
                     continue;
                 }
-                let ready = self.local_ports.ready_at(
-                    e.last_seen(&self.state_timeouts_ms),
-                    e.value.rests_briefly(&reply),
-                );
-                if ready > now {
-                    self.local_ports.rest_until(&t, ready);
-                    continue;
+                if ended {
+                    let ready = self.local_ports.ready_at(
+                        e.last_seen(&self.state_timeouts_ms),
+                        e.value.rests_briefly(&reply),
+                    );
+                    if ready > now {
+                        self.local_ports.rest_until(&t, ready);
+                        continue;
+                    }
+                    counters.inc(Counter::LocalTuplesTakenOver);
+                } else {
+                    // A SYN flood holds every tuple: the oldest go first
+                    // (the cursor hands tuples out in the order it took them).
+                    counters.inc(Counter::ConntrackHalfOpenEvicted);
                 }
-                counters.inc(Counter::LocalTuplesTakenOver);
                 self.forget(holder);
             }
             (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
