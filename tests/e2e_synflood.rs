@@ -161,8 +161,10 @@ fn flood_run(t: &Topo, table: usize, pace: &str, seconds: u64, clients: usize) -
         if out.full_after_s.is_none() && entries >= table as u64 {
             out.full_after_s = Some(started.elapsed().as_secs_f64());
         }
-        // Real clients once the flood has the table full.
-        if real.is_empty() && out.full_after_s.is_some() {
+        // Real clients once the flood has the table full, or the local
+        // ports (31744 per backend here: fewer than a large table).
+        let pressed = t.dp.counter(Counter::ConntrackHalfOpenEvicted) > 0;
+        if real.is_empty() && (out.full_after_s.is_some() || pressed) {
             real = (0..clients)
                 .map(|i| {
                     NewConnections::start("sy-cli", VIP.parse().unwrap(), 2048, 100 + i as u64)
