@@ -48,9 +48,9 @@ fn config(table: usize) -> String {
     let size = "conntrack_per_worker = 16384";
     assert!(base.contains(size), "two_port_config changed:\n{base}");
     let mut c = base.replace(size, &format!("conntrack_per_worker = {table}"));
-    c += &format!(
+    c.push_str(
         "\n[[vip]]\nname = \"web\"\naddress = \"10.94.0.100\"\nport = 80\nmode = \"fullnat\"\n\
-         maglev_table_size = 101\n[[vip.backend]]\naddress = \"10.94.1.11\"\nport = 8080\n"
+         maglev_table_size = 101\n[[vip.backend]]\naddress = \"10.94.1.11\"\nport = 8080\n",
     );
     c
 }
