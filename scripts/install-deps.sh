@@ -30,7 +30,8 @@ packages=(
   bc
   # fleet control (e2e_fleet): border-gw's tunnel registry
   redis-server
-  # borderctl diag (e2e_diag): a SYN flood and SYNs that nothing answers
+  # spoofed SYN floods (--rand-source): e2e_synflood, scripts/synflood.sh, and
+  # borderctl diag's (e2e_diag) table filled by SYNs that nothing answers
   hping3
   # hand-built segments (Debian's /usr/bin/python3): spoofed RSTs into a live
   # connection (e2e_rst_window), a client forging the PROXY header

@@ -165,6 +165,9 @@ counters! {
     // borderctl diag (issue 15): connection-table occupancy per worker.
     ConntrackEntries => "conntrack_entries", "gauge: connection-table entries of this worker (expired ones not yet reclaimed included)";
     ConntrackCapacity => "conntrack_capacity", "gauge: connection-table size of this worker (dataplane.conntrack_per_worker)";
+    // SYN flood defence (issue 14): a full table gives up its oldest half-open entry.
+    ConntrackHalfOpenEvicted => "conntrack_half_open_evicted", "half-open TCP entries (handshake not completed, at least 1 s old) removed, oldest first, to make room for a new flow in a full table";
+    DropSynFlood => "drop_syn_flood", "new full-NAT flow refused because the table is full and every half-open entry in it is younger than 1 s (SYNs arriving faster than the table turns over)";
 }
 
 #[cfg(test)]

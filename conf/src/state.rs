@@ -23,6 +23,7 @@
 //! (padded to 64)
 //!      vip stats      [[u64; 5]; MAX_VIPS]      atomic; keyed slots, see [`FlowStats`]
 //!      backend stats  [[u64; 5]; MAX_BACKENDS]  atomic; keyed slots
+//!      local pools    [[u64; 6]; MAX_LOCAL_POOLS] atomic; see [`LocalPoolStats`]
 //! ```
 //!
 //! Each worker is the only writer of its block, so counters are bumped with a
@@ -43,6 +44,12 @@ pub const STATE_LAYOUT_VERSION: u32 = 6;
 pub const MAX_VIPS: usize = 4096;
 /// Statistics slots for backends, per worker.
 pub const MAX_BACKENDS: usize = 65536;
+/// Full-NAT local addresses whose tuple use a worker shows (the first ones
+/// of its pools, in config order).
+pub const MAX_LOCAL_POOLS: usize = 256;
+/// Words per local-address slot: present, address (two words), tuples, in
+/// use, resting.
+const POOL_WORDS: usize = 6;
 
 /// The statistics key of a VIP: a stable hash of its name, never 0.
 pub fn vip_stat_key(name: &str) -> u32 {
@@ -166,7 +173,7 @@ fn counters_len() -> usize {
 }
 
 fn worker_stride() -> usize {
-    counters_len() + (MAX_VIPS + MAX_BACKENDS) * FLOW_WORDS * 8
+    counters_len() + (MAX_VIPS + MAX_BACKENDS) * FLOW_WORDS * 8 + MAX_LOCAL_POOLS * POOL_WORDS * 8
 }
 
 enum Map {
@@ -419,6 +426,26 @@ impl StateRegion {
             .sum()
     }
 
+    /// Full-NAT tuple use per local address, summed over workers (each
+    /// worker owns its own ports of every address), in the order the
+    /// addresses first appear.
+    pub fn local_pool_totals(&self) -> Vec<LocalPoolUse> {
+        let mut out: Vec<LocalPoolUse> = Vec::new();
+        for w in (0..self.n_workers).filter_map(|i| self.worker(i)) {
+            for u in w.local_pools().iter() {
+                match out.iter_mut().find(|o| o.addr == u.addr) {
+                    Some(o) => {
+                        o.tuples += u.tuples;
+                        o.in_use += u.in_use;
+                        o.resting += u.resting;
+                    }
+                    None => out.push(u),
+                }
+            }
+        }
+        out
+    }
+
     /// Snapshot of every counter summed over workers, in index order.
     pub fn totals(&self) -> Vec<(Counter, u64)> {
         Counter::ALL.iter().map(|&c| (c, self.total(c))).collect()
@@ -484,6 +511,14 @@ impl<'a> WorkerState<'a> {
         FlowStats(self.words(
             self.base + counters_len() + MAX_VIPS * FLOW_WORDS * 8,
             MAX_BACKENDS * FLOW_WORDS,
+        ))
+    }
+
+    /// The worker's full-NAT local-address pool use.
+    pub fn local_pools(&self) -> LocalPoolStats<'a> {
+        LocalPoolStats(self.words(
+            self.base + counters_len() + (MAX_VIPS + MAX_BACKENDS) * FLOW_WORDS * 8,
+            MAX_LOCAL_POOLS * POOL_WORDS,
         ))
     }
 
@@ -584,6 +619,76 @@ impl<'a> FlowStats<'a> {
     }
 }
 
+/// Full-NAT tuple use of one local address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalPoolUse {
+    pub addr: std::net::IpAddr,
+    /// Tuples (ports) of the address the worker(s) own.
+    pub tuples: u64,
+    /// Held by connection-table entries.
+    pub in_use: u64,
+    /// Free but resting after their last connection.
+    pub resting: u64,
+}
+
+/// One worker's full-NAT local-address pool use: slot `i` is the worker's
+/// `i`-th local address, rewritten by the worker about once a second (a
+/// reader may see one slot's figures from two consecutive passes).
+#[derive(Clone, Copy)]
+pub struct LocalPoolStats<'a>(&'a [AtomicU64]);
+
+impl LocalPoolStats<'_> {
+    /// Pool statistics backed by leaked process memory (tests, benchmarks).
+    pub fn detached() -> LocalPoolStats<'static> {
+        let v: Vec<AtomicU64> = (0..MAX_LOCAL_POOLS * POOL_WORDS)
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        LocalPoolStats(Box::leak(v.into_boxed_slice()))
+    }
+
+    /// Writes slot `i` (ignored past [`MAX_LOCAL_POOLS`]). Owning worker only.
+    pub fn set(&self, i: usize, addr16: [u8; 16], tuples: u64, in_use: u64, resting: u64) {
+        let Some(w) = self.0.get(i * POOL_WORDS..(i + 1) * POOL_WORDS) else {
+            return;
+        };
+        let a = u128::from_be_bytes(addr16);
+        let values = [1, (a >> 64) as u64, a as u64, tuples, in_use, resting];
+        for (word, v) in w.iter().zip(values) {
+            word.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Empties the slots from `i` on (the worker has fewer addresses now).
+    pub fn clear_from(&self, i: usize) {
+        for w in self.0.iter().skip(i * POOL_WORDS).step_by(POOL_WORDS) {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The addresses shown, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = LocalPoolUse> + '_ {
+        self.0
+            .chunks_exact(POOL_WORDS)
+            .map(|w| {
+                w.iter()
+                    .map(|x| x.load(Ordering::Relaxed))
+                    .collect::<Vec<u64>>()
+            })
+            .filter(|w| w[0] == 1)
+            .map(|w| {
+                let a = std::net::Ipv6Addr::from(u128::from(w[1]) << 64 | u128::from(w[2]));
+                LocalPoolUse {
+                    addr: a
+                        .to_ipv4_mapped()
+                        .map_or(std::net::IpAddr::V6(a), std::net::IpAddr::V4),
+                    tuples: w[3],
+                    in_use: w[4],
+                    resting: w[5],
+                }
+            })
+    }
+}
+
 /// The counters of one worker, resolved to atomics. Only the owning worker
 /// may call the mutating methods (single writer).
 pub struct CounterBlock<'a> {
@@ -627,6 +732,41 @@ mod tests {
 
     fn tmp(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("border-state-test-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn local_pool_use_sums_over_workers_by_address() {
+        let path = tmp("pools");
+        let r = StateRegion::create(&path, &[1, 2]).unwrap();
+        let v4 = |a: [u8; 4]| std::net::Ipv4Addr::from(a).to_ipv6_mapped().octets();
+        let v6: std::net::Ipv6Addr = "fd00::1".parse().unwrap();
+        let (w0, w1) = (r.worker(0).unwrap(), r.worker(1).unwrap());
+        w0.local_pools().set(0, v4([10, 0, 0, 1]), 100, 7, 3);
+        w0.local_pools().set(1, v6.octets(), 50, 1, 0);
+        w1.local_pools().set(0, v4([10, 0, 0, 1]), 100, 2, 1);
+        let reader = StateRegion::open(&path).unwrap();
+        let totals = reader.local_pool_totals();
+        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(
+            totals,
+            [
+                LocalPoolUse {
+                    addr: a,
+                    tuples: 200,
+                    in_use: 9,
+                    resting: 4
+                },
+                LocalPoolUse {
+                    addr: v6.into(),
+                    tuples: 50,
+                    in_use: 1,
+                    resting: 0
+                },
+            ]
+        );
+        w0.local_pools().clear_from(1);
+        assert_eq!(reader.local_pool_totals().len(), 1);
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

@@ -33,10 +33,12 @@
 //!
 //! `size_of::<Entry<V>>()` (128 bytes of bookkeeping for a zero-sized `V`,
 //! rounded up to whole 64-byte cache lines: 192 bytes with a 40- to 64-byte
-//! `V`), a 4-byte expiry hint per entry, plus the index: 8 bytes per
-//! bucket, 32 bytes per entry when `capacity` is a power of two (up to 64
-//! otherwise). [`Conntrack::memory_bytes`] gives the exact figure; 1 Mi
-//! entries of a 40-byte `V` take 228 MiB.
+//! `V`), a 4-byte expiry hint per entry, an 8-byte record in the ring of
+//! half-open entries (up to 16 when `capacity` is not a power of two; see
+//! [`half_open`]), plus the index: 8 bytes per bucket, 32 bytes per entry
+//! when `capacity` is a power of two (up to 64 otherwise).
+//! [`Conntrack::memory_bytes`] gives the exact figure; 1 Mi entries of a
+//! 40-byte `V` take 236 MiB.
 //!
 //! # Expiry
 //!
@@ -100,6 +102,8 @@ use conf::os::advise_huge_pages;
 
 pub mod window;
 pub use window::{RstFit, TcpSeg, TcpTrack};
+mod half_open;
+pub use half_open::Eviction;
 
 /// The idle timeouts, in seconds (`[dataplane.timeouts]`).
 pub use conf::Timeouts;
@@ -444,6 +448,8 @@ pub struct Conntrack<V> {
     timeouts: Timeouts,
     /// Timeout per [`State`], in milliseconds.
     timeout_ms: [u64; 7],
+    /// Half-open inserts, oldest first (see [`half_open`]).
+    half_open: half_open::HalfOpenRing,
 }
 
 impl<V> fmt::Debug for Conntrack<V> {
@@ -530,6 +536,7 @@ impl<V: Copy> Conntrack<V> {
             cursor: 0,
             timeouts,
             timeout_ms: timeout_table(&timeouts),
+            half_open: half_open::HalfOpenRing::new(capacity),
         }
     }
 
@@ -573,6 +580,7 @@ impl<V: Copy> Conntrack<V> {
         self.slots.capacity() * core::mem::size_of::<Entry<V>>()
             + self.hints.capacity() * core::mem::size_of::<i32>()
             + self.index.buckets.len() * core::mem::size_of::<u64>()
+            + self.half_open.bytes()
     }
 
     #[inline(always)]
@@ -782,6 +790,9 @@ impl<V: Copy> Conntrack<V> {
             self.slots.len() - 1
         };
         self.len += 1;
+        if matches!(state, State::SynSent | State::SynRecv) {
+            self.half_open.push(slot, now);
+        }
 
         self.index.insert(h_orig, index_ref(slot, Dir::Original));
         self.index.insert(h_reply, index_ref(slot, Dir::Reply));

@@ -76,6 +76,10 @@ struct AddrPorts {
     /// Per owned port: no new connection before this time (ms).
     ready_at: Vec<u64>,
     in_use: u32,
+    /// Resting tuples counted so far by the scan pass under way, and by
+    /// the last complete one.
+    scan_resting: u32,
+    last_resting: u32,
 }
 
 impl AddrPorts {
@@ -176,6 +180,8 @@ impl LocalPorts {
                 stride,
                 ready_at: vec![0; count],
                 in_use: 0,
+                scan_resting: 0,
+                last_resting: 0,
             });
         }
         let sets = (0..(routes.ports.len() + 1) * 2)
@@ -291,7 +297,7 @@ impl LocalPorts {
         let mut left = budget;
         while left > 0 {
             let (ai, k) = self.scan_at;
-            let Some(a) = self.addrs.get(ai) else {
+            let Some(a) = self.addrs.get_mut(ai) else {
                 let totals = Totals {
                     tuples: self.addrs.iter().map(|a| a.ready_at.len() as u64).sum(),
                     in_use: self.addrs.iter().map(|a| u64::from(a.in_use)).sum(),
@@ -303,15 +309,30 @@ impl LocalPorts {
             };
             let end = a.ready_at.len().min(k + left);
             let part = &a.ready_at[k.min(end)..end];
-            self.scan_resting += part.iter().filter(|&&t| t > now).count() as u64;
+            let resting = part.iter().filter(|&&t| t > now).count();
+            self.scan_resting += resting as u64;
+            a.scan_resting += resting as u32;
             left -= part.len();
             self.scan_at = if end >= a.ready_at.len() {
+                a.last_resting = core::mem::take(&mut a.scan_resting);
                 (ai + 1, 0)
             } else {
                 (ai, end)
             };
         }
         None
+    }
+
+    /// Per local address, as the last complete [`LocalPorts::scan`] pass
+    /// counted it (the figures behind the pool gauges, per address):
+    /// owned tuples, in use now, resting then.
+    pub fn scanned_usage(&self) -> impl Iterator<Item = Usage> + '_ {
+        self.addrs.iter().map(|a| Usage {
+            addr16: a.addr16,
+            tuples: a.ready_at.len() as u32,
+            in_use: a.in_use,
+            resting: a.last_resting,
+        })
     }
 
     fn find(&mut self, addr16: &[u8; 16], port: u16) -> Option<(&mut AddrPorts, usize)> {
@@ -459,6 +480,37 @@ mod tests {
             "fd00::1".parse::<IpAddr>().unwrap()
         );
         assert_eq!(set_for(&routes(&[]), 0, true), None);
+    }
+
+    #[test]
+    fn a_scan_pass_counts_resting_tuples_per_address() {
+        let r = routes(&[("10.0.0.1", 1, (100, 103)), ("10.0.0.2", 1, (100, 101))]);
+        let mut lp = LocalPorts::build(&r, 0, 1, 60);
+        let set = set_for(&r, 1, true).unwrap();
+        let ts: Vec<Tuple> = (0..3).map(|_| lp.next(set, 0, 1).unwrap()).collect();
+        for t in &ts {
+            lp.taken(t);
+        }
+        // 10.0.0.1:100 ended without timestamps: it rests until 60 s.
+        lp.released(&ts[0].addr16, ts[0].port, lp.ready_at(0, false));
+        let totals = lp
+            .scan(1_000, 2)
+            .into_iter()
+            .chain(lp.scan(1_000, 64))
+            .last();
+        assert_eq!(
+            totals.map(|t| (t.tuples, t.in_use, t.resting)),
+            Some((6, 2, 1))
+        );
+        let per: Vec<(IpAddr, u32, u32, u32)> = lp
+            .scanned_usage()
+            .map(|u| {
+                let a = std::net::Ipv6Addr::from(u.addr16).to_ipv4_mapped().unwrap();
+                (IpAddr::V4(a), u.tuples, u.in_use, u.resting)
+            })
+            .collect();
+        let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        assert_eq!(per, [(a, 4, 1, 1), (b, 2, 1, 0)]);
     }
 
     #[test]

@@ -600,7 +600,7 @@ impl WorkerSetup {
         let Some(block) = self.state.worker(w) else {
             return -1;
         };
-        let lb = Lb::new(
+        let mut lb = Lb::new(
             w,
             self.workers,
             self.capacity,
@@ -609,6 +609,10 @@ impl WorkerSetup {
             leak_stats(&self.state, w, true),
             leak_stats(&self.state, w, false),
         );
+        let region: &'static StateRegion = Box::leak(Box::new(self.state.clone()));
+        if let Some(b) = region.worker(w) {
+            lb.set_local_pool_stats(b.local_pools());
+        }
         let pipeline = Pipeline::new(self.ports_info, lb);
         let counters = block.counters();
         let clock = TscClock {

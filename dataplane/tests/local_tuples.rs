@@ -187,6 +187,9 @@ fn one_sided_timestamps_rest_the_full_cooldown() {
 fn a_live_connection_keeps_its_tuple_and_the_gauges_say_so() {
     let mut n = appliance(4);
     let live = open(&mut n, sa(CLIENT4, 40_031), None).unwrap();
+    // The client's ACK completes the handshake (a half-open entry's tuple
+    // would go to a new flow after a second: tests/syn_flood.rs).
+    n.forward(EXT, &Pkt::tcp(sa(CLIENT4, 40_031), vip(), ACK).build(), INT);
     let ended = open(&mut n, sa(CLIENT4, 40_032), None).unwrap();
     close(&mut n, sa(CLIENT4, 40_032), ended);
     n.advance_ms(10_001); // the closed entry expires and its tuple rests

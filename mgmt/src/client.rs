@@ -181,6 +181,15 @@ pub struct RoutedClients {
     pub health: RoutedHealthClient,
 }
 
+/// The `border.v1.BorderBgp` client type.
+pub type BgpClient = crate::pb::border_bgp_client::BorderBgpClient<Channel>;
+
+/// The BorderBgp client over a channel from [`connect_channel`].
+pub fn bgp_client(ch: Channel) -> BgpClient {
+    crate::pb::border_bgp_client::BorderBgpClient::new(ch)
+        .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+}
+
 /// Connects over a unix socket.
 pub async fn connect_unix(path: PathBuf) -> Result<Client, ConnectError> {
     let shown = format!("unix://{}", path.display());

@@ -294,6 +294,8 @@ pub struct StatsSnap {
     pub workers: Vec<(u64, Vec<u64>)>,
     /// Per VIP (config order): totals and per backend (config order).
     pub vips: Vec<([u64; 4], Vec<[u64; 4]>)>,
+    /// Full-NAT tuple use per local address, summed over workers.
+    pub local_pools: Vec<conf::state::LocalPoolUse>,
 }
 
 /// Stat keys: per VIP its key and its backends' ids.
@@ -323,6 +325,7 @@ pub fn read_stats(path: &Path, keys: &StatKeys) -> StatsSnap {
     };
     StatsSnap {
         present: true,
+        local_pools: region.local_pool_totals(),
         workers: workers
             .iter()
             .map(|w| (w.lcore(), Counter::ALL.iter().map(|&c| w.get(c)).collect()))

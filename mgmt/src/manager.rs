@@ -851,6 +851,7 @@ impl Manager {
         let s = read_stats(&self.opts.paths.state, &keys);
         Stats {
             dataplane_present: s.present,
+            local_pools: s.local_pools,
             workers: s
                 .workers
                 .into_iter()

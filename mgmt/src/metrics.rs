@@ -93,6 +93,7 @@ pub fn render(status: &Status, stats: &Stats, api_counters: &ApiCounters) -> Str
     dataplane(&mut o, status);
     counters(&mut o, stats);
     flows(&mut o, stats);
+    local_pools(&mut o, stats);
     vip_state(&mut o, status);
     api(&mut o, api_counters);
     o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
@@ -263,6 +264,34 @@ fn flows(o: &mut Out, stats: &Stats) {
                     get(&b.flows),
                 );
             }
+        }
+    }
+}
+
+/// Full-NAT tuple use per local address.
+fn local_pools(o: &mut Out, stats: &Stats) {
+    type Get = fn(&conf::state::LocalPoolUse) -> u64;
+    let families: [(&str, &str, Get); 3] = [
+        (
+            "border_local_address_tuples",
+            "full-NAT local tuples (ports) of the address the workers own",
+            |p| p.tuples,
+        ),
+        (
+            "border_local_address_tuples_in_use",
+            "full-NAT local tuples of the address held by connections",
+            |p| p.in_use,
+        ),
+        (
+            "border_local_address_tuples_resting",
+            "full-NAT local tuples of the address free but resting after their last connection",
+            |p| p.resting,
+        ),
+    ];
+    for (name, help, get) in families {
+        o.family(name, "gauge", &format!("per local address: {help}"));
+        for p in &stats.local_pools {
+            o.sample(name, &[("address", &p.addr.to_string())], get(p));
         }
     }
 }

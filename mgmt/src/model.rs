@@ -313,6 +313,8 @@ pub struct Stats {
     pub workers: Vec<WorkerCounters>,
     /// Per VIP, config order.
     pub vips: Vec<VipStats>,
+    /// Full-NAT tuple use per local address (summed over workers).
+    pub local_pools: Vec<conf::state::LocalPoolUse>,
 }
 
 impl Stats {

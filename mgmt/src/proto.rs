@@ -223,6 +223,16 @@ impl From<Stats> for pb::GetStatsResponse {
                 })
                 .collect(),
             vips: s.vips.into_iter().map(Into::into).collect(),
+            local_pools: s
+                .local_pools
+                .iter()
+                .map(|p| pb::LocalPoolStats {
+                    address: p.addr.to_string(),
+                    tuples: p.tuples,
+                    in_use: p.in_use,
+                    resting: p.resting,
+                })
+                .collect(),
         }
     }
 }

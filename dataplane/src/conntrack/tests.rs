@@ -55,7 +55,7 @@ fn exact_seg<V: Copy>(ct: &Conntrack<V>, id: EntryId, dir: Dir, flags: u8) -> Tc
 
 impl<V: Copy> Conntrack<V> {
     /// Structural invariants; panics with a description on violation.
-    fn check(&self) {
+    pub(super) fn check(&self) {
         let used = self.index.buckets.iter().filter(|&&b| b != 0).count();
         assert_eq!(used, 2 * self.len, "two index keys per entry");
         assert!(
@@ -708,7 +708,7 @@ fn million_entries_construct_fast() {
     assert_eq!(core::mem::size_of::<Entry<[u8; 40]>>(), 192);
     assert_eq!(core::mem::align_of::<Entry<[u8; 40]>>(), 64);
     let per_entry = ct.memory_bytes() / ct.capacity();
-    assert_eq!(per_entry, 192 + 4 + 32, "{} bytes", ct.memory_bytes());
+    assert_eq!(per_entry, 192 + 4 + 8 + 32, "{} bytes", ct.memory_bytes());
 }
 
 #[test]

@@ -20,7 +20,7 @@
 
 use arrayvec::ArrayVec;
 use conf::counters::Counter;
-use conf::state::FlowStats;
+use conf::state::{FlowStats, LocalPoolStats};
 
 use crate::conntrack::{Conntrack, Timeouts};
 use crate::counters::Counters;
@@ -35,6 +35,7 @@ use track::Release;
 mod classify;
 mod emit;
 mod express;
+mod flood;
 mod reset;
 mod rewrite;
 mod select;
@@ -43,6 +44,7 @@ mod track;
 
 pub use emit::{LocalPool, NeighRequest, Routes};
 pub use express::Prepared;
+pub use flood::HALF_OPEN_MIN_AGE_MS;
 pub use reset::ResetKey;
 pub use select::{port_owner, Flow4or6};
 pub use tables::{Adopted, BackendRt, VipInput, VipRt, VipSrc};
@@ -100,6 +102,8 @@ pub struct Lb {
     backend_stats: FlowStats<'static>,
     /// Full-NAT local tuples (rebuilt when adopted routes change pools).
     local_ports: LocalPorts,
+    /// Where the use of each local address is shown (the state region).
+    local_pool_stats: Option<LocalPoolStats<'static>>,
     local_port_cooldown: u32,
     /// `conntrack::timeout_table` of the table's timeouts.
     state_timeouts_ms: [u64; 7],
@@ -139,6 +143,7 @@ impl Lb {
             vip_stats,
             backend_stats,
             local_ports: LocalPorts::default(),
+            local_pool_stats: None,
             local_port_cooldown: timeouts.local_port_cooldown,
             state_timeouts_ms: crate::conntrack::timeout_table(&timeouts),
             requests: ArrayVec::new(),
@@ -196,6 +201,13 @@ impl Lb {
         self.tables = Some(t);
     }
 
+    /// Shows the use of each full-NAT local address there from now on
+    /// (refreshed with the pool gauges, about once a second).
+    pub fn set_local_pool_stats(&mut self, stats: LocalPoolStats<'static>) {
+        stats.clear_from(0);
+        self.local_pool_stats = Some(stats);
+    }
+
     pub fn generation(&self) -> Option<u64> {
         self.tables.as_ref().map(|t| t.generation)
     }
@@ -250,6 +262,7 @@ impl Lb {
             counters.set(Counter::LocalTuples, t.tuples);
             counters.set(Counter::LocalTuplesInUse, t.in_use);
             counters.set(Counter::LocalTuplesResting, t.resting);
+            self.publish_local_pools();
         }
         let (ct, out) = (&self.conntrack, &mut self.proxy_out);
         out.timers.tick(
@@ -264,6 +277,21 @@ impl Lb {
             &mut out.emits,
             counters,
         );
+    }
+
+    /// Writes the last scan's figures per local address (once a second).
+    #[cold]
+    fn publish_local_pools(&self) {
+        let Some(stats) = self.local_pool_stats else {
+            return;
+        };
+        let mut n = 0;
+        for (i, u) in self.local_ports.scanned_usage().enumerate() {
+            let (t, used, rest) = (u.tuples.into(), u.in_use.into(), u.resting.into());
+            stats.set(i, u.addr16, t, used, rest);
+            n = i + 1;
+        }
+        stats.clear_from(n);
     }
 
     /// Examines up to `budget` more connection-table entries for expiry

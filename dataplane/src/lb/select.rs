@@ -14,7 +14,7 @@ use super::Lb;
 use super::VipRt;
 use super::FLOW_PP;
 use super::FLOW_TS;
-use crate::conntrack::{EntryId, FlowKey, InsertError, State};
+use crate::conntrack::{EntryId, Eviction, FlowKey, InsertError, State};
 use crate::counters::Counters;
 use crate::local_ports::SetId;
 use crate::nat;
@@ -23,6 +23,13 @@ use crate::ppv2::PpFlow;
 use crate::tstamp;
 use crate::verdict::Verdict;
 use crate::wire::{ip_proto, Parsed};
+
+/// A half-open entry old enough to give up its local tuple to a new flow
+/// (see [`super::HALF_OPEN_MIN_AGE_MS`]).
+fn stale_half_open(state: State, created_at: u64, now: u64) -> bool {
+    matches!(state, State::SynSent | State::SynRecv)
+        && now.saturating_sub(created_at) >= super::HALF_OPEN_MIN_AGE_MS
+}
 
 /// Local ports tried for one new full-NAT flow before giving up.
 pub(super) const LOCAL_PORT_TRIES: u32 = 64;
@@ -119,6 +126,11 @@ impl Lb {
         frame: &[u8],
         counters: &mut Counters,
     ) -> Result<Picked, Verdict> {
+        let room = if self.conntrack.is_full() {
+            self.make_room(counters)
+        } else {
+            Eviction::Evicted
+        };
         let Some(tables) = self.tables.as_ref() else {
             return Err(count_drop(counters, Counter::DropNotLocal));
         };
@@ -208,7 +220,11 @@ impl Lb {
                     return Err(count_drop(counters, Counter::DropNoLocalPort));
                 };
                 if self.conntrack.is_full() {
-                    return Err(count_drop(counters, Counter::DropConntrackFull));
+                    let why = match room {
+                        Eviction::TooYoung => Counter::DropSynFlood,
+                        _ => Counter::DropConntrackFull,
+                    };
+                    return Err(count_drop(counters, why));
                 }
                 let reply = FlowKey {
                     src: b.addr16,
@@ -263,18 +279,24 @@ impl Lb {
                 let e = self.conntrack.get(holder);
                 let ended =
                     e.is_expired(now) || matches!(e.state(), State::TimeWait | State::Closed);
-                if !ended {
+                if !ended && !stale_half_open(e.state(), e.created_at(), now) {
                     continue;
                 }
-                let ready = self.local_ports.ready_at(
-                    e.last_seen(&self.state_timeouts_ms),
-                    e.value.rests_briefly(&reply),
-                );
-                if ready > now {
-                    self.local_ports.rest_until(&t, ready);
-                    continue;
+                if ended {
+                    let ready = self.local_ports.ready_at(
+                        e.last_seen(&self.state_timeouts_ms),
+                        e.value.rests_briefly(&reply),
+                    );
+                    if ready > now {
+                        self.local_ports.rest_until(&t, ready);
+                        continue;
+                    }
+                    counters.inc(Counter::LocalTuplesTakenOver);
+                } else {
+                    // A SYN flood holds every tuple: the oldest go first
+                    // (the cursor hands tuples out in the order it took them).
+                    counters.inc(Counter::ConntrackHalfOpenEvicted);
                 }
-                counters.inc(Counter::LocalTuplesTakenOver);
                 self.forget(holder);
             }
             (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);

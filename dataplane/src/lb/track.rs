@@ -196,9 +196,13 @@ impl<'a> Release<'a> {
             .sub(v.backend_slot, FlowStat::ActiveConnections, 1);
         if v.mode == Mode::FullNat {
             let r = e.reply();
+            // A handshake that never completed left the backend no
+            // connection to keep in TIME_WAIT: the tuple rests briefly (a
+            // SYN flood's entries give their tuples back at the rate they go).
+            let brief = v.rests_briefly(r) || matches!(e.state(), State::SynSent | State::SynRecv);
             let ready = self
                 .local_ports
-                .ready_at(e.last_seen(self.state_timeouts_ms), v.rests_briefly(r));
+                .ready_at(e.last_seen(self.state_timeouts_ms), brief);
             self.local_ports.released(&r.dst, r.dport, ready);
         }
     }

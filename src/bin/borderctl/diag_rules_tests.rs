@@ -68,6 +68,7 @@ fn sample(values: &[(&str, u64)]) -> Sample {
         },
         stats: pb::GetStatsResponse {
             dataplane_present: true,
+            local_pools: Vec::new(),
             counters: COUNTERS
                 .iter()
                 .map(|(n, drop, gauge)| pb::CounterInfo {

@@ -52,6 +52,8 @@ pub struct StatsView {
     pub workers: Vec<WorkerRef>,
     pub counters: Named<CounterInfo>,
     pub vips: Vec<VipFlows>,
+    /// Full-NAT local tuples per local address.
+    pub local_pools: Vec<LocalPool>,
     /// The table lists zero counters too (`--all`); JSON always does.
     #[serde(skip)]
     pub all: bool,
@@ -64,6 +66,15 @@ pub struct CounterInfo {
     pub drop: bool,
     #[serde(flatten)]
     pub values: CounterValues,
+}
+
+/// One full-NAT local address's tuples, summed over workers.
+#[derive(Debug, Serialize)]
+pub struct LocalPool {
+    pub address: String,
+    pub tuples: u64,
+    pub in_use: u64,
+    pub resting: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -155,6 +166,16 @@ impl StatsView {
                 .collect(),
             counters: Named(counters.collect()),
             vips: vips.collect(),
+            local_pools: st
+                .local_pools
+                .iter()
+                .map(|p| LocalPool {
+                    address: p.address.clone(),
+                    tuples: p.tuples,
+                    in_use: p.in_use,
+                    resting: p.resting,
+                })
+                .collect(),
             all,
         }
     }
@@ -164,10 +185,38 @@ impl Render for StatsView {
     fn render(&self) -> Text {
         let rows = self.counters.0.iter().map(|(n, c)| (n.as_str(), &c.values));
         let mut t = counter_table(&self.workers, rows, self.all);
-        if self.vips.is_empty() {
-            return t;
+        if !self.vips.is_empty() {
+            t.blank();
+            t.table(&self.flow_table());
         }
-        t.blank();
+        if !self.local_pools.is_empty() {
+            t.blank();
+            let mut pools = Table::new(&[
+                ("LOCAL ADDRESS", false),
+                ("TUPLES", true),
+                ("IN USE", true),
+                ("RESTING", true),
+                ("FREE", true),
+            ]);
+            for p in &self.local_pools {
+                let free = p.tuples.saturating_sub(p.in_use + p.resting);
+                pools.row(vec![
+                    p.address.clone(),
+                    p.tuples.to_string(),
+                    p.in_use.to_string(),
+                    p.resting.to_string(),
+                    free.to_string(),
+                ]);
+            }
+            t.table(&pools);
+        }
+        t
+    }
+}
+
+impl StatsView {
+    /// Flows per VIP and backend.
+    fn flow_table(&self) -> Table {
         let mut flows = Table::new(&[
             ("VIP", false),
             ("BACKEND", false),
@@ -186,8 +235,7 @@ impl Render for StatsView {
                 flows.row(row);
             }
         }
-        t.table(&flows);
-        t
+        flows
     }
 }
 
@@ -234,6 +282,12 @@ mod tests {
                     stats: flows(20, 2),
                 }],
             }],
+            local_pools: vec![pb::LocalPoolStats {
+                address: "10.20.0.1".into(),
+                tuples: 31744,
+                in_use: 40,
+                resting: 4,
+            }],
         }
     }
 
@@ -254,6 +308,10 @@ mod tests {
             b["stats"],
             serde_json::json!({"packets": 20, "bytes": 2000, "new_connections": 1, "active_connections": 2})
         );
+        assert_eq!(
+            v["local_pools"],
+            serde_json::json!([{"address": "10.20.0.1", "tuples": 31744, "in_use": 40, "resting": 4}])
+        );
     }
 
     #[test]
@@ -267,7 +325,10 @@ new_flows        5      5
 
 VIP  BACKEND          PACKETS  BYTES  NEW CONNECTIONS  ACTIVE
 v    (all)                 20   2000                1       2
-v    10.20.0.11:8080       20   2000                1       2"
+v    10.20.0.11:8080       20   2000                1       2
+
+LOCAL ADDRESS  TUPLES  IN USE  RESTING   FREE
+10.20.0.1       31744      40        4  31700"
         );
     }
 }
