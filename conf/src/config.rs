@@ -333,6 +333,9 @@ pub struct Peer {
     pub address: Listen,
     /// A label for logs and decisions (default: the address).
     pub name: Option<String>,
+    /// A trusted checker: when its fresh view says a backend is down, the
+    /// backend is down whatever the quorum says (docs/health.md).
+    pub trusted: bool,
 }
 
 impl Peer {
@@ -541,6 +544,10 @@ pub struct Health {
     /// What happens to established connections to a backend health takes
     /// down (default [`OnDown::Keep`]).
     pub on_down: OnDown,
+    /// The port of the backend's agent (HAProxy's agent-check protocol):
+    /// with `kind = "agent"` the agent is the check (default: the backend's
+    /// port); with another kind an agent check runs beside it.
+    pub agent_port: Option<u16>,
 }
 
 /// `vip.health.on_down`: established connections to a backend that health
@@ -566,6 +573,8 @@ pub enum HealthKind {
     Http,
     /// HTTP over TLS.
     Https,
+    /// The backend's agent says how it is (HAProxy's agent-check protocol).
+    Agent,
 }
 
 impl HealthKind {
@@ -609,7 +618,7 @@ names!(Mode { FullNat => "fullnat", Dnat => "dnat" });
 names!(ProxyProtocol { None => "none", V2 => "v2" });
 names!(PpTlv { UniqueId => "unique_id", Crc32c => "crc32c", Authority => "authority" });
 names!(Announce { Healthy => "healthy", Always => "always", Never => "never" });
-names!(HealthKind { Tcp => "tcp", Tls => "tls", Http => "http", Https => "https" });
+names!(HealthKind { Tcp => "tcp", Tls => "tls", Http => "http", Https => "https", Agent => "agent" });
 names!(OnDown { Keep => "keep", Reset => "reset" });
 
 impl Config {

@@ -917,6 +917,8 @@ fn seed_health(store: &mut Store, g: &Generation) {
                     reason: KEPT_ACROSS_RESTART.to_string(),
                     since_unix_ms: now_unix_ms(),
                     weight: None,
+                    drain: false,
+                    weight_pct: None,
                 }),
             );
         }
@@ -1120,6 +1122,8 @@ local_addresses = ["10.0.0.1"]
                 reason: reason.into(),
                 since_unix_ms: 1,
                 weight: None,
+                drain: false,
+                weight_pct: None,
             })
         };
         let o = m
@@ -1391,6 +1395,8 @@ local_addresses = ["10.0.0.1"]
                         reason: "down".into(),
                         since_unix_ms: 1,
                         weight: None,
+                        drain: false,
+                        weight_pct: None,
                     }),
                 )
                 .unwrap();

@@ -80,6 +80,12 @@ pub struct HealthVerdict {
     /// Weight from the backend's `X-Load-Balancing-Endpoint-Weight` header
     /// (`weight_header = true`); applies while up, below an operator weight.
     pub weight: Option<u32>,
+    /// The backend's agent says drain: out of the ring, established flows
+    /// stay (an operator drain from health).
+    pub drain: bool,
+    /// The backend's agent's weight in percent of the configured weight;
+    /// applies while up, below an operator weight and the weight header.
+    pub weight_pct: Option<u32>,
 }
 
 /// One SetBackend action.
@@ -270,7 +276,14 @@ impl Store {
         let key = BackendKey::new(&v.name, SocketAddr::new(b.address, b.port));
         let op = self.operator.get(&key);
         let health = self.health.get(&key);
-        let health_weight = health.filter(|h| h.up).and_then(|h| h.weight);
+        let agent_weight = health
+            .filter(|h| h.up)
+            .and_then(|h| h.weight_pct)
+            .map(|p| scaled_weight(b.weight, p));
+        let health_weight = health
+            .filter(|h| h.up)
+            .and_then(|h| h.weight)
+            .or(agent_weight);
         let weight = op
             .and_then(|o| o.weight)
             .or(health_weight)
@@ -292,13 +305,16 @@ impl Store {
             )
         } else if let Some(h) = health.filter(|h| !h.up) {
             (BackendState::Down, h.reason.clone())
+        } else if let Some(h) = health.filter(|h| h.drain) {
+            (BackendState::Draining, h.reason.clone())
         } else if weight == 0 {
             let why = match op.filter(|o| o.weight.is_some()) {
                 Some(o) => format!("weight 0 set by the operator{}", note(o)),
-                None if health_weight.is_some() => {
+                None if health.is_some_and(|h| h.weight.is_some()) => {
                     "weight 0 from the backend's X-Load-Balancing-Endpoint-Weight header"
                         .to_string()
                 }
+                None if agent_weight.is_some() => "weight 0 from the backend's agent".to_string(),
                 None => "configured weight 0".to_string(),
             };
             (BackendState::Up, format!("{why}: takes no new flows"))
@@ -609,6 +625,8 @@ weight = 2
                 reason: "3 connects refused".into(),
                 since_unix_ms: 1,
                 weight: None,
+                drain: false,
+                weight_pct: None,
             })
         ));
         let e = s.effective(0, 0).unwrap();
@@ -665,4 +683,16 @@ weight = 2
         c.mgmt.metrics_listen = Some("127.0.0.1:9".parse().unwrap());
         assert_eq!(check_reloadable(&a, &c), Err("[mgmt]"));
     }
+}
+
+/// `weight` scaled by the agent's `pct` percent (rounded to nearest, at
+/// least 1 while both are above 0, at most [`conf::config::MAX_WEIGHT`]).
+pub fn scaled_weight(weight: u32, pct: u32) -> u32 {
+    let w = (u64::from(weight) * u64::from(pct) + 50) / 100;
+    let w = if w == 0 && weight > 0 && pct > 0 {
+        1
+    } else {
+        w
+    };
+    w.min(u64::from(conf::config::MAX_WEIGHT)) as u32
 }

@@ -108,6 +108,7 @@ pub(super) struct RawBgp {
 pub(super) struct RawPeer {
     pub address: S<String>,
     pub name: Option<S<String>>,
+    pub trusted: Option<S<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -155,6 +156,7 @@ pub(super) struct RawHealth {
     pub weight_header: Option<S<bool>>,
     pub sni: Option<S<String>>,
     pub on_down: Option<S<String>>,
+    pub agent_port: Option<S<u16>>,
 }
 
 #[derive(Deserialize)]

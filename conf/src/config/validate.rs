@@ -1058,7 +1058,11 @@ impl V {
                     format!("tcp peer {a} requires [mgmt.tls] (its cert and key are this border-mgmt's client identity), or use a unix:// socket"),
                 );
             }
-            out.push(Peer { address, name });
+            out.push(Peer {
+                address,
+                name,
+                trusted: or(&p.trusted, false),
+            });
         }
         out
     }
@@ -1580,6 +1584,7 @@ impl V {
                 ("tls", HealthKind::Tls),
                 ("http", HealthKind::Http),
                 ("https", HealthKind::Https),
+                ("agent", HealthKind::Agent),
             ],
             HealthKind::Tcp,
         );
@@ -1699,6 +1704,21 @@ impl V {
             OnDown::Keep,
         );
 
+        if let (Some(pp), HealthKind::Agent) = (&h.send_proxy_v2, kind) {
+            if *pp.get_ref() {
+                self.err(at(pp), format!("{key}.send_proxy_v2"), "is not sent to an agent (expected an active check kind beside agent_port, or remove this key)");
+            }
+        }
+        if let Some(p) = &h.agent_port {
+            if *p.get_ref() == 0 {
+                self.err(
+                    at(p),
+                    format!("{key}.agent_port"),
+                    "0 is not a port (expected 1..=65535)",
+                );
+            }
+        }
+
         Health {
             kind,
             path,
@@ -1711,6 +1731,7 @@ impl V {
             weight_header,
             sni,
             on_down,
+            agent_port: h.agent_port.as_ref().map(|p| *p.get_ref()),
         }
     }
 }

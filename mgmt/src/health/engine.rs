@@ -22,12 +22,21 @@
 //!   flagged fail-open (the table builder keeps all of them in the ring);
 //! - weight header: while every answering backend of a VIP with
 //!   `weight_header = true` sends a valid weight, those weights apply;
-//!   otherwise the VIP falls back to configured weights, with the reason.
+//!   otherwise the VIP falls back to configured weights, with the reason;
+//! - trusted checker: a fresh down view of a `trusted = true` peer takes
+//!   the backend down whatever the quorum says; its silence means nothing;
+//! - split: when the down votes reach the quorum but do not outnumber the
+//!   up votes (two checkers, one each way), the backend keeps its state and
+//!   its reason names both sides, until a trusted checker decides;
+//! - agent: the backend's own answer (HAProxy agent-check) takes it down
+//!   (`down`, `maint`), drains it (`drain`) or scales its weight (`N%`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 
-use conf::{Config, Health};
+use conf::{Config, Health, HealthKind};
+
+use super::agent::{AgentAdmin, AgentResult};
 
 /// A backend of a VIP: (VIP name, backend address).
 pub type Key = (String, SocketAddr);
@@ -99,6 +108,21 @@ pub struct Local {
     fail: u32,
     last: Option<(u64, bool, String, Option<WeightObs>)>,
     last_failure: String,
+    agent: Option<AgentState>,
+}
+
+/// What the backend's agent said, as it stands: the administrative state
+/// and the weight stick until the agent names others (HAProxy's rule).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct AgentState {
+    /// The last answer said down/fail/stopped.
+    down: bool,
+    admin: AgentAdmin,
+    weight_pct: Option<u32>,
+    /// The last valid answer.
+    said: String,
+    /// Why the last attempt gave no answer (cleared by the next answer).
+    error: Option<String>,
 }
 
 impl Local {
@@ -123,6 +147,26 @@ impl Local {
             }
         }
         self.last = Some((now, out.ok, out.reason.clone(), out.weight.clone()));
+    }
+
+    /// Feeds one answer of the backend's agent (or why there is none: the
+    /// last answer then stands).
+    pub fn record_agent(&mut self, r: &AgentResult) {
+        let a = self.agent.get_or_insert_with(AgentState::default);
+        match r {
+            Ok(ans) => {
+                a.down = ans.down;
+                if let Some(adm) = ans.admin {
+                    a.admin = adm;
+                }
+                if let Some(p) = ans.weight_pct {
+                    a.weight_pct = Some(p);
+                }
+                a.said = ans.text.clone();
+                a.error = None;
+            }
+            Err(e) => a.error = Some(e.clone()),
+        }
     }
 
     /// The view to share.
@@ -156,6 +200,11 @@ pub struct Verdict {
     pub no_data: bool,
     /// Weight from the weight header; `None`: the configured (or operator) weight.
     pub weight: Option<u32>,
+    /// The backend's agent says drain: out of the ring, established flows
+    /// stay (like an operator drain).
+    pub drain: bool,
+    /// The backend's agent's weight, in percent of the configured weight.
+    pub weight_pct: Option<u32>,
     /// Why, in words; stable while nothing changes (safe to publish).
     pub reason: String,
     /// The last probes, in words (changes with every probe).
@@ -268,6 +317,8 @@ pub struct Engine {
     /// By peer address, in config order.
     peers: BTreeMap<String, PeerData>,
     peer_order: Vec<String>,
+    /// Addresses of the peers marked `trusted = true`.
+    trusted: BTreeSet<String>,
     verdicts: BTreeMap<Key, Verdict>,
     vip_health: BTreeMap<String, VipHealth>,
     witnesses: BTreeMap<String, Witness>,
@@ -286,6 +337,7 @@ impl Engine {
             local: HashMap::new(),
             peers: BTreeMap::new(),
             peer_order: Vec::new(),
+            trusted: BTreeSet::new(),
             verdicts: BTreeMap::new(),
             vip_health: BTreeMap::new(),
             witnesses: BTreeMap::new(),
@@ -345,6 +397,13 @@ impl Engine {
         self.vip_health.retain(|k, _| names.contains(k.as_str()));
         self.quorum = (cfg.mgmt.quorum as usize).max(1);
         self.peer_order = cfg.mgmt.peers.iter().map(|p| p.address_string()).collect();
+        self.trusted = cfg
+            .mgmt
+            .peers
+            .iter()
+            .filter(|p| p.trusted)
+            .map(|p| p.address_string())
+            .collect();
         let order = self.peer_order.clone();
         self.peers.retain(|k, _| order.contains(k));
         for p in order {
@@ -385,6 +444,8 @@ impl Engine {
                 state: State::Down,
                 no_data: true,
                 weight: None,
+                drain: false,
+                weight_pct: None,
                 reason: reason.to_string(),
                 detail: String::new(),
                 since_ms: now,
@@ -410,6 +471,26 @@ impl Engine {
                 .or_default()
                 .record(out, rise, fall, now);
         }
+    }
+
+    /// Records what the backends' agent said for `keys` (every VIP backend
+    /// the probe stands for).
+    pub fn agent_result(&mut self, keys: &[Key], r: &AgentResult) {
+        for k in keys {
+            if !self.spec(&k.0).is_some_and(|v| v.backends.contains(&k.1)) {
+                continue;
+            }
+            self.local.entry(k.clone()).or_default().record_agent(r);
+        }
+    }
+
+    /// The ids of the trusted peers that have said who they are.
+    fn trusted_ids(&self) -> BTreeSet<&str> {
+        self.trusted
+            .iter()
+            .filter_map(|a| self.peers.get(a)?.id.as_deref())
+            .filter(|id| *id != self.me)
+            .collect()
     }
 
     /// This checker's observations (for peers).
@@ -531,7 +612,38 @@ impl Engine {
                 let key = (v.name.clone(), *b);
                 let votes = self.votes(&key, &checkers, &fresh);
                 let prev = self.verdicts.get(&key);
-                let (state, no_data, reason, names) = self.decide(v, &votes, prev);
+                let (mut state, mut no_data, mut reason, mut names) = self.decide(v, &votes, prev);
+                let mut drain = false;
+                let mut weight_pct = None;
+                if let Some(a) = self.local.get(&key).and_then(|l| l.agent.as_ref()) {
+                    let agent_only = v.health.kind == HealthKind::Agent;
+                    if a.down || a.admin == AgentAdmin::Maint {
+                        state = State::Down;
+                        no_data = false;
+                        let what = if a.down { "" } else { " (maintenance)" };
+                        reason = format!("down: the backend's agent says {:?}{what}", a.said);
+                        names = vec![self.me.clone()];
+                    } else if !a.said.is_empty() {
+                        weight_pct = a.weight_pct;
+                        if a.admin == AgentAdmin::Drain && state == State::Up {
+                            drain = true;
+                            reason = format!(
+                                "draining: the backend's agent says {:?}; {reason}",
+                                a.said
+                            );
+                        } else if let Some(p) = a.weight_pct {
+                            reason.push_str(&format!("; agent weight {p}%"));
+                        }
+                    }
+                    // Alone, the agent's failure is the probe's reason already;
+                    // beside an active check it only says why the last answer stands.
+                    if let (Some(e), false) = (&a.error, agent_only) {
+                        reason.push_str(&format!("; agent: {e}"));
+                        if !a.said.is_empty() {
+                            reason.push_str(&format!(" (its last answer {:?} stands)", a.said));
+                        }
+                    }
+                }
                 if state == State::Up {
                     all_down = false;
                 }
@@ -552,6 +664,8 @@ impl Engine {
                         state,
                         no_data,
                         weight: weights.get(b).copied(),
+                        drain,
+                        weight_pct,
                         reason,
                         detail: votes.details.join("; "),
                         since_ms,
@@ -584,6 +698,8 @@ impl Engine {
                 o.state == vd.state
                     && o.no_data == vd.no_data
                     && o.weight == vd.weight
+                    && o.drain == vd.drain
+                    && o.weight_pct == vd.weight_pct
                     && o.reason == vd.reason
             });
             if !same {
@@ -697,6 +813,7 @@ impl Engine {
     /// into votes.
     fn votes<'c>(&self, key: &Key, checkers: &'c [Checker], fresh: &Freshness) -> Votes<'c> {
         let multi = checkers_configured(&self.peer_order) > 1;
+        let trusted = self.trusted_ids();
         let mut votes = Votes::default();
         for (id, _, obs, slack) in checkers {
             let Some(o) = obs.get(key) else { continue };
@@ -717,13 +834,24 @@ impl Engine {
             if !fresh {
                 continue;
             }
-            if self
+            // A trusted checker's votes count even when it looks like an
+            // unreliable witness: the operator vouched for it.
+            if trusted.contains(id.as_str()) {
+                match o.state {
+                    Some(State::Down) => votes.trusted_down.push((id, o)),
+                    Some(State::Up) => votes.trusted_up.push((id, o)),
+                    None => {}
+                }
+            } else if self
                 .witnesses
                 .get(id)
                 .is_some_and(|w| w.unreliable.is_some())
             {
                 votes.discarded.push(id);
                 continue;
+            }
+            if o.state.is_some() {
+                votes.voted.push(id);
             }
             match o.state {
                 Some(State::Down) => votes.down.push((id, o)),
@@ -736,10 +864,10 @@ impl Engine {
 
     /// A backend of VIP `v`'s state from the `votes` on it and its previous
     /// verdict: state, no-data flag, reason, and the checkers that decided.
-    fn decide(
+    fn decide<'c>(
         &self,
         v: &VipSpec,
-        votes: &Votes,
+        votes: &Votes<'c>,
         prev: Option<&Verdict>,
     ) -> (State, bool, String, Vec<String>) {
         let n_checkers = checkers_configured(&self.peer_order);
@@ -749,6 +877,9 @@ impl Engine {
             down,
             up,
             discarded,
+            trusted_down,
+            trusted_up,
+            voted,
             ..
         } = votes;
         let silent = n_checkers - down.len() - up.len() - discarded.len();
@@ -767,68 +898,113 @@ impl Engine {
                 .collect::<Vec<_>>()
                 .join("; ")
         };
-        let (state, no_data, mut reason, names): (State, bool, String, Vec<&str>) =
-            if down.len() >= quorum {
-                let reason = if multi {
-                    format!(
-                        "down: {} of {n_checkers} checkers see it fail (quorum {quorum}): {}",
+        let side =
+            |l: &[(&str, &Observation)]| l.iter().map(|(id, _)| *id).collect::<Vec<_>>().join(", ");
+        let ids =
+            |l: &[(&'c str, &'c Observation)]| l.iter().map(|(id, _)| *id).collect::<Vec<_>>();
+        // The down votes reach the quorum but do not outnumber the up votes:
+        // no majority either way (two checkers, one each way).
+        let split = multi && down.len() >= quorum && !up.is_empty() && up.len() >= down.len();
+        // A down verdict a trusted checker made, and that checker is silent now.
+        let trusted_ids = self.trusted_ids();
+        let trusted_silent = prev.is_some_and(|p| {
+            p.checkers
+                .iter()
+                .any(|c| trusted_ids.contains(c.as_str()) && !voted.contains(&c.as_str()))
+        });
+        let (state, no_data, mut reason, names): (State, bool, String, Vec<&str>) = if !trusted_down
+            .is_empty()
+        {
+            let mut r = format!(
+                "down: trusted checker {} sees it fail, whatever the quorum: {}",
+                side(trusted_down),
+                votes(trusted_down)
+            );
+            if !up.is_empty() {
+                r.push_str(&format!("; {} see it pass", side(up)));
+            }
+            (State::Down, false, r, ids(trusted_down))
+        } else if split && !trusted_up.is_empty() {
+            let r = format!(
+                    "up: trusted checker {} sees it pass, deciding a split: {} see it fail ({}); {} see it pass",
+                    side(trusted_up),
+                    side(down),
+                    votes(down),
+                    side(up)
+                );
+            (State::Up, false, r, ids(trusted_up))
+        } else if split {
+            let r = format!(
+                    "split: {} see it fail ({}); {} see it pass; no majority either way, state kept ({}) until a trusted checker decides",
+                    side(down),
+                    votes(down),
+                    side(up),
+                    prev_state.as_str()
+                );
+            let mut names = ids(down);
+            names.extend(ids(up));
+            (prev_state, false, r, names)
+        } else if down.len() >= quorum {
+            let reason = if multi {
+                format!(
+                    "down: {} of {n_checkers} checkers see it fail (quorum {quorum}): {}",
+                    down.len(),
+                    votes(down)
+                )
+            } else {
+                let o = down[0].1;
+                let mut r = format!("down: {} ({fall} consecutive failures)", failure(o));
+                if o.last_ok == Some(true) {
+                    r.push_str(&format!("; recovering: {} of {rise} successes", o.streak));
+                }
+                r
+            };
+            (
+                State::Down,
+                false,
+                reason,
+                down.iter().map(|d| d.0).collect(),
+            )
+        } else if prev_state == State::Down && (down.len() + silent >= quorum || trusted_silent) {
+            (
+                State::Down,
+                true,
+                kept_down_reason(prev),
+                prev.map(|p| p.checkers.iter().map(String::as_str).collect())
+                    .unwrap_or_default(),
+            )
+        } else if up.is_empty() && down.is_empty() {
+            let reason = if prev.is_none() {
+                "up (no data: no probe result yet)".to_string()
+            } else {
+                "up (no data: no fresh probe result; state kept)".to_string()
+            };
+            (State::Up, true, reason, Vec::new())
+        } else {
+            let reason = if multi {
+                let mut r = format!("up: {} of {n_checkers} checkers see it pass", up.len());
+                if !down.is_empty() {
+                    r.push_str(&format!(
+                        "; {} see it fail, fewer than quorum {quorum} ({})",
                         down.len(),
                         votes(down)
+                    ));
+                }
+                r
+            } else if let Some((_, o)) = up.first() {
+                if o.last_ok == Some(false) {
+                    format!(
+                        "up: {} ({} of {fall} failures to go down)",
+                        o.reason, o.streak
                     )
                 } else {
-                    let o = down[0].1;
-                    let mut r = format!("down: {} ({fall} consecutive failures)", failure(o));
-                    if o.last_ok == Some(true) {
-                        r.push_str(&format!("; recovering: {} of {rise} successes", o.streak));
-                    }
-                    r
-                };
-                (
-                    State::Down,
-                    false,
-                    reason,
-                    down.iter().map(|d| d.0).collect(),
-                )
-            } else if prev_state == State::Down && down.len() + silent >= quorum {
-                (
-                    State::Down,
-                    true,
-                    kept_down_reason(prev),
-                    prev.map(|p| p.checkers.iter().map(String::as_str).collect())
-                        .unwrap_or_default(),
-                )
-            } else if up.is_empty() && down.is_empty() {
-                let reason = if prev.is_none() {
-                    "up (no data: no probe result yet)".to_string()
-                } else {
-                    "up (no data: no fresh probe result; state kept)".to_string()
-                };
-                (State::Up, true, reason, Vec::new())
+                    format!("up: {}", o.reason)
+                }
             } else {
-                let reason = if multi {
-                    let mut r = format!("up: {} of {n_checkers} checkers see it pass", up.len());
-                    if !down.is_empty() {
-                        r.push_str(&format!(
-                            "; {} see it fail, fewer than quorum {quorum} ({})",
-                            down.len(),
-                            votes(down)
-                        ));
-                    }
-                    r
-                } else if let Some((_, o)) = up.first() {
-                    if o.last_ok == Some(false) {
-                        format!(
-                            "up: {} ({} of {fall} failures to go down)",
-                            o.reason, o.streak
-                        )
-                    } else {
-                        format!("up: {}", o.reason)
-                    }
-                } else {
-                    "up".to_string()
-                };
-                (State::Up, false, reason, up.iter().map(|u| u.0).collect())
+                "up".to_string()
             };
+            (State::Up, false, reason, up.iter().map(|u| u.0).collect())
+        };
         if !discarded.is_empty() {
             reason.push_str(&format!(
                 "; votes discarded (unreliable witness): {}",
@@ -873,6 +1049,11 @@ struct Votes<'c> {
     up: Vec<(&'c str, &'c Observation)>,
     /// Checkers whose votes do not count (unreliable witnesses).
     discarded: Vec<&'c str>,
+    /// The trusted checkers' votes (also in `down`/`up`).
+    trusted_down: Vec<(&'c str, &'c Observation)>,
+    trusted_up: Vec<(&'c str, &'c Observation)>,
+    /// Every checker with a fresh, counted vote.
+    voted: Vec<&'c str>,
     /// Every fresh observation, in words.
     details: Vec<String>,
 }

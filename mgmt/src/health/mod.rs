@@ -19,6 +19,7 @@
 //!   become table generations, health events become API events, config
 //!   applies reconfigure the probes.
 
+pub mod agent;
 pub mod engine;
 pub mod probe;
 pub mod service;
@@ -119,7 +120,12 @@ pub fn checker_id(instance: &str) -> String {
 }
 
 enum Msg {
-    Local(Arc<ProbeSpec>, ProbeOutcome, u64),
+    Local(
+        Arc<ProbeSpec>,
+        ProbeOutcome,
+        Option<agent::AgentResult>,
+        u64,
+    ),
     Peer(String, String, Vec<(Key, Observation)>),
     PeerError(String, String),
     Reconfigure(Box<Config>),
@@ -271,9 +277,12 @@ impl Runner {
 
     fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Local(spec, out, at) => {
+            Msg::Local(spec, out, answer, at) => {
                 if let Some((_, keys)) = self.probes.get(&spec) {
                     self.engine.local_result(keys, &out, at);
+                    if let Some(a) = &answer {
+                        self.engine.agent_result(keys, a);
+                    }
                 }
             }
             Msg::Peer(addr, id, obs) => self.engine.peer_update(&addr, &id, obs),
@@ -418,23 +427,32 @@ async fn probe_loop(
     view: Arc<HealthView>,
 ) {
     let interval = Duration::from_millis(u64::from(spec.interval_ms.max(1)));
-    let hard = Duration::from_millis(u64::from(spec.timeout_ms) + 250);
+    // An agent beside an active probe gets a deadline of its own.
+    let attempts = if spec.agent_port.is_some() && spec.kind != probe::KindKey::Agent {
+        2
+    } else {
+        1
+    };
+    let hard = Duration::from_millis(attempts * u64::from(spec.timeout_ms) + 250);
     let mut rng = fastrand::Rng::new();
     let mut slot = Instant::now();
     loop {
         let offset = Duration::from_millis(rng.u64(0..u64::from(spec.interval_ms.max(1))));
         tokio::time::sleep_until(slot + offset).await;
         // probe() keeps its own deadline; this one is a backstop.
-        let out = match tokio::time::timeout(hard, probe::probe(&spec, &tls)).await {
+        let (out, answer) = match tokio::time::timeout(hard, probe::check(&spec, &tls)).await {
             Ok(o) => o,
-            Err(_) => ProbeOutcome {
-                ok: false,
-                reason: format!("probe timeout after {} ms", spec.timeout_ms),
-                weight: None,
-            },
+            Err(_) => (
+                ProbeOutcome {
+                    ok: false,
+                    reason: format!("probe timeout after {} ms", spec.timeout_ms),
+                    weight: None,
+                },
+                None,
+            ),
         };
         if tx
-            .send(Msg::Local(spec.clone(), out, view.now_ms()))
+            .send(Msg::Local(spec.clone(), out, answer, view.now_ms()))
             .await
             .is_err()
         {
@@ -497,9 +515,15 @@ pub fn attach(m: Arc<Manager>, shutdown: watch::Receiver<bool>) -> Arc<HealthVie
                         reason: v.reason.clone(),
                         since_unix_ms: v.since_unix_ms,
                         weight: v.weight,
+                        drain: v.drain,
+                        weight_pct: v.weight_pct,
                     };
                     let same = sent.get(k).is_some_and(|o| {
-                        o.up == hv.up && o.reason == hv.reason && o.weight == hv.weight
+                        o.up == hv.up
+                            && o.reason == hv.reason
+                            && o.weight == hv.weight
+                            && o.drain == hv.drain
+                            && o.weight_pct == hv.weight_pct
                     });
                     if !same {
                         sent.insert(k.clone(), hv.clone());

@@ -14,6 +14,10 @@
 //!   (at most [`MAX_HEADER_BYTES`]), the body is never read.
 //! - `send_proxy_v2`: a PROXY protocol v2 LOCAL header goes first, right
 //!   after the connect (before TLS).
+//! - `agent`: the backend's agent answers on `agent_port` (HAProxy's
+//!   agent-check protocol, [`super::agent`]); with another kind and
+//!   `agent_port`, [`check`] asks the agent after the active probe, with a
+//!   deadline of its own.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,6 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
+use super::agent::{self, AgentResult};
 use super::engine::{ProbeOutcome, WeightObs};
 
 /// The largest HTTP response header a probe reads.
@@ -61,6 +66,8 @@ pub struct ProbeSpec {
     pub send_proxy_v2: bool,
     /// TLS server name (and HTTP Host).
     pub sni: Option<String>,
+    /// The agent's port (`kind = "agent"`: the backend's port unless set).
+    pub agent_port: Option<u16>,
 }
 
 /// [`HealthKind`] with an order (for map keys).
@@ -74,6 +81,8 @@ pub enum KindKey {
     Http,
     /// HTTPS GET.
     Https,
+    /// The backend's agent (HAProxy agent-check).
+    Agent,
 }
 
 impl From<HealthKind> for KindKey {
@@ -83,6 +92,7 @@ impl From<HealthKind> for KindKey {
             HealthKind::Tls => KindKey::Tls,
             HealthKind::Http => KindKey::Http,
             HealthKind::Https => KindKey::Https,
+            HealthKind::Agent => KindKey::Agent,
         }
     }
 }
@@ -99,6 +109,10 @@ impl ProbeSpec {
             timeout_ms: h.timeout_ms,
             send_proxy_v2: h.send_proxy_v2,
             sni: h.sni.clone(),
+            agent_port: match h.kind {
+                HealthKind::Agent => Some(h.agent_port.unwrap_or(addr.port())),
+                _ => h.agent_port,
+            },
         }
     }
 }
@@ -225,10 +239,47 @@ impl ServerCertVerifier for AnyCert {
     }
 }
 
+/// Runs one check: the probe, and the agent's answer when the spec has an
+/// agent. Never takes (much) longer than `spec.timeout_ms`, twice that with
+/// an agent beside an active probe.
+pub async fn check(spec: &ProbeSpec, tls: &ProbeTls) -> (ProbeOutcome, Option<AgentResult>) {
+    let Some(port) = spec.agent_port else {
+        return (probe(spec, tls).await, None);
+    };
+    let out = if spec.kind == KindKey::Agent {
+        None
+    } else {
+        Some(probe(spec, tls).await)
+    };
+    let deadline = Instant::now() + Duration::from_millis(u64::from(spec.timeout_ms));
+    let answer = agent::ask(
+        SocketAddr::new(spec.addr.ip(), port),
+        deadline,
+        spec.timeout_ms,
+    )
+    .await;
+    let out = out.unwrap_or_else(|| agent_outcome(&answer));
+    (out, Some(answer))
+}
+
+/// The probe result of an agent that is the check: it passes when the
+/// agent answers (what it says is applied by the engine).
+fn agent_outcome(answer: &AgentResult) -> ProbeOutcome {
+    match answer {
+        Ok(a) => pass(format!("agent says {:?}", a.text)),
+        Err(e) => fail(e.clone()),
+    }
+}
+
 /// Runs one probe. Never takes (much) longer than `spec.timeout_ms`.
 pub async fn probe(spec: &ProbeSpec, tls: &ProbeTls) -> ProbeOutcome {
     let t = spec.timeout_ms;
     let deadline = Instant::now() + Duration::from_millis(u64::from(t));
+    if spec.kind == KindKey::Agent {
+        let port = spec.agent_port.unwrap_or(spec.addr.port());
+        let answer = agent::ask(SocketAddr::new(spec.addr.ip(), port), deadline, t).await;
+        return agent_outcome(&answer);
+    }
     let mut tcp = match timeout_at(deadline, TcpStream::connect(spec.addr)).await {
         Err(_) => return fail(format!("connect timeout after {t} ms")),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -246,7 +297,7 @@ pub async fn probe(spec: &ProbeSpec, tls: &ProbeTls) -> ProbeOutcome {
         }
     }
     match spec.kind {
-        KindKey::Tcp => pass("TCP connect ok"),
+        KindKey::Tcp | KindKey::Agent => pass("TCP connect ok"),
         KindKey::Http => http_get(tcp, spec, deadline).await,
         KindKey::Tls | KindKey::Https => {
             let cfg = if spec.kind == KindKey::Https {
