@@ -631,7 +631,7 @@ impl Engine {
                                 "draining: the backend's agent says {:?}; {reason}",
                                 a.said
                             );
-                        } else if let Some(p) = a.weight_pct {
+                        } else if let (Some(p), State::Up) = (a.weight_pct, state) {
                             reason.push_str(&format!("; agent weight {p}%"));
                         }
                     }
