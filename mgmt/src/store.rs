@@ -527,6 +527,18 @@ pub fn check_reloadable(old: &Config, new: &Config) -> Result<(), &'static str> 
     Ok(())
 }
 
+/// `weight` scaled by the agent's `pct` percent (rounded to nearest, at
+/// least 1 while both are above 0, at most [`conf::config::MAX_WEIGHT`]).
+pub fn scaled_weight(weight: u32, pct: u32) -> u32 {
+    let w = (u64::from(weight) * u64::from(pct) + 50) / 100;
+    let w = if w == 0 && weight > 0 && pct > 0 {
+        1
+    } else {
+        w
+    };
+    w.min(u64::from(conf::config::MAX_WEIGHT)) as u32
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -683,16 +695,4 @@ weight = 2
         c.mgmt.metrics_listen = Some("127.0.0.1:9".parse().unwrap());
         assert_eq!(check_reloadable(&a, &c), Err("[mgmt]"));
     }
-}
-
-/// `weight` scaled by the agent's `pct` percent (rounded to nearest, at
-/// least 1 while both are above 0, at most [`conf::config::MAX_WEIGHT`]).
-pub fn scaled_weight(weight: u32, pct: u32) -> u32 {
-    let w = (u64::from(weight) * u64::from(pct) + 50) / 100;
-    let w = if w == 0 && weight > 0 && pct > 0 {
-        1
-    } else {
-        w
-    };
-    w.min(u64::from(conf::config::MAX_WEIGHT)) as u32
 }

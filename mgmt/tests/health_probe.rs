@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use mgmt::health::agent::AgentAdmin;
 use mgmt::health::engine::WeightObs;
-use mgmt::health::probe::{probe, KindKey, ProbeSpec, ProbeTls, PPV2_LOCAL};
+use mgmt::health::probe::{check, probe, KindKey, ProbeSpec, ProbeTls, PPV2_LOCAL};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -22,6 +23,7 @@ fn spec(addr: SocketAddr, kind: KindKey) -> ProbeSpec {
         timeout_ms: TIMEOUT_MS,
         send_proxy_v2: false,
         sni: None,
+        agent_port: None,
     }
 }
 
@@ -416,4 +418,76 @@ async fn socat_forwarder_to_a_dead_port() {
         out.reason
     );
     let _ = child.kill().await;
+}
+
+/// An agent that writes `answer` to every connection (then closes, unless `hold`).
+async fn agent_server(answer: &'static [u8], hold: bool) -> SocketAddr {
+    serve(move |mut s| async move {
+        let _ = s.write_all(answer).await;
+        if hold {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn agent_answers_are_read_and_bounded() {
+    // kind agent: the answer is the check.
+    let a = agent_server(b"drain 50%\n", true).await;
+    let mut sp = spec(a, KindKey::Agent);
+    sp.agent_port = Some(a.port());
+    let (out, ans) = check(&sp, &ProbeTls::new()).await;
+    assert!(out.ok, "{out:?}");
+    assert_eq!(out.reason, "agent says \"drain 50%\"");
+    let ans = ans.unwrap().unwrap();
+    assert_eq!(
+        (ans.admin, ans.weight_pct),
+        (Some(AgentAdmin::Drain), Some(50))
+    );
+    // Ended by the close, without a newline.
+    let a = agent_server(b"maint", false).await;
+    let mut sp = spec(a, KindKey::Agent);
+    sp.agent_port = Some(a.port());
+    assert!(check(&sp, &ProbeTls::new()).await.0.ok);
+    // Garbage: a failed check with the text.
+    let a = agent_server(b"SSH-2.0-OpenSSH_9.2\r\n", true).await;
+    let mut sp = spec(a, KindKey::Agent);
+    sp.agent_port = Some(a.port());
+    let out = run(&sp).await;
+    assert!(!out.ok);
+    assert_eq!(
+        out.reason,
+        "malformed agent answer \"SSH-2.0-OpenSSH_9.2\": unknown word \"SSH-2.0-OpenSSH_9.2\""
+    );
+    // Silent, or a line that never ends: one timeout.
+    let a = agent_server(b"", true).await;
+    let mut sp = spec(a, KindKey::Agent);
+    sp.agent_port = Some(a.port());
+    assert_eq!(run(&sp).await.reason, "agent answer timeout after 300 ms");
+    let a = agent_server(b"up", true).await;
+    let mut sp = spec(a, KindKey::Agent);
+    sp.agent_port = Some(a.port());
+    assert!(run(&sp)
+        .await
+        .reason
+        .starts_with("agent answer \"up\" not ended"));
+    // Endless: capped.
+    let a = agent_server(&[b'u'; 4096], true).await;
+    let mut sp = spec(a, KindKey::Agent);
+    sp.agent_port = Some(a.port());
+    assert!(run(&sp).await.reason.contains("longer than 512 bytes"));
+    // Refused.
+    let d = dead_port().await;
+    let mut sp = spec(d, KindKey::Agent);
+    sp.agent_port = Some(d.port());
+    assert_eq!(run(&sp).await.reason, "agent connect refused");
+
+    // Beside an active check: both, the agent's failure apart.
+    let web = http_server("200 OK", "").await;
+    let mut sp = spec(web, KindKey::Http);
+    sp.agent_port = Some(d.port());
+    let (out, ans) = check(&sp, &ProbeTls::new()).await;
+    assert!(out.ok, "{out:?}");
+    assert_eq!(ans, Some(Err("agent connect refused".to_string())));
 }
