@@ -89,6 +89,11 @@ pub struct Dataplane {
     pub flow_hash_key: [u8; 16],
     /// `[dataplane.timeouts]`.
     pub timeouts: Timeouts,
+    /// Serve DPDK's packet capture (`rte_pdump`) so `dpdk-dumpcap` and
+    /// `borderctl capture` can attach (default false). Needs EAL
+    /// multi-process: no `--no-shconf`, `--in-memory` or `--no-huge` in
+    /// `eal_args` (docs/capture.md).
+    pub capture: bool,
 }
 
 /// How workers poll.
@@ -671,6 +676,24 @@ impl Config {
         let raw = raw::RawConfig::deserialize(toml::de::Deserializer::from(table))
             .map_err(|e| index().error(text, origin, &e))?;
         validate::validate(raw).map_err(|d| d.into_error(text, origin))
+    }
+
+    /// border-dp's EAL file prefix: `--file-prefix` of `eal_args`, else
+    /// `border-<instance>` (what border-dp adds). Tools that attach to
+    /// border-dp (`dpdk-dumpcap`, `dpdk-telemetry.py`) need it.
+    pub fn eal_file_prefix(&self) -> String {
+        let args = &self.dataplane.eal_args;
+        for (i, a) in args.iter().enumerate() {
+            if let Some(p) = a.strip_prefix("--file-prefix=") {
+                return p.to_owned();
+            }
+            if a == "--file-prefix" {
+                if let Some(p) = args.get(i + 1) {
+                    return p.clone();
+                }
+            }
+        }
+        format!("border-{}", self.instance)
     }
 
     /// The port called `name`.

@@ -127,6 +127,21 @@ pub fn process_alive(pid: u32) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Sends SIGINT to `pid`: asks a child tool (`dpdk-dumpcap`) to finish
+/// cleanly, as Ctrl-C would.
+pub fn interrupt(pid: u32) -> io::Result<()> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: kill(2) only delivers a signal; no memory is involved.
+    if unsafe { libc::kill(pid, libc::SIGINT) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Size of a transparent huge page on x86-64.
 const HUGE_PAGE: usize = 2 << 20;
 

@@ -3,11 +3,13 @@
 //!
 //! Packet logic ([`wire`], [`slowpath`], [`pipeline`]) is pure Rust over
 //! bytes and tables; DPDK is reached only through [`io_dpdk`], [`run`] and
-//! [`telemetry`] (its commands on DPDK's telemetry socket).
+//! [`telemetry`] (its commands on DPDK's telemetry socket) and `capture`
+//! (DPDK's packet-capture server).
 
 pub mod conntrack;
 pub mod counters;
 pub mod doorbell;
+pub(crate) mod capture;
 pub mod fault;
 pub(crate) mod host;
 pub mod io;

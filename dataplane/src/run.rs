@@ -988,6 +988,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     }
     // Dropped before the ports close (a late request then answers null).
     let telemetry = start_telemetry(cfg, &plan, &started, &state);
+    // Dropped before the ports close, like telemetry.
+    let capture = crate::capture::start(cfg.dataplane.capture);
     let mut tables = TablesFollow::attach(tables_path(&cfg.instance), lcores.len());
     let handoff = Handoff::new(lcores.len());
     let crew = Crew {
@@ -1053,6 +1055,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     // Ports stop and close before the pool they draw from and before EAL;
     // their flow rules go first, and telemetry stops reading them before.
     drop(telemetry);
+    drop(capture);
     drop(steering);
     drop(started);
     drop(pool);

@@ -35,6 +35,7 @@ mod intr;
 mod lcore;
 mod mbuf;
 mod mempool;
+mod pdump;
 mod port;
 mod telemetry;
 
@@ -49,6 +50,7 @@ pub use lcore::{
 };
 pub use mbuf::{Drain, Mbuf, MbufBurst, MbufError};
 pub use mempool::{Mempool, DEFAULT_DATA_ROOM, PKTMBUF_HEADROOM, SOCKET_ID_ANY};
+pub use pdump::CaptureServer;
 pub use port::{
     port_count, port_ids, port_name, port_stats, LinkStatus, Port, PortInfo, PortStats, RxQueue,
     TxQueue,

@@ -31,6 +31,7 @@ pub(super) struct RawDataplane {
     pub conntrack_per_worker: Option<S<u32>>,
     pub flow_hash_key: S<String>,
     pub timeouts: Option<S<RawTimeouts>>,
+    pub capture: Option<S<bool>>,
 }
 
 #[derive(Deserialize)]

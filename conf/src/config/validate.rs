@@ -125,6 +125,11 @@ fn at<T>(s: &S<T>) -> usize {
 }
 
 /// Value of an optional key, or `default`.
+/// EAL options without which `dpdk-dumpcap` cannot attach: no
+/// multi-process socket (`--no-shconf`, `--in-memory`), or memory a
+/// secondary process cannot map (`--no-huge`).
+const CAPTURE_BLOCKING_EAL_ARGS: &[&str] = &["--no-shconf", "--in-memory", "--no-huge"];
+
 fn or<T: Copy>(o: &Option<S<T>>, default: T) -> T {
     o.as_ref().map_or(default, |s| *s.get_ref())
 }
@@ -426,6 +431,7 @@ impl V {
         }
 
         let flow_hash_key = self.flow_hash_key(d);
+        let capture = self.capture(d, &eal_args);
 
         let timeouts = match &d.timeouts {
             Some(t) => self.timeouts(t.get_ref()),
@@ -441,7 +447,33 @@ impl V {
             conntrack_per_worker,
             flow_hash_key,
             timeouts,
+            capture,
         }
+    }
+
+    /// `capture`: DPDK's packet capture needs EAL multi-process, which
+    /// these EAL options turn off (docs/capture.md).
+    fn capture(&mut self, d: &RawDataplane, eal_args: &[String]) -> bool {
+        let Some(c) = &d.capture else { return false };
+        if !*c.get_ref() {
+            return false;
+        }
+        let blocking: Vec<&str> = eal_args
+            .iter()
+            .map(String::as_str)
+            .filter(|a| CAPTURE_BLOCKING_EAL_ARGS.contains(a))
+            .collect();
+        if !blocking.is_empty() {
+            self.err(
+                at(c),
+                "dataplane.capture",
+                format!(
+                    "needs EAL multi-process and hugepages: remove {} from eal_args",
+                    blocking.join(", ")
+                ),
+            );
+        }
+        true
     }
 
     /// `eal_args`: passed to DPDK as given, without the lcore options

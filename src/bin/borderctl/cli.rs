@@ -137,6 +137,16 @@ pub enum Cmd {
         #[arg(long)]
         all: bool,
     },
+    /// Capture packets of border-dp's ports into a pcapng file (tcpdump -r,
+    /// Wireshark), with a tcpdump filter expression.
+    ///
+    /// Needs --config (border-dp's ports and EAL prefix), `capture = true`
+    /// in its [dataplane], and Debian's dpdk-dumpcap, which this runs
+    /// against border-dp. Stops at --count packets, after --duration
+    /// seconds, or on Ctrl-C, and finishes the file. rx frames are as they
+    /// arrived, tx frames as border sent them (rewritten): capture the
+    /// client port and the backend port to see both sides. See docs/capture.md.
+    Capture(crate::capture::CaptureArgs),
 }
 
 /// `maintenance on|off`.
@@ -211,6 +221,14 @@ impl Cli {
 
     fn check(&self) -> Result<(), (ErrorKind, String)> {
         self.target.check()?;
+        if let Cmd::Capture(_) = self.cmd {
+            if self.target.config.is_none() {
+                return Err((
+                    ErrorKind::MissingRequiredArgument,
+                    "`capture` needs --config FILE (border-dp's ports and EAL file prefix)".into(),
+                ));
+            }
+        }
         if let Cmd::Counters { .. } = self.cmd {
             if self.target.server.is_some()
                 || self.target.cert.is_some()

@@ -2,7 +2,7 @@
 //! border-mgmt's gRPC API `border.v1` (status, apply, drain/undrain/weight,
 //! stats, events, maintenance); `counters` and `status --local` read border-dp's state
 //! region directly, and `status`/`stats` fall back to it when border-mgmt
-//! is not reachable.
+//! is not reachable; `capture` runs `dpdk-dumpcap` against border-dp's ports.
 //!
 //! `diag` puts status, counters and health together and names the
 //! problems it sees.
@@ -15,6 +15,7 @@
 mod apply;
 mod backend;
 mod bgp;
+mod capture;
 mod cli;
 mod conn;
 mod counters;
@@ -23,6 +24,7 @@ mod diag_rules;
 mod events;
 mod maintenance;
 mod output;
+mod pcapng;
 mod stats;
 mod status;
 mod status_local;
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Cmd::Maintenance { state } => maintenance::run(&target, state, json),
         Cmd::Counters { all } => counters::run(&target, all, json).map_err(Failure::from),
         Cmd::Diag { window } => return diag::run(&target, Duration::from_secs(window), json),
+        Cmd::Capture(args) => capture::run(&target, &args, json).map_err(Failure::from),
     };
     match res {
         Ok(code) => code,
