@@ -37,6 +37,9 @@ packages=(
   # connection (e2e_rst_window), a client forging the PROXY header
   # (e2e_ppv2_forgery), a frame with a wrong IPv4 checksum (e2e_diag)
   python3-scapy
+  # packet capture (e2e_capture): tcpdump reads back what borderctl capture
+  # wrote through dpdk-dumpcap (package dpdk)
+  tcpdump
 )
 
 missing=()

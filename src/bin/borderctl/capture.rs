@@ -1,9 +1,10 @@
 //! `borderctl capture`: packets of a running border-dp's ports into a pcapng
 //! file, through DPDK's own capture framework. Runs Debian's `dpdk-dumpcap`
 //! (a secondary process of border-dp; it compiles the filter with libpcap
-//! and border-dp runs it as BPF on the worker), reads its pcapng from a
-//! pipe, keeps the frames of the chosen direction and stops it at the
-//! packet count or the time limit. See docs/capture.md.
+//! and border-dp runs it as BPF on the worker) per port, merges their
+//! pcapng from pipes into one file, keeps the frames of the chosen
+//! direction and stops them at the packet count or the time limit. See
+//! docs/capture.md.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -19,7 +20,7 @@ use conf::Config;
 use serde::Serialize;
 
 use crate::cli::Target;
-use crate::pcapng::{Direction, Reader};
+use crate::pcapng::{Block, Direction, Merger, Reader};
 
 /// The tool that attaches to border-dp (Debian package `dpdk`).
 const DUMPCAP: &str = "dpdk-dumpcap";
@@ -70,11 +71,21 @@ pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, 
         .as_deref()
         .ok_or("`capture` needs --config FILE (the ports and EAL prefix of border-dp)")?;
     let cfg = Config::from_file(path).map_err(|e| e.to_string())?;
-    let command = dumpcap_command(&cfg, path, args)?;
+    let commands = dumpcap_commands(&cfg, path, args)?;
     let out = File::create(&args.write)
         .map_err(|e| format!("cannot create {}: {e}", args.write.display()))?;
-    let child = spawn(command)?;
-    let summary = pass_through(child, args, BufWriter::new(out)).inspect_err(|_| {
+    let mut children = Vec::new();
+    for command in commands {
+        match spawn(command) {
+            Ok(c) => children.push(c),
+            Err(e) => {
+                stop_all(&mut children);
+                let _ = std::fs::remove_file(&args.write);
+                return Err(e);
+            }
+        }
+    }
+    let summary = pass_through(children, args, BufWriter::new(out)).inspect_err(|_| {
         // Nothing useful was written: leave no file that looks like a capture.
         let _ = std::fs::remove_file(&args.write);
     })?;
@@ -97,9 +108,9 @@ pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, 
     Ok(ExitCode::SUCCESS)
 }
 
-/// `dpdk-dumpcap` for border-dp's prefix, ports and the filter, writing
-/// pcapng to its stdout.
-fn dumpcap_command(cfg: &Config, path: &Path, args: &CaptureArgs) -> Result<Command, String> {
+/// One `dpdk-dumpcap` per port (22.11 captures one port per run), for
+/// border-dp's prefix and the filter, each writing pcapng to its stdout.
+fn dumpcap_commands(cfg: &Config, path: &Path, args: &CaptureArgs) -> Result<Vec<Command>, String> {
     if !cfg.dataplane.capture {
         return Err(format!(
             "border-dp of {} does not serve packet capture: set `capture = true` in [dataplane] \
@@ -107,22 +118,24 @@ fn dumpcap_command(cfg: &Config, path: &Path, args: &CaptureArgs) -> Result<Comm
             path.display()
         ));
     }
-    let mut cmd = Command::new(DUMPCAP);
-    cmd.arg(format!("--file-prefix={}", cfg.eal_file_prefix()));
+    let filter = args.filter.join(" ");
+    let mut commands = Vec::new();
     for name in &args.ports {
         let port = cfg.port(name).ok_or_else(|| {
             let known: Vec<&str> = cfg.ports.iter().map(|p| p.name.as_str()).collect();
             format!("no port `{name}` in {} (ports: {})", path.display(), known.join(", "))
         })?;
+        let mut cmd = Command::new(DUMPCAP);
+        cmd.arg(format!("--file-prefix={}", cfg.eal_file_prefix()));
         cmd.args(["-i", port.device_name()]);
+        if !filter.is_empty() {
+            cmd.args(["-f", &filter]);
+        }
+        // -q: no running count (backspaces on stderr); the final report stays.
+        cmd.args(["-q", "-s", &args.snaplen.to_string(), "-w", "-"]);
+        commands.push(cmd);
     }
-    let filter = args.filter.join(" ");
-    if !filter.is_empty() {
-        cmd.args(["-f", &filter]);
-    }
-    // -q: no running count (backspaces on stderr); the final report stays.
-    cmd.args(["-q", "-s", &args.snaplen.to_string(), "-w", "-"]);
-    Ok(cmd)
+    Ok(commands)
 }
 
 fn spawn(mut cmd: Command) -> Result<Child, String> {
@@ -134,56 +147,113 @@ fn spawn(mut cmd: Command) -> Result<Child, String> {
     })
 }
 
-/// Copies dumpcap's pcapng to `out` block by block, keeping the packets of
-/// the chosen direction, until the count, the time limit, or a signal.
+fn stop_all(children: &mut [Child]) {
+    for c in children.iter() {
+        let _ = conf::os::interrupt(c.id());
+    }
+    for c in children.iter_mut() {
+        let _ = c.wait();
+    }
+}
+
+/// What a stream reader hands over: a block, its end, or why it broke off.
+type Item = (usize, std::io::Result<Option<Block>>);
+
+/// Merges the dumpcaps' pcapng into `out` block by block, keeping the
+/// packets of the chosen direction, until the count, the time limit, or a
+/// signal.
 fn pass_through(
-    mut child: Child,
+    mut children: Vec<Child>,
     args: &CaptureArgs,
     mut out: impl Write,
 ) -> Result<Summary, String> {
-    let pid = child.id();
-    let stdout = child.stdout.take().expect("stdout is piped");
+    let pids: Vec<u32> = children.iter().map(Child::id).collect();
     let counted_out = Arc::new(AtomicBool::new(false));
     let interrupted = Arc::new(AtomicBool::new(false));
+    // One dumpcap ended by itself (it failed, or border-dp went away).
+    let ended = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // Ctrl-C reaches dumpcap too (same process group); we finish the file.
         signal_hook::flag::register(sig, interrupted.clone()).map_err(|e| e.to_string())?;
     }
+    let (items_tx, items_rx) = mpsc::channel::<Item>();
+    for (i, child) in children.iter_mut().enumerate() {
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let tx = items_tx.clone();
+        std::thread::spawn(move || {
+            let mut reader = Reader::new(stdout);
+            loop {
+                let item = reader.next_block();
+                let last = !matches!(item, Ok(Some(_)));
+                if tx.send((i, item)).is_err() || last {
+                    return;
+                }
+            }
+        });
+    }
+    drop(items_tx);
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let limit = args.duration.map(Duration::from_secs);
     let watch = {
-        let (counted_out, interrupted) = (counted_out.clone(), interrupted.clone());
-        std::thread::spawn(move || stop_when_due(pid, limit, &counted_out, &interrupted, &done_rx))
+        let flags = Stops {
+            counted_out: counted_out.clone(),
+            interrupted: interrupted.clone(),
+            ended: ended.clone(),
+        };
+        std::thread::spawn(move || stop_when_due(&pids, limit, &flags, &done_rx))
     };
 
-    let mut reader = Reader::new(stdout);
+    let mut merger = Merger::default();
     let mut packets = 0u64;
+    let mut result = Ok(());
     let write_err = |e: std::io::Error| format!("cannot write {}: {e}", args.write.display());
-    let result = loop {
-        let block = match reader.next_block() {
+    // Every reader ends with one `Ok(None)` or error; the channel closes then.
+    for (stream, item) in items_rx {
+        let block = match item {
             Ok(Some(b)) => b,
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(format!("reading {DUMPCAP}'s output: {e}")),
+            Ok(None) => {
+                ended.store(true, Ordering::Relaxed);
+                continue;
+            }
+            Err(e) => {
+                ended.store(true, Ordering::Relaxed);
+                result = result.and(Err(format!("reading {DUMPCAP}'s output: {e}")));
+                continue;
+            }
         };
         if block.is_packet() {
             if counted_out.load(Ordering::Relaxed) || !args.direction.keeps(block.direction()) {
                 continue;
             }
+        }
+        let Some(block) = merger.merge(stream, block) else {
+            continue;
+        };
+        if block.is_packet() {
             packets += 1;
             if args.count == Some(packets) {
                 counted_out.store(true, Ordering::Relaxed);
             }
         }
-        if let Err(e) = out.write_all(&block.bytes) {
-            break Err(write_err(e));
+        if result.is_ok() {
+            if let Err(e) = out.write_all(&block.bytes) {
+                result = Err(write_err(e));
+                counted_out.store(true, Ordering::Relaxed);
+            }
         }
-    };
+    }
     drop(done_tx);
     let stopped_by = watch.join().unwrap_or("signal");
-    let status = child.wait().map_err(|e| e.to_string())?;
+    let mut failed = None;
+    for c in &mut children {
+        let status = c.wait().map_err(|e| e.to_string())?;
+        if !status.success() {
+            failed = failed.or(Some(status));
+        }
+    }
     // A dumpcap that could not start (no border-dp, a bad filter) says why
     // on stderr and may leave text rather than pcapng on stdout.
-    if !status.success() && stopped_by == "dumpcap" {
+    if let (Some(status), "dumpcap") = (failed, stopped_by) {
         return Err(format!(
             "{DUMPCAP} failed ({status}): is border-dp running with `capture = true`, \
              and is the filter valid? (its messages are above)"
@@ -205,31 +275,41 @@ fn pass_through(
     })
 }
 
-/// Interrupts dumpcap (which then ends its file and detaches cleanly) when
-/// the count is reached, the time limit passes or we were signalled; returns
-/// what stopped the capture. Ends without signalling once dumpcap's output
-/// ended (`done` dropped).
+/// Why a capture stops, set by the merge loop and the signal handlers.
+struct Stops {
+    counted_out: Arc<AtomicBool>,
+    interrupted: Arc<AtomicBool>,
+    ended: Arc<AtomicBool>,
+}
+
+/// Interrupts every dumpcap (each then ends its stream and detaches
+/// cleanly) when the count is reached, the time limit passes, we were
+/// signalled or one of them ended by itself ("dumpcap"); returns what
+/// stopped the capture.
 fn stop_when_due(
-    pid: u32,
+    pids: &[u32],
     limit: Option<Duration>,
-    counted_out: &AtomicBool,
-    interrupted: &AtomicBool,
+    stops: &Stops,
     done: &mpsc::Receiver<()>,
 ) -> &'static str {
     let start = Instant::now();
     loop {
-        let why = if counted_out.load(Ordering::Relaxed) {
+        let why = if stops.counted_out.load(Ordering::Relaxed) {
             Some("count")
-        } else if interrupted.load(Ordering::Relaxed) {
+        } else if stops.interrupted.load(Ordering::Relaxed) {
             Some("signal")
+        } else if stops.ended.load(Ordering::Relaxed) {
+            Some("dumpcap")
         } else if limit.is_some_and(|l| start.elapsed() >= l) {
             Some("duration")
         } else {
             None
         };
         if let Some(why) = why {
-            let _ = conf::os::interrupt(pid);
-            // Wait for the stream to end; dumpcap has been asked to stop.
+            for &pid in pids {
+                let _ = conf::os::interrupt(pid);
+            }
+            // Wait for the streams to end; every dumpcap has been asked to stop.
             let _ = done.recv();
             return why;
         }

@@ -1,12 +1,19 @@
-//! Just enough pcapng (draft-ietf-opsawg-pcapng) to pass a capture through
-//! block by block and keep only the packets of one direction: DPDK 22.11's
-//! `dpdk-dumpcap` captures rx and tx together, and marks each Enhanced
-//! Packet Block with its direction (`epb_flags`).
+//! Just enough pcapng (draft-ietf-opsawg-pcapng) to pass captures through
+//! block by block, keep only the packets of one direction, and merge
+//! several captures into one section. DPDK 22.11's `dpdk-dumpcap` captures
+//! rx and tx together (it marks each Enhanced Packet Block with its
+//! direction, `epb_flags`) and only one port per run.
+
+use std::collections::HashMap;
 
 use std::io::{self, Read};
 
 /// Section Header Block: starts every section and gives its byte order.
 const SHB: u32 = 0x0A0D_0D0A;
+/// Interface Description Block: one per captured port and section.
+const IDB: u32 = 1;
+/// Interface Statistics Block: dumpcap's received/dropped counts.
+const ISB: u32 = 5;
 /// Enhanced Packet Block: one captured frame.
 const EPB: u32 = 6;
 const BYTE_ORDER_MAGIC: u32 = 0x1A2B_3C4D;
@@ -71,6 +78,17 @@ impl Block {
         })
     }
 
+    fn set_u32_at(&mut self, at: usize, v: u32) {
+        let b = if self.big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        };
+        if let Some(dst) = self.bytes.get_mut(at..at + 4) {
+            dst.copy_from_slice(&b);
+        }
+    }
+
     pub fn kind(&self) -> u32 {
         self.u32_at(0).unwrap_or(0)
     }
@@ -105,6 +123,41 @@ impl Block {
             at += 4 + usize::from(len).next_multiple_of(4);
         }
         Seen::Unknown
+    }
+}
+
+/// Merges the blocks of several pcapng streams (one per port) into one
+/// section: the first section header is kept, each stream's interfaces get
+/// ids of their own, and packet and statistics blocks are renumbered.
+#[derive(Default)]
+pub struct Merger {
+    wrote_header: bool,
+    /// Per stream: its interface ids in order of description, as merged ids.
+    interfaces: HashMap<usize, Vec<u32>>,
+    next_id: u32,
+}
+
+impl Merger {
+    /// `block` of stream `stream`, ready to write; `None` when it is left
+    /// out (a later section header, or a block naming an interface its
+    /// stream never described).
+    pub fn merge(&mut self, stream: usize, mut block: Block) -> Option<Block> {
+        let ids = self.interfaces.entry(stream).or_default();
+        match block.kind() {
+            SHB if self.wrote_header => return None,
+            SHB => self.wrote_header = true,
+            IDB => {
+                ids.push(self.next_id);
+                self.next_id += 1;
+            }
+            EPB | ISB => {
+                let local = block.u32_at(8)?;
+                let merged = *ids.get(local as usize)?;
+                block.set_u32_at(8, merged);
+            }
+            _ => {}
+        }
+        Some(block)
     }
 }
 
@@ -248,6 +301,46 @@ mod tests {
             let bytes: Vec<u8> = blocks.iter().flat_map(|b| b.bytes.clone()).collect();
             assert_eq!(bytes, stream, "blocks pass through unchanged");
         }
+    }
+
+    #[test]
+    fn merged_streams_keep_one_header_and_renumber_interfaces() {
+        let idb = || block(IDB, &[1, 0, 0, 0, 0, 0, 0, 0], false);
+        let isb = || block(ISB, &[0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9], false);
+        let a = read_all(&[shb(false), idb(), epb(Some(1), false), isb()].concat()).unwrap();
+        let b = read_all(&[shb(false), idb(), epb(Some(2), false), isb()].concat()).unwrap();
+        let mut m = Merger::default();
+        let mut out = Vec::new();
+        // Interleaved as two dumpcaps' output arrives.
+        let order = [(0, 0), (1, 0), (1, 1), (0, 1), (1, 2), (0, 2), (0, 3), (1, 3)];
+        let mut a = a.into_iter().map(Some).collect::<Vec<_>>();
+        let mut b = b.into_iter().map(Some).collect::<Vec<_>>();
+        for (s, i) in order {
+            let blk = if s == 0 { a[i].take() } else { b[i].take() }.unwrap();
+            if let Some(kept) = m.merge(s, blk) {
+                out.push(kept);
+            }
+        }
+        let kinds: Vec<u32> = out.iter().map(Block::kind).collect();
+        assert_eq!(kinds, [SHB, IDB, IDB, EPB, EPB, ISB, ISB]);
+        // Stream 1 described its interface first: it is interface 0.
+        let ids: Vec<(Seen, u32)> = out
+            .iter()
+            .filter(|b| b.is_packet())
+            .map(|b| (b.direction(), b.u32_at(8).unwrap()))
+            .collect();
+        assert_eq!(ids, [(Seen::Outbound, 0), (Seen::Inbound, 1)]);
+        let isb_ids: Vec<u32> = out
+            .iter()
+            .filter(|b| b.kind() == ISB)
+            .map(|b| b.u32_at(8).unwrap())
+            .collect();
+        assert_eq!(isb_ids, [1, 0]);
+        // A packet naming an interface its stream never described is dropped.
+        let stray = read_all(&[shb(false), epb(Some(1), false)].concat()).unwrap();
+        let mut m = Merger::default();
+        let kept: Vec<_> = stray.into_iter().filter_map(|b| m.merge(0, b)).collect();
+        assert_eq!(kept.len(), 1, "only the header");
     }
 
     #[test]
