@@ -28,7 +28,13 @@ const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 fn meminfo(key: &str) -> u64 {
     let text = std::fs::read_to_string("/proc/meminfo").unwrap();
     text.lines()
-        .find_map(|l| l.strip_prefix(key)?.trim_start_matches(':').trim().parse().ok())
+        .find_map(|l| {
+            l.strip_prefix(key)?
+                .trim_start_matches(':')
+                .trim()
+                .parse()
+                .ok()
+        })
         .unwrap_or_else(|| panic!("{key} not in /proc/meminfo"))
 }
 
@@ -52,7 +58,10 @@ impl Hugepages {
             meminfo("HugePages_Free")
         );
         let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-        if !mounts.lines().any(|l| l.split(' ').nth(2) == Some("hugetlbfs")) {
+        if !mounts
+            .lines()
+            .any(|l| l.split(' ').nth(2) == Some("hugetlbfs"))
+        {
             std::fs::create_dir_all("/dev/hugepages").unwrap();
             run(&["mount", "-t", "hugetlbfs", "nodev", "/dev/hugepages"]);
         }
@@ -199,7 +208,18 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
             "tcp",
         ],
         move || {
-            let _ = try_run(&["ip", "netns", "exec", &cli_name, "ping", "-c", "1", "-W", "1", "10.101.1.1"]);
+            let _ = try_run(&[
+                "ip",
+                "netns",
+                "exec",
+                &cli_name,
+                "ping",
+                "-c",
+                "1",
+                "-W",
+                "1",
+                "10.101.1.1",
+            ]);
             let _ = tcp_names(&cli_name, vip, 1);
         },
     );
@@ -219,14 +239,22 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
     // Before the rewrite (client to VIP on ext) and after it (appliance's
     // local address to the backend on int).
     assert!(
-        lines.iter().any(|l| l.contains("IP 10.101.1.2.") && l.contains("> 10.101.1.100.80: Flags [S]")),
+        lines
+            .iter()
+            .any(|l| l.contains("IP 10.101.1.2.") && l.contains("> 10.101.1.100.80: Flags [S]")),
         "no SYN to the VIP: {lines:#?}"
     );
     assert!(
-        lines.iter().any(|l| l.contains("IP 10.101.2.1.") && l.contains("> 10.101.2.11.8080: Flags [S]")),
+        lines
+            .iter()
+            .any(|l| l.contains("IP 10.101.2.1.") && l.contains("> 10.101.2.11.8080: Flags [S]")),
         "no rewritten SYN to the backend: {lines:#?}"
     );
-    assert_eq!(count("ICMP"), 0, "the filter `tcp` let ICMP through: {lines:#?}");
+    assert_eq!(
+        count("ICMP"),
+        0,
+        "the filter `tcp` let ICMP through: {lines:#?}"
+    );
     assert_eq!(count("ARP"), 0, "{lines:#?}");
 
     // ext only, received frames only, ICMP only, stop after 3 packets.
@@ -248,7 +276,18 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
             "icmp",
         ],
         move || {
-            let _ = try_run(&["ip", "netns", "exec", &cli_name, "ping", "-c", "1", "-W", "1", "10.101.1.1"]);
+            let _ = try_run(&[
+                "ip",
+                "netns",
+                "exec",
+                &cli_name,
+                "ping",
+                "-c",
+                "1",
+                "-W",
+                "1",
+                "10.101.1.1",
+            ]);
             let _ = tcp_names(&cli_name, vip, 1);
         },
     );
@@ -270,14 +309,20 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
     // line and leaves no file.
     let bad = dir.path("bad.pcapng");
     let out = Command::new(borderctl_bin())
-        .args(["capture", "--config", &cfg, "--port", "ext", "--count", "1", "-w"])
+        .args([
+            "capture", "--config", &cfg, "--port", "ext", "--count", "1", "-w",
+        ])
         .arg(&bad)
         .arg("tcp port")
         .output()
         .unwrap();
     assert!(!out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("borderctl: error: dpdk-dumpcap failed"), "{}", text(&out));
+    assert!(
+        stderr.contains("borderctl: error: dpdk-dumpcap failed"),
+        "{}",
+        text(&out)
+    );
     assert!(!bad.exists());
 
     let status = dp.stop();
@@ -290,13 +335,25 @@ fn capture_needs_the_config_key_and_multi_process() {
     let path = dir.path("border.toml");
     std::fs::write(&path, config(false)).unwrap();
     let cfg = path.to_str().unwrap();
-    let e = borderctl_err(&["capture", "--config", cfg, "--port", "ext", "-w", "/tmp/x.pcapng"]);
+    let e = borderctl_err(&[
+        "capture",
+        "--config",
+        cfg,
+        "--port",
+        "ext",
+        "-w",
+        "/tmp/x.pcapng",
+    ]);
     assert!(
         e.contains("does not serve packet capture: set `capture = true` in [dataplane]"),
         "{e}"
     );
     // capture = true with the tests' usual EAL flags is refused up front.
-    std::fs::write(&path, config(false).replace("flow_hash_key", "capture = true\nflow_hash_key")).unwrap();
+    std::fs::write(
+        &path,
+        config(false).replace("flow_hash_key", "capture = true\nflow_hash_key"),
+    )
+    .unwrap();
     let out = Command::new(border_dp_bin())
         .args(["--check-config", cfg])
         .output()

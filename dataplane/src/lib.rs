@@ -6,10 +6,10 @@
 //! [`telemetry`] (its commands on DPDK's telemetry socket) and `capture`
 //! (DPDK's packet-capture server).
 
+pub(crate) mod capture;
 pub mod conntrack;
 pub mod counters;
 pub mod doorbell;
-pub(crate) mod capture;
 pub mod fault;
 pub(crate) mod host;
 pub mod io;

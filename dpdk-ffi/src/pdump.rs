@@ -39,9 +39,11 @@ impl CaptureServer {
         // cleanly (rte_errno) when multi-process is off.
         let ret = unsafe { rte_pdump_init() };
         if ret != 0 {
-            return Err(DpdkError::from_rte_errno("packet capture (rte_pdump_init)").hint(
-                "needs EAL multi-process: no --no-shconf, --in-memory or --no-huge in eal_args",
-            ));
+            return Err(
+                DpdkError::from_rte_errno("packet capture (rte_pdump_init)").hint(
+                    "needs EAL multi-process: no --no-shconf, --in-memory or --no-huge in eal_args",
+                ),
+            );
         }
         Ok(CaptureServer { _eal: eal })
     }

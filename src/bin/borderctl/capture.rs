@@ -90,7 +90,10 @@ pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, 
         let _ = std::fs::remove_file(&args.write);
     })?;
     if json {
-        println!("{}", serde_json::to_string(&summary).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string(&summary).map_err(|e| e.to_string())?
+        );
     } else {
         println!(
             "{} packets from {} ({}) to {} (stopped by {})",
@@ -123,7 +126,11 @@ fn dumpcap_commands(cfg: &Config, path: &Path, args: &CaptureArgs) -> Result<Vec
     for name in &args.ports {
         let port = cfg.port(name).ok_or_else(|| {
             let known: Vec<&str> = cfg.ports.iter().map(|p| p.name.as_str()).collect();
-            format!("no port `{name}` in {} (ports: {})", path.display(), known.join(", "))
+            format!(
+                "no port `{name}` in {} (ports: {})",
+                path.display(),
+                known.join(", ")
+            )
         })?;
         let mut cmd = Command::new(DUMPCAP);
         cmd.arg(format!("--file-prefix={}", cfg.eal_file_prefix()));
@@ -141,9 +148,13 @@ fn dumpcap_commands(cfg: &Config, path: &Path, args: &CaptureArgs) -> Result<Vec
 fn spawn(mut cmd: Command) -> Result<Child, String> {
     // dumpcap's own report (packets received/dropped per port, filter
     // errors) goes to our stderr.
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     cmd.spawn().map_err(|e| {
-        format!("cannot run {DUMPCAP} ({e}); install Debian's dpdk package (scripts/install-deps.sh)")
+        format!(
+            "cannot run {DUMPCAP} ({e}); install Debian's dpdk package (scripts/install-deps.sh)"
+        )
     })
 }
 
@@ -221,10 +232,10 @@ fn pass_through(
                 continue;
             }
         };
-        if block.is_packet() {
-            if counted_out.load(Ordering::Relaxed) || !args.direction.keeps(block.direction()) {
-                continue;
-            }
+        let wanted =
+            |b: &Block| !counted_out.load(Ordering::Relaxed) && args.direction.keeps(b.direction());
+        if block.is_packet() && !wanted(&block) {
+            continue;
         }
         let Some(block) = merger.merge(stream, block) else {
             continue;

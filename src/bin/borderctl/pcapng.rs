@@ -240,21 +240,45 @@ mod tests {
     use super::*;
 
     fn block(kind: u32, body: &[u8], big: bool) -> Vec<u8> {
-        let w = |v: u32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let w = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
         let len = 12 + body.len() as u32;
         [&w(kind)[..], &w(len), body, &w(len)].concat()
     }
 
     fn shb(big: bool) -> Vec<u8> {
-        let w = |v: u32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let w = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
         let body = [&w(BYTE_ORDER_MAGIC)[..], &[1, 0, 0, 0], &[0xff; 8]].concat();
         block(SHB, &body, big)
     }
 
     /// An EPB with a 5-byte frame and, when given, an epb_flags option.
     fn epb(flags: Option<u32>, big: bool) -> Vec<u8> {
-        let w = |v: u32| if big { v.to_be_bytes() } else { v.to_le_bytes() };
-        let h = |v: u16| if big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let w = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let h = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
         let mut body = [&w(0)[..], &w(1), &w(2), &w(5), &w(5)].concat();
         body.extend_from_slice(&[1, 2, 3, 4, 5, 0, 0, 0]);
         // An unrelated option first (comment, 3 bytes, padded).
@@ -312,7 +336,16 @@ mod tests {
         let mut m = Merger::default();
         let mut out = Vec::new();
         // Interleaved as two dumpcaps' output arrives.
-        let order = [(0, 0), (1, 0), (1, 1), (0, 1), (1, 2), (0, 2), (0, 3), (1, 3)];
+        let order = [
+            (0, 0),
+            (1, 0),
+            (1, 1),
+            (0, 1),
+            (1, 2),
+            (0, 2),
+            (0, 3),
+            (1, 3),
+        ];
         let mut a = a.into_iter().map(Some).collect::<Vec<_>>();
         let mut b = b.into_iter().map(Some).collect::<Vec<_>>();
         for (s, i) in order {
