@@ -57,6 +57,25 @@ fn base_is_valid() {
 }
 
 #[test]
+fn capture_and_the_eal_file_prefix() {
+    let c = Config::from_toml_str(BASE, "border.toml").unwrap();
+    assert!(!c.dataplane.capture, "off by default");
+    assert_eq!(c.eal_file_prefix(), "border-t");
+    for (args, prefix) in [
+        (r#"["-m", "512", "--file-prefix=edge"]"#, "edge"),
+        (r#"["--file-prefix", "edge2"]"#, "edge2"),
+    ] {
+        let text = edit(
+            "worker_lcores = [1]",
+            &format!("worker_lcores = [1]\neal_args = {args}\ncapture = true"),
+        );
+        let c = Config::from_toml_str(&text, "border.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.dataplane.capture);
+        assert_eq!(c.eal_file_prefix(), prefix);
+    }
+}
+
+#[test]
 fn error_carries_position_and_key() {
     let e = Config::from_toml_str(&edit("port = 80\n", "port = 0\n"), "x.toml").unwrap_err();
     assert_eq!(e.position(), Some((20, 8)));
