@@ -224,6 +224,8 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
         },
     );
     assert!(out.status.success(), "{}", text(&out));
+    // Shown with --nocapture: the figures of this run.
+    println!("{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("(stopped by duration)"), "{}", text(&out));
     // dumpcap's report: what pdump took and dropped (ring full, no mbuf).
