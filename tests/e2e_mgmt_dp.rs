@@ -1276,7 +1276,7 @@ port = 8080
     let e = borderctl_err(&[
         "stats", "--server", &server, "--cert", &ucert, "--key", &ukey, "--ca", &cacert,
     ]);
-    assert!(e.contains("[mgmt.tls].client_fingerprints"), "{e}");
+    assert!(e.contains("is its fingerprint pinned in [mgmt.tls]"), "{e}");
     let other = p("other-ca.pem");
     let e = borderctl_err(&[
         "stats", "--server", &server, "--cert", &cert, "--key", &key, "--ca", &other,

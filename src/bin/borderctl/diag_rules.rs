@@ -232,7 +232,7 @@ fn drop_kind(counter: &str) -> (&'static str, Severity, &'static str) {
             Problem,
             "borderctl stats (local_tuples_*): add [[port]] local_addresses, or lower [dataplane.timeouts] local_port_cooldown",
         ),
-        "drop_conntrack_full" => (
+        "drop_conntrack_full" | "drop_syn_flood" | "drop_pp_conntrack_full" => (
             "drops_table_full",
             Problem,
             "borderctl stats (conntrack_entries, conntrack_capacity): raise [dataplane] conntrack_per_worker (restart) or add workers",
@@ -390,8 +390,9 @@ fn occupancy(loads: &[WorkerLoad], out: &mut Vec<Finding>) {
             Severity::Problem,
             &format!("worker {} (lcore {})", w.index, w.lcore),
             format!(
-                "connection table {n} of {cap} entries ({}%); when full, new full-NAT flows are \
-                 dropped (drop_conntrack_full) and new DNAT flows go stateless",
+                "connection table {n} of {cap} entries ({}%); when full, a new full-NAT flow \
+                 replaces the oldest half-open entry at least 1 s old or is dropped \
+                 (drop_syn_flood, drop_conntrack_full) and new DNAT flows go stateless",
                 n * 100 / cap
             ),
             "borderctl stats (conntrack_entries); raise [dataplane] conntrack_per_worker \
