@@ -14,6 +14,14 @@
 //! 28   dp_pid         u32      atomic; pid of the border-dp that owns the region
 //! 32   run_state      u64      atomic; see [`RunState`]
 //! 40   started_unix_ms u64
+//! 48   (zero)
+//! 128  port slots     [[u64; 16]; MAX_PORT_SLOTS]  see [`PortSnapshot`]; the
+//!      main thread of border-dp is their only writer:
+//!      0  tag         atomic; 0 = unused, else 1 << 16 | role << 8 | name length
+//!      8  name        [u8; 32] (as 4 words, written before the tag)
+//!      40 updated_unix_ms  atomic; when the stats were last copied
+//!      48 stats       [u64; 8] atomic; rte_eth_stats, by [`PortStat`]
+//!      (zero to 128)
 //! ...  (zero up to header_len)
 //! worker block i at header_len + i * worker_stride:
 //! 0    lcore          u64
@@ -96,10 +104,120 @@ impl FlowStat {
     }
 }
 
+/// A port's statistics as DPDK counts them (`rte_eth_stats`), named as
+/// DPDK names them, copied into the state region about once a second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum PortStat {
+    /// Packets received.
+    Ipackets = 0,
+    /// Packets sent.
+    Opackets = 1,
+    /// Bytes received.
+    Ibytes = 2,
+    /// Bytes sent.
+    Obytes = 3,
+    /// Packets the NIC dropped because the Rx ring was full (workers too slow).
+    Imissed = 4,
+    /// Erroneous packets received.
+    Ierrors = 5,
+    /// Packets the NIC failed to send.
+    Oerrors = 6,
+    /// Packets dropped because the mbuf pool was empty.
+    RxNombuf = 7,
+}
+
+impl PortStat {
+    pub const COUNT: usize = 8;
+    pub const ALL: [PortStat; PortStat::COUNT] = [
+        PortStat::Ipackets,
+        PortStat::Opackets,
+        PortStat::Ibytes,
+        PortStat::Obytes,
+        PortStat::Imissed,
+        PortStat::Ierrors,
+        PortStat::Oerrors,
+        PortStat::RxNombuf,
+    ];
+    pub const fn name(self) -> &'static str {
+        match self {
+            PortStat::Ipackets => "ipackets",
+            PortStat::Opackets => "opackets",
+            PortStat::Ibytes => "ibytes",
+            PortStat::Obytes => "obytes",
+            PortStat::Imissed => "imissed",
+            PortStat::Ierrors => "ierrors",
+            PortStat::Oerrors => "oerrors",
+            PortStat::RxNombuf => "rx_nombuf",
+        }
+    }
+    /// One line for operators (metric help).
+    pub const fn help(self) -> &'static str {
+        match self {
+            PortStat::Ipackets => "packets the port received (rte_eth_stats.ipackets)",
+            PortStat::Opackets => "packets the port sent (rte_eth_stats.opackets)",
+            PortStat::Ibytes => "bytes the port received (rte_eth_stats.ibytes)",
+            PortStat::Obytes => "bytes the port sent (rte_eth_stats.obytes)",
+            PortStat::Imissed => {
+                "packets the NIC dropped because an Rx ring was full: workers too slow (rte_eth_stats.imissed)"
+            }
+            PortStat::Ierrors => "erroneous packets received (rte_eth_stats.ierrors)",
+            PortStat::Oerrors => "packets the port failed to send (rte_eth_stats.oerrors)",
+            PortStat::RxNombuf => {
+                "packets dropped because the mbuf pool was empty (rte_eth_stats.rx_nombuf)"
+            }
+        }
+    }
+}
+
+/// What a port slot holds: a data port (`[[port]].name`) or its kernel twin
+/// (by its interface name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortRole {
+    Data,
+    Twin,
+}
+
+impl PortRole {
+    pub const fn name(self) -> &'static str {
+        match self {
+            PortRole::Data => "data",
+            PortRole::Twin => "twin",
+        }
+    }
+}
+
+/// One port's slot as read from the region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortSnapshot {
+    pub name: String,
+    pub role: PortRole,
+    /// When border-dp last copied the statistics (0: not yet).
+    pub updated_unix_ms: u64,
+    /// Values in [`PortStat::ALL`] order.
+    pub stats: [u64; PortStat::COUNT],
+}
+
+impl PortSnapshot {
+    pub fn get(&self, s: PortStat) -> u64 {
+        self.stats[s as usize]
+    }
+}
+
 /// Words per statistics slot: the key, then one per [`FlowStat`].
 const FLOW_WORDS: usize = 1 + FlowStat::ALL.len();
 const MAGIC: [u8; 8] = *b"BRDSTATE";
-const HEADER_LEN: usize = 128;
+/// The fixed header fields, before the port slots.
+const HEADER_FIXED: usize = 128;
+/// Port slots: every `[[port]]` and its kernel twin.
+pub const MAX_PORT_SLOTS: usize = 2 * crate::config::MAX_PORTS;
+const PORT_SLOT_LEN: usize = 128;
+/// Tag bit of a named port slot (an unused slot's tag is 0).
+const NAMED: u64 = 1 << 16;
+/// Longest port name a slot keeps (a port or interface name is shorter).
+pub const PORT_NAME_LEN: usize = 32;
+const HEADER_LEN: usize = HEADER_FIXED + MAX_PORT_SLOTS * PORT_SLOT_LEN;
+const _: () = assert!(HEADER_LEN.is_multiple_of(64));
 const WORKER_FIXED: usize = 24;
 const MAX_WORKERS: u32 = 1024;
 
@@ -308,12 +426,13 @@ impl StateRegion {
             what,
         };
         let len = map.len();
-        if len < HEADER_LEN {
+        // Magic and version first: another layout's header may be shorter.
+        if len < HEADER_FIXED {
             return Err(corrupt(format!("{len} bytes is shorter than the header")));
         }
-        // SAFETY: `len >= HEADER_LEN` was checked, so the first HEADER_LEN bytes
-        // are mapped and readable for the lifetime of `map`.
-        let head = unsafe { std::slice::from_raw_parts(map.as_ptr(), HEADER_LEN) };
+        // SAFETY: `len >= HEADER_FIXED` was checked, so the first HEADER_FIXED
+        // bytes are mapped and readable for the lifetime of `map`.
+        let head = unsafe { std::slice::from_raw_parts(map.as_ptr(), HEADER_FIXED) };
         if head[0..8] != MAGIC {
             return Err(StateError::BadMagic {
                 path: path.to_owned(),
@@ -328,6 +447,9 @@ impl StateRegion {
                 found: version,
                 expected: STATE_LAYOUT_VERSION,
             });
+        }
+        if len < HEADER_LEN {
+            return Err(corrupt(format!("{len} bytes is shorter than the header")));
         }
         let header_len = u32_at(12) as usize;
         let n_workers = u32_at(16);
@@ -442,6 +564,82 @@ impl StateRegion {
                     None => out.push(u),
                 }
             }
+        }
+        out
+    }
+
+    fn port_slot(&self, slot: usize) -> usize {
+        HEADER_FIXED + slot * PORT_SLOT_LEN
+    }
+
+    /// Names the port slots, in order (border-dp, once, before it copies
+    /// any statistics). Names are cut to [`PORT_NAME_LEN`] bytes; ports
+    /// beyond [`MAX_PORT_SLOTS`] get no slot. Returns the slots named.
+    pub fn name_ports(&self, ports: &[(&str, PortRole)]) -> usize {
+        for (slot, (name, role)) in ports.iter().take(MAX_PORT_SLOTS).enumerate() {
+            let base = self.port_slot(slot);
+            let mut bytes = [0u8; PORT_NAME_LEN];
+            let n = name.len().min(PORT_NAME_LEN);
+            bytes[..n].copy_from_slice(&name.as_bytes()[..n]);
+            for (i, chunk) in bytes.chunks_exact(8).enumerate() {
+                let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+                self.word(base + 8 + i * 8).store(word, Ordering::Relaxed);
+            }
+            let role = match role {
+                PortRole::Data => 0u64,
+                PortRole::Twin => 1,
+            };
+            // Release: a reader that sees the tag sees the name.
+            self.word(base)
+                .store(NAMED | role << 8 | n as u64, Ordering::Release);
+        }
+        ports.len().min(MAX_PORT_SLOTS)
+    }
+
+    /// Copies one port's statistics (values in [`PortStat::ALL`] order)
+    /// into `slot`. Single writer: border-dp's main thread.
+    pub fn set_port_stats(&self, slot: usize, stats: &[u64; PortStat::COUNT], now_unix_ms: u64) {
+        if slot >= MAX_PORT_SLOTS {
+            return;
+        }
+        let base = self.port_slot(slot);
+        for (i, v) in stats.iter().enumerate() {
+            self.word(base + 48 + i * 8).store(*v, Ordering::Relaxed);
+        }
+        self.word(base + 40).store(now_unix_ms, Ordering::Release);
+    }
+
+    /// Every named port slot, in the order border-dp named them.
+    pub fn ports(&self) -> Vec<PortSnapshot> {
+        let mut out = Vec::new();
+        for slot in 0..MAX_PORT_SLOTS {
+            let base = self.port_slot(slot);
+            let tag = self.word(base).load(Ordering::Acquire);
+            if tag & NAMED == 0 {
+                break;
+            }
+            let len = ((tag & 0xff) as usize).min(PORT_NAME_LEN);
+            let mut bytes = [0u8; PORT_NAME_LEN];
+            for (i, chunk) in bytes.chunks_exact_mut(8).enumerate() {
+                let word = self.word(base + 8 + i * 8).load(Ordering::Relaxed);
+                chunk.copy_from_slice(&word.to_le_bytes());
+            }
+            let role = if (tag >> 8) & 0xff == 1 {
+                PortRole::Twin
+            } else {
+                PortRole::Data
+            };
+            let updated_unix_ms = self.word(base + 40).load(Ordering::Acquire);
+            let mut stats = [0u64; PortStat::COUNT];
+            for (i, v) in stats.iter_mut().enumerate() {
+                *v = self.word(base + 48 + i * 8).load(Ordering::Relaxed);
+            }
+            out.push(PortSnapshot {
+                name: String::from_utf8_lossy(&bytes[..len]).into_owned(),
+                role,
+                updated_unix_ms,
+                stats,
+            });
         }
         out
     }
@@ -843,6 +1041,63 @@ mod tests {
         assert_eq!(s.find(0), s.find(1), "key 0 is stored as 1");
         assert_eq!(vip_stat_key("web"), vip_stat_key("web"));
         assert_ne!(vip_stat_key("web"), vip_stat_key("web6"));
+    }
+
+    #[test]
+    fn port_stats_round_trip() {
+        let p = tmp("ports");
+        let w = StateRegion::create(&p, &[1, 2]).unwrap();
+        assert_eq!(StateRegion::open(&p).unwrap().ports(), vec![]);
+        let long = "x".repeat(40);
+        let named = w.name_ports(&[
+            ("ext", PortRole::Data),
+            ("kps-ext", PortRole::Twin),
+            (&long, PortRole::Data),
+        ]);
+        assert_eq!(named, 3);
+        let mut stats = [0u64; PortStat::COUNT];
+        for (i, v) in stats.iter_mut().enumerate() {
+            *v = 100 + i as u64;
+        }
+        w.set_port_stats(1, &stats, 1234);
+        w.set_port_stats(MAX_PORT_SLOTS, &stats, 1); // no such slot: ignored
+        w.worker(0).unwrap().counters().add(Counter::RxPackets, 3);
+
+        let r = StateRegion::open(&p).unwrap();
+        let ports = r.ports();
+        assert_eq!(ports.len(), 3);
+        assert_eq!(ports[0].name, "ext");
+        assert_eq!(ports[0].role, PortRole::Data);
+        assert_eq!(ports[0].updated_unix_ms, 0);
+        assert_eq!(ports[0].stats, [0; PortStat::COUNT]);
+        assert_eq!(ports[1].name, "kps-ext");
+        assert_eq!(ports[1].role, PortRole::Twin);
+        assert_eq!(ports[1].updated_unix_ms, 1234);
+        assert_eq!(ports[1].get(PortStat::Ipackets), 100);
+        assert_eq!(ports[1].get(PortStat::RxNombuf), 107);
+        assert_eq!(ports[2].name, "x".repeat(PORT_NAME_LEN), "cut, not refused");
+        // The port slots live in the header: worker blocks are untouched.
+        assert_eq!(r.total(Counter::RxPackets), 3);
+        assert_eq!(r.worker(1).unwrap().lcore(), 2);
+
+        let all: Vec<(&str, PortRole)> = (0..MAX_PORT_SLOTS + 2)
+            .map(|_| ("p", PortRole::Data))
+            .collect();
+        assert_eq!(w.name_ports(&all), MAX_PORT_SLOTS);
+        assert_eq!(r.ports().len(), MAX_PORT_SLOTS);
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[test]
+    fn port_stat_names_are_unique_and_in_order() {
+        for (i, s) in PortStat::ALL.iter().enumerate() {
+            assert_eq!(*s as usize, i);
+            assert!(!s.help().is_empty());
+        }
+        let mut names: Vec<_> = PortStat::ALL.iter().map(|s| s.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), PortStat::COUNT);
     }
 
     #[test]
