@@ -22,6 +22,7 @@ pub mod neigh_queue;
 pub mod pipeline;
 pub(crate) mod plan;
 pub mod port;
+pub mod port_stats;
 pub mod ppv2;
 pub(crate) mod reset;
 pub mod run;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use conf::os::files::Access;
-use conf::state::{state_path, RunState, StateRegion};
+use conf::state::{state_path, PortRole, RunState, StateRegion};
 use conf::{Config, PollMode};
 use dpdk_ffi::{
     Eal, FlowRules, Mbuf, Mempool, Port, SteerRule, DEFAULT_DATA_ROOM, LCORE_PANICKED,
@@ -26,6 +26,7 @@ use crate::neigh::NeighborSync;
 use crate::pipeline::Pipeline;
 use crate::plan::{eal_plan, EalPlan};
 use crate::port::{ports_from_config, PortDesc};
+use crate::port_stats::{PortStatsCopier, StatPort};
 use crate::tables_source::{reader_inbox, ReaderInbox, ShmTables};
 use crate::worker::{Clock, Handoff, Poll, Worker};
 use conf::tables::{tables_path, GenerationBuilder, Published, TablesReader, TablesWriter};
@@ -643,21 +644,14 @@ impl WorkerSetup {
 /// state region and the started ports; a failure costs only telemetry.
 fn start_telemetry(
     cfg: &Config,
-    plan: &EalPlan,
-    started: &StartedPorts,
+    ports: &[StatPort],
     state: &Arc<StateRegion>,
 ) -> Option<crate::telemetry::Telemetry> {
-    // `started.ports` holds the data ports, then their twins, in plan order.
-    let names = plan
-        .ports
+    let ports = ports
         .iter()
-        .map(|p| p.name.clone())
-        .chain(plan.ports.iter().map(|p| p.twin_iface.clone()));
-    let ports = names
-        .zip(&started.ports)
-        .map(|(name, port)| crate::telemetry::NamedPort {
-            name,
-            port_id: port.port_id(),
+        .map(|p| crate::telemetry::NamedPort {
+            name: p.name.clone(),
+            port_id: p.port_id,
         })
         .collect();
     let source = crate::telemetry::Source {
@@ -680,6 +674,25 @@ fn start_telemetry(
             None
         }
     }
+}
+
+/// The started ports by name: the data ports by their `[[port]].name`, then
+/// their kernel twins by interface (`started.ports` holds them in that
+/// order, in plan order).
+fn stat_ports(plan: &EalPlan, started: &StartedPorts) -> Vec<StatPort> {
+    let data = plan.ports.iter().map(|p| (p.name.clone(), PortRole::Data));
+    let twins = plan
+        .ports
+        .iter()
+        .map(|p| (p.twin_iface.clone(), PortRole::Twin));
+    data.chain(twins)
+        .zip(&started.ports)
+        .map(|((name, role), port)| StatPort {
+            name,
+            role,
+            port_id: port.port_id(),
+        })
+        .collect()
 }
 
 /// Takes worker `w`'s queue on every port, its Rx interrupt waiter (when
@@ -869,6 +882,19 @@ impl<'a> PoolHold<'a> {
     }
 }
 
+/// What the main thread does every loop besides tables and signals.
+struct Chores<'a> {
+    hold: PoolHold<'a>,
+    port_stats: &'a mut PortStatsCopier,
+}
+
+impl Chores<'_> {
+    fn tick(&mut self, handoff: &Handoff<Mbuf>) {
+        self.hold.tick(handoff);
+        self.port_stats.tick(|id| dpdk_ffi::port_stats(id).ok());
+    }
+}
+
 /// The main thread while the workers run: follows the tables region,
 /// reloads on SIGHUP, reports refused generations. Returns at a stop
 /// signal or when a worker returned on its own.
@@ -879,7 +905,7 @@ fn supervise(
     mut publisher: Option<&mut Publisher>,
     tables: &mut TablesFollow,
     crew: &Crew,
-    hold: &mut PoolHold<'_>,
+    chores: &mut Chores<'_>,
 ) {
     let mut refused_seen = 0;
     let mut live_cfg = cfg.clone();
@@ -892,7 +918,7 @@ fn supervise(
             );
             crew.handoff.ring_all();
         }
-        hold.tick(&crew.handoff);
+        chores.tick(&crew.handoff);
         if signals.reload.swap(false, Ordering::Relaxed) {
             reload_config(opts, &mut live_cfg, publisher.as_deref_mut(), &crew.state);
         }
@@ -987,7 +1013,9 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         p.publish(cfg, &state)?;
     }
     // Dropped before the ports close (a late request then answers null).
-    let telemetry = start_telemetry(cfg, &plan, &started, &state);
+    let stat_ports = stat_ports(&plan, &started);
+    let telemetry = start_telemetry(cfg, &stat_ports, &state);
+    let mut port_stats = PortStatsCopier::new(state.clone(), &stat_ports);
     // Dropped before the ports close, like telemetry.
     let capture = crate::capture::start(cfg.dataplane.capture);
     let mut tables = TablesFollow::attach(tables_path(&cfg.instance), lcores.len());
@@ -1023,7 +1051,10 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             state = %crew.state.path().display(),
             "border-dp running"
         );
-        let mut hold = PoolHold::new(&pool, &started.ports);
+        let mut chores = Chores {
+            hold: PoolHold::new(&pool, &started.ports),
+            port_stats: &mut port_stats,
+        };
         supervise(
             cfg,
             opts,
@@ -1031,7 +1062,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             publisher.as_mut(),
             &mut tables,
             &crew,
-            &mut hold,
+            &mut chores,
         );
         if signals.terminating() {
             info!("signal received, stopping workers");
@@ -1043,6 +1074,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     if outcome.is_ok() && crew.exited.load(Ordering::SeqCst) > 0 && !signals.terminating() {
         warn!("a worker stopped without being asked to");
     }
+    // The last run's port statistics stay readable after it.
+    port_stats.copy_now(|id| dpdk_ffi::port_stats(id).ok());
     crew.state.set_run_state(RunState::Stopped);
     let totals: Vec<String> = crew
         .state

@@ -23,8 +23,10 @@
 use std::sync::Arc;
 
 use conf::counters::Counter;
-use conf::state::{RunState, StateRegion};
+use conf::state::{PortStat, RunState, StateRegion};
 use dpdk_ffi::{PortStats, TelemetryCommand, TelemetryDict};
+
+use crate::port_stats::stat_values;
 
 /// Where a reply goes: DPDK's dictionary, or a map in tests.
 pub trait Reply {
@@ -140,17 +142,8 @@ impl Source {
             } else {
                 String::new()
             };
-            for (stat, v) in [
-                ("ipackets", s.ipackets),
-                ("opackets", s.opackets),
-                ("ibytes", s.ibytes),
-                ("obytes", s.obytes),
-                ("imissed", s.imissed),
-                ("ierrors", s.ierrors),
-                ("oerrors", s.oerrors),
-                ("rx_nombuf", s.rx_nombuf),
-            ] {
-                out.u64(&format!("{prefix}{stat}"), v);
+            for (stat, v) in PortStat::ALL.iter().zip(stat_values(&s)) {
+                out.u64(&format!("{prefix}{}", stat.name()), v);
             }
             found = true;
         }
