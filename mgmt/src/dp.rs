@@ -296,6 +296,8 @@ pub struct StatsSnap {
     pub vips: Vec<([u64; 4], Vec<[u64; 4]>)>,
     /// Full-NAT tuple use per local address, summed over workers.
     pub local_pools: Vec<conf::state::LocalPoolUse>,
+    /// Per port, as border-dp last copied its NIC statistics.
+    pub ports: Vec<conf::state::PortSnapshot>,
 }
 
 /// Stat keys: per VIP its key and its backends' ids.
@@ -326,6 +328,7 @@ pub fn read_stats(path: &Path, keys: &StatKeys) -> StatsSnap {
     StatsSnap {
         present: true,
         local_pools: region.local_pool_totals(),
+        ports: region.ports(),
         workers: workers
             .iter()
             .map(|w| (w.lcore(), Counter::ALL.iter().map(|&c| w.get(c)).collect()))

@@ -852,6 +852,7 @@ impl Manager {
         Stats {
             dataplane_present: s.present,
             local_pools: s.local_pools,
+            ports: s.ports,
             workers: s
                 .workers
                 .into_iter()

@@ -19,6 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use conf::state::PortStat;
 use conf::tables::BackendState;
 
 use crate::authz::{ApiCounters, Limit};
@@ -94,6 +95,7 @@ pub fn render(status: &Status, stats: &Stats, api_counters: &ApiCounters) -> Str
     counters(&mut o, stats);
     flows(&mut o, stats);
     local_pools(&mut o, stats);
+    ports(&mut o, stats);
     vip_state(&mut o, status);
     api(&mut o, api_counters);
     o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
@@ -292,6 +294,22 @@ fn local_pools(o: &mut Out, stats: &Stats) {
         o.family(name, "gauge", &format!("per local address: {help}"));
         for p in &stats.local_pools {
             o.sample(name, &[("address", &p.addr.to_string())], get(p));
+        }
+    }
+}
+
+/// Each port's NIC statistics (`rte_eth_stats`), as border-dp copies them
+/// about once a second: `border_port_<stat>_total{port, role}`.
+fn ports(o: &mut Out, stats: &Stats) {
+    for stat in PortStat::ALL {
+        let name = format!("border_port_{}_total", stat.name());
+        o.family(&name, "counter", &format!("per port: {}", stat.help()));
+        for p in &stats.ports {
+            o.sample(
+                &name,
+                &[("port", &p.name), ("role", p.role.name())],
+                p.get(stat),
+            );
         }
     }
 }

@@ -315,6 +315,9 @@ pub struct Stats {
     pub vips: Vec<VipStats>,
     /// Full-NAT tuple use per local address (summed over workers).
     pub local_pools: Vec<conf::state::LocalPoolUse>,
+    /// Per port (data ports, then kernel twins): the NIC's statistics as
+    /// border-dp last copied them.
+    pub ports: Vec<conf::state::PortSnapshot>,
 }
 
 impl Stats {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::{read_region, Running};
 use conf::counters::Counter;
-use conf::state::{vip_stat_key, FlowStat, RunState, StateRegion};
+use conf::state::{vip_stat_key, FlowStat, PortRole, PortStat, RunState, StateRegion};
 use conf::tables::{backend_ids, build_generation, no_overrides, BackendState};
 use conf::Config;
 use mgmt::pb::{self, set_backend_request::Action};
@@ -345,6 +345,11 @@ async fn status_and_stats_read_the_dataplane_and_metrics_export_them() {
     let bst = w.backend_stats();
     let bslot = bst.slot_for(ids[1]).unwrap();
     bst.add(bslot, FlowStat::NewConnections, 4);
+    state.name_ports(&[("ext", PortRole::Data), ("kx-ext", PortRole::Twin)]);
+    let mut port_counts = [0u64; PortStat::COUNT];
+    port_counts[PortStat::Ipackets as usize] = 11;
+    port_counts[PortStat::RxNombuf as usize] = 6;
+    state.set_port_stats(0, &port_counts, 1);
 
     let mut c = r.client().await;
     let st = c
@@ -399,6 +404,11 @@ async fn status_and_stats_read_the_dataplane_and_metrics_export_them() {
         "border_backend_state{vip=\"web\",backend=\"10.0.1.1:8080\",state=\"up\"} 1",
         "border_backend_state{vip=\"web\",backend=\"10.0.1.1:8080\",state=\"draining\"} 0",
         "border_backend_ring_slots{vip=\"web\",backend=\"10.0.1.1:8080\"} 505",
+        "# TYPE border_port_rx_nombuf_total counter",
+        "border_port_ipackets_total{port=\"ext\",role=\"data\"} 11",
+        "border_port_rx_nombuf_total{port=\"ext\",role=\"data\"} 6",
+        "border_port_imissed_total{port=\"ext\",role=\"data\"} 0",
+        "border_port_opackets_total{port=\"kx-ext\",role=\"twin\"} 0",
     ] {
         assert!(
             body.lines().any(|l| l == line),
