@@ -125,11 +125,15 @@ pub enum Cmd {
               value_parser = clap::value_parser!(u64).range(1..=3600))]
         window: u64,
     },
-    /// Per-worker dataplane counters and their totals, read from border-dp's
-    /// state region on this machine (without border-mgmt).
+    /// Per-worker dataplane counters and their totals, and each port's NIC
+    /// statistics, read from border-dp's state region on this machine
+    /// (without border-mgmt).
     ///
     /// Needs --config or --instance. The table shows the counters that are
-    /// not zero (all with --all); --json always lists every counter. Exit 0
+    /// not zero (all with --all); --json always lists every counter. The
+    /// port table (and "ports" in --json) shows each data port and kernel
+    /// twin's rte_eth_stats (ipackets ... imissed, rx_nombuf), copied by
+    /// border-dp about once a second. Exit 0
     /// even when border-dp has stopped (the counters of its last run are
     /// shown, with a note on stderr).
     Counters {

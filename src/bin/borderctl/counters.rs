@@ -1,11 +1,13 @@
 //! `borderctl counters`: border-dp's counters per worker and their totals,
-//! read from its state region on this machine (no border-mgmt). Also the
-//! counter table `stats` prints.
+//! and each port's NIC statistics (`rte_eth_stats`, copied by border-dp
+//! about once a second), read from its state region on this machine (no
+//! border-mgmt). Also the counter table `stats` prints.
 
 use std::process::ExitCode;
 
 use border::DpView;
 use conf::counters::Counter;
+use conf::state::{PortSnapshot, PortStat};
 use serde::Serialize;
 
 use crate::cli::Target;
@@ -43,6 +45,7 @@ pub fn run(target: &Target, all: bool, json: bool) -> Result<ExitCode, String> {
                 })
                 .collect(),
         ),
+        ports: Named(region.ports().iter().map(PortValues::entry).collect()),
         all,
     };
     output::print(&out, json).map_err(|e| e.to_string())?;
@@ -79,6 +82,31 @@ impl CounterValues {
     }
 }
 
+/// One port's statistics: its role (`data` port or kernel `twin`), when
+/// border-dp last copied them (0: not yet), and each `rte_eth_stats` value.
+#[derive(Debug, Serialize)]
+pub struct PortValues {
+    pub role: &'static str,
+    pub updated_unix_ms: u64,
+    #[serde(flatten)]
+    pub stats: Named<u64>,
+}
+
+impl PortValues {
+    fn entry(p: &PortSnapshot) -> (String, PortValues) {
+        let stats = PortStat::ALL
+            .iter()
+            .map(|&s| (s.name().to_string(), p.get(s)))
+            .collect();
+        let v = PortValues {
+            role: p.role.name(),
+            updated_unix_ms: p.updated_unix_ms,
+            stats: Named(stats),
+        };
+        (p.name.clone(), v)
+    }
+}
+
 /// `counters` as borderctl shows it.
 #[derive(Debug, Serialize)]
 pub struct CountersView {
@@ -89,6 +117,8 @@ pub struct CountersView {
     pub running: bool,
     pub workers: Vec<WorkerRef>,
     pub counters: Named<CounterValues>,
+    /// Per port by name: data ports, then kernel twins.
+    pub ports: Named<PortValues>,
     /// The table lists zero counters too (`--all`); JSON always does.
     #[serde(skip)]
     pub all: bool,
@@ -97,8 +127,30 @@ pub struct CountersView {
 impl Render for CountersView {
     fn render(&self) -> Text {
         let rows = self.counters.0.iter().map(|(n, v)| (n.as_str(), v));
-        counter_table(&self.workers, rows, self.all)
+        let mut t = counter_table(&self.workers, rows, self.all);
+        if !self.ports.0.is_empty() {
+            t.blank();
+            t.table(&port_table(&self.ports));
+        }
+        t
     }
+}
+
+/// PORT, ROLE, then one column per `rte_eth_stats` value.
+fn port_table(ports: &Named<PortValues>) -> Table {
+    let upper: Vec<String> = PortStat::ALL
+        .iter()
+        .map(|s| s.name().to_uppercase())
+        .collect();
+    let mut cols = vec![("PORT", false), ("ROLE", false)];
+    cols.extend(upper.iter().map(|h| (h.as_str(), true)));
+    let mut table = Table::new(&cols);
+    for (name, p) in &ports.0 {
+        let mut line = vec![name.clone(), p.role.to_string()];
+        line.extend(p.stats.0.iter().map(|(_, v)| v.to_string()));
+        table.row(line);
+    }
+    table
 }
 
 /// COUNTER, one column per worker (by lcore), TOTAL: the non-zero counters
@@ -143,6 +195,7 @@ mod tests {
                 ("drop_fragment".into(), CounterValues::new(vec![0, 0])),
                 ("wrapped".into(), CounterValues::new(vec![u64::MAX, 2])),
             ]),
+            ports: Named(vec![]),
             all,
         }
     }
@@ -164,7 +217,54 @@ mod tests {
                     "drop_fragment": {"per_worker": [0, 0], "total": 0},
                     "wrapped": {"per_worker": [u64::MAX, 2], "total": 1},
                 },
+                "ports": {},
             })
+        );
+    }
+
+    fn with_ports(mut view: CountersView) -> CountersView {
+        let mut ext = PortSnapshot {
+            name: "ext".into(),
+            role: conf::state::PortRole::Data,
+            updated_unix_ms: 1700,
+            stats: [0; PortStat::COUNT],
+        };
+        ext.stats[PortStat::Ipackets as usize] = 12;
+        ext.stats[PortStat::RxNombuf as usize] = 3;
+        let twin = PortSnapshot {
+            name: "kps-ext".into(),
+            role: conf::state::PortRole::Twin,
+            updated_unix_ms: 0,
+            stats: [0; PortStat::COUNT],
+        };
+        view.ports = Named(vec![PortValues::entry(&ext), PortValues::entry(&twin)]);
+        view
+    }
+
+    #[test]
+    fn ports_in_json_and_table() {
+        let view = with_ports(fixture(false));
+        let v = serde_json::to_value(&view).unwrap();
+        assert_eq!(
+            v["ports"]["ext"],
+            serde_json::json!({
+                "role": "data", "updated_unix_ms": 1700,
+                "ipackets": 12, "opackets": 0, "ibytes": 0, "obytes": 0,
+                "imissed": 0, "ierrors": 0, "oerrors": 0, "rx_nombuf": 3,
+            })
+        );
+        assert_eq!(v["ports"]["kps-ext"]["role"], "twin");
+        let text = view.render().to_string();
+        let tail: Vec<&str> = text.lines().skip(3).collect();
+        assert_eq!(
+            tail,
+            [
+                "",
+                "PORT     ROLE  IPACKETS  OPACKETS  IBYTES  OBYTES  IMISSED  IERRORS  OERRORS  RX_NOMBUF",
+                "ext      data        12         0       0       0        0        0        0          3",
+                "kps-ext  twin         0         0       0       0        0        0        0          0",
+            ],
+            "{text}"
         );
     }
 
