@@ -229,6 +229,7 @@ pub fn spawn(cfg: &Config, opts: Options, shutdown: watch::Receiver<bool>) -> Ar
         tls: ProbeTls::new(),
         probes: HashMap::new(),
         peers: HashMap::new(),
+        logged_quorum: None,
     };
     tokio::spawn(runner.run(rx, shutdown));
     view
@@ -245,6 +246,8 @@ struct Runner {
     probes: HashMap<Arc<ProbeSpec>, (JoinHandle<()>, Vec<Key>)>,
     /// One task per peer address.
     peers: HashMap<String, JoinHandle<()>>,
+    /// The quorum "health checks configured" last named (None: not yet).
+    logged_quorum: Option<usize>,
 }
 
 impl Runner {
@@ -295,24 +298,55 @@ impl Runner {
         }
     }
 
-    /// Starts and stops probe and peer tasks to match the config.
+    /// Starts and stops probe and peer tasks to match the config, and says
+    /// so when that changed anything: a reconfigure that leaves every probe,
+    /// peer and the quorum as they were (an apply or an operator change of
+    /// a weight) logs nothing, so churn does not flood the log.
     fn sync_tasks(&mut self) {
+        let mut changed = self.sync_probes();
+        changed |= self.sync_peers();
+        let quorum = self.engine.quorum();
+        changed |= self.logged_quorum != Some(quorum);
+        if !changed {
+            return;
+        }
+        self.logged_quorum = Some(quorum);
+        tracing::info!(
+            probes = self.probes.len(),
+            backends = self.probes.values().map(|(_, k)| k.len()).sum::<usize>(),
+            peers = self.peers.len(),
+            quorum,
+            checker = %self.engine.me(),
+            "health checks configured"
+        );
+    }
+
+    /// One probe task per distinct probe; whether any started, stopped or
+    /// now stands for other VIP backends.
+    fn sync_probes(&mut self) -> bool {
         let mut want: HashMap<Arc<ProbeSpec>, Vec<Key>> = HashMap::new();
         for (key, h) in self.engine.targets() {
             want.entry(Arc::new(ProbeSpec::new(key.1, &h)))
                 .or_default()
                 .push(key);
         }
+        let mut changed = false;
         self.probes.retain(|spec, (task, _)| {
             let keep = want.contains_key(spec);
             if !keep {
                 task.abort();
+                changed = true;
             }
             keep
         });
         for (spec, keys) in want {
             match self.probes.get_mut(&spec) {
-                Some((_, k)) => *k = keys,
+                Some((_, k)) => {
+                    if *k != keys {
+                        *k = keys;
+                        changed = true;
+                    }
+                }
                 None => {
                     let task = tokio::spawn(probe_loop(
                         spec.clone(),
@@ -321,9 +355,15 @@ impl Runner {
                         self.view.clone(),
                     ));
                     self.probes.insert(spec, (task, keys));
+                    changed = true;
                 }
             }
         }
+        changed
+    }
+
+    /// One task per peer; whether any started or stopped.
+    fn sync_peers(&mut self) -> bool {
         let peers: HashSet<String> = self
             .cfg
             .mgmt
@@ -331,10 +371,12 @@ impl Runner {
             .iter()
             .map(|p| p.address_string())
             .collect();
+        let mut changed = false;
         self.peers.retain(|addr, task| {
             let keep = peers.contains(addr);
             if !keep {
                 task.abort();
+                changed = true;
             }
             keep
         });
@@ -349,16 +391,10 @@ impl Runner {
                     self.opts.clone(),
                 ));
                 self.peers.insert(addr, task);
+                changed = true;
             }
         }
-        tracing::info!(
-            probes = self.probes.len(),
-            backends = self.probes.values().map(|(_, k)| k.len()).sum::<usize>(),
-            peers = self.peers.len(),
-            quorum = self.engine.quorum(),
-            checker = %self.engine.me(),
-            "health checks configured"
-        );
+        changed
     }
 
     fn evaluate(&mut self) {
