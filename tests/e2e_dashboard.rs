@@ -189,6 +189,8 @@ fn every_dashboard_metric_is_in_border_mgmt_metrics() {
         "border_backend_state",
         "border_worker_applied_generation",
         "border_tables_published_generation",
+        "border_port_imissed_total",
+        "border_port_rx_nombuf_total",
     ] {
         assert!(wanted.contains(must), "the dashboard shows {must}");
     }
