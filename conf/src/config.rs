@@ -66,6 +66,52 @@ pub struct Config {
     pub mgmt: Mgmt,
     /// `[[vip]]`, in file order (may be empty).
     pub vips: Vec<Vip>,
+    /// `[records]`: connection records (default none: no meters, no records).
+    pub records: Option<Records>,
+}
+
+/// `[records]`: one record per connection when it ends, exported by
+/// border-mgmt as IPFIX and/or JSON lines (docs/records.md). Read at start
+/// by both processes: changing it takes a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Records {
+    /// Records each worker's ring holds until border-mgmt drains them: a
+    /// power of two in [`RECORD_RING_SLOTS`] (default 65536).
+    pub ring_slots: u32,
+    /// Also record connections that carried no payload (health checks,
+    /// port scans); default false: they are only counted.
+    pub log_empty: bool,
+    /// `[[records.ipfix]]`: IPFIX collectors (UDP).
+    pub ipfix: Vec<IpfixCollector>,
+    /// `[records.json]`: a JSON-lines file.
+    pub json: Option<JsonLog>,
+}
+
+/// Lowest and highest `records.ring_slots`.
+pub const RECORD_RING_SLOTS: std::ops::RangeInclusive<u32> = 1024..=(1 << 20);
+
+/// `[[records.ipfix]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IpfixCollector {
+    /// `ip:port` the IPFIX messages go to over UDP.
+    pub collector: SocketAddr,
+    /// The Observation Domain ID of the messages (default 1).
+    pub observation_domain: u32,
+    /// Seconds between resends of the template (UDP: a collector that
+    /// restarted learns it again; default 60).
+    pub template_interval_s: u32,
+}
+
+/// `[records.json]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonLog {
+    /// Absolute path of the file records are appended to.
+    pub path: std::path::PathBuf,
+    /// The file is renamed to `path.1` (older ones shift to `.2`...) once
+    /// it reaches this size (default 100 MiB).
+    pub rotate_bytes: u64,
+    /// Rotated files kept (default 5; 0: the file is truncated instead).
+    pub keep: u32,
 }
 
 /// `[dataplane]`.

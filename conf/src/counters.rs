@@ -168,6 +168,10 @@ counters! {
     // SYN flood defence (issue 14): a full table gives up its oldest half-open entry.
     ConntrackHalfOpenEvicted => "conntrack_half_open_evicted", "half-open TCP entries (handshake not completed, at least 1 s old) removed, oldest first, to make room for a new flow in a full table";
     DropSynFlood => "drop_syn_flood", "new full-NAT flow refused because the table is full and every half-open entry in it is younger than 1 s (SYNs arriving faster than the table turns over)";
+    // Connection records (issue 15, docs/records.md).
+    ConnRecords => "conn_records", "connection records written to the worker's records ring (one per ended connection that carried payload)";
+    ConnRecordsEmpty => "conn_records_empty", "ended connections that carried no payload (health checks, port scans): counted, not recorded (records.log_empty = false)";
+    ConnRecordsRingFull => "conn_records_ring_full", "connection records lost because the worker's records ring was full (border-mgmt not draining it fast enough, or not running)";
 }
 
 #[cfg(test)]

@@ -8,11 +8,13 @@ pub mod ephemeral;
 pub mod flowhash;
 pub mod maglev;
 pub mod os;
+pub mod records;
 pub mod state;
 pub mod tables;
 
 pub use config::{
     check_config_file, Agent, Announce, Backend, Bgp, ClientRole, Config, ConfigError, ConfigText,
-    Dataplane, GatewayAddr, Health, HealthKind, IpNet, Listen, Mgmt, MgmtLimits, MgmtTls, Mode,
-    OnDown, Peer, PollMode, Port, PpTlv, Protocol, ProxyProtocol, Timeouts, Vip,
+    Dataplane, GatewayAddr, Health, HealthKind, IpNet, IpfixCollector, JsonLog, Listen, Mgmt,
+    MgmtLimits, MgmtTls, Mode, OnDown, Peer, PollMode, Port, PpTlv, Protocol, ProxyProtocol,
+    Records, Timeouts, Vip,
 };

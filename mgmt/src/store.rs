@@ -524,6 +524,9 @@ pub fn check_reloadable(old: &Config, new: &Config) -> Result<(), &'static str> 
     if old.mgmt != new.mgmt {
         return Err("[mgmt]");
     }
+    if old.records != new.records {
+        return Err("[records]");
+    }
     Ok(())
 }
 

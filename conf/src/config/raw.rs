@@ -18,6 +18,32 @@ pub(super) struct RawConfig {
     pub port: Option<List<RawPort>>,
     pub mgmt: Option<S<RawMgmt>>,
     pub vip: Option<List<RawVip>>,
+    pub records: Option<S<RawRecords>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawRecords {
+    pub ring_slots: Option<S<u32>>,
+    pub log_empty: Option<S<bool>>,
+    pub ipfix: Option<List<RawIpfix>>,
+    pub json: Option<S<RawJsonLog>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawIpfix {
+    pub collector: S<String>,
+    pub observation_domain: Option<S<u32>>,
+    pub template_interval_s: Option<S<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawJsonLog {
+    pub path: S<String>,
+    pub rotate_bytes: Option<S<u64>>,
+    pub keep: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]

@@ -27,6 +27,7 @@ type List<T> = S<Vec<S<T>>>;
 mod agent;
 mod bgp;
 mod limits;
+mod records;
 
 pub(super) use limits::rings_fit;
 
@@ -316,6 +317,7 @@ impl V {
             self.ring_budget(raw_vips, &vips, mgmt.limits.ring_memory_mib);
         }
         self.announce_needs_bgp(raw_vips.iter().enumerate(), mgmt.bgp.is_some());
+        let records = raw.records.as_ref().map(|r| self.records(r));
         Config {
             instance,
             zone,
@@ -323,6 +325,7 @@ impl V {
             ports,
             mgmt,
             vips,
+            records,
         }
     }
 
