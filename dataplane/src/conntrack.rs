@@ -733,7 +733,7 @@ impl<V: Copy> Conntrack<V> {
         value: V,
         state: State,
         now: u64,
-        mut on_free: impl FnMut(&Entry<V>),
+        mut on_free: impl FnMut(EntryId, &Entry<V>),
     ) -> Result<EntryId, InsertError> {
         if orig == reply {
             return Err(InsertError::SameKeys);
@@ -757,11 +757,11 @@ impl<V: Copy> Conntrack<V> {
         }
         if let Some(s) = held_orig {
             self.release(s);
-            on_free(&self.slots[s]);
+            on_free(EntryId(s as u32), &self.slots[s]);
         }
         if let Some(s) = held_reply.filter(|&s| Some(s) != held_orig) {
             self.release(s);
-            on_free(&self.slots[s]);
+            on_free(EntryId(s as u32), &self.slots[s]);
         }
 
         let entry = Entry {
@@ -962,7 +962,12 @@ impl<V: Copy> Conntrack<V> {
     ///
     /// A slot is examined at most once per call; an expired entry is
     /// reclaimed within `ceil(capacity / budget)` calls.
-    pub fn expire(&mut self, now: u64, budget: usize, mut on_free: impl FnMut(&Entry<V>)) -> usize {
+    pub fn expire(
+        &mut self,
+        now: u64,
+        budget: usize,
+        mut on_free: impl FnMut(EntryId, &Entry<V>),
+    ) -> usize {
         let n = self.slots.len();
         let mut freed = 0;
         let mut left = budget.min(n);
@@ -989,7 +994,7 @@ impl<V: Copy> Conntrack<V> {
                 let e = &self.slots[s];
                 if e.is_live() && e.is_expired(now) {
                     self.release(s);
-                    on_free(&self.slots[s]);
+                    on_free(EntryId(s as u32), &self.slots[s]);
                     freed += 1;
                 } else {
                     self.hints[s] = if e.is_live() {

@@ -5,7 +5,9 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use dataplane::conntrack::{Conntrack, Dir, Entry, FlowKey, InsertError, State, TcpSeg, Timeouts};
+use dataplane::conntrack::{
+    Conntrack, Dir, Entry, EntryId, FlowKey, InsertError, State, TcpSeg, Timeouts,
+};
 
 struct Counting;
 
@@ -119,7 +121,7 @@ fn fast_path_methods_do_not_allocate() {
     const CAP: usize = 4096;
     let mut ct = Conntrack::<Flow>::new(CAP, T);
     let mut freed = 0usize;
-    let mut on_free = |e: &Entry<Flow>| {
+    let mut on_free = |_: EntryId, e: &Entry<Flow>| {
         freed += 1;
         std::hint::black_box(e.value.local_port);
     };

@@ -234,6 +234,9 @@ pub struct Setup {
     pub timeouts: Timeouts,
     /// A replacement made in the config text (`from`, `to`).
     pub edit: Option<(&'static str, &'static str)>,
+    /// Connection records into this region (worker `w` writes ring `w`),
+    /// and `log_empty`.
+    pub records: Option<(&'static conf::records::RecordsRegion, bool)>,
 }
 
 /// Statistics (VIP, backend) of worker `w` shared by every appliance built
@@ -259,6 +262,7 @@ impl Default for Setup {
             pool: POOL,
             timeouts: Timeouts::default(),
             edit: None,
+            records: None,
         }
     }
 }
@@ -303,6 +307,9 @@ impl Setup {
                     vip_stats,
                     backend_stats,
                 );
+                if let Some((region, log_empty)) = self.records {
+                    lb.enable_records(region.writer(w).expect("a ring per worker"), log_empty);
+                }
                 if self.learn_backends {
                     for ip in all_backends(self.tcp4_weights.len()) {
                         lb.seed_neighbor(ip, host_mac(ip));

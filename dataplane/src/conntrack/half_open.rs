@@ -20,7 +20,7 @@
 //! then only expires). 8 bytes per slot, reserved at construction; nothing
 //! allocates afterwards.
 
-use super::{Conntrack, Entry, State};
+use super::{Conntrack, Entry, EntryId, State};
 
 /// Records examined by one [`Conntrack::evict_half_open`] call: stale ones
 /// (entries that completed their handshake since) cost one look each.
@@ -93,7 +93,7 @@ impl<V: Copy> Conntrack<V> {
         &mut self,
         now: u64,
         min_age_ms: u64,
-        mut on_free: impl FnMut(&Entry<V>),
+        mut on_free: impl FnMut(EntryId, &Entry<V>),
     ) -> Eviction {
         for _ in 0..STALE_SKIPS {
             let Some((slot, born)) = self.half_open.front() else {
@@ -112,7 +112,7 @@ impl<V: Copy> Conntrack<V> {
             }
             self.half_open.head += 1;
             self.release(s);
-            on_free(&self.slots[s]);
+            on_free(EntryId(s as u32), &self.slots[s]);
             return Eviction::Evicted;
         }
         Eviction::NoneHalfOpen
@@ -150,7 +150,14 @@ mod tests {
         n: u16,
         now: u64,
     ) -> Result<super::super::EntryId, InsertError> {
-        ct.insert(orig(n), reply(n), u32::from(n), State::SynSent, now, |_| {})
+        ct.insert(
+            orig(n),
+            reply(n),
+            u32::from(n),
+            State::SynSent,
+            now,
+            |_, _| {},
+        )
     }
 
     /// SYN-ACK from the backend, ACK from the client.
@@ -166,7 +173,7 @@ mod tests {
 
     fn evict(ct: &mut Conntrack<u32>, now: u64) -> (Eviction, Vec<u32>) {
         let mut freed = Vec::new();
-        let r = ct.evict_half_open(now, 1_000, |e| freed.push(e.value));
+        let r = ct.evict_half_open(now, 1_000, |_, e| freed.push(e.value));
         (r, freed)
     }
 

@@ -34,7 +34,7 @@ fn fullnat_reply(local_port: u16) -> FlowKey {
     FlowKey::v4([10, 20, 0, 11], [10, 20, 0, 1], 8080, local_port, TCP)
 }
 
-fn none(_: &Entry<u32>) {}
+fn none(_: EntryId, _: &Entry<u32>) {}
 
 /// A segment of `flags` at sequence 0, or for a RST at the sequence number
 /// the receiver expects; panics if a RST is refused.
@@ -240,7 +240,7 @@ fn expiry_by_state_timeout() {
 
     // A full sweep reclaims exactly the expired ones.
     let mut freed = Vec::new();
-    let n = ct.expire(t0 + 299_999, usize::MAX, |e| freed.push(e.state()));
+    let n = ct.expire(t0 + 299_999, usize::MAX, |_, e| freed.push(e.state()));
     freed.sort_by_key(|s| *s as u8);
     assert_eq!(n, 5);
     assert_eq!(
@@ -263,7 +263,7 @@ fn timeouts_from_config_and_reload() {
     assert_eq!(ct.timeouts(), conf::Timeouts::default());
     assert_eq!(ct.timeout_ms(State::Established), 900_000);
     let id = ct
-        .insert(client(1), fullnat_reply(1), (), State::Udp, 0, |_| {})
+        .insert(client(1), fullnat_reply(1), (), State::Udp, 0, |_, _| {})
         .unwrap();
     ct.set_timeouts(Timeouts { udp: 5, ..T });
     assert_eq!(ct.get(id).expires_at(), 300_000, "existing deadline stays");
@@ -338,7 +338,7 @@ fn full_table_reclaims_an_expired_holder_of_the_key() {
             3,
             State::SynSent,
             30_000,
-            |e| freed.push(e.value),
+            |_, e| freed.push(e.value),
         )
         .unwrap();
     assert_eq!(freed, [1]);
@@ -407,7 +407,7 @@ fn key_collisions() {
             4,
             State::SynSent,
             30_000,
-            |e| freed.push(e.value),
+            |_, e| freed.push(e.value),
         )
         .unwrap();
     assert_eq!(freed, [1]);
@@ -418,9 +418,14 @@ fn key_collisions() {
     // Two different expired holders of orig and reply: both reclaimed.
     let mut freed = Vec::new();
     let d = ct
-        .insert(client(2), fullnat_reply(2000), 5, State::Udp, 90_000, |e| {
-            freed.push(e.value)
-        })
+        .insert(
+            client(2),
+            fullnat_reply(2000),
+            5,
+            State::Udp,
+            90_000,
+            |_, e| freed.push(e.value),
+        )
         .unwrap();
     freed.sort();
     assert_eq!(freed, [2, 4]);
@@ -434,7 +439,7 @@ fn key_collisions() {
         6,
         State::Udp,
         400_000,
-        |e| freed.push(e.value),
+        |_, e| freed.push(e.value),
     )
     .unwrap();
     assert_eq!(freed, [5]);
@@ -640,7 +645,7 @@ fn expire_is_bounded_and_eventually_reclaims() {
     let mut freed = Vec::new();
     while freed.len() < expected {
         let before = ct.cursor;
-        let n = ct.expire(now, budget, |e| freed.push(e.value));
+        let n = ct.expire(now, budget, |_, e| freed.push(e.value));
         assert!(n <= budget);
         assert_eq!(
             ct.cursor,
@@ -684,11 +689,11 @@ fn churn_at_capacity_keeps_index_in_place() {
                 u64::from(port),
                 State::SynSent,
                 now,
-                |_| {},
+                |_, _| {},
             );
         }
         now += 31_000;
-        let freed = ct.expire(now, cap, |_| {});
+        let freed = ct.expire(now, cap, |_, _| {});
         assert_eq!(freed, cap, "round {round}");
     }
     assert_eq!(ct.slots.as_ptr(), slab_ptr);
@@ -932,7 +937,7 @@ fn run(capacity: usize, ops: &[Op]) {
                     Ok(())
                 };
                 let mut freed = Vec::new();
-                let got = ct.insert(o, r, value, state, now, |e| {
+                let got = ct.insert(o, r, value, state, now, |_, e| {
                     freed.push((*e.orig(), e.value))
                 });
                 match (want, got) {
@@ -990,7 +995,7 @@ fn run(capacity: usize, ops: &[Op]) {
             Op::Advance(d) => now += d,
             Op::Expire(budget) => {
                 let mut freed = Vec::new();
-                let n = ct.expire(now, budget, |e| freed.push((*e.orig(), e.value)));
+                let n = ct.expire(now, budget, |_, e| freed.push((*e.orig(), e.value)));
                 assert_eq!(n, freed.len());
                 assert!(n <= budget);
                 for (o, v) in freed {

@@ -11,7 +11,7 @@ use super::track::count_forwarded;
 use super::FlowRec;
 use super::Lb;
 use super::Out;
-use crate::conntrack::EntryId;
+use crate::conntrack::{Dir, EntryId};
 use crate::counters::Counters;
 use crate::io::Frame;
 use crate::nat;
@@ -115,6 +115,10 @@ impl Lb {
     ) -> Verdict {
         let Out { ports, counters } = out;
         count_forwarded(self.vip_stats, self.backend_stats, rec, len);
+        if let (Some(r), Some(id)) = (self.records.as_mut(), id) {
+            let payload = p.l3_end > p.payload_offset;
+            r.count(id, Dir::Original, len.saturating_sub(p.l3_offset), payload);
+        }
         let Some(frame) = buf.get_mut(..len) else {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         };

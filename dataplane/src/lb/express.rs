@@ -333,6 +333,9 @@ impl Lb {
         }
         let rec = e.value;
         count_forwarded(self.vip_stats, self.backend_stats, &rec, len);
+        if let Some(r) = self.records.as_mut() {
+            r.count(id, dir, len - at.l3, payload != 0);
+        }
         // PROXY protocol: as `pp_client` / `PpFlow::backend_segment` do for
         // a steady flow, at the same points.
         let segment = |frame: &[u8]| ppv2::seg::locate_at(frame, !at.v4, at.l3, at.l4);

@@ -7,6 +7,7 @@
 
 use conf::counters::Counter;
 
+use super::records::Ending;
 use super::track::Release;
 use super::Lb;
 use crate::conntrack::Eviction;
@@ -32,10 +33,14 @@ impl Lb {
             self.backend_stats,
             &mut self.local_ports,
             &self.state_timeouts_ms,
-        );
+            self.records.as_mut(),
+        )
+        .ending(Ending::Evicted);
         let r = self
             .conntrack
-            .evict_half_open(self.now_ms, HALF_OPEN_MIN_AGE_MS, |e| release.entry(e));
+            .evict_half_open(self.now_ms, HALF_OPEN_MIN_AGE_MS, |id, e| {
+                release.entry(id, e)
+            });
         if r == Eviction::Evicted {
             counters.inc(Counter::ConntrackHalfOpenEvicted);
         }

@@ -30,12 +30,14 @@ use crate::port::PortDesc;
 use crate::ppv2::{self, PpWorker};
 use crate::verdict::Verdict;
 use crate::wire::Parsed;
+use records::FlowRecords;
 use track::Release;
 
 mod classify;
 mod emit;
 mod express;
 mod flood;
+mod records;
 mod reset;
 mod rewrite;
 mod select;
@@ -114,6 +116,8 @@ pub struct Lb {
     conn_counter: u64,
     /// Extra frames to send and PROXY header retransmission timers.
     proxy_out: PpWorker,
+    /// Connection meters and records (`[records]`; none: off).
+    records: Option<FlowRecords>,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -150,6 +154,7 @@ impl Lb {
             now_ms: 0,
             conn_counter: 0,
             proxy_out: PpWorker::default(),
+            records: None,
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]
@@ -208,6 +213,14 @@ impl Lb {
         self.local_pool_stats = Some(stats);
     }
 
+    /// Meters every flow and writes a record into `ring` when a
+    /// connection ends (`[records]`); without payload only when `log_empty`.
+    pub fn enable_records(&mut self, ring: conf::records::RecordWriter<'static>, log_empty: bool) {
+        let mut r = FlowRecords::new(ring, self.conntrack.capacity(), log_empty);
+        r.set_worker(self.worker);
+        self.records = Some(r);
+    }
+
     pub fn generation(&self) -> Option<u64> {
         self.tables.as_ref().map(|t| t.generation)
     }
@@ -258,6 +271,12 @@ impl Lb {
         self.expire(EXPIRE_BUDGET, counters);
         counters.set(Counter::ConntrackEntries, self.conntrack.len() as u64);
         counters.set(Counter::ConntrackCapacity, self.conntrack.capacity() as u64);
+        if let Some(r) = &self.records {
+            let (written, empty, ring_full) = r.totals();
+            counters.set(Counter::ConnRecords, written);
+            counters.set(Counter::ConnRecordsEmpty, empty);
+            counters.set(Counter::ConnRecordsRingFull, ring_full);
+        }
         if let Some(t) = self.local_ports.scan(now_ms, LOCAL_TUPLE_SCAN_BUDGET) {
             counters.set(Counter::LocalTuples, t.tuples);
             counters.set(Counter::LocalTuplesInUse, t.in_use);
@@ -302,10 +321,11 @@ impl Lb {
             self.backend_stats,
             &mut self.local_ports,
             &self.state_timeouts_ms,
+            self.records.as_mut(),
         );
         let freed = self
             .conntrack
-            .expire(self.now_ms, budget, |e| release.entry(e));
+            .expire(self.now_ms, budget, |id, e| release.entry(id, e));
         counters.add(Counter::ConntrackExpired, freed as u64);
     }
 }

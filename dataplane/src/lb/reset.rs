@@ -7,6 +7,7 @@ use conf::counters::Counter;
 
 use super::classify::{flags_of, to16};
 use super::count_drop;
+use super::records::Ending;
 use super::Lb;
 use super::{Out, Rx};
 use crate::conntrack::{EntryId, FlowKey};
@@ -82,7 +83,7 @@ impl Lb {
     ) -> Verdict {
         let syn_only = flags_of(rx.p) & 0x12 == 0x02;
         if key.proto != ip_proto::TCP || syn_only {
-            self.forget(id);
+            self.forget(id, Ending::Reset);
             out.counters.inc(Counter::ForgotBackendDown);
             return self.client_miss(rx, vi, key, None, out);
         }
@@ -112,7 +113,7 @@ impl Lb {
         counters: &mut Counters,
     ) -> Verdict {
         if p.l4_proto != ip_proto::TCP {
-            self.forget(id);
+            self.forget(id, Ending::Reset);
             counters.inc(Counter::ForgotBackendDown);
             return count_drop(counters, Counter::DropNoConntrack);
         }
@@ -161,7 +162,7 @@ impl Lb {
         ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Verdict {
-        self.forget(id);
+        self.forget(id, Ending::Reset);
         let Some(port) = ports.get(in_port) else {
             return count_drop(counters, Counter::DropNoRoute);
         };

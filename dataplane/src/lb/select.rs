@@ -6,6 +6,7 @@ use conf::state::FlowStat;
 use conf::Mode;
 
 use super::count_drop;
+use super::records::Ending;
 use super::rewrite::flow_deltas;
 use super::track::Release;
 use super::Adopted;
@@ -179,11 +180,6 @@ impl Lb {
         self.conn_counter += 1;
         let now = self.now_ms;
         let state = if tcp { State::SynSent } else { State::Udp };
-        let (vs, bs) = (self.vip_stats, self.backend_stats);
-        let on_free = |e: &crate::conntrack::Entry<FlowRec>| {
-            vs.sub(e.value.vip_slot, FlowStat::ActiveConnections, 1);
-            bs.sub(e.value.backend_slot, FlowStat::ActiveConnections, 1);
-        };
         let b_v6 = b.addr.is_ipv6();
         let mut rec = rec;
         let picked = match vip.mode {
@@ -197,10 +193,17 @@ impl Lb {
                     v6: b_v6 || orig.v6,
                 };
                 (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
-                match self
+                let mut release = Release::of(
+                    self.vip_stats,
+                    self.backend_stats,
+                    &mut self.local_ports,
+                    &self.state_timeouts_ms,
+                    self.records.as_mut(),
+                );
+                let inserted = self
                     .conntrack
-                    .insert(*orig, reply, rec, state, now, on_free)
-                {
+                    .insert(*orig, reply, rec, state, now, |id, e| release.entry(id, e));
+                match inserted {
                     Ok(id) => Picked::Tracked(id),
                     // A stateless PROXY flow could carry no header.
                     Err(InsertError::Full) if rec.pp_on() => {
@@ -297,7 +300,12 @@ impl Lb {
                     // (the cursor hands tuples out in the order it took them).
                     counters.inc(Counter::ConntrackHalfOpenEvicted);
                 }
-                self.forget(holder);
+                let ending = if ended {
+                    Ending::AsItsState
+                } else {
+                    Ending::Evicted
+                };
+                self.forget(holder, ending);
             }
             (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
             let mut release = Release::of(
@@ -305,10 +313,11 @@ impl Lb {
                 self.backend_stats,
                 &mut self.local_ports,
                 &self.state_timeouts_ms,
+                self.records.as_mut(),
             );
             let inserted = self
                 .conntrack
-                .insert(*orig, reply, *rec, state, now, |e| release.entry(e));
+                .insert(*orig, reply, *rec, state, now, |id, e| release.entry(id, e));
             match inserted {
                 Ok(id) => {
                     self.local_ports.taken(&t);

@@ -8,6 +8,7 @@ use conf::Mode;
 
 use super::classify::{flags_of, to16};
 use super::count_drop;
+use super::records::{Ending, FlowRecords};
 use super::rewrite::{forward_drop, to_backend, to_client, FromBackend, Sums};
 use super::select::Picked;
 use super::Lb;
@@ -165,12 +166,14 @@ pub(super) fn count_forwarded(
 
 /// Gives back what a connection-table entry held when it goes: its
 /// active-connection counts and, for full-NAT, its local tuple, which
-/// rests from the entry's last packet on.
+/// rests from the entry's last packet on; and writes its connection record.
 pub(super) struct Release<'a> {
     vip_stats: FlowStats<'static>,
     backend_stats: FlowStats<'static>,
     local_ports: &'a mut LocalPorts,
     state_timeouts_ms: &'a [u64; 7],
+    records: Option<&'a mut FlowRecords>,
+    ending: Ending,
 }
 
 impl<'a> Release<'a> {
@@ -179,30 +182,41 @@ impl<'a> Release<'a> {
         backend_stats: FlowStats<'static>,
         local_ports: &'a mut LocalPorts,
         state_timeouts_ms: &'a [u64; 7],
+        records: Option<&'a mut FlowRecords>,
     ) -> Self {
         Release {
             vip_stats,
             backend_stats,
             local_ports,
             state_timeouts_ms,
+            records,
+            ending: Ending::AsItsState,
         }
     }
 
-    pub(super) fn entry(&mut self, e: &crate::conntrack::Entry<FlowRec>) {
+    /// The entries this releases go for `ending` (default: as their state says).
+    pub(super) fn ending(mut self, ending: Ending) -> Self {
+        self.ending = ending;
+        self
+    }
+
+    pub(super) fn entry(&mut self, id: EntryId, e: &crate::conntrack::Entry<FlowRec>) {
         let v = &e.value;
         self.vip_stats
             .sub(v.vip_slot, FlowStat::ActiveConnections, 1);
         self.backend_stats
             .sub(v.backend_slot, FlowStat::ActiveConnections, 1);
+        let last_seen = e.last_seen(self.state_timeouts_ms);
+        if let Some(r) = self.records.as_deref_mut() {
+            r.ended(id, e, self.ending, last_seen);
+        }
         if v.mode == Mode::FullNat {
             let r = e.reply();
             // A handshake that never completed left the backend no
             // connection to keep in TIME_WAIT: the tuple rests briefly (a
             // SYN flood's entries give their tuples back at the rate they go).
             let brief = v.rests_briefly(r) || matches!(e.state(), State::SynSent | State::SynRecv);
-            let ready = self
-                .local_ports
-                .ready_at(e.last_seen(self.state_timeouts_ms), brief);
+            let ready = self.local_ports.ready_at(last_seen, brief);
             self.local_ports.released(&r.dst, r.dport, ready);
         }
     }
@@ -334,7 +348,7 @@ impl Lb {
         let tcp = key.proto == ip_proto::TCP;
         let syn_only = tcp && flags_of(p) & 0x12 == 0x02;
         if let Some(id) = closing {
-            self.forget(id);
+            self.forget(id, Ending::AsItsState);
         }
         // Mid-stream packet of a connection this worker never saw
         // (restart, table full earlier): DNAT can forward it where
@@ -464,6 +478,10 @@ impl Lb {
         }
         let rec = &mut e.value;
         count_forwarded(self.vip_stats, self.backend_stats, rec, len);
+        if let Some(r) = self.records.as_mut() {
+            let payload = p.l3_end > p.payload_offset;
+            r.count(id, Dir::Reply, len.saturating_sub(p.l3_offset), payload);
+        }
         if rec.pp_on() {
             if let Err(c) = rec.proxy.backend_segment(frame, p, counters) {
                 return count_drop(counters, c);
@@ -532,15 +550,18 @@ impl Lb {
         self.send_via(frame, out, hop, ports, counters)
     }
 
-    pub(super) fn forget(&mut self, id: crate::conntrack::EntryId) {
+    /// Removes entry `id` for `ending`, releasing what it held.
+    pub(super) fn forget(&mut self, id: EntryId, ending: Ending) {
         if let Some(e) = self.conntrack.remove(id) {
             Release::of(
                 self.vip_stats,
                 self.backend_stats,
                 &mut self.local_ports,
                 &self.state_timeouts_ms,
+                self.records.as_mut(),
             )
-            .entry(&e);
+            .ending(ending)
+            .entry(id, &e);
         }
     }
 }

@@ -1,0 +1,184 @@
+//! Connection records (issue 15, docs/records.md): a meter per
+//! connection-table slot counts each flow's packets and bytes both ways,
+//! and when an entry goes, its record is written to the worker's ring in
+//! the records region for border-mgmt to export.
+//!
+//! Off unless `[records]` is configured: then the only cost per packet is
+//! the `Option` test. On, a packet adds to one 32-byte meter (half a cache
+//! line, indexed like the entry), and an ended connection costs one
+//! 192-byte copy into the ring: no allocation, no lock, no system call.
+
+use conf::config::Mode;
+use conf::records::{
+    ConnRecord, EndReason, RecordWriter, REC_FULL_NAT, REC_PAYLOAD, REC_PROXY_SENT,
+};
+
+use crate::conntrack::{Dir, Entry, EntryId, State};
+
+use super::track::FlowRec;
+
+/// Bit 63 of a direction's octet count: a packet that way carried payload.
+/// 2^63 bytes is never reached by a count, so the bit is free.
+const PAYLOAD_SEEN: u64 = 1 << 63;
+
+/// One flow's traffic, per [`Dir`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(32))]
+struct FlowMeter {
+    packets: [u64; 2],
+    /// IP bytes, with [`PAYLOAD_SEEN`].
+    octets: [u64; 2],
+}
+
+/// Why an entry goes, as its remover knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// Its own state says: expired, or replaced after it closed.
+    AsItsState,
+    /// Evicted from a full table (a SYN flood's half-open entries).
+    Evicted,
+    /// border reset it (its backend went down, `on_down = "reset"`).
+    Reset,
+}
+
+impl Ending {
+    fn reason(self, state: State) -> EndReason {
+        match (self, state) {
+            (Ending::Evicted, _) => EndReason::Evicted,
+            (Ending::Reset, _) => EndReason::Reset,
+            (Ending::AsItsState, State::Closed) => EndReason::Rst,
+            (Ending::AsItsState, State::FinWait | State::TimeWait) => EndReason::Fin,
+            (Ending::AsItsState, _) => EndReason::Timeout,
+        }
+    }
+}
+
+/// A worker's meters and its end of the records ring.
+pub struct FlowRecords {
+    meters: Vec<FlowMeter>,
+    ring: RecordWriter<'static>,
+    log_empty: bool,
+    worker: u16,
+    /// Records written, connections without payload skipped, records lost
+    /// to a full ring (the `conn_records*` counters, set at each tick).
+    written: u64,
+    empty: u64,
+    ring_full: u64,
+}
+
+impl FlowRecords {
+    /// Meters for a table of `capacity` entries, records into `ring`.
+    pub fn new(ring: RecordWriter<'static>, capacity: usize, log_empty: bool) -> FlowRecords {
+        FlowRecords {
+            meters: vec![FlowMeter::default(); capacity],
+            ring,
+            log_empty,
+            worker: 0,
+            written: 0,
+            empty: 0,
+            ring_full: 0,
+        }
+    }
+
+    pub(super) fn set_worker(&mut self, worker: usize) {
+        self.worker = worker as u16;
+    }
+
+    /// A packet of `ip_len` IP bytes forwarded for the flow in slot `id`.
+    #[inline(always)]
+    pub(super) fn count(&mut self, id: EntryId, dir: Dir, ip_len: usize, payload: bool) {
+        if let Some(m) = self.meters.get_mut(id.index() as usize) {
+            let d = dir as usize;
+            m.packets[d] += 1;
+            m.octets[d] = (m.octets[d] + ip_len as u64) | (u64::from(payload) << 63);
+        }
+    }
+
+    /// The entry in slot `id` goes: its record to the ring (or, without
+    /// payload, only to the count), and its meter starts over for the
+    /// slot's next flow.
+    #[cold]
+    pub(super) fn ended(&mut self, id: EntryId, e: &Entry<FlowRec>, ending: Ending, end_ms: u64) {
+        let Some(m) = self.meters.get_mut(id.index() as usize) else {
+            return;
+        };
+        let meter = core::mem::take(m);
+        let payload = (meter.octets[0] | meter.octets[1]) & PAYLOAD_SEEN != 0;
+        if !payload && !self.log_empty {
+            self.empty += 1;
+            return;
+        }
+        let v = &e.value;
+        let (o, r) = (e.orig(), e.reply());
+        let flags = if v.mode == Mode::FullNat {
+            REC_FULL_NAT
+        } else {
+            0
+        } | if v.pp_on() && v.proxy.sent() {
+            REC_PROXY_SENT
+        } else {
+            0
+        } | if payload { REC_PAYLOAD } else { 0 };
+        let rec = ConnRecord {
+            start_ms: e.created_at(),
+            end_ms: end_ms.max(e.created_at()),
+            conn_id: v.conn_id,
+            packets: meter.packets,
+            octets: meter.octets.map(|n| n & !PAYLOAD_SEEN),
+            client: o.src,
+            vip: o.dst,
+            backend: r.src,
+            local: r.dst,
+            client_port: o.sport,
+            vip_port: o.dport,
+            backend_port: r.sport,
+            local_port: r.dport,
+            proto: o.proto,
+            client_v6: o.v6,
+            backend_v6: r.v6,
+            end: ending.reason(e.state()),
+            flags,
+            worker: self.worker,
+        };
+        if self.ring.push(&rec) {
+            self.written += 1;
+        } else {
+            self.ring_full += 1;
+        }
+    }
+
+    /// Records written, connections skipped for no payload, records lost
+    /// to a full ring.
+    pub(super) fn totals(&self) -> (u64, u64, u64) {
+        (self.written, self.empty, self.ring_full)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_meter_is_half_a_cache_line() {
+        assert_eq!(core::mem::size_of::<FlowMeter>(), 32);
+        assert_eq!(core::mem::align_of::<FlowMeter>(), 32);
+    }
+
+    #[test]
+    fn the_end_reason_follows_the_remover_then_the_state() {
+        use EndReason::*;
+        let cases = [
+            (Ending::AsItsState, State::Established, Timeout),
+            (Ending::AsItsState, State::SynSent, Timeout),
+            (Ending::AsItsState, State::Udp, Timeout),
+            (Ending::AsItsState, State::FinWait, Fin),
+            (Ending::AsItsState, State::TimeWait, Fin),
+            (Ending::AsItsState, State::Closed, Rst),
+            (Ending::Evicted, State::SynSent, Evicted),
+            (Ending::Reset, State::Established, Reset),
+        ];
+        for (ending, state, want) in cases {
+            assert_eq!(ending.reason(state), want, "{ending:?} {state:?}");
+        }
+    }
+}
