@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use conf::os::files::Access;
+use conf::records::{records_path, RecordsRegion};
 use conf::state::{state_path, PortRole, RunState, StateRegion};
 use conf::{Config, PollMode};
 use dpdk_ffi::{
@@ -73,6 +74,8 @@ pub enum RunError {
     Twin(#[from] host::TwinError),
     #[error("{0}")]
     State(#[from] conf::state::StateError),
+    #[error("{0}")]
+    Records(#[from] conf::records::RecordsError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     /// `[mgmt] operators_group` names no group on this machine.
@@ -570,6 +573,9 @@ struct Crew {
     poll: Poll,
     /// TSC ticks per millisecond.
     per_ms: u64,
+    /// The records region (`[records]`) and `log_empty`; it lives as long
+    /// as the process, like the workers' writers into it.
+    records: Option<(&'static RecordsRegion, bool)>,
 }
 
 /// Everything one worker needs, moved onto its lcore.
@@ -590,6 +596,7 @@ struct WorkerSetup {
     handoff: Handoff<Mbuf>,
     poll: Poll,
     per_ms: u64,
+    records: Option<(&'static RecordsRegion, bool)>,
 }
 
 impl WorkerSetup {
@@ -613,6 +620,12 @@ impl WorkerSetup {
         let region: &'static StateRegion = Box::leak(Box::new(self.state.clone()));
         if let Some(b) = region.worker(w) {
             lb.set_local_pool_stats(b.local_pools());
+        }
+        if let Some((records, log_empty)) = self.records {
+            match records.writer(w) {
+                Some(ring) => lb.enable_records(ring, log_empty),
+                None => return -1,
+            }
         }
         let pipeline = Pipeline::new(self.ports_info, lb);
         let counters = block.counters();
@@ -742,6 +755,7 @@ fn launch_worker(
         handoff: crew.handoff.clone(),
         poll: crew.poll,
         per_ms: crew.per_ms,
+        records: crew.records,
     };
     dpdk_ffi::launch_on(cfg.dataplane.worker_lcores[w], move || setup.run())?;
     Ok(())
@@ -886,13 +900,30 @@ impl<'a> PoolHold<'a> {
 struct Chores<'a> {
     hold: PoolHold<'a>,
     port_stats: &'a mut PortStatsCopier,
+    /// The records region whose clock offset is kept current, and TSC
+    /// ticks per millisecond (the workers' clock).
+    records_clock: Option<(&'static RecordsRegion, u64)>,
 }
 
 impl Chores<'_> {
     fn tick(&mut self, handoff: &Handoff<Mbuf>) {
         self.hold.tick(handoff);
         self.port_stats.tick(|id| dpdk_ffi::port_stats(id).ok());
+        if let Some((region, per_ms)) = self.records_clock {
+            set_records_clock(region, per_ms);
+        }
     }
+}
+
+/// Tells border-mgmt how the workers' clock (TSC milliseconds) maps to
+/// wall-clock time, for the records' times; refreshed every main-loop
+/// turn, so a stepped wall clock shows up in records within 50 ms.
+fn set_records_clock(region: &RecordsRegion, per_ms: u64) {
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let worker_ms = (dpdk_ffi::tsc_cycles() / per_ms) as i64;
+    region.set_clock_offset_ms(unix_ms - worker_ms);
 }
 
 /// The main thread while the workers run: follows the tables region,
@@ -1020,6 +1051,21 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     let capture = crate::capture::start(cfg.dataplane.capture);
     let mut tables = TablesFollow::attach(tables_path(&cfg.instance), lcores.len());
     let handoff = Handoff::new(lcores.len());
+    let per_ms = (dpdk_ffi::tsc_hz() / 1000).max(1);
+    let records = match &cfg.records {
+        Some(r) => {
+            let region = RecordsRegion::create(
+                &records_path(&cfg.instance),
+                lcores.len(),
+                r.ring_slots,
+                access,
+            )?;
+            let region: &'static RecordsRegion = Box::leak(Box::new(region));
+            set_records_clock(region, per_ms);
+            Some((region, r.log_empty))
+        }
+        None => None,
+    };
     let crew = Crew {
         sync: NeighborSync::new(lcores.len()).with_doorbells(handoff.doorbells()),
         handoff,
@@ -1028,7 +1074,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         exited: Arc::new(AtomicUsize::new(0)),
         panics: PanicNotes::default(),
         poll,
-        per_ms: (dpdk_ffi::tsc_hz() / 1000).max(1),
+        per_ms,
+        records,
     };
     let mut launched = Vec::new();
     let mut outcome = Ok(());
@@ -1054,6 +1101,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         let mut chores = Chores {
             hold: PoolHold::new(&pool, &started.ports),
             port_stats: &mut port_stats,
+            records_clock: crew.records.map(|(r, _)| (r, per_ms)),
         };
         supervise(
             cfg,
