@@ -1014,6 +1014,14 @@ impl<V: Copy> Conntrack<V> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Hint(u32);
 
+impl Hint {
+    /// The slot of the entry it names, if any.
+    #[inline(always)]
+    pub fn slot(self) -> Option<u32> {
+        self.0.checked_sub(1).map(|r| r >> 1)
+    }
+}
+
 /// A key's index hash, from [`Conntrack::hash_of`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyHash(u32);
@@ -1022,7 +1030,7 @@ pub struct KeyHash(u32);
 /// levels. A hint: `p` need not point into anything (the prefetch of an
 /// invalid address is dropped, never faults), and nothing is read.
 #[inline(always)]
-fn prefetch<T>(p: *const T) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: PREFETCHT0 neither faults nor has any architectural effect
     // whatever the address (x86-64 SDM: prefetches of invalid addresses are

@@ -127,10 +127,29 @@ pub struct Args {
     /// sends them; full-NAT then moves them onto the worker's clock.
     #[arg(long)]
     pub timestamps: bool,
+    /// Meter every flow and write connection records (`[records]`) into a
+    /// records region in the temporary directory.
+    #[arg(long)]
+    pub records: bool,
 }
 
 /// `Args::timestamps` of this run (read by the frame builders).
 static TIMESTAMPS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `Args::records` of this run (read when a rig is built).
+static RECORDS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A records region for one rig's worker, leaked like the workers' own.
+fn bench_records_ring() -> anyhow::Result<conf::records::RecordWriter<'static>> {
+    let path = std::env::temp_dir().join(format!("border-perf-records-{}", std::process::id()));
+    let region =
+        conf::records::RecordsRegion::create(&path, 1, 1 << 16, conf::os::files::Access::PRIVATE)?;
+    let _ = std::fs::remove_file(&path);
+    let region: &'static conf::records::RecordsRegion = Box::leak(Box::new(region));
+    region
+        .writer(0)
+        .ok_or_else(|| anyhow::anyhow!("records region without a ring"))
+}
 
 // ---------------------------------------------------------------------------
 // The in-memory port.
@@ -496,6 +515,9 @@ impl Rig {
         all.extend((0..backends).map(|k| IpAddr::from(backend_v6(k))));
         for ip in &all {
             lb.seed_neighbor(*ip, backend_mac(*ip));
+        }
+        if RECORDS.load(Ordering::Relaxed) {
+            lb.enable_records(bench_records_ring()?, false);
         }
         let pipeline = Pipeline::new(ports_from_config(cfg, &[EXT_MAC, INT_MAC], false), lb);
         let offset_ms = Arc::new(AtomicU64::new(0));
@@ -889,6 +911,7 @@ fn summarize_wall(s: &[Sample]) -> Summary {
 /// Runs the benchmark.
 pub fn run(args: &Args) -> anyhow::Result<Table> {
     TIMESTAMPS.store(args.timestamps, Ordering::Relaxed);
+    RECORDS.store(args.records, Ordering::Relaxed);
     anyhow::ensure!(
         args.samples > 0 && args.packets > 0 && args.new_flows > 0,
         "nothing to measure"
@@ -1138,6 +1161,7 @@ mod tests {
             backends: 4,
             only: None,
             timestamps: false,
+            records: false,
             memlat_mib: 1,
         })
         .unwrap();

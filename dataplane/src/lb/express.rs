@@ -214,6 +214,9 @@ impl Lb {
     #[inline(always)]
     pub(crate) fn express_prefetch(&self, prep: &mut Prepared) {
         prep.hint = self.conntrack.prefetch_entry(prep.hash);
+        if let (Some(r), Some(slot)) = (&self.records, prep.hint.slot()) {
+            r.prefetch(slot);
+        }
     }
 
     /// The express lane: a packet of an established flow, client -> VIP,

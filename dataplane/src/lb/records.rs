@@ -94,6 +94,13 @@ impl FlowRecords {
         }
     }
 
+    /// Starts loading the meter of the flow in `slot` (with its entry, in
+    /// the express lane's prefetch step); a hint, nothing changes.
+    #[inline(always)]
+    pub(super) fn prefetch(&self, slot: u32) {
+        crate::conntrack::prefetch(self.meters.as_ptr().wrapping_add(slot as usize));
+    }
+
     /// The entry in slot `id` goes: its record to the ring (or, without
     /// payload, only to the count), and its meter starts over for the
     /// slot's next flow.
