@@ -233,6 +233,19 @@ impl From<Stats> for pb::GetStatsResponse {
                     resting: p.resting,
                 })
                 .collect(),
+            ports: s
+                .ports
+                .iter()
+                .map(|p| pb::PortStats {
+                    name: p.name.clone(),
+                    role: p.role.name().to_string(),
+                    updated_unix_ms: p.updated_unix_ms,
+                    stats: conf::state::PortStat::ALL
+                        .iter()
+                        .map(|s| (s.name().to_string(), p.get(*s)))
+                        .collect(),
+                })
+                .collect(),
         }
     }
 }

@@ -110,6 +110,8 @@ pub fn diagnose(i: &Inputs<'_>) -> Diagnosis {
         workers(i, &mut d.findings);
         occupancy(&d.workers, &mut d.findings);
         mgmt_findings(i.last, &mut d.findings);
+        port_misses(i, &mut d.findings);
+        records_lost(i, &mut d.findings);
     }
     vips(i.last, &mut d.findings);
     if let Some(h) = i.health {
@@ -198,7 +200,7 @@ pub fn drop_rates(i: &Inputs<'_>) -> Vec<DropRate> {
         .filter(|(c, _)| c.drop && !c.gauge)
         .filter_map(|(c, &now)| {
             let was = before.get(c.name.as_str()).copied().unwrap_or(0);
-            let dropped = if now >= was { now - was } else { now };
+            let dropped = moved(was, now);
             (dropped > 0).then(|| DropRate {
                 counter: c.name.clone(),
                 dropped,
@@ -399,6 +401,82 @@ fn occupancy(loads: &[WorkerLoad], out: &mut Vec<Finding>) {
              (restart) or add workers; a SYN flood shows as many new_flows without traffic",
         ));
     }
+}
+
+/// A counter's total at a sample (0 when the counter is unknown).
+fn total(stats: &pb::GetStatsResponse, name: &str) -> u64 {
+    stats
+        .counters
+        .iter()
+        .position(|c| c.name == name)
+        .and_then(|i| stats.totals.get(i))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// How much a running total moved between the samples (a total that went
+/// down, border-dp restarted, counts from zero).
+fn moved(was: u64, now: u64) -> u64 {
+    if now >= was {
+        now - was
+    } else {
+        now
+    }
+}
+
+/// Ports whose NIC dropped received packets during the window: the Rx ring
+/// overflowed (`imissed`: the workers polling it are too slow) or the mbuf
+/// pool was empty (`rx_nombuf`). Neither shows in border's drop counters:
+/// those packets never reached a worker.
+fn port_misses(i: &Inputs<'_>, out: &mut Vec<Finding>) {
+    let secs = (i.window_ms.max(1)) as f64 / 1000.0;
+    let rate = |n: u64| (n as f64 / secs * 10.0).round() / 10.0;
+    for p in &i.last.stats.ports {
+        let before = i.first.stats.ports.iter().find(|f| f.name == p.name);
+        let delta = |stat: &str| {
+            let was = before.and_then(|b| b.stats.get(stat)).copied().unwrap_or(0);
+            moved(was, p.stats.get(stat).copied().unwrap_or(0))
+        };
+        let (missed, nombuf) = (delta("imissed"), delta("rx_nombuf"));
+        if missed + nombuf == 0 {
+            continue;
+        }
+        out.push(finding(
+            "port_rx_missed",
+            Severity::Problem,
+            &format!("port {} ({})", p.name, p.role),
+            format!(
+                "the NIC dropped received packets in the window: imissed {missed} ({}/s: Rx ring \
+                 full, the workers polling it fell behind), rx_nombuf {nombuf} ({}/s: mbuf pool empty)",
+                rate(missed),
+                rate(nombuf)
+            ),
+            "borderctl counters (PORT table; rx_packets per worker): add workers or cores \
+             ([dataplane] worker_lcores, restart), use poll = \"busy\" on dedicated cores, or \
+             spread the traffic over more Rx queues",
+        ));
+    }
+}
+
+/// Connection records lost because a worker's ring was full: border-mgmt
+/// did not drain it in time (or does not run).
+fn records_lost(i: &Inputs<'_>, out: &mut Vec<Finding>) {
+    let name = "conn_records_ring_full";
+    let lost = moved(total(&i.first.stats, name), total(&i.last.stats, name));
+    if lost == 0 {
+        return;
+    }
+    out.push(finding(
+        "records_lost",
+        Severity::Problem,
+        name,
+        format!(
+            "{lost} connection records lost in the window: a worker's records ring was full \
+             (border-mgmt not draining it fast enough, or not running)"
+        ),
+        "systemctl status border-mgmt@INSTANCE; the border_records_* metrics; raise [records] \
+         ring_slots (restart); docs/records.md",
+    ));
 }
 
 /// The findings border-mgmt made itself (GetStatus): local tuples, kernel

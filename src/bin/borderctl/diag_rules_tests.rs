@@ -15,6 +15,7 @@ const COUNTERS: &[(&str, bool, bool)] = &[
     ("drop_vip_unhandled", true, false),
     ("drop_arp_not_ours", true, false),
     ("drop_added_by_someone_today", true, false),
+    ("conn_records_ring_full", false, false),
 ];
 
 fn idx(name: &str) -> usize {
@@ -69,6 +70,7 @@ fn sample(values: &[(&str, u64)]) -> Sample {
         stats: pb::GetStatsResponse {
             dataplane_present: true,
             local_pools: Vec::new(),
+            ports: vec![port_stats("ext", 0, 0)],
             counters: COUNTERS
                 .iter()
                 .map(|(n, drop, gauge)| pb::CounterInfo {
@@ -87,6 +89,66 @@ fn sample(values: &[(&str, u64)]) -> Sample {
             vips: Vec::new(),
         },
     }
+}
+
+fn port_stats(name: &str, imissed: u64, rx_nombuf: u64) -> pb::PortStats {
+    pb::PortStats {
+        name: name.into(),
+        role: "data".into(),
+        updated_unix_ms: 1,
+        stats: [
+            ("ipackets", 1000),
+            ("imissed", imissed),
+            ("rx_nombuf", rx_nombuf),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+    }
+}
+
+#[test]
+fn nic_misses_during_the_window_are_a_problem_of_their_port() {
+    let first = sample(&[]);
+    let mut last = sample(&[]);
+    last.stats.ports = vec![port_stats("ext", 300, 0)];
+    let d = diagnose_pair(&first, &last, None);
+    assert_eq!(
+        kinds(&d),
+        vec![("port_rx_missed", "port ext (data)", Severity::Problem)]
+    );
+    assert!(
+        d.findings[0].evidence.contains("imissed 300 (150/s"),
+        "{:?}",
+        d.findings[0]
+    );
+    // Misses from before the window are history, not a finding.
+    let d = diagnose_pair(&last, &last, None);
+    assert!(d.findings.is_empty(), "{:?}", d.findings);
+    let mut nombuf = sample(&[]);
+    nombuf.stats.ports = vec![port_stats("ext", 300, 7)];
+    let d = diagnose_pair(&last, &nombuf, None);
+    assert!(
+        d.findings[0].evidence.contains("rx_nombuf 7"),
+        "{:?}",
+        d.findings
+    );
+}
+
+#[test]
+fn lost_connection_records_are_named() {
+    let d = diagnose_pair(
+        &sample(&[("conn_records_ring_full", 5)]),
+        &sample(&[("conn_records_ring_full", 45)]),
+        None,
+    );
+    assert_eq!(
+        kinds(&d),
+        vec![("records_lost", "conn_records_ring_full", Severity::Problem)]
+    );
+    assert!(d.findings[0]
+        .evidence
+        .starts_with("40 connection records lost"));
 }
 
 fn diagnose_pair(

@@ -254,6 +254,7 @@ mod tests {
         };
         pb::GetStatsResponse {
             dataplane_present: true,
+            ports: Vec::new(),
             counters: vec![
                 pb::CounterInfo {
                     name: "new_flows".into(),
