@@ -135,6 +135,15 @@ fn dpdk_telemetry_script_shows_border_counters_and_ports() {
     let eth = telemetry(&[&format!("/ethdev/stats,{id}")]);
     assert!(u(&eth[0]["/ethdev/stats"]["ipackets"]) >= ext_rx_before + 5);
 
+    // EAL's runtime directory (the telemetry socket's) goes with a clean exit.
+    let runtime_dir = std::path::Path::new("/run/dpdk").join(format!("border-{INSTANCE}"));
+    assert!(runtime_dir.join("dpdk_telemetry.v2").exists());
     let status = dp.stop();
     assert!(status.success(), "exit {status}:\n{}", dp.log_text());
+    assert!(
+        !runtime_dir.exists(),
+        "{} left behind: {:?}",
+        runtime_dir.display(),
+        std::fs::read_dir(&runtime_dir).map(|d| d.count())
+    );
 }

@@ -3,7 +3,7 @@
 //! SIGINT/SIGTERM.
 
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -1022,6 +1022,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
 
     let plan = eal_plan(cfg, true);
     let eal = start_eal(&plan)?;
+    let runtime_dir = dpdk_ffi::runtime_dir();
     let lcores = &cfg.dataplane.worker_lcores;
     let pool = create_pool(plan.ports.len() * 2, lcores.len())?;
     let poll = match cfg.dataplane.poll {
@@ -1141,5 +1142,20 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     drop(started);
     drop(pool);
     drop(eal);
+    remove_runtime_dir(runtime_dir.as_deref(), &cfg.instance);
     outcome
+}
+
+/// EAL leaves its runtime directory (telemetry and multi-process sockets)
+/// behind; a clean exit removes it when it is the instance's own (the
+/// default `--file-prefix=border-<instance>`), so instances that come and
+/// go leave nothing under /run/dpdk.
+fn remove_runtime_dir(dir: Option<&Path>, instance: &str) {
+    let Some(dir) = dir else { return };
+    let own = format!("border-{instance}");
+    if dir.file_name().is_some_and(|n| n == own.as_str()) {
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            warn!(dir = %dir.display(), error = %e, "cannot remove EAL's runtime directory");
+        }
+    }
 }

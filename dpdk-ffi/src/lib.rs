@@ -55,7 +55,9 @@ pub use port::{
     port_count, port_ids, port_name, port_stats, LinkStatus, Port, PortInfo, PortStats, RxQueue,
     TxQueue,
 };
-pub use telemetry::{telemetry_socket_path, TelemetryCommand, TelemetryDict, MAX_DICT_ENTRIES};
+pub use telemetry::{
+    runtime_dir, telemetry_socket_path, TelemetryCommand, TelemetryDict, MAX_DICT_ENTRIES,
+};
 
 /// DPDK version this crate was built against (from pkg-config).
 pub const DPDK_VERSION: &str = env!("BORDER_DPDK_VERSION");

@@ -214,6 +214,13 @@ unsafe extern "C" fn dispatch(
 /// when systemd sets it). None before EAL init or when EAL runs with
 /// `--no-telemetry` (no socket file).
 pub fn telemetry_socket_path() -> Option<PathBuf> {
+    let path = runtime_dir()?.join("dpdk_telemetry.v2");
+    path.exists().then_some(path)
+}
+
+/// EAL's runtime directory of this process (`/var/run/dpdk/<file-prefix>`
+/// for root); None before EAL init.
+pub fn runtime_dir() -> Option<PathBuf> {
     if !eal::initialised() {
         return None;
     }
@@ -227,8 +234,7 @@ pub fn telemetry_socket_path() -> Option<PathBuf> {
     let dir = unsafe { CStr::from_ptr(dir) }
         .to_string_lossy()
         .into_owned();
-    let path = PathBuf::from(dir).join("dpdk_telemetry.v2");
-    path.exists().then_some(path)
+    Some(PathBuf::from(dir))
 }
 
 #[cfg(test)]
