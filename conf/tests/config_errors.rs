@@ -119,7 +119,7 @@ fn CASES() -> Vec<(&'static str, String, &'static str)> {
         // --- TOML syntax, unknown keys, wrong types, missing keys ---
         ("syntax", edit("zone = \"a\"", "zone = \"a"), r#"border.toml:2:10: zone: invalid basic string, expected `"`"#),
         ("duplicate key", edit("zone = \"a\"", "zone = \"a\"\nzone = \"b\""), "border.toml:3:1: zone: is defined twice (each key and table may appear only once)"),
-        ("unknown top-level key", edit("zone = \"a\"", "colour = \"blue\""), "border.toml:2:1: colour: unknown key (expected one of `instance`, `zone`, `dataplane`, `port`, `mgmt`, `vip`)"),
+        ("unknown top-level key", edit("zone = \"a\"", "colour = \"blue\""), "border.toml:2:1: colour: unknown key (expected one of `instance`, `zone`, `dataplane`, `port`, `mgmt`, `vip`, `records`)"),
         ("unknown key in port", edit("devargs = \"net_tap0,iface=b-ext\"", "devargs = \"net_tap0,iface=b-ext\"\nspeed = 10"), "border.toml:9:1: port[0].speed: unknown key (expected one of `name`, `devargs`, `addresses`, `gateway`, `host_interface`, `local_addresses`, `local_port_range`, `mac`)"),
         ("unknown key in backend", edit("port = 8080\n[[vip.backend]]", "port = 8080\nweigth = 2\n[[vip.backend]]"), "border.toml:27:1: vip[0].backend[0].weigth: unknown key (expected one of `address`, `port`, `weight`, `zone`)"),
         ("unknown key in inline table", edit("[mgmt]\n", "[mgmt]\ntls = { cert = \"c\", kee = \"k\" }\n"), "border.toml:16:21: mgmt.tls.kee: unknown key (expected one of `cert`, `key`, `client_ca`, `client_fingerprints`, `reader_fingerprints`, `peer_fingerprints`)"),
