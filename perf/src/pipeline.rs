@@ -58,22 +58,32 @@ use crate::stats::Summary;
 // ---------------------------------------------------------------------------
 // Allocation counter.
 
-/// Counts heap allocations of the whole process (for the zero-allocation check).
+/// Counts heap allocations per thread (for the zero-allocation check: a
+/// case runs on one thread, and other threads, e.g. tests running beside
+/// it, must not count).
 struct CountingAlloc;
 
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    // `const`, no destructor: using it never allocates nor registers anything.
+    static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count_allocation() {
+    // A thread being torn down has no counter left: nothing to count there.
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
 
 // SAFETY: every method forwards to the system allocator with the caller's
 // arguments unchanged, so the GlobalAlloc contract is System's; the counter
-// is a relaxed atomic with no effect on the memory handed out.
+// is a thread-local cell with no effect on the memory handed out.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count_allocation();
         // SAFETY: forwarded unchanged; the caller upholds alloc's contract.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count_allocation();
         // SAFETY: forwarded unchanged; the caller upholds alloc_zeroed's contract.
         unsafe { System.alloc_zeroed(layout) }
     }
@@ -82,7 +92,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        count_allocation();
         // SAFETY: `ptr` came from System with `layout`; the caller upholds realloc's contract.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -91,8 +101,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
 
+/// Allocations this thread made so far.
 fn allocations() -> u64 {
-    ALLOCATIONS.load(Ordering::Relaxed)
+    ALLOCATIONS.with(std::cell::Cell::get)
 }
 
 // ---------------------------------------------------------------------------
@@ -1151,8 +1162,13 @@ fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
 mod tests {
     use super::*;
 
+    /// `run` sets process-wide options and the allocation count is the
+    /// process's: one run at a time.
+    static ONE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn small_run_reports_every_case_without_drops() {
+        let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
         let t = run(&Args {
             flows: vec![50],
             packets: 2000,
@@ -1170,6 +1186,32 @@ mod tests {
         assert_eq!(t.rows.len(), 7 + 6);
         for r in &t.rows {
             assert_eq!(r[10], "0", "drops in {}", r[0]);
+        }
+    }
+
+    #[test]
+    fn with_records_every_case_runs_without_drops_or_allocations() {
+        let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
+        let t = run(&Args {
+            flows: vec![50],
+            packets: 2000,
+            new_flows: 300,
+            samples: 1,
+            backends: 4,
+            only: None,
+            timestamps: false,
+            records: true,
+            memlat_mib: 1,
+        })
+        .unwrap();
+        assert_eq!(t.rows.len(), 7 + 6);
+        for r in &t.rows {
+            assert_eq!(
+                (r[9].as_str(), r[10].as_str()),
+                ("0", "0"),
+                "allocs, drops in {}",
+                r[0]
+            );
         }
     }
 
