@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use conf::state::PortStat;
 
 const INSTANCE: &str = "e2ecp";
 /// border-dp's `-m 256` plus dumpcap's ring and mbufs, in 2 MiB pages.
@@ -238,6 +239,24 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
     );
     let lines = tcpdump(&all);
     let count = |pat: &str| lines.iter().filter(|l| l.contains(pat)).count();
+    // border's own account of the capture (rte_pdump_stats, copied into
+    // the state region with the ports' statistics): every frame in the file
+    // was taken, none lost.
+    let capture_stat = |stat: PortStat| -> u64 {
+        dp.state()
+            .ports()
+            .iter()
+            .filter(|p| p.name == "ext" || p.name == "int")
+            .map(|p| p.get(stat))
+            .sum()
+    };
+    wait_until(
+        "the capture's statistics in the state region",
+        Duration::from_secs(5),
+        || capture_stat(PortStat::CaptureAccepted) >= lines.len() as u64,
+    );
+    assert_eq!(capture_stat(PortStat::CaptureRingfull), 0);
+    assert_eq!(capture_stat(PortStat::CaptureNombuf), 0);
     // Before the rewrite (client to VIP on ext) and after it (appliance's
     // local address to the backend on int).
     assert!(

@@ -133,7 +133,8 @@ fn pings_move_port_stats_in_counters_and_metrics() {
         table.lines().any(|l| l.starts_with("PORT ")
             && l.contains("IPACKETS")
             && l.contains("IMISSED")
-            && l.ends_with("RX_NOMBUF")),
+            && l.contains("RX_NOMBUF")
+            && l.ends_with("CAPTURE_NOMBUF")),
         "{table}"
     );
     wait_until(

@@ -15,13 +15,13 @@
 //! 32   run_state      u64      atomic; see [`RunState`]
 //! 40   started_unix_ms u64
 //! 48   (zero)
-//! 128  port slots     [[u64; 16]; MAX_PORT_SLOTS]  see [`PortSnapshot`]; the
+//! 128  port slots     [[u64; 24]; MAX_PORT_SLOTS]  see [`PortSnapshot`]; the
 //!      main thread of border-dp is their only writer:
 //!      0  tag         atomic; 0 = unused, else 1 << 16 | role << 8 | name length
 //!      8  name        [u8; 32] (as 4 words, written before the tag)
 //!      40 updated_unix_ms  atomic; when the stats were last copied
-//!      48 stats       [u64; 8] atomic; rte_eth_stats, by [`PortStat`]
-//!      (zero to 128)
+//!      48 stats       [u64; 11] atomic; rte_eth_stats and rte_pdump_stats, by [`PortStat`]
+//!      (zero to 192)
 //! ...  (zero up to header_len)
 //! worker block i at header_len + i * worker_stride:
 //! 0    lcore          u64
@@ -104,8 +104,9 @@ impl FlowStat {
     }
 }
 
-/// A port's statistics as DPDK counts them (`rte_eth_stats`), named as
-/// DPDK names them, copied into the state region about once a second.
+/// A port's statistics as DPDK counts them (`rte_eth_stats`, and
+/// `rte_pdump_stats` of packet capture), named as DPDK names them, copied
+/// into the state region about once a second.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(usize)]
 pub enum PortStat {
@@ -125,10 +126,19 @@ pub enum PortStat {
     Oerrors = 6,
     /// Packets dropped because the mbuf pool was empty.
     RxNombuf = 7,
+    /// Packets a capture (`borderctl capture`, `dpdk-dumpcap`) took: its
+    /// filter matched them (rte_pdump_stats.accepted, Rx and Tx).
+    CaptureAccepted = 8,
+    /// Packets a capture lost because its ring to the capture tool was
+    /// full (rte_pdump_stats.ringfull).
+    CaptureRingfull = 9,
+    /// Packets a capture lost for want of an mbuf to copy them into
+    /// (rte_pdump_stats.nombuf).
+    CaptureNombuf = 10,
 }
 
 impl PortStat {
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 11;
     pub const ALL: [PortStat; PortStat::COUNT] = [
         PortStat::Ipackets,
         PortStat::Opackets,
@@ -138,6 +148,9 @@ impl PortStat {
         PortStat::Ierrors,
         PortStat::Oerrors,
         PortStat::RxNombuf,
+        PortStat::CaptureAccepted,
+        PortStat::CaptureRingfull,
+        PortStat::CaptureNombuf,
     ];
     pub const fn name(self) -> &'static str {
         match self {
@@ -149,6 +162,9 @@ impl PortStat {
             PortStat::Ierrors => "ierrors",
             PortStat::Oerrors => "oerrors",
             PortStat::RxNombuf => "rx_nombuf",
+            PortStat::CaptureAccepted => "capture_accepted",
+            PortStat::CaptureRingfull => "capture_ringfull",
+            PortStat::CaptureNombuf => "capture_nombuf",
         }
     }
     /// One line for operators (metric help).
@@ -165,6 +181,15 @@ impl PortStat {
             PortStat::Oerrors => "packets the port failed to send (rte_eth_stats.oerrors)",
             PortStat::RxNombuf => {
                 "packets dropped because the mbuf pool was empty (rte_eth_stats.rx_nombuf)"
+            }
+            PortStat::CaptureAccepted => {
+                "packets a packet capture took (its filter matched; rte_pdump_stats.accepted)"
+            }
+            PortStat::CaptureRingfull => {
+                "packets a packet capture lost: its ring to the capture tool was full (rte_pdump_stats.ringfull)"
+            }
+            PortStat::CaptureNombuf => {
+                "packets a packet capture lost: no mbuf to copy them into (rte_pdump_stats.nombuf)"
             }
         }
     }
@@ -211,7 +236,8 @@ const MAGIC: [u8; 8] = *b"BRDSTATE";
 const HEADER_FIXED: usize = 128;
 /// Port slots: every `[[port]]` and its kernel twin.
 pub const MAX_PORT_SLOTS: usize = 2 * crate::config::MAX_PORTS;
-const PORT_SLOT_LEN: usize = 128;
+const PORT_SLOT_LEN: usize = 192;
+const _: () = assert!(48 + PortStat::COUNT * 8 <= PORT_SLOT_LEN);
 /// Tag bit of a named port slot (an unused slot's tag is 0).
 const NAMED: u64 = 1 << 16;
 /// Longest port name a slot keeps (a port or interface name is shorter).

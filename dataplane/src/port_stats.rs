@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use conf::state::{PortRole, PortStat, StateRegion};
-use dpdk_ffi::PortStats;
+use dpdk_ffi::{CaptureStats, PortStats};
 use tracing::warn;
 
 /// How often the statistics are copied.
@@ -23,8 +23,25 @@ pub struct StatPort {
     pub port_id: u16,
 }
 
-/// `s` in [`PortStat::ALL`] order.
-pub fn stat_values(s: &PortStats) -> [u64; PortStat::COUNT] {
+/// A port's NIC statistics and, while the capture server runs, its
+/// capture statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortReading {
+    pub nic: PortStats,
+    pub capture: Option<CaptureStats>,
+}
+
+/// Reads port `id` through DPDK.
+pub fn read_port(id: u16) -> Option<PortReading> {
+    Some(PortReading {
+        nic: dpdk_ffi::port_stats(id).ok()?,
+        capture: dpdk_ffi::capture_stats(id),
+    })
+}
+
+/// `r` in [`PortStat::ALL`] order (capture statistics 0 without a capture server).
+pub fn stat_values(r: &PortReading) -> [u64; PortStat::COUNT] {
+    let (s, c) = (&r.nic, r.capture.unwrap_or_default());
     PortStat::ALL.map(|stat| match stat {
         PortStat::Ipackets => s.ipackets,
         PortStat::Opackets => s.opackets,
@@ -34,6 +51,9 @@ pub fn stat_values(s: &PortStats) -> [u64; PortStat::COUNT] {
         PortStat::Ierrors => s.ierrors,
         PortStat::Oerrors => s.oerrors,
         PortStat::RxNombuf => s.rx_nombuf,
+        PortStat::CaptureAccepted => c.accepted,
+        PortStat::CaptureRingfull => c.ringfull,
+        PortStat::CaptureNombuf => c.nombuf,
     })
 }
 
@@ -65,7 +85,7 @@ impl PortStatsCopier {
     }
 
     /// Copies when [`PORT_STATS_PERIOD`] has passed since the last copy.
-    pub fn tick(&mut self, read: impl Fn(u16) -> Option<PortStats>) {
+    pub fn tick(&mut self, read: impl Fn(u16) -> Option<PortReading>) {
         if self.last.is_none_or(|t| t.elapsed() >= PORT_STATS_PERIOD) {
             self.copy_now(read);
         }
@@ -73,7 +93,7 @@ impl PortStatsCopier {
 
     /// Copies every port's statistics now; a port whose statistics cannot
     /// be read keeps its last copy (and its older `updated_unix_ms`).
-    pub fn copy_now(&mut self, read: impl Fn(u16) -> Option<PortStats>) {
+    pub fn copy_now(&mut self, read: impl Fn(u16) -> Option<PortReading>) {
         self.last = Some(Instant::now());
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -109,7 +129,22 @@ mod tests {
             oerrors: 7,
             rx_nombuf: 8,
         };
-        assert_eq!(stat_values(&s), [1, 2, 3, 4, 5, 6, 7, 8]);
+        let r = PortReading {
+            nic: s,
+            capture: None,
+        };
+        assert_eq!(stat_values(&r), [1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0]);
+        let c = CaptureStats {
+            accepted: 9,
+            filtered: 99,
+            nombuf: 11,
+            ringfull: 10,
+        };
+        let r = PortReading {
+            nic: s,
+            capture: Some(c),
+        };
+        assert_eq!(stat_values(&r), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     }
 
     #[test]
@@ -133,10 +168,13 @@ mod tests {
         let mut c = PortStatsCopier::new(state.clone(), &ports);
         let read = |rx: u64| {
             move |id: u16| {
-                (id == 4).then_some(PortStats {
-                    ipackets: rx,
-                    rx_nombuf: 2,
-                    ..PortStats::default()
+                (id == 4).then_some(PortReading {
+                    nic: PortStats {
+                        ipackets: rx,
+                        rx_nombuf: 2,
+                        ..PortStats::default()
+                    },
+                    capture: None,
                 })
             }
         };

@@ -27,7 +27,7 @@ use crate::neigh::NeighborSync;
 use crate::pipeline::Pipeline;
 use crate::plan::{eal_plan, EalPlan};
 use crate::port::{ports_from_config, PortDesc};
-use crate::port_stats::{PortStatsCopier, StatPort};
+use crate::port_stats::{read_port, PortStatsCopier, StatPort};
 use crate::tables_source::{reader_inbox, ReaderInbox, ShmTables};
 use crate::worker::{Clock, Handoff, Poll, Worker};
 use conf::tables::{tables_path, GenerationBuilder, Published, TablesReader, TablesWriter};
@@ -908,7 +908,7 @@ struct Chores<'a> {
 impl Chores<'_> {
     fn tick(&mut self, handoff: &Handoff<Mbuf>) {
         self.hold.tick(handoff);
-        self.port_stats.tick(|id| dpdk_ffi::port_stats(id).ok());
+        self.port_stats.tick(read_port);
         if let Some((region, per_ms)) = self.records_clock {
             set_records_clock(region, per_ms);
         }
@@ -1124,7 +1124,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         warn!("a worker stopped without being asked to");
     }
     // The last run's port statistics stay readable after it.
-    port_stats.copy_now(|id| dpdk_ffi::port_stats(id).ok());
+    port_stats.copy_now(read_port);
     crew.state.set_run_state(RunState::Stopped);
     let totals: Vec<String> = crew
         .state

@@ -24,9 +24,9 @@ use std::sync::Arc;
 
 use conf::counters::Counter;
 use conf::state::{PortStat, RunState, StateRegion};
-use dpdk_ffi::{PortStats, TelemetryCommand, TelemetryDict};
+use dpdk_ffi::{TelemetryCommand, TelemetryDict};
 
-use crate::port_stats::stat_values;
+use crate::port_stats::{read_port, stat_values, PortReading};
 
 /// Where a reply goes: DPDK's dictionary, or a map in tests.
 pub trait Reply {
@@ -124,7 +124,7 @@ impl Source {
     pub fn port_stats(
         &self,
         params: &str,
-        read: impl Fn(u16) -> Option<PortStats>,
+        read: impl Fn(u16) -> Option<PortReading>,
         out: &mut impl Reply,
     ) -> bool {
         let wanted = params.trim();
@@ -190,7 +190,7 @@ pub fn register(source: Source) -> Result<Telemetry, dpdk_ffi::DpdkError> {
     let stats = TelemetryCommand::register(
         "/border/port_stats",
         "border-dp port statistics; parameter: a port name (default: every port, as name/stat)",
-        move |p, out| s.port_stats(p, |id| dpdk_ffi::port_stats(id).ok(), out),
+        move |p, out| s.port_stats(p, read_port, out),
     )?;
     Ok(Telemetry {
         _commands: vec![info, counters, ports, stats],
@@ -300,15 +300,18 @@ mod tests {
     fn port_stats_by_name_or_all() {
         let (s, _g) = source("stats");
         let read = |id: u16| {
-            Some(PortStats {
-                ipackets: 10 + u64::from(id),
-                ..PortStats::default()
+            Some(PortReading {
+                nic: dpdk_ffi::PortStats {
+                    ipackets: 10 + u64::from(id),
+                    ..Default::default()
+                },
+                capture: None,
             })
         };
         let mut one = Map::default();
         assert!(s.port_stats("bx-ext", read, &mut one));
         assert_eq!(one.0["ipackets"], "12");
-        assert_eq!(one.0.len(), 8);
+        assert_eq!(one.0.len(), 11);
         let mut by_reply_name = Map::default();
         assert!(s.port_stats("bx_ext", read, &mut by_reply_name));
         assert_eq!(by_reply_name.0, one.0);

@@ -50,7 +50,7 @@ pub use lcore::{
 };
 pub use mbuf::{Drain, Mbuf, MbufBurst, MbufError};
 pub use mempool::{Mempool, DEFAULT_DATA_ROOM, PKTMBUF_HEADROOM, SOCKET_ID_ANY};
-pub use pdump::CaptureServer;
+pub use pdump::{capture_stats, CaptureServer, CaptureStats};
 pub use port::{
     port_count, port_ids, port_name, port_stats, LinkStatus, Port, PortInfo, PortStats, RxQueue,
     TxQueue,

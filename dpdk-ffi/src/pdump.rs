@@ -21,6 +21,52 @@ use crate::{DpdkError, Eal};
 extern "C" {
     fn rte_pdump_init() -> c_int;
     fn rte_pdump_uninit() -> c_int;
+    fn rte_pdump_stats(port_id: u16, stats: *mut RawPdumpStats) -> c_int;
+}
+
+/// `struct rte_pdump_stats` of DPDK 22.11 (rte_pdump.h).
+#[repr(C)]
+#[derive(Default)]
+struct RawPdumpStats {
+    accepted: u64,
+    filtered: u64,
+    nombuf: u64,
+    ringfull: u64,
+    reserved: [u64; 4],
+}
+
+/// What packet capture did on a port since the capture server started
+/// (Rx and Tx queues summed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaptureStats {
+    /// Packets its filter matched, copied to the capture tool.
+    pub accepted: u64,
+    /// Packets its filter rejected.
+    pub filtered: u64,
+    /// Packets lost: no mbuf to copy them into.
+    pub nombuf: u64,
+    /// Packets lost: the ring to the capture tool was full.
+    pub ringfull: u64,
+}
+
+/// Port `port_id`'s capture statistics; None when the capture server does
+/// not run (its statistics memory does not exist) or the port is unknown.
+pub fn capture_stats(port_id: u16) -> Option<CaptureStats> {
+    if !crate::eal::initialised() {
+        return None;
+    }
+    let mut raw = RawPdumpStats::default();
+    // SAFETY: EAL is initialised (checked); `raw` is a writable struct with
+    // the layout of rte_pdump_stats, which the call fills; it only looks
+    // up pdump's memzone (failing with -1 when there is none) and reads
+    // that port's counters.
+    let ret = unsafe { rte_pdump_stats(port_id, &mut raw) };
+    (ret == 0).then_some(CaptureStats {
+        accepted: raw.accepted,
+        filtered: raw.filtered,
+        nombuf: raw.nombuf,
+        ringfull: raw.ringfull,
+    })
 }
 
 /// The capture server; dropping it unregisters the handler (a running

@@ -136,7 +136,7 @@ impl Render for CountersView {
     }
 }
 
-/// PORT, ROLE, then one column per `rte_eth_stats` value.
+/// PORT, ROLE, then one column per `rte_eth_stats` and capture value.
 fn port_table(ports: &Named<PortValues>) -> Table {
     let upper: Vec<String> = PortStat::ALL
         .iter()
@@ -251,6 +251,7 @@ mod tests {
                 "role": "data", "updated_unix_ms": 1700,
                 "ipackets": 12, "opackets": 0, "ibytes": 0, "obytes": 0,
                 "imissed": 0, "ierrors": 0, "oerrors": 0, "rx_nombuf": 3,
+                "capture_accepted": 0, "capture_ringfull": 0, "capture_nombuf": 0,
             })
         );
         assert_eq!(v["ports"]["kps-ext"]["role"], "twin");
@@ -260,9 +261,9 @@ mod tests {
             tail,
             [
                 "",
-                "PORT     ROLE  IPACKETS  OPACKETS  IBYTES  OBYTES  IMISSED  IERRORS  OERRORS  RX_NOMBUF",
-                "ext      data        12         0       0       0        0        0        0          3",
-                "kps-ext  twin         0         0       0       0        0        0        0          0",
+                "PORT     ROLE  IPACKETS  OPACKETS  IBYTES  OBYTES  IMISSED  IERRORS  OERRORS  RX_NOMBUF  CAPTURE_ACCEPTED  CAPTURE_RINGFULL  CAPTURE_NOMBUF",
+                "ext      data        12         0       0       0        0        0        0          3                 0                 0               0",
+                "kps-ext  twin         0         0       0       0        0        0        0          0                 0                 0               0",
             ],
             "{text}"
         );
