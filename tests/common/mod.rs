@@ -636,12 +636,13 @@ pub fn borderctl_bin() -> &'static str {
     env!("CARGO_BIN_EXE_borderctl")
 }
 
-/// Removes what an instance leaves behind between runs: both shared-memory
+/// Removes what an instance leaves behind between runs: its shared-memory
 /// regions and border-mgmt's state directory (the applied config, drains
 /// and weights it saved).
 pub fn clean_instance(instance: &str) {
     let _ = std::fs::remove_file(state_path(instance));
     let _ = std::fs::remove_file(conf::tables::tables_path(instance));
+    let _ = std::fs::remove_file(conf::records::records_path(instance));
     forget_intent(instance);
 }
 
