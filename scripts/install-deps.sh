@@ -40,6 +40,9 @@ packages=(
   # packet capture (e2e_capture): tcpdump reads back what borderctl capture
   # wrote through dpdk-dumpcap (package dpdk)
   tcpdump
+  # connection records (mgmt/tests/records_export.rs): a real IPFIX collector,
+  # nfcapd receives and nfdump -r reads the flows back
+  nfdump
 )
 
 missing=()

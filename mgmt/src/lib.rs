@@ -28,6 +28,7 @@ pub mod netns_findings;
 pub mod peer;
 pub mod proto;
 pub mod publisher;
+pub mod records;
 pub mod server;
 pub mod service;
 pub mod store;

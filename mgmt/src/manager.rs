@@ -40,6 +40,9 @@ pub struct Paths {
     pub tables: PathBuf,
     /// The state region (written by border-dp).
     pub state: PathBuf,
+    /// The records region (written by border-dp, drained by border-mgmt
+    /// with `[records]`).
+    pub records: PathBuf,
     /// The state directory: the applied config and the operator overrides,
     /// kept across restarts and reboots ([`crate::intent`]); `None`: kept
     /// in memory only.
@@ -56,6 +59,7 @@ impl Paths {
         Paths {
             tables: tables_path(instance),
             state: state_path(instance),
+            records: conf::records::records_path(instance),
             state_dir: Some(crate::intent::default_state_dir(instance)),
             legacy_overrides: Some(crate::intent::legacy_overrides_path(instance)),
         }
@@ -66,6 +70,7 @@ impl Paths {
         Paths {
             tables: dir.join("tables"),
             state: dir.join("state"),
+            records: dir.join("records"),
             state_dir: Some(dir.join("intent")),
             legacy_overrides: None,
         }
@@ -215,6 +220,8 @@ pub struct Manager {
     events: EventBus,
     /// BGP announcements (docs/bgp.md): maintenance switch and view.
     bgp: Arc<crate::bgp::BgpShared>,
+    /// The records drain's counters; `None` without `[records]`.
+    records: Option<Arc<crate::records::RecordsStats>>,
 }
 
 enum Published {
@@ -269,6 +276,11 @@ impl Manager {
         // is as fast as the next ones.
         let parsed = ConfigText::parse(store.text(), store.origin()).ok();
         let cfg_has_bgp = store.config().mgmt.bgp.is_some();
+        let records = store
+            .config()
+            .records
+            .as_ref()
+            .map(|_| Arc::new(crate::records::RecordsStats::default()));
         if let Some(g) = publisher.published() {
             seed_health(&mut store, g);
         }
@@ -286,6 +298,7 @@ impl Manager {
             dp: Mutex::new(dp),
             events: EventBus::new(),
             bgp: Arc::new(crate::bgp::BgpShared::new(cfg_has_bgp)),
+            records,
         };
         Ok((Arc::new(m), opened))
     }
@@ -317,6 +330,11 @@ impl Manager {
     /// BGP state shared with its task, the API and the exporter.
     pub fn bgp(&self) -> &Arc<crate::bgp::BgpShared> {
         &self.bgp
+    }
+
+    /// The records drain's counters (`None` without `[records]`).
+    pub fn records_stats(&self) -> Option<&Arc<crate::records::RecordsStats>> {
+        self.records.as_ref()
     }
 
     /// The options.
@@ -834,6 +852,7 @@ impl Manager {
             dataplane: snap,
             vips,
             bgp,
+            records: self.records.as_ref().map(|r| r.report()),
         }
     }
 

@@ -99,6 +99,7 @@ pub fn render(status: &Status, stats: &Stats, api_counters: &ApiCounters) -> Str
     vip_state(&mut o, status);
     api(&mut o, api_counters);
     o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
+    o.0.push_str(&crate::records::stats::render(status.records.as_ref()));
     o.0
 }
 

@@ -238,6 +238,8 @@ pub struct Status {
     pub vips: Vec<VipStatus>,
     /// BGP announcements; `None` without `[mgmt.bgp]`.
     pub bgp: Option<crate::bgp::BgpReport>,
+    /// The connection records drain; `None` without `[records]`.
+    pub records: Option<crate::records::RecordsReport>,
 }
 
 impl Status {

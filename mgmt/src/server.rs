@@ -372,6 +372,8 @@ pub async fn serve(
             }
         }));
     }
+    // Connection records (docs/records.md), with `[records]`.
+    let records = crate::records::start(&m, shutdown.clone());
     let svc = BorderService::new(m.clone(), shutdown.clone(), counters.clone()).into_server();
     // Health checks (docs/health.md): probes, peers, verdicts into the store.
     let health = crate::health::attach(m.clone(), shutdown.clone());
@@ -457,6 +459,10 @@ pub async fn serve(
     };
     for t in tasks {
         t.abort();
+    }
+    // Its last pass takes what the rings still hold.
+    if let Some(r) = records {
+        let _ = tokio::time::timeout(STOP_GRACE, r).await;
     }
     result
 }

@@ -231,6 +231,7 @@ port = 8080
                 }],
             }],
             bgp: None,
+            records: None,
         }
     }
 
