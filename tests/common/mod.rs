@@ -7,6 +7,9 @@
 //! each other's interfaces. Everything is torn down on drop.
 #![allow(dead_code)]
 
+/// A real IPFIX collector (nfcapd) and its flows read back (nfdump).
+pub mod nfcapd;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};

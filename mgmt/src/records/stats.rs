@@ -40,8 +40,21 @@ pub struct RecordsReport {
     pub region_switches: u64,
     /// Records waiting in each worker's ring.
     pub pending: Vec<u64>,
-    /// (kind, target, records sent, records that failed) per exporter.
-    pub exporters: Vec<(&'static str, String, u64, u64)>,
+    /// Each exporter's counts.
+    pub exporters: Vec<ExporterReport>,
+}
+
+/// The counts of one exporter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExporterReport {
+    /// `ipfix` or `json`.
+    pub kind: &'static str,
+    /// The collector address or the file path.
+    pub target: String,
+    /// Records sent or written.
+    pub sent: u64,
+    /// Records it could not send or write.
+    pub failed: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -94,13 +107,11 @@ impl RecordsStats {
             pending: lock(&self.pending).clone(),
             exporters: lock(&self.exporters)
                 .iter()
-                .map(|e| {
-                    (
-                        e.kind,
-                        e.target.clone(),
-                        e.sent.load(Ordering::Relaxed),
-                        e.failed.load(Ordering::Relaxed),
-                    )
+                .map(|e| ExporterReport {
+                    kind: e.kind,
+                    target: e.target.clone(),
+                    sent: e.sent.load(Ordering::Relaxed),
+                    failed: e.failed.load(Ordering::Relaxed),
                 })
                 .collect(),
         }
@@ -112,6 +123,9 @@ fn esc(v: &str) -> String {
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
+
+/// Name, help and value of a per-exporter counter.
+type ExporterFamily = (&'static str, &'static str, fn(&ExporterReport) -> u64);
 
 fn family(o: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(o, "# HELP {name} {help}");
@@ -163,16 +177,16 @@ pub fn render(r: Option<&RecordsReport>) -> String {
     for (w, n) in r.pending.iter().enumerate() {
         let _ = writeln!(o, "border_records_pending{{worker=\"{w}\"}} {n}");
     }
-    let per_exporter: [(&str, &str, fn(&(&str, String, u64, u64)) -> u64); 2] = [
+    let per_exporter: [ExporterFamily; 2] = [
         (
             "border_records_exported_total",
             "connection records sent by each exporter",
-            |e| e.2,
+            |e| e.sent,
         ),
         (
             "border_records_export_errors_total",
             "connection records an exporter could not send or write (lost for it)",
-            |e| e.3,
+            |e| e.failed,
         ),
     ];
     for (name, help, get) in per_exporter {
@@ -181,8 +195,8 @@ pub fn render(r: Option<&RecordsReport>) -> String {
             let _ = writeln!(
                 o,
                 "{name}{{exporter=\"{}\",target=\"{}\"}} {}",
-                e.0,
-                esc(&e.1),
+                e.kind,
+                esc(&e.target),
                 get(e)
             );
         }
