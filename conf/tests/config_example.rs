@@ -389,3 +389,31 @@ fn from_file_resolves_tls_paths_and_reports_io_errors() {
         dir.join("missing.toml").display()
     )));
 }
+
+/// The commented `[records]` block at the end of the example, turned on by
+/// removing the `# ` of its lines as its comment says, parses as written.
+#[test]
+fn example_records_block_parses_when_uncommented() {
+    let text = std::fs::read_to_string(example_path()).unwrap();
+    assert!(check_config_file(example_path()).unwrap().records.is_none());
+    let start = text.find("# [records]\n").expect("the [records] block");
+    let (head, block) = text.split_at(start);
+    let on: String = block
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let c =
+        Config::from_toml_str(&format!("{head}{on}"), "example").unwrap_or_else(|e| panic!("{e}"));
+    let r = c.records.expect("[records]");
+    assert_eq!(r.ring_slots, 65536);
+    assert!(!r.log_empty);
+    assert_eq!(r.ipfix.len(), 1);
+    assert_eq!(r.ipfix[0].collector, "192.0.2.50:4739".parse().unwrap());
+    assert_eq!(r.ipfix[0].observation_domain, 1);
+    assert_eq!(r.ipfix[0].template_interval_s, 60);
+    let j = r.json.expect("[records.json]");
+    assert_eq!(j.path, Path::new("/var/log/border/records.jsonl"));
+    assert_eq!(j.rotate_bytes, 104_857_600);
+    assert_eq!(j.keep, 5);
+}
