@@ -17,6 +17,9 @@ use serde::Serialize;
 
 use super::{Exported, Exporter, Record, VipNames};
 
+/// Bytes gathered before a write.
+const MAX_CHUNK: usize = 256 << 10;
+
 /// One line of the file (docs/records.md lists the fields).
 #[derive(Serialize)]
 struct Line<'a> {
@@ -179,19 +182,31 @@ impl JsonExporter {
         Ok(())
     }
 
-    /// Writes one line, rotating first when it would not fit.
-    fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
-        if self.file.is_none() {
-            self.file = Some(self.open()?);
+    /// Writes the whole lines gathered in `chunk` (`n` records), counting
+    /// them as sent or failed.
+    fn flush(&mut self, chunk: &mut Vec<u8>, n: &mut u64, done: &mut Exported) {
+        if chunk.is_empty() {
+            return;
         }
-        let size = self.file.as_ref().map_or(0, |f| f.1);
-        if size > 0 && size + line.len() as u64 > self.rotate_bytes {
-            self.rotate()?;
+        let r = match self.file.as_mut() {
+            Some((file, size)) => file.write_all(chunk).map(|()| *size += chunk.len() as u64),
+            None => Err(io::Error::other("the file is not open")),
+        };
+        match r {
+            Ok(()) => {
+                done.sent += *n;
+                if self.error_logged {
+                    self.error_logged = false;
+                    tracing::info!(path = %self.path.display(), "records: writing the JSON records file again");
+                }
+            }
+            Err(e) => {
+                done.failed += *n;
+                self.failed(&e);
+            }
         }
-        let (file, size) = self.file.as_mut().expect("opened above");
-        file.write_all(line)?;
-        *size += line.len() as u64;
-        Ok(())
+        chunk.clear();
+        *n = 0;
     }
 
     fn failed(&mut self, e: &io::Error) {
@@ -219,23 +234,41 @@ impl Exporter for JsonExporter {
         self.path.display().to_string()
     }
 
+    /// Gathers lines and writes them in chunks, one write per chunk: the
+    /// file rotates between chunks, before a line that would take it past
+    /// `rotate_bytes`.
     fn export(&mut self, records: &[Record], vips: &VipNames) -> Exported {
         let mut done = Exported::default();
+        let mut chunk = Vec::new();
+        let mut in_chunk = 0u64;
         for r in records {
-            match self.write_line(&line(r, vips)) {
-                Ok(()) => {
-                    done.sent += 1;
-                    if self.error_logged {
-                        self.error_logged = false;
-                        tracing::info!(path = %self.path.display(), "records: writing the JSON records file again");
+            let l = line(r, vips);
+            if self.file.is_none() {
+                match self.open() {
+                    Ok(f) => self.file = Some(f),
+                    Err(e) => {
+                        done.failed += 1;
+                        self.failed(&e);
+                        continue;
                     }
                 }
-                Err(e) => {
+            }
+            let size = self.file.as_ref().map_or(0, |f| f.1) + chunk.len() as u64;
+            if size > 0 && size + l.len() as u64 > self.rotate_bytes {
+                self.flush(&mut chunk, &mut in_chunk, &mut done);
+                if let Err(e) = self.rotate() {
                     done.failed += 1;
                     self.failed(&e);
+                    continue;
                 }
             }
+            chunk.extend_from_slice(&l);
+            in_chunk += 1;
+            if chunk.len() >= MAX_CHUNK {
+                self.flush(&mut chunk, &mut in_chunk, &mut done);
+            }
         }
+        self.flush(&mut chunk, &mut in_chunk, &mut done);
         done
     }
 }
