@@ -140,6 +140,11 @@ struct Node {
 }
 
 fn node() -> Node {
+    node_with(None)
+}
+
+/// [`node`], writing connection records into `records` when given.
+fn node_with(records: Option<&'static conf::records::RecordsRegion>) -> Node {
     let cfg = Config::from_toml_str(CONFIG, "pptest.toml").expect("config");
     let mut lb = Lb::new(
         0,
@@ -156,6 +161,9 @@ fn node() -> Node {
         }
     }
     lb.adopt(adopted_from_config(&cfg, 1).expect("tables"));
+    if let Some(r) = records {
+        lb.enable_records(r.writer(0).expect("one ring"), false);
+    }
     let pipeline = Pipeline::new(ports_from_config(&cfg, &[EXT_MAC, INT_MAC], false), lb);
     let clock = TestClock::default();
     let w = Worker::new(
@@ -765,6 +773,48 @@ fn first_segment_carries_the_header_and_the_stream_is_translated() {
     assert_eq!(n.counter(Counter::PpHeadersInserted), 1);
     assert_eq!(n.counter(Counter::PpHeadersRetransmitted), 0);
     assert_eq!(n.counter(Counter::DropPpBadSegment), 0);
+}
+
+/// The record of a PROXY connection says the header went out, under the
+/// connection id its `UNIQUE_ID` carried.
+#[test]
+fn the_connection_record_names_the_header_and_its_unique_id() {
+    use conf::records::{EndReason, RecordsRegion, REC_FULL_NAT, REC_PAYLOAD, REC_PROXY_SENT};
+    let path = std::env::temp_dir().join(format!("border-pp-records-{}", std::process::id()));
+    let region = RecordsRegion::create(&path, 1, 1024, conf::os::files::Access::PRIVATE).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let region: &'static RecordsRegion = Box::leak(Box::new(region));
+    let mut n = node_with(Some(region));
+    let client = SocketAddr::from((CLIENT4, 40100));
+    let (conn, _) = handshake(&mut n, client, vip4(), Some(1460));
+    let c1 = ISN.wrapping_add(1);
+    let got = n.one(&conn.c(f::ACK | f::PSH, c1, BISN + 1).data(b"hello"));
+    let l = decode_pp(&got.payload).len as u32;
+    let conn_id = n.flow(client, vip4()).conn_id;
+    n.one(&conn.b(f::ACK | f::FIN, BISN + 1, c1.wrapping_add(l + 5)));
+    n.one(&conn.c(f::ACK | f::FIN, c1 + 5, BISN + 2));
+    // A second connection on the same VIP that never sends a byte: no
+    // header went out, and without payload it is only counted.
+    let (quiet, _) = handshake(
+        &mut n,
+        SocketAddr::from((CLIENT4, 40101)),
+        vip4(),
+        Some(1460),
+    );
+    n.one(&quiet.c(f::RST, ISN.wrapping_add(1), 0));
+    // tcp_closing (10 s) runs out; the sweep passes over the table.
+    for _ in 0..40 {
+        n.tick(1_000);
+    }
+    let mut recs = Vec::new();
+    region.drain(0, usize::MAX, |r| recs.push(r.unwrap()));
+    assert_eq!(recs.len(), 1, "{recs:#?}");
+    let r = recs[0];
+    assert_eq!(r.flags, REC_FULL_NAT | REC_PAYLOAD | REC_PROXY_SENT);
+    assert_eq!(r.conn_id, conn_id);
+    assert_eq!((r.client_port, r.vip_port), (40100, 80));
+    assert_eq!(r.end, EndReason::Fin);
+    assert_eq!(n.counter(Counter::ConnRecordsEmpty), 1);
 }
 
 #[test]
