@@ -228,7 +228,13 @@ port = 8080
 [[vip.backend]]
 address = "10.95.2.12"
 port = 8080
-"#
+
+[records]
+ring_slots = 1024
+[records.json]
+path = "{}"
+"#,
+        dir.path("records.jsonl").display()
     );
     let cfg = dir.path("border.toml");
     std::fs::write(&cfg, &config).unwrap();
