@@ -49,12 +49,17 @@ pub async fn accept(
         tokio::spawn(async move {
             let opened =
                 tokio::time::timeout(PREFACE_TIMEOUT, open(acceptor, tcp, peer, &cfg)).await;
+            let refused = || tunnels.counters.refused.fetch_add(1, Ordering::Relaxed);
             match opened {
                 Err(_) => {
+                    refused();
                     tracing::warn!(%peer, "tunnel refused: no TLS handshake and preface within {PREFACE_TIMEOUT:?}")
                 }
-                Ok(Err(why)) => tracing::warn!(%peer, "tunnel refused: {why}"),
-                Ok(Ok((tls, preface))) => run(tls, preface, peer, tunnels).await,
+                Ok(Err(why)) => {
+                    refused();
+                    tracing::warn!(%peer, "tunnel refused: {why}")
+                }
+                Ok(Ok((tls, preface))) => run(tls, preface, peer, tunnels.clone()).await,
             }
         });
     }

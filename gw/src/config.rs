@@ -20,6 +20,10 @@ pub struct GwConfig {
     pub api_listen: SocketAddr,
     /// `api_listen` as other gateways reach it (default `api_listen`).
     pub advertise: SocketAddr,
+    /// Where Prometheus scrapes `/metrics` (none: no exporter).
+    pub metrics_listen: Option<SocketAddr>,
+    /// Connections open to `metrics_listen` at once; more are closed.
+    pub metrics_connections: u32,
     /// `redis://host:port/db`.
     pub redis: String,
     /// How long a registry entry lives unless refreshed.
@@ -44,6 +48,8 @@ struct Raw {
     agent_listen: String,
     api_listen: String,
     advertise: Option<String>,
+    metrics_listen: Option<String>,
+    metrics_connections: Option<u32>,
     redis: String,
     registry_ttl_ms: Option<u64>,
     tls: RawTls,
@@ -118,6 +124,22 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
         Some(a) => addr("advertise", a)?,
         None => api_listen,
     };
+    let metrics_listen = match &raw.metrics_listen {
+        Some(m) => Some(addr("metrics_listen", m)?),
+        None => None,
+    };
+    if metrics_listen.is_some_and(|m| m == agent_listen || m == api_listen) {
+        return Err(
+            "metrics_listen: is also agent_listen or api_listen (expected a socket of its own)"
+                .into(),
+        );
+    }
+    let metrics_connections = raw.metrics_connections.unwrap_or(16);
+    if !(1..=65_536).contains(&metrics_connections) {
+        return Err(format!(
+            "metrics_connections: {metrics_connections} is out of range (expected 1..=65536)"
+        ));
+    }
     if !raw.redis.starts_with("redis://") {
         return Err(format!(
             "redis: {:?} is not a redis:// URL (expected e.g. \"redis://127.0.0.1:6379/0\")",
@@ -166,6 +188,8 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
         agent_listen,
         api_listen,
         advertise,
+        metrics_listen,
+        metrics_connections,
         redis: raw.redis,
         registry_ttl: Duration::from_millis(ttl),
         cert: raw.tls.cert,
@@ -212,6 +236,8 @@ fingerprints = ["{PIN}"]
     fn a_whole_config_parses_with_defaults() {
         let c = parse(&text("")).unwrap();
         assert_eq!(c.advertise, c.api_listen);
+        assert_eq!(c.metrics_listen, None);
+        assert_eq!(c.metrics_connections, 16);
         assert_eq!(c.registry_ttl, Duration::from_secs(10));
         assert_eq!(c.appliances["ams-1"], vec![PIN.to_string()]);
     }
@@ -222,6 +248,17 @@ fingerprints = ["{PIN}"]
         assert!(e.starts_with("registry_ttl_ms: 5 is out of range"), "{e}");
         let e = parse(&text("advertise = \"gw1\"")).unwrap_err();
         assert!(e.starts_with("advertise: "), "{e}");
+        let e = parse(&text("metrics_listen = \"127.0.0.1:7501\"")).unwrap_err();
+        assert!(e.starts_with("metrics_listen: is also"), "{e}");
+        let e = parse(&text("metrics_listen = \"127.0.0.1\"")).unwrap_err();
+        assert!(e.starts_with("metrics_listen: "), "{e}");
+        let e = parse(&text("metrics_connections = 0")).unwrap_err();
+        assert!(
+            e.starts_with("metrics_connections: 0 is out of range"),
+            "{e}"
+        );
+        let c = parse(&text("metrics_listen = \"127.0.0.1:9109\"")).unwrap();
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9109".parse().unwrap()));
         let e = parse(&text("bogus = 1")).unwrap_err();
         assert!(e.contains("unknown field `bogus`"), "{e}");
         let e = parse(&text("").replace(PIN, "sha256:zz")).unwrap_err();

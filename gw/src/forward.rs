@@ -18,6 +18,7 @@ use crate::config::GwConfig;
 use crate::grpc::{self, RespBody};
 use crate::peers::Peers;
 use crate::registry::Registry;
+use crate::stats::{CallStats, Outcome};
 use crate::tunnels::{Missing, Tunnels};
 
 /// How long a call waits for a busy appliance's tunnel to come free.
@@ -42,16 +43,30 @@ pub struct Gateway {
     pub registry: Arc<Registry>,
     /// The other gateways.
     pub peers: Arc<Peers>,
+    /// What the calls came to (the metrics).
+    pub stats: Arc<CallStats>,
 }
+
+/// Why a call was not forwarded: what the metrics count, what the caller sees.
+type Refusal = (Outcome, Status);
 
 enum Fail {
     NoLocal,
-    Status(Status),
+    Refused(Refusal),
 }
 
-impl From<Status> for Fail {
-    fn from(s: Status) -> Fail {
-        Fail::Status(s)
+impl From<Refusal> for Fail {
+    fn from(r: Refusal) -> Fail {
+        Fail::Refused(r)
+    }
+}
+
+/// The outcome of an answer that came back: an error status in its head
+/// (a trailers-only answer) is the appliance's (or the next gateway's).
+fn answered(resp: &hyper::Response<RespBody>) -> Outcome {
+    match resp.headers().get("grpc-status") {
+        Some(v) if v != "0" => Outcome::ApplianceError,
+        _ => Outcome::Ok,
     }
 }
 
@@ -61,6 +76,7 @@ impl Gateway {
         self: Arc<Self>,
         req: hyper::Request<Incoming>,
     ) -> hyper::Response<RespBody> {
+        let arrived = Instant::now();
         let path = req.uri().path().to_string();
         let appliance = req
             .headers()
@@ -68,8 +84,15 @@ impl Gateway {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
+        if path == crate::HAS_TUNNEL_PATH {
+            // Another gateway's probe: not a call, not counted.
+            return self.has_tunnel(&appliance);
+        }
         let result = match grpc::timeout(req.headers()) {
-            Err(e) => Err(Status::invalid_argument(format!("border-gw: {e}"))),
+            Err(e) => Err((
+                Outcome::Refused,
+                Status::invalid_argument(format!("border-gw: {e}")),
+            )),
             Ok(timeout) => {
                 // The gateway answers a little before the caller gives up,
                 // so the caller learns why (DEADLINE_EXCEEDED from border-gw).
@@ -80,20 +103,38 @@ impl Gateway {
                     Some(d) => tokio::time::timeout_at(d.into(), work)
                         .await
                         .unwrap_or_else(|_| {
-                            Err(Status::deadline_exceeded(format!(
+                            Err((Outcome::Deadline, Status::deadline_exceeded(format!(
                                 "border-gw {}: the deadline passed before appliance {appliance:?} answered",
                                 self.cfg.id
-                            )))
+                            ))))
                         }),
                 }
             }
         };
         match result {
-            Ok(r) => r,
-            Err(st) => {
+            Ok(r) => {
+                self.stats.count(answered(&r));
+                self.stats.forward_latency.observe(arrived.elapsed());
+                r
+            }
+            Err((outcome, st)) => {
+                self.stats.count(outcome);
                 tracing::warn!(appliance = %appliance, method = %path, code = ?st.code(), "call refused: {}", st.message());
                 grpc::status(st)
             }
+        }
+    }
+
+    /// The answer to [`crate::HAS_TUNNEL_PATH`]: OK when a tunnel of the
+    /// appliance is here.
+    fn has_tunnel(&self, appliance: &str) -> hyper::Response<RespBody> {
+        if !appliance.is_empty() && self.tunnels.has(appliance) {
+            grpc::status(Status::new(tonic::Code::Ok, ""))
+        } else {
+            grpc::status(Status::unavailable(format!(
+                "border-gw {}: no tunnel of appliance {appliance}",
+                self.cfg.id
+            )))
         }
     }
 
@@ -103,22 +144,15 @@ impl Gateway {
         appliance: &str,
         path: &str,
         deadline: Option<Instant>,
-    ) -> Result<hyper::Response<RespBody>, Status> {
+    ) -> Result<hyper::Response<RespBody>, Refusal> {
         if appliance.is_empty() {
-            return Err(Status::invalid_argument(format!(
-                "border-gw: no {} metadata: name the appliance to call",
-                crate::APPLIANCE_HEADER
-            )));
-        }
-        if path == crate::HAS_TUNNEL_PATH {
-            return if self.tunnels.has(appliance) {
-                Ok(grpc::status(Status::new(tonic::Code::Ok, "")))
-            } else {
-                Err(Status::unavailable(format!(
-                    "border-gw {}: no tunnel of appliance {appliance}",
-                    self.cfg.id
-                )))
-            };
+            return Err((
+                Outcome::Refused,
+                Status::invalid_argument(format!(
+                    "border-gw: no {} metadata: name the appliance to call",
+                    crate::APPLIANCE_HEADER
+                )),
+            ));
         }
         let hop = req.headers().contains_key(crate::HOP_HEADER);
         let (parts, body) = req.into_parts();
@@ -126,7 +160,10 @@ impl Gateway {
             .collect()
             .await
             .map_err(|e| {
-                Status::resource_exhausted(format!("border-gw: reading the request: {e}"))
+                (
+                    Outcome::Refused,
+                    Status::resource_exhausted(format!("border-gw: reading the request: {e}")),
+                )
             })?
             .to_bytes();
         match self
@@ -134,11 +171,14 @@ impl Gateway {
             .await
         {
             Ok(r) => Ok(r),
-            Err(Fail::Status(s)) => Err(s),
-            Err(Fail::NoLocal) if hop => Err(Status::unavailable(format!(
-                "border-gw {}: no tunnel of appliance {appliance} here any more",
-                self.cfg.id
-            ))),
+            Err(Fail::Refused(r)) => Err(r),
+            Err(Fail::NoLocal) if hop => Err((
+                Outcome::NoTunnel,
+                Status::unavailable(format!(
+                    "border-gw {}: no tunnel of appliance {appliance} here any more",
+                    self.cfg.id
+                )),
+            )),
             Err(Fail::NoLocal) => self.via_peer(&parts, body, appliance, deadline).await,
         }
     }
@@ -160,19 +200,22 @@ impl Gateway {
                 Err(Missing::NoTunnel) if last.is_empty() => return Err(Fail::NoLocal),
                 Err(Missing::NoTunnel) => break,
                 Err(Missing::AllBusy) => {
-                    return Err(Status::resource_exhausted(format!(
+                    return Err((Outcome::Busy, Status::resource_exhausted(format!(
                         "border-gw {}: every tunnel of appliance {appliance} stayed busy (waited up to {TUNNEL_WAIT:?} or the deadline)",
                         self.cfg.id
-                    ))
+                    )))
                     .into())
                 }
             };
             if !lease.methods.contains(path) {
-                return Err(Status::unimplemented(format!(
-                    "appliance {appliance} does not offer {path} (its tunnels announce {} methods)",
-                    lease.methods.len()
-                ))
-                .into());
+                return Err((
+                    Outcome::Refused,
+                    Status::unimplemented(format!(
+                        "appliance {appliance} does not offer {path} (its tunnels announce {} methods)",
+                        lease.methods.len()
+                    )),
+                )
+                    .into());
             }
             let Some(sender) = lease.sender.as_mut() else {
                 continue;
@@ -199,11 +242,14 @@ impl Gateway {
                 }
             }
         }
-        Err(Status::unavailable(format!(
-            "border-gw {}: the tunnel to appliance {appliance} failed: {last}",
-            self.cfg.id
-        ))
-        .into())
+        Err((
+            Outcome::ApplianceError,
+            Status::unavailable(format!(
+                "border-gw {}: the tunnel to appliance {appliance} failed: {last}",
+                self.cfg.id
+            )),
+        )
+            .into())
     }
 
     async fn via_peer(
@@ -212,15 +258,18 @@ impl Gateway {
         body: Bytes,
         appliance: &str,
         deadline: Option<Instant>,
-    ) -> Result<hyper::Response<RespBody>, Status> {
+    ) -> Result<hyper::Response<RespBody>, Refusal> {
         let holders = self.registry.holders(appliance).await.map_err(|e| {
-            Status::unavailable(format!(
-                "border-gw {}: the tunnel registry (Redis) failed: {e}",
-                self.cfg.id
-            ))
+            (
+                Outcome::RegistryError,
+                Status::unavailable(format!(
+                    "border-gw {}: the tunnel registry (Redis) failed: {e}",
+                    self.cfg.id
+                )),
+            )
         })?;
         if holders.is_empty() {
-            return Err(if self.cfg.appliances.contains_key(appliance) {
+            let no_tunnel = if self.cfg.appliances.contains_key(appliance) {
                 Status::unavailable(format!(
                     "appliance {appliance} has no tunnel to any gateway (is its border-mgmt running and dialling out?)"
                 ))
@@ -228,25 +277,26 @@ impl Gateway {
                 Status::not_found(format!(
                     "unknown appliance {appliance}: no gateway holds a tunnel of it"
                 ))
-            });
+            };
+            return Err((Outcome::NoTunnel, no_tunnel));
         }
         let chosen = self.first_holder(&holders, appliance).await.ok_or_else(|| {
-            Status::unavailable(format!(
+            (Outcome::NoTunnel, Status::unavailable(format!(
                 "appliance {appliance}: none of the gateways the registry names ({}) has a tunnel of it now",
                 holders.iter().map(|h| h.to_string()).collect::<Vec<_>>().join(", ")
-            ))
+            )))
         })?;
+        let gateway_error = |what: String| (Outcome::GatewayError, Status::unavailable(what));
         let mut sender = self.peers.sender(chosen).await.map_err(|e| {
-            Status::unavailable(format!("border-gw: gateway {chosen} is not reachable: {e}"))
+            gateway_error(format!("border-gw: gateway {chosen} is not reachable: {e}"))
         })?;
         let req = outgoing(parts, body, &chosen.to_string(), true, deadline);
+        self.stats.count_peer_forward();
         let resp = match sender.ready().await {
             Ok(()) => sender.send_request(req).await,
             Err(e) => Err(e),
         }
-        .map_err(|e| {
-            Status::unavailable(format!("border-gw: gateway {chosen} failed mid-call: {e}"))
-        })?;
+        .map_err(|e| gateway_error(format!("border-gw: gateway {chosen} failed mid-call: {e}")))?;
         let what = format!("gateway {chosen}");
         Ok(resp.map(|b| grpc::EndsWithStatus::new(b, what).boxed_unsync()))
     }

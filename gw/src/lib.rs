@@ -6,6 +6,7 @@
 //! [`api`] accepts calls and [`forward`] routes each one: to a local
 //! tunnel, or through the gateway that holds one ([`peers`]), found in the
 //! Redis [`registry`]. [`drain`] closes tunnels cleanly on the way out.
+//! [`metrics`] exports what [`stats`], the tunnels and the registry count.
 #![deny(unsafe_code)]
 
 pub mod agents;
@@ -14,9 +15,11 @@ pub mod config;
 pub mod drain;
 pub mod forward;
 pub mod grpc;
+pub mod metrics;
 pub mod peers;
 pub mod registry;
 pub mod run;
+pub mod stats;
 pub mod tls;
 pub mod tunnels;
 

@@ -11,6 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,6 +30,21 @@ pub struct Registry {
     gateway: String,
     member: String,
     ttl: Duration,
+    /// Failed round trips and what is published (the metrics).
+    pub counters: RegistryCounters,
+}
+
+/// The registry's side of the metrics.
+#[derive(Debug, Default)]
+pub struct RegistryCounters {
+    /// Lookups (which gateways hold an appliance) that failed.
+    pub lookup_errors: AtomicU64,
+    /// Publishes of this gateway's tunnels that failed.
+    pub publish_errors: AtomicU64,
+    /// Appliances this gateway's entries in Redis name (as last published).
+    pub entries: AtomicU64,
+    /// 1 while the last round trip to Redis succeeded.
+    pub up: AtomicU64,
 }
 
 impl std::fmt::Debug for Registry {
@@ -68,6 +84,7 @@ impl Registry {
             gateway: gateway.to_string(),
             member: advertise.to_string(),
             ttl,
+            counters: RegistryCounters::default(),
         })
     }
 
@@ -103,6 +120,9 @@ impl Registry {
         if r.is_err() {
             *self.conn.lock().await = None;
         }
+        self.counters
+            .up
+            .store(u64::from(r.is_ok()), Ordering::Relaxed);
         r
     }
 
@@ -114,7 +134,10 @@ impl Registry {
             .query(|p| {
                 p.cmd("ZRANGEBYSCORE").arg(&key).arg(now).arg("+inf");
             })
-            .await?;
+            .await
+            .inspect_err(|_| {
+                self.counters.lookup_errors.fetch_add(1, Ordering::Relaxed);
+            })?;
         Ok(members
             .iter()
             .filter(|m| **m != self.member)
@@ -190,8 +213,12 @@ impl Registry {
                         failing = false;
                     }
                     published = counts.keys().cloned().collect();
+                    self.counters
+                        .entries
+                        .store(published.len() as u64, Ordering::Relaxed);
                 }
                 Err(e) => {
+                    self.counters.publish_errors.fetch_add(1, Ordering::Relaxed);
                     if !failing {
                         tracing::warn!(error = %e, "registry: cannot publish the tunnels to Redis (retrying)");
                         failing = true;
@@ -200,8 +227,12 @@ impl Registry {
             }
         }
         let all: Vec<String> = published.into_iter().collect();
-        if let Err(e) = self.publish(&HashMap::new(), &all).await {
-            tracing::warn!(error = %e, "registry: cannot remove this gateway's entries from Redis");
+        match self.publish(&HashMap::new(), &all).await {
+            Ok(()) => self.counters.entries.store(0, Ordering::Relaxed),
+            Err(e) => {
+                self.counters.publish_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "registry: cannot remove this gateway's entries from Redis");
+            }
         }
     }
 }

@@ -34,6 +34,10 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
     let peer_tls = crate::tls::peer_client_config(&cfg)?;
     let agents = bind("agent_listen", cfg.agent_listen).await?;
     let api = bind("api_listen", cfg.api_listen).await?;
+    let metrics = match cfg.metrics_listen {
+        Some(m) => Some(bind("metrics_listen", m).await?),
+        None => None,
+    };
     let tunnels = Arc::new(Tunnels::default());
     let registry = Arc::new(Registry::new(
         &cfg.redis,
@@ -46,8 +50,14 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         tunnels: tunnels.clone(),
         registry: registry.clone(),
         peers: Arc::new(crate::peers::Peers::new(peer_tls)),
+        stats: Arc::default(),
     });
     let (stop_tx, stop) = watch::channel(false);
+    if let Some(listener) = metrics {
+        let serve =
+            crate::metrics::serve(listener, gw.clone(), cfg.metrics_connections, stop.clone());
+        tokio::spawn(serve);
+    }
     let accepting = [
         tokio::spawn(crate::agents::accept(
             agents,
@@ -63,6 +73,7 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         id = %cfg.id,
         agent_listen = %cfg.agent_listen,
         api_listen = %cfg.api_listen,
+        metrics_listen = %cfg.metrics_listen.map_or("none".to_string(), |m| m.to_string()),
         advertise = %cfg.advertise,
         appliances = cfg.appliances.len(),
         "border-gw running"

@@ -6,6 +6,7 @@
 //! ends.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -34,6 +35,19 @@ pub struct Tunnels {
     /// Bumped on every change of the counts (the registry follows it).
     pub changed: watch::Sender<u64>,
     draining: std::sync::atomic::AtomicBool,
+    /// Tunnels opened, closed and refused since the start (the metrics).
+    pub counters: TunnelCounters,
+}
+
+/// Tunnels opened, closed and refused since the start.
+#[derive(Debug, Default)]
+pub struct TunnelCounters {
+    /// Tunnels accepted (pinned, preface answered, HTTP/2 up).
+    pub opened: AtomicU64,
+    /// Accepted tunnels that closed since.
+    pub closed: AtomicU64,
+    /// Tunnels refused (TLS, preface, pin), or that timed out opening.
+    pub refused: AtomicU64,
 }
 
 impl std::fmt::Debug for Tunnels {
@@ -87,6 +101,7 @@ impl Default for Tunnels {
             inner: Mutex::new(HashMap::new()),
             changed: watch::channel(0).0,
             draining: std::sync::atomic::AtomicBool::new(false),
+            counters: TunnelCounters::default(),
         }
     }
 }
@@ -114,6 +129,7 @@ impl Tunnels {
         a.idle.push(Idle { id, sender });
         a.freed.notify_one();
         drop(m);
+        self.counters.opened.fetch_add(1, Ordering::Relaxed);
         self.bump();
     }
 
@@ -128,6 +144,7 @@ impl Tunnels {
             }
         }
         drop(m);
+        self.counters.closed.fetch_add(1, Ordering::Relaxed);
         self.bump();
     }
 

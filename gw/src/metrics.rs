@@ -1,0 +1,291 @@
+//! border-gw's Prometheus exporter: text exposition format (0.0.4) at
+//! `metrics_listen`/metrics over HTTP/1.1, at most `metrics_connections`
+//! connections open at once (docs/fleet.md lists the metrics). Rendered
+//! from the gateway's own counters: its tunnels, its calls, its registry.
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::forward::Gateway;
+use crate::stats::{Outcome, LATENCY_BUCKETS};
+
+/// Content type of the text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A label value as the text format quotes it.
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+struct Out(String);
+
+impl Out {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}");
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: impl std::fmt::Display) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            let l: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
+                .collect();
+            let _ = write!(self.0, "{{{}}}", l.join(","));
+        }
+        let _ = writeln!(self.0, " {v}");
+    }
+
+    /// A family of one unlabelled sample.
+    fn one(&mut self, name: &str, kind: &str, help: &str, v: u64) {
+        self.family(name, kind, help);
+        self.sample(name, &[], v);
+    }
+}
+
+fn load(a: &AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+/// Every metric of the gateway; `refused_scrapes` are metrics connections
+/// closed for the bound.
+pub fn render(gw: &Gateway, refused_scrapes: u64) -> String {
+    let mut o = Out(String::with_capacity(4 << 10));
+    o.one("border_gw_up", "gauge", "1 while border-gw runs", 1);
+    o.family(
+        "border_gw_info",
+        "gauge",
+        "the gateway's id and version (always 1)",
+    );
+    o.sample(
+        "border_gw_info",
+        &[("id", &gw.cfg.id), ("version", env!("CARGO_PKG_VERSION"))],
+        1,
+    );
+    tunnels(&mut o, gw);
+    calls(&mut o, gw);
+    registry(&mut o, gw);
+    o.one(
+        "border_gw_metrics_connections_refused_total",
+        "counter",
+        "connections to metrics_listen closed at once because metrics_connections were open",
+        refused_scrapes,
+    );
+    o.0
+}
+
+fn tunnels(o: &mut Out, gw: &Gateway) {
+    let mut counts: Vec<(String, usize)> = gw.tunnels.counts().into_iter().collect();
+    counts.sort();
+    o.family(
+        "border_gw_appliance_tunnels",
+        "gauge",
+        "tunnels this gateway holds, per appliance",
+    );
+    for (appliance, n) in &counts {
+        o.sample(
+            "border_gw_appliance_tunnels",
+            &[("appliance", appliance)],
+            n,
+        );
+    }
+    let all: usize = counts.iter().map(|(_, n)| n).sum();
+    o.one(
+        "border_gw_tunnels",
+        "gauge",
+        "tunnels this gateway holds, all appliances",
+        all as u64,
+    );
+    let c = &gw.tunnels.counters;
+    o.one(
+        "border_gw_tunnel_opens_total",
+        "counter",
+        "tunnels accepted (certificate pinned for the appliance id, HTTP/2 up)",
+        load(&c.opened),
+    );
+    o.one(
+        "border_gw_tunnel_closes_total",
+        "counter",
+        "accepted tunnels that closed (retired idle, drained, lost)",
+        load(&c.closed),
+    );
+    o.one(
+        "border_gw_tunnel_refusals_total",
+        "counter",
+        "tunnels refused before they opened (TLS, not a preface, certificate not pinned, too slow)",
+        load(&c.refused),
+    );
+}
+
+fn calls(o: &mut Out, gw: &Gateway) {
+    let s = &gw.stats;
+    o.family(
+        "border_gw_calls_total",
+        "counter",
+        "control-plane calls by outcome (HasTunnel probes between gateways are not counted)",
+    );
+    for outcome in Outcome::ALL {
+        o.sample(
+            "border_gw_calls_total",
+            &[("outcome", outcome.as_str())],
+            s.calls(outcome),
+        );
+    }
+    o.one(
+        "border_gw_peer_forwards_total",
+        "counter",
+        "calls sent on to the gateway holding a tunnel of the appliance",
+        s.peer_forwards(),
+    );
+    let name = "border_gw_forward_seconds";
+    o.family(
+        name,
+        "histogram",
+        "forwarded calls (outcome ok or appliance_error): from the call's arrival to its answer's head",
+    );
+    let cumulative = s.forward_latency.cumulative();
+    for (bound, n) in LATENCY_BUCKETS.iter().zip(&cumulative) {
+        o.sample(&format!("{name}_bucket"), &[("le", &bound.to_string())], n);
+    }
+    let count = cumulative.last().copied().unwrap_or(0);
+    o.sample(&format!("{name}_bucket"), &[("le", "+Inf")], count);
+    o.sample(&format!("{name}_sum"), &[], s.forward_latency.sum_seconds());
+    o.sample(&format!("{name}_count"), &[], count);
+}
+
+fn registry(o: &mut Out, gw: &Gateway) {
+    let c = &gw.registry.counters;
+    o.family(
+        "border_gw_registry_errors_total",
+        "counter",
+        "Redis round trips that failed or timed out, by operation (lookup: which gateway holds an appliance; publish: this gateway's tunnels)",
+    );
+    o.sample(
+        "border_gw_registry_errors_total",
+        &[("op", "lookup")],
+        load(&c.lookup_errors),
+    );
+    o.sample(
+        "border_gw_registry_errors_total",
+        &[("op", "publish")],
+        load(&c.publish_errors),
+    );
+    o.one(
+        "border_gw_registry_entries",
+        "gauge",
+        "appliances this gateway's registry entries name, as last published to Redis",
+        load(&c.entries),
+    );
+    o.one(
+        "border_gw_registry_up",
+        "gauge",
+        "1 when the last round trip to Redis succeeded",
+        load(&c.up),
+    );
+}
+
+fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn handle(gw: &Gateway, refused: &AtomicU64, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    match req.uri().path() {
+        "/metrics" => {}
+        "/" => return text(StatusCode::OK, "border-gw: metrics at /metrics\n"),
+        _ => {
+            return text(
+                StatusCode::NOT_FOUND,
+                "not found: metrics are at /metrics\n",
+            )
+        }
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "GET /metrics\n");
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("GET, HEAD"),
+        );
+        return r;
+    }
+    let mut r = Response::new(Full::new(Bytes::from(render(gw, load(refused)))));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(CONTENT_TYPE),
+    );
+    r
+}
+
+/// Serves `/metrics` on `listener` until `shutdown`, with at most
+/// `max_connections` open at once: one beyond is closed at once and counted.
+pub async fn serve(
+    listener: TcpListener,
+    gw: Arc<Gateway>,
+    max_connections: u32,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(max_connections as usize));
+    let refused = Arc::new(AtomicU64::new(0));
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refused.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%peer, "metrics: metrics_connections reached: connection closed");
+            continue;
+        };
+        let (gw, refused) = (gw.clone(), refused.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            let svc = hyper::service::service_fn(move |req| {
+                let r = handle(&gw, &refused, &req);
+                async move { Ok::<_, Infallible>(r) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), svc);
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "metrics connection ended");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
