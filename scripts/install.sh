@@ -27,7 +27,7 @@ case "$PREFIX" in
   /*) ;;
   *) die "PREFIX must be an absolute path, not '$PREFIX'" ;;
 esac
-for b in border-dp border-mgmt borderctl; do
+for b in border-dp border-mgmt border-gw borderctl; do
   [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b is missing: run 'cargo build --release --bins' first (or set BIN_DIR)"
 done
 
@@ -39,10 +39,10 @@ confdir=$DESTDIR/etc/border
 
 install -d -m 0755 "$bindir" "$unitdir" "$docdir" "$sharedir/grafana"
 install -d -m 0755 "$confdir"
-for b in border-dp border-mgmt borderctl; do
+for b in border-dp border-mgmt border-gw borderctl; do
   install -m 0755 "$BIN_DIR/$b" "$bindir/$b"
 done
-for u in border-dp@.service border-mgmt@.service; do
+for u in border-dp@.service border-mgmt@.service border-gw@.service; do
   # The units name /usr/bin and /usr/share/doc (the Debian package's paths).
   sed -e "s|/usr/bin/border-|$PREFIX/bin/border-|g" \
       -e "s|/usr/share/doc/border/|$PREFIX/share/doc/border/|g" \
@@ -59,4 +59,5 @@ if [ -z "$DESTDIR" ] && command -v systemctl >/dev/null && [ -d /run/systemd/sys
   systemctl daemon-reload
   echo "next: write /etc/border/<instance>.toml (see /etc/border/border.example.toml), then"
   echo "  systemctl enable --now border-dp@<instance> border-mgmt@<instance>"
+  echo "a fleet gateway: /etc/border/gw-<name>.toml (docs/fleet.md), then systemctl enable --now border-gw@<name>"
 fi

@@ -13,6 +13,7 @@ use std::process::Command;
 const BORDERCTL: &str = env!("CARGO_BIN_EXE_borderctl");
 const BORDER_MGMT: &str = env!("CARGO_BIN_EXE_border-mgmt");
 const BORDER_DP: &str = env!("CARGO_BIN_EXE_border-dp");
+const BORDER_GW: &str = env!("CARGO_BIN_EXE_border-gw");
 
 /// Words of a help that promise what is not there (yet).
 const STALE: &[&str] = &[
@@ -142,6 +143,7 @@ fn all_helps() -> Vec<(String, String)> {
     let mut all = borderctl_helps();
     all.push(("border-mgmt".into(), help(BORDER_MGMT, &[])));
     all.push(("border-dp".into(), help(BORDER_DP, &[])));
+    all.push(("border-gw".into(), help(BORDER_GW, &[])));
     all
 }
 
@@ -216,28 +218,72 @@ fn border_mgmt_and_border_dp_flags_are_documented_and_exist() {
     ]
     .map(repo)
     .join("\n");
-    let documented = long_flags(&docs);
     for (program, bin) in [("border-mgmt", BORDER_MGMT), ("border-dp", BORDER_DP)] {
         let offered = offered_flags(&help(bin, &[]));
         assert!(offered.contains("--config") && offered.contains("--check-config"));
-        let missing: Vec<_> = offered.difference(&documented).collect();
+        flags_match_the_docs(program, &offered, &docs);
+    }
+}
+
+#[test]
+fn border_gw_flags_are_documented_and_exist() {
+    let offered = offered_flags(&help(BORDER_GW, &[]));
+    assert_eq!(
+        offered,
+        ["--check", "--config"].map(String::from).into(),
+        "border-gw --help"
+    );
+    let docs = ["docs/fleet.md", "docs/operations.md", "README.md"]
+        .map(repo)
+        .join("\n");
+    flags_match_the_docs("border-gw", &offered, &docs);
+    // docs/fleet.md's section on the gateway gives every flag.
+    let fleet = repo("docs/fleet.md");
+    let gateway = section(&fleet, "The gateway: border-gw");
+    assert!(gateway.contains("border-gw --config"));
+    let missing: Vec<_> = offered.difference(&long_flags(gateway)).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/fleet.md (## The gateway: border-gw) does not give border-gw {missing:?}"
+    );
+    // Every config key the help names (`agent_listen`, `tls.api_fingerprints`)
+    // is one docs/fleet.md documents.
+    let h = help(BORDER_GW, &[]);
+    let keys: BTreeSet<&str> = h
+        .split(|c: char| !(c.is_ascii_lowercase() || c == '_' || c == '.'))
+        .map(|w| w.trim_matches('.'))
+        .filter(|w| w.contains('_') && !w.starts_with('_') && !w.ends_with('_'))
+        .collect();
+    assert!(keys.contains("agent_listen"), "{keys:?}");
+    for key in keys {
+        let last = key.rsplit('.').next().unwrap_or(key);
         assert!(
-            missing.is_empty(),
-            "`{program} --help` offers {missing:?}: not in the docs"
+            gateway.contains(&format!("{last} =")) || gateway.contains(&format!("`{key}`")),
+            "`border-gw --help` names {key}, which docs/fleet.md (## The gateway: border-gw) does not document"
         );
-        // `border-dp --x` / border-dp `--x` in the docs: a flag it has.
-        for text in docs.split(program).skip(1) {
-            let next = text.trim_start_matches([' ', '`']);
-            if !next.starts_with("--") || text.starts_with(['-', '\'']) {
-                continue;
-            }
-            let mut flag = long_flags(next.split_whitespace().next().unwrap());
-            flag.retain(|f| f != "--help" && f != "--version");
-            assert!(
-                flag.is_subset(&offered),
-                "the docs give {program} {flag:?}, which its --help does not offer"
-            );
+    }
+}
+
+/// Every flag `program --help` offers is in `docs`, and every
+/// `program --x` / program `--x` the docs give is a flag it offers.
+fn flags_match_the_docs(program: &str, offered: &BTreeSet<String>, docs: &str) {
+    let documented = long_flags(docs);
+    let missing: Vec<_> = offered.difference(&documented).collect();
+    assert!(
+        missing.is_empty(),
+        "`{program} --help` offers {missing:?}: not in the docs"
+    );
+    for text in docs.split(program).skip(1) {
+        let next = text.trim_start_matches([' ', '`']);
+        if !next.starts_with("--") || text.starts_with(['-', '\'']) {
+            continue;
         }
+        let mut flag = long_flags(next.split_whitespace().next().unwrap());
+        flag.retain(|f| f != "--help" && f != "--version");
+        assert!(
+            flag.is_subset(offered),
+            "the docs give {program} {flag:?}, which its --help does not offer"
+        );
     }
 }
 

@@ -185,6 +185,7 @@ struct Gw {
     id: &'static str,
     agent: u16,
     api: u16,
+    metrics: u16,
     config: PathBuf,
     proc: Option<Proc>,
 }
@@ -202,11 +203,17 @@ struct Pins {
     rogue: String,
 }
 
+/// Connections each gateway's exporter takes at once (small: the metrics
+/// test fills them).
+const METRICS_CONNECTIONS: usize = 2;
+
+#[allow(clippy::too_many_arguments)]
 fn gw_config(
     dir: &Path,
     id: &str,
     agent: u16,
     api: u16,
+    metrics: u16,
     redis: u16,
     api_pins: &[&str],
     ams1: &str,
@@ -216,6 +223,8 @@ fn gw_config(
         r#"id = "{id}"
 agent_listen = "127.0.0.1:{agent}"
 api_listen = "127.0.0.1:{api}"
+metrics_listen = "127.0.0.1:{metrics}"
+metrics_connections = {METRICS_CONNECTIONS}
 redis = "redis://127.0.0.1:{redis}/0"
 registry_ttl_ms = 1500
 
@@ -311,7 +320,7 @@ impl Fleet {
         let redis = start_redis(&dir.0, redis_port);
         let mut gws = Vec::new();
         for id in ["gw1", "gw2"] {
-            let (agent, api) = (free_port(), free_port());
+            let (agent, api, metrics) = (free_port(), free_port(), free_port());
             let config = dir.path(&format!("{id}.toml"));
             std::fs::write(
                 &config,
@@ -320,6 +329,7 @@ impl Fleet {
                     id,
                     agent,
                     api,
+                    metrics,
                     redis_port,
                     &[&ctl, &fp1, &fp2],
                     &ams1,
@@ -330,6 +340,7 @@ impl Fleet {
                 id,
                 agent,
                 api,
+                metrics,
                 config,
                 proc: None,
             });
@@ -382,6 +393,26 @@ impl Fleet {
         BorderMgmt::start(&cfg, self.dir.path(&format!("{instance}.log")))
     }
 
+    /// Gateway `i`'s `/metrics`.
+    fn scrape(&self, i: usize) -> Metrics {
+        let out = self.try_scrape(i);
+        assert!(out.starts_with("HTTP/1.1 200"), "{out:?}");
+        assert!(out.contains("text/plain; version=0.0.4"), "{out}");
+        Metrics(out)
+    }
+
+    /// What gateway `i`'s exporter answers to `GET /metrics` (empty when it
+    /// closed the connection at once).
+    fn try_scrape(&self, i: usize) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.gws[i].metrics)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
     /// borderctl through gateway `i` to `appliance`.
     fn ctl(&self, i: usize, appliance: &str, args: &[&str]) -> (i32, String, String) {
         let gw = format!("tcp://127.0.0.1:{}", self.gws[i].api);
@@ -421,6 +452,25 @@ impl Fleet {
             .await
             .unwrap();
         mgmt::client::routed(ch, mgmt::client::Route::to(appliance).unwrap()).border
+    }
+}
+
+/// A scrape of a gateway's exporter.
+struct Metrics(String);
+
+impl Metrics {
+    /// The value of `series` (`name` or `name{labels}` as rendered).
+    fn get(&self, series: &str) -> f64 {
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {series} in\n{}", self.0))
+            .parse()
+            .unwrap()
+    }
+
+    fn calls(&self, outcome: &str) -> f64 {
+        self.get(&format!("border_gw_calls_total{{outcome=\"{outcome}\"}}"))
     }
 }
 
@@ -668,6 +718,9 @@ fn refusals_are_clear_and_nothing_hangs() {
         },
     );
     assert_eq!(registry_count(port, "gw1", "ams-2"), 0);
+    let m = fleet.scrape(0);
+    assert!(m.get("border_gw_tunnel_refusals_total") >= 1.0);
+    assert_eq!(m.get("border_gw_tunnel_opens_total"), 0.0);
     // A known appliance with no tunnel: UNAVAILABLE, at once.
     let (code, _, err) = fleet.ctl(0, "ams-2", &["status"]);
     assert_eq!(code, 1);
@@ -760,5 +813,151 @@ fn refusals_are_clear_and_nothing_hangs() {
             c.get_status(req).await.is_ok()
         })
     });
+    assert!(!ams.log_text().contains("panicked"));
+}
+
+#[test]
+fn the_gateways_metrics_follow_tunnels_calls_and_the_registry() {
+    let mut fleet = Fleet::new("fl-met");
+    let m = fleet.scrape(0);
+    assert_eq!(m.get("border_gw_up"), 1.0);
+    assert_eq!(m.get("border_gw_tunnels"), 0.0);
+    assert_eq!(m.get("border_gw_tunnel_opens_total"), 0.0);
+    assert!(
+        m.0.contains("border_gw_info{id=\"gw1\",version=\""),
+        "{}",
+        m.0
+    );
+
+    // The agent opens 10 tunnels to gw1: counted, published, per appliance.
+    let ams = fleet.appliance("fl-ams4", "ams-1", "ams1");
+    let port = fleet.redis_port;
+    wait_for(
+        "10 tunnels in gw1's metrics",
+        Duration::from_secs(10),
+        || fleet.scrape(0).get("border_gw_tunnels") == 10.0,
+    );
+    wait_for("the registry entry", Duration::from_secs(5), || {
+        registry_count(port, "gw1", "ams-1") == 10
+    });
+    let m = fleet.scrape(0);
+    assert_eq!(
+        m.get("border_gw_appliance_tunnels{appliance=\"ams-1\"}"),
+        10.0
+    );
+    assert_eq!(m.get("border_gw_tunnel_opens_total"), 10.0);
+    assert_eq!(m.get("border_gw_tunnel_closes_total"), 0.0);
+    assert_eq!(m.get("border_gw_registry_entries"), 1.0);
+    assert_eq!(m.get("border_gw_registry_up"), 1.0);
+    assert_eq!(fleet.scrape(1).get("border_gw_tunnels"), 0.0);
+
+    // 5 calls through gw1, one through gw2 (sent on to gw1), one for an
+    // unknown appliance: each counted by outcome, the forwarded ones timed.
+    const CALLS: usize = 5;
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = fleet.client(0, "ams-1").await;
+        for _ in 0..CALLS {
+            c.get_status(mgmt::pb::GetStatusRequest::default())
+                .await
+                .unwrap();
+        }
+        let mut c = fleet.client(1, "ams-1").await;
+        c.get_status(mgmt::pb::GetStatusRequest::default())
+            .await
+            .unwrap();
+        let mut c = fleet.client(0, "nope").await;
+        let st = c
+            .get_status(mgmt::pb::GetStatusRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(st.code(), tonic::Code::NotFound, "{st:?}");
+    });
+    let (m1, m2) = (fleet.scrape(0), fleet.scrape(1));
+    assert_eq!(m1.calls("ok"), (CALLS + 1) as f64, "gw1: its own and gw2's");
+    assert_eq!(m1.calls("no_tunnel"), 1.0);
+    assert_eq!(m1.calls("appliance_error"), 0.0);
+    assert_eq!(m1.calls("deadline"), 0.0);
+    assert_eq!(m1.get("border_gw_peer_forwards_total"), 0.0);
+    assert_eq!(
+        m1.get("border_gw_forward_seconds_count"),
+        (CALLS + 1) as f64
+    );
+    assert_eq!(
+        m1.get("border_gw_forward_seconds_bucket{le=\"+Inf\"}"),
+        (CALLS + 1) as f64
+    );
+    let sum = m1.get("border_gw_forward_seconds_sum");
+    assert!(sum > 0.0 && sum < 5.0, "{sum}");
+    assert_eq!(m2.calls("ok"), 1.0);
+    assert_eq!(m2.get("border_gw_peer_forwards_total"), 1.0);
+    assert_eq!(m2.get("border_gw_forward_seconds_count"), 1.0);
+    assert_eq!(m2.calls("no_tunnel"), 0.0);
+    eprintln!(
+        "gw1 forward latency: {:.2} ms mean over {} calls",
+        sum * 1000.0 / (CALLS + 1) as f64,
+        CALLS + 1
+    );
+
+    // Idle, the pool shrinks back to 2: the closes are counted.
+    wait_for("the pool back at 2", Duration::from_secs(8), || {
+        fleet.scrape(0).get("border_gw_tunnels") == 2.0
+    });
+    let m = fleet.scrape(0);
+    let (opens, closes) = (
+        m.get("border_gw_tunnel_opens_total"),
+        m.get("border_gw_tunnel_closes_total"),
+    );
+    assert_eq!(opens - closes, 2.0, "opens {opens}, closes {closes}");
+    assert!(closes >= 8.0, "{closes}");
+
+    // The exporter takes METRICS_CONNECTIONS connections at once; one more
+    // is closed at once and counted.
+    let held: Vec<std::net::TcpStream> = (0..METRICS_CONNECTIONS)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", fleet.gws[0].metrics)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(fleet.try_scrape(0), "", "a connection beyond the bound");
+    drop(held);
+    let mut m = None;
+    wait_for(
+        "a scrape after the held ones closed",
+        Duration::from_secs(5),
+        || {
+            let out = fleet.try_scrape(0);
+            let ok = out.starts_with("HTTP/1.1 200");
+            if ok {
+                m = Some(Metrics(out));
+            }
+            ok
+        },
+    );
+    let refused = m
+        .unwrap()
+        .get("border_gw_metrics_connections_refused_total");
+    assert!(refused >= 1.0, "{refused}");
+
+    // Redis gone: gw2's lookup fails (a registry_error call), gw1's
+    // publishes fail; both counted, and the registry reads down.
+    fleet.redis.take().unwrap().kill9();
+    rt.block_on(async {
+        let mut c = fleet.client(1, "ams-1").await;
+        let st = c
+            .get_status(mgmt::pb::GetStatusRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(st.code(), tonic::Code::Unavailable, "{st:?}");
+    });
+    let m2 = fleet.scrape(1);
+    assert_eq!(m2.calls("registry_error"), 1.0);
+    assert!(m2.get("border_gw_registry_errors_total{op=\"lookup\"}") >= 1.0);
+    assert_eq!(m2.get("border_gw_registry_up"), 0.0);
+    wait_for("gw1's publish errors", Duration::from_secs(5), || {
+        fleet
+            .scrape(0)
+            .get("border_gw_registry_errors_total{op=\"publish\"}")
+            >= 1.0
+    });
+    assert_eq!(fleet.scrape(0).get("border_gw_registry_up"), 0.0);
     assert!(!ams.log_text().contains("panicked"));
 }

@@ -15,8 +15,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-const UNITS: [&str; 2] = ["border-dp@.service", "border-mgmt@.service"];
-const BINARIES: [&str; 3] = ["border-dp", "border-mgmt", "borderctl"];
+const UNITS: [&str; 3] = [
+    "border-dp@.service",
+    "border-mgmt@.service",
+    "border-gw@.service",
+];
+const BINARIES: [&str; 4] = ["border-dp", "border-mgmt", "border-gw", "borderctl"];
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -211,6 +215,49 @@ fn units_are_hardened_as_documented() {
 }
 
 #[test]
+fn the_gateway_unit_is_hardened_and_drains_on_stop() {
+    let gw = unit_keys(
+        &std::fs::read_to_string(repo().join("deploy/systemd/border-gw@.service")).unwrap(),
+    );
+    for (k, v) in [
+        ("ProtectSystem", "strict"),
+        ("NoNewPrivileges", "yes"),
+        ("ProtectHome", "yes"),
+        ("PrivateTmp", "yes"),
+        ("PrivateDevices", "yes"),
+        ("ProtectKernelModules", "yes"),
+        ("MemoryDenyWriteExecute", "yes"),
+        ("SystemCallFilter", "@system-service"),
+        ("AmbientCapabilities", ""),
+        // Binding below 1024 at most; nothing else of root's.
+        ("CapabilityBoundingSet", "CAP_NET_BIND_SERVICE"),
+        ("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6 AF_NETLINK"),
+        ("Restart", "on-failure"),
+        ("ConditionPathExists", "/etc/border/gw-%i.toml"),
+        (
+            "ExecStartPre",
+            "/usr/bin/border-gw --config /etc/border/gw-%i.toml --check",
+        ),
+        ("ExecStart", "/usr/bin/border-gw --config /etc/border/gw-%i.toml"),
+        ("Documentation", "file:/usr/share/doc/border/fleet.md"),
+    ] {
+        assert_eq!(gw.get(k).map(String::as_str), Some(v), "border-gw: {k}");
+    }
+    // Nothing writable: no state on disk.
+    assert!(!gw.contains_key("ReadWritePaths"));
+    assert!(!gw.contains_key("StateDirectory"));
+    // A drain (SIGTERM) takes up to 3 s for busy tunnels, then Redis.
+    let stop: u64 = gw["TimeoutStopSec"].parse().unwrap();
+    assert!(stop >= 10, "{stop}");
+    // Every tunnel is a file descriptor.
+    let nofile: u64 = gw["LimitNOFILE"].parse().unwrap();
+    assert!(nofile >= 65536, "{nofile}");
+    // The flags the unit passes exist (cli_help checks the docs).
+    let help = run_ok(Command::new(env!("CARGO_BIN_EXE_border-gw")).arg("--help"));
+    assert!(help.contains("--config") && help.contains("--check"), "{help}");
+}
+
+#[test]
 fn install_sh_installs_every_file_with_its_mode_and_the_units_verify() {
     let s = Scratch::new("install");
     let t = Instant::now();
@@ -225,6 +272,12 @@ fn install_sh_installs_every_file_with_its_mode_and_the_units_verify() {
         );
     }
     verify_units(&s.0, "lab");
+    let gw_unit =
+        std::fs::read_to_string(s.0.join("usr/lib/systemd/system/border-gw@.service")).unwrap();
+    assert!(
+        gw_unit.contains("ExecStart=/usr/bin/border-gw --config /etc/border/gw-%i.toml"),
+        "{gw_unit}"
+    );
     eprintln!("install.sh + verify: {:?}", t.elapsed());
 
     // Another prefix: the units follow it.

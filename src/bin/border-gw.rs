@@ -19,8 +19,11 @@ const PROGRAM: &str = "border-gw";
 /// that appliance here, or to the gateway that holds one, found in the
 /// Redis registry (`borderctl --gateway tcp://GW --appliance ID ...`).
 ///
-/// SIGINT/SIGTERM drain: the tunnels are told to close (their agents
+/// With metrics_listen set, Prometheus metrics (tunnels per appliance,
+/// calls by outcome, forward latency, registry errors) are at /metrics
+/// there. SIGINT/SIGTERM drain: the tunnels are told to close (their agents
 /// reconnect to their next gateway at once), the registry entries removed.
+/// The unit border-gw@NAME.service runs /etc/border/gw-NAME.toml.
 /// See docs/fleet.md.
 #[derive(Parser, Debug)]
 #[command(name = "border-gw", version, about, long_about)]
