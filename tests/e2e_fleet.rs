@@ -866,6 +866,13 @@ fn the_gateways_metrics_follow_tunnels_calls_and_the_registry() {
         c.get_status(mgmt::pb::GetStatusRequest::default())
             .await
             .unwrap();
+        // The appliance refuses this one itself (no such VIP).
+        let mut c = fleet.client(0, "ams-1").await;
+        let st = c
+            .set_backend(mgmt::pb::SetBackendRequest::default())
+            .await
+            .unwrap_err();
+        assert!(!st.message().contains("border-gw"), "{st:?}");
         let mut c = fleet.client(0, "nope").await;
         let st = c
             .get_status(mgmt::pb::GetStatusRequest::default())
@@ -876,16 +883,17 @@ fn the_gateways_metrics_follow_tunnels_calls_and_the_registry() {
     let (m1, m2) = (fleet.scrape(0), fleet.scrape(1));
     assert_eq!(m1.calls("ok"), (CALLS + 1) as f64, "gw1: its own and gw2's");
     assert_eq!(m1.calls("no_tunnel"), 1.0);
-    assert_eq!(m1.calls("appliance_error"), 0.0);
+    assert_eq!(m1.calls("appliance_error"), 1.0, "the appliance's refusal");
     assert_eq!(m1.calls("deadline"), 0.0);
     assert_eq!(m1.get("border_gw_peer_forwards_total"), 0.0);
+    // Timed: the ok ones and the appliance's refusal.
     assert_eq!(
         m1.get("border_gw_forward_seconds_count"),
-        (CALLS + 1) as f64
+        (CALLS + 2) as f64
     );
     assert_eq!(
         m1.get("border_gw_forward_seconds_bucket{le=\"+Inf\"}"),
-        (CALLS + 1) as f64
+        (CALLS + 2) as f64
     );
     let sum = m1.get("border_gw_forward_seconds_sum");
     assert!(sum > 0.0 && sum < 5.0, "{sum}");
@@ -895,8 +903,8 @@ fn the_gateways_metrics_follow_tunnels_calls_and_the_registry() {
     assert_eq!(m2.calls("no_tunnel"), 0.0);
     eprintln!(
         "gw1 forward latency: {:.2} ms mean over {} calls",
-        sum * 1000.0 / (CALLS + 1) as f64,
-        CALLS + 1
+        sum * 1000.0 / (CALLS + 2) as f64,
+        CALLS + 2
     );
 
     // Idle, the pool shrinks back to 2: the closes are counted.

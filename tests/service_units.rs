@@ -231,14 +231,20 @@ fn the_gateway_unit_is_hardened_and_drains_on_stop() {
         ("AmbientCapabilities", ""),
         // Binding below 1024 at most; nothing else of root's.
         ("CapabilityBoundingSet", "CAP_NET_BIND_SERVICE"),
-        ("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6 AF_NETLINK"),
+        (
+            "RestrictAddressFamilies",
+            "AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+        ),
         ("Restart", "on-failure"),
         ("ConditionPathExists", "/etc/border/gw-%i.toml"),
         (
             "ExecStartPre",
             "/usr/bin/border-gw --config /etc/border/gw-%i.toml --check",
         ),
-        ("ExecStart", "/usr/bin/border-gw --config /etc/border/gw-%i.toml"),
+        (
+            "ExecStart",
+            "/usr/bin/border-gw --config /etc/border/gw-%i.toml",
+        ),
         ("Documentation", "file:/usr/share/doc/border/fleet.md"),
     ] {
         assert_eq!(gw.get(k).map(String::as_str), Some(v), "border-gw: {k}");
@@ -254,7 +260,10 @@ fn the_gateway_unit_is_hardened_and_drains_on_stop() {
     assert!(nofile >= 65536, "{nofile}");
     // The flags the unit passes exist (cli_help checks the docs).
     let help = run_ok(Command::new(env!("CARGO_BIN_EXE_border-gw")).arg("--help"));
-    assert!(help.contains("--config") && help.contains("--check"), "{help}");
+    assert!(
+        help.contains("--config") && help.contains("--check"),
+        "{help}"
+    );
 }
 
 #[test]
