@@ -3,6 +3,7 @@
 //! `scripts/install.sh` puts every file where the units expect it with its
 //! mode, and the Debian package built by `cargo deb` holds the same files
 //! and unpacks into a throwaway root where the units verify again.
+//! border-gw runs within its unit's capability bounding set (`setpriv`).
 //!
 //! systemd is not PID 1 here: `systemd-analyze verify --root=DIR --man=no`
 //! checks the units against DIR alone, so DIR gets the host's `.target`
@@ -417,4 +418,113 @@ fn cargo_deb_package_holds_and_unpacks_every_file() {
         t.elapsed(),
         std::fs::metadata(&deb).unwrap().len()
     );
+}
+
+/// A free port below 1024 on 127.0.0.1 (binding it needs
+/// CAP_NET_BIND_SERVICE).
+fn free_low_port() -> u16 {
+    (700..1000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free port in 700..1000")
+}
+
+/// Starts border-gw under `setpriv` with a bounding set of `caps` only and
+/// no new privileges (what the unit gives it); its stderr goes to `log`.
+fn spawn_gw_bounded(caps: &str, config: &Path, log: &Path) -> std::process::Child {
+    let set: Vec<String> = caps
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    let bounding = if set.is_empty() {
+        "--bounding-set=-all".to_string()
+    } else {
+        format!("--bounding-set=-all,{}", set.join(","))
+    };
+    Command::new("setpriv")
+        .args(["--no-new-privs", "--inh-caps=-all", &bounding, "--"])
+        .arg(env!("CARGO_BIN_EXE_border-gw"))
+        .arg("--config")
+        .arg(config)
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("setpriv (Debian package util-linux)")
+}
+
+#[test]
+fn border_gw_runs_within_its_units_capability_bounding_set() {
+    let s = Scratch::new("gw-caps");
+    let unit = unit_keys(
+        &std::fs::read_to_string(repo().join("deploy/systemd/border-gw@.service")).unwrap(),
+    );
+    let caps = unit["CapabilityBoundingSet"].clone();
+    // Its key readable by root only, as under /etc/border.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(s.0.join("gw.pem"), cert.pem()).unwrap();
+    std::fs::write(s.0.join("gw.key"), key.serialize_pem()).unwrap();
+    std::fs::set_permissions(s.0.join("gw.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let agent = free_low_port();
+    let api = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = s.0.join("gw-caps.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"id = "caps"
+agent_listen = "127.0.0.1:{agent}"
+api_listen = "127.0.0.1:{api}"
+redis = "redis://127.0.0.1:1/0"
+[tls]
+cert = "{d}/gw.pem"
+key = "{d}/gw.key"
+client_ca = "{d}/gw.pem"
+api_fingerprints = ["sha256:{zeros}"]
+"#,
+            d = s.0.display(),
+            zeros = "0".repeat(64)
+        ),
+    )
+    .unwrap();
+
+    // With the unit's bounding set: it binds below 1024, reads its key,
+    // runs, and stops cleanly on SIGTERM (a drain).
+    let log = s.0.join("gw.log");
+    let mut gw = spawn_gw_bounded(&caps, &config, &log);
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("border-gw running")
+    {
+        assert!(
+            gw.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 10,
+            "border-gw under the unit's capabilities ({caps}) did not run:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on a child we spawned and have not reaped.
+    unsafe { libc::kill(gw.id() as i32, libc::SIGTERM) };
+    let status = gw.wait().unwrap();
+    assert!(status.success(), "{status}");
+
+    // Without CAP_NET_BIND_SERVICE: one line naming the listener.
+    let log = s.0.join("gw-none.log");
+    let status = spawn_gw_bounded("", &config, &log).wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success());
+    assert!(
+        text.contains(&format!(
+            "cannot listen on agent_listen 127.0.0.1:{agent}: Permission denied"
+        )),
+        "{text}"
+    );
+    assert_eq!(text.trim().lines().count(), 1, "{text}");
 }
