@@ -9,6 +9,8 @@
 
 /// A real IPFIX collector (nfcapd) and its flows read back (nfdump).
 pub mod nfcapd;
+/// A small tmpfs to fill up or make read-only.
+pub mod small_fs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
