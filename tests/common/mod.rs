@@ -7,6 +7,9 @@
 //! each other's interfaces. Everything is torn down on drop.
 #![allow(dead_code)]
 
+/// border-dp between a client and a backend namespace, with real servers
+/// in the backend one (the PROXY protocol tests).
+pub mod client_backend;
 /// A real IPFIX collector (nfcapd) and its flows read back (nfdump).
 pub mod nfcapd;
 /// A small tmpfs to fill up or make read-only.
