@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::metrics::{free_port, scrape_metrics};
 use common::TempDir;
 use mgmt::pb;
 
@@ -52,14 +53,6 @@ maglev_table_size = 1009
         ));
     }
     s
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Removes what an instance leaves behind (tables region, overrides, lock).
@@ -189,17 +182,6 @@ fn wait_generation(socket: &Path, g: u64, m: &Mgmt) {
     }
 }
 
-fn metrics(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
 #[test]
 fn border_mgmt_serves_reloads_stops_cleanly_and_reattaches() {
     let instance = "em-run";
@@ -216,7 +198,7 @@ fn border_mgmt_serves_reloads_stops_cleanly_and_reattaches() {
     let c = get_config(&socket);
     assert_eq!(c.generation, 1);
     assert_eq!(c.origin, cfg.display().to_string());
-    let body = metrics(port);
+    let body = scrape_metrics(port);
     assert!(
         body.contains("\nborder_tables_published_generation 1\n"),
         "{body}"

@@ -10,6 +10,8 @@
 /// border-dp between a client and a backend namespace, with real servers
 /// in the backend one (the PROXY protocol tests).
 pub mod client_backend;
+/// border-mgmt's metrics endpoint: a free port, a scrape.
+pub mod metrics;
 /// A real IPFIX collector (nfcapd) and its flows read back (nfdump).
 pub mod nfcapd;
 /// A small tmpfs to fill up or make read-only.
