@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::client_backend::{drop_nth_packet, haproxy_echo_config, ClientBackend};
+use common::client_backend::{drop_nth_packet, haproxy_echo_config, loss_chain, ClientBackend};
 use common::*;
 use conf::counters::Counter;
 
@@ -611,16 +611,7 @@ fn random_loss_both_ways_on_a_multi_megabyte_transfer_stays_byte_exact() {
         (&topo.cli, "input", "sport 80"),
         (&topo.bk, "input", "dport 9000"),
     ] {
-        ns.run(&["nft", "add", "table", "inet", "loss"]);
-        ns.run(&[
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            "loss",
-            "c",
-            &format!("{{ type filter hook {hook} priority 0; }}"),
-        ]);
+        loss_chain(ns, "c", hook);
         let mut all = vec!["nft", "add", "rule", "inet", "loss", "c", "tcp"];
         all.extend(dir.split(' '));
         all.push("counter");

@@ -152,6 +152,17 @@ frontend pp
 pub fn drop_nth_packet(ns: &Netns, hook: &str, matching: &[&str], nth: u32) {
     let chain = if hook == "input" { "in" } else { "out" };
     ns.run(&["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"]);
+    loss_chain(ns, chain, hook);
+    let nth = nth.to_string();
+    let mut rule = vec!["nft", "add", "rule", "inet", "loss", chain];
+    rule.extend_from_slice(matching);
+    rule.extend(["ct", "original", "packets", nth.as_str(), "drop"]);
+    ns.run(&rule);
+}
+
+/// Adds the filter chain `chain` on `hook` (`input` or `output`) to the
+/// nftables table `inet loss` of `ns`, creating the table if need be.
+pub fn loss_chain(ns: &Netns, chain: &str, hook: &str) {
     ns.run(&["nft", "add", "table", "inet", "loss"]);
     ns.run(&[
         "nft",
@@ -162,9 +173,4 @@ pub fn drop_nth_packet(ns: &Netns, hook: &str, matching: &[&str], nth: u32) {
         chain,
         &format!("{{ type filter hook {hook} priority 0; }}"),
     ]);
-    let nth = nth.to_string();
-    let mut rule = vec!["nft", "add", "rule", "inet", "loss", chain];
-    rule.extend_from_slice(matching);
-    rule.extend(["ct", "original", "packets", nth.as_str(), "drop"]);
-    ns.run(&rule);
 }
