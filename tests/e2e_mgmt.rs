@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::metrics::{free_port, scrape_metrics};
-use common::TempDir;
+use common::{null_port_config, TempDir};
 use mgmt::pb;
 
 fn mgmt_bin() -> &'static str {
@@ -22,30 +22,20 @@ fn mgmt_bin() -> &'static str {
 }
 
 fn config(instance: &str, socket: &Path, metrics_port: u16, backends: &[&str]) -> String {
-    let mut s = format!(
-        r#"instance = "{instance}"
-
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.60.0.1/24"]
-local_addresses = ["10.60.0.1"]
-
-[mgmt]
-listen = "unix://{}"
-metrics_listen = "127.0.0.1:{metrics_port}"
+    let mut s = null_port_config(
+        instance,
+        "10.60.0.1",
+        &format!("unix://{}", socket.display()),
+    );
+    s += &format!(
+        r#"metrics_listen = "127.0.0.1:{metrics_port}"
 
 [[vip]]
 name = "web"
 address = "10.60.0.100"
 port = 80
 maglev_table_size = 1009
-"#,
-        socket.display()
+"#
     );
     for b in backends {
         s.push_str(&format!(

@@ -28,6 +28,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::metrics::free_port;
 use common::small_fs::SmallFs;
 use common::*;
 use conf::counters::Counter;
@@ -1198,28 +1199,10 @@ fn borderctl_talks_mutual_tls_to_a_tcp_server_and_refuses_without_it() {
     );
     leaf(d, "ca", "client", client_ext);
     leaf(d, "ca", "unpinned", client_ext);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = format!("tcp://127.0.0.1:{port}");
-    let config = format!(
-        r#"instance = "{instance}"
-
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.108.0.1/24"]
-local_addresses = ["10.108.0.1"]
-
-[mgmt]
-listen = "{server}"
-
+    let server = format!("tcp://127.0.0.1:{}", free_port());
+    let mut config = null_port_config(instance, "10.108.0.1", &server);
+    config += &format!(
+        r#"
 [mgmt.tls]
 cert = "server.pem"
 key = "server.key"

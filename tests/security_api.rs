@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use ca::{client, Ca};
 use common::metrics::{free_port, scrape_metrics};
-use common::{clean_instance, BorderMgmt, TempDir};
+use common::{clean_instance, null_port_config, BorderMgmt, TempDir};
 use mgmt::pb;
 use tonic::Code;
 
@@ -32,19 +32,9 @@ fn start(dir: &TempDir, instance: &str, api: u16, metrics: u16) -> BorderMgmt {
     ca.issue(d, "server", &["127.0.0.1"]);
     let ops = ca.issue(d, "ops", &["ops"]);
     let reader = ca.issue(d, "reader", &["reader"]);
-    let text = format!(
-        r#"instance = "{instance}"
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "00112233445566778899aabbccddeeff"
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.93.0.1/24"]
-local_addresses = ["10.93.0.1"]
-[mgmt]
-listen = "tcp://127.0.0.1:{api}"
-metrics_listen = "127.0.0.1:{metrics}"
+    let mut text = null_port_config(instance, "10.93.0.1", &format!("tcp://127.0.0.1:{api}"));
+    text += &format!(
+        r#"metrics_listen = "127.0.0.1:{metrics}"
 [mgmt.tls]
 cert = "server.pem"
 key = "server.key"

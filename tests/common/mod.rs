@@ -535,6 +535,30 @@ pub fn two_port_config(instance: &str, tag: &str, ext: &str, int: &str, listen: 
     two_port_config_on(PortKind::Tap, instance, tag, ext, int, listen)
 }
 
+/// The start of a config for border-mgmt without traffic: `[dataplane]`
+/// with one worker, one `net_null0` port `p0` with `<address>/24` (also its
+/// local address), and `[mgmt] listen`. Tests append more `[mgmt]` keys,
+/// `[mgmt.tls]` and their VIPs.
+pub fn null_port_config(instance: &str, address: &str, listen: &str) -> String {
+    format!(
+        r#"instance = "{instance}"
+
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "00112233445566778899aabbccddeeff"
+
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["{address}/24"]
+local_addresses = ["{address}"]
+
+[mgmt]
+listen = "{listen}"
+"#
+    )
+}
+
 /// [`two_port_config`] with the data ports on `kind`.
 pub fn two_port_config_on(
     kind: PortKind,
