@@ -369,27 +369,67 @@ pub fn in_netns<T: Send + 'static>(
     })
 }
 
-/// TCP servers in a namespace: each answers a connection with its name, the
-/// peer address it sees and a newline, then echoes every byte back until the
-/// client closes.
-pub struct TcpBackends {
+/// Server threads in a namespace, one per named address, each polling its
+/// stop flag; stopped and joined on drop.
+struct NsServers {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-impl TcpBackends {
-    pub fn start(ns: &str, addrs: &[(&str, std::net::SocketAddr)]) -> TcpBackends {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
+impl NsServers {
+    /// Runs `serve(name, addr, stop, ready)` in namespace `ns` for each of
+    /// `addrs`, waiting up to 10 s for each to send `ready` (or panicking
+    /// with `what`).
+    fn start<F>(ns: &str, addrs: &[(&str, std::net::SocketAddr)], what: &str, serve: F) -> NsServers
+    where
+        F: Fn(
+                String,
+                std::net::SocketAddr,
+                &std::sync::atomic::AtomicBool,
+                std::sync::mpsc::Sender<()>,
+            ) + Clone
+            + Send
+            + 'static,
+    {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut threads = Vec::new();
         for (name, addr) in addrs {
             let (name, addr, stop) = (name.to_string(), *addr, stop.clone());
             let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-            threads.push(in_netns(ns, move || {
+            let serve = serve.clone();
+            threads.push(in_netns(ns, move || serve(name, addr, &stop, ready_tx)));
+            ready_rx.recv_timeout(Duration::from_secs(10)).expect(what);
+        }
+        NsServers { stop, threads }
+    }
+}
+
+impl Drop for NsServers {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// TCP servers in a namespace: each answers a connection with its name, the
+/// peer address it sees and a newline, then echoes every byte back until the
+/// client closes.
+pub struct TcpBackends(NsServers);
+
+impl TcpBackends {
+    pub fn start(ns: &str, addrs: &[(&str, std::net::SocketAddr)]) -> TcpBackends {
+        use std::sync::atomic::Ordering;
+        TcpBackends(NsServers::start(
+            ns,
+            addrs,
+            "backend listening",
+            |name, addr, stop, ready| {
                 let l = std::net::TcpListener::bind(addr)
                     .unwrap_or_else(|e| panic!("bind {addr}: {e}"));
                 l.set_nonblocking(true).unwrap();
-                ready_tx.send(()).unwrap();
+                ready.send(()).unwrap();
                 while !stop.load(Ordering::Relaxed) {
                     match l.accept() {
                         Ok((mut s, peer)) => {
@@ -414,43 +454,26 @@ impl TcpBackends {
                         Err(_) => std::thread::sleep(Duration::from_millis(2)),
                     }
                 }
-            }));
-            ready_rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("backend listening");
-        }
-        TcpBackends { stop, threads }
-    }
-}
-
-impl Drop for TcpBackends {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+            },
+        ))
     }
 }
 
 /// UDP servers in a namespace: each answers a datagram with `name:` + payload.
-pub struct UdpBackends {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
+pub struct UdpBackends(NsServers);
 
 impl UdpBackends {
     pub fn start(ns: &str, addrs: &[(&str, std::net::SocketAddr)]) -> UdpBackends {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
-        for (name, addr) in addrs {
-            let (name, addr, stop) = (name.to_string(), *addr, stop.clone());
-            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-            threads.push(in_netns(ns, move || {
+        use std::sync::atomic::Ordering;
+        UdpBackends(NsServers::start(
+            ns,
+            addrs,
+            "backend bound",
+            |name, addr, stop, ready| {
                 let s =
                     std::net::UdpSocket::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
                 s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-                ready_tx.send(()).unwrap();
+                ready.send(()).unwrap();
                 let mut buf = [0u8; 2048];
                 while !stop.load(Ordering::Relaxed) {
                     if let Ok((n, from)) = s.recv_from(&mut buf) {
@@ -459,21 +482,8 @@ impl UdpBackends {
                         let _ = s.send_to(&reply, from);
                     }
                 }
-            }));
-            ready_rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("backend bound");
-        }
-        UdpBackends { stop, threads }
-    }
-}
-
-impl Drop for UdpBackends {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+            },
+        ))
     }
 }
 
