@@ -110,6 +110,31 @@ verdict() {
 
 # ------------------------------------------------------------------ topology
 
+# write_vip FILE NAME PORT PROTOCOL MODE TABLE_SIZE WEIGHT1 WEIGHT2: appends one
+# [[vip]] over the two backends 10.98.1.11 and .12 (port 8080).
+write_vip() {
+  cat >> "$1" <<EOF
+
+[[vip]]
+name = "$2"
+address = "$VIP"
+port = $3
+protocol = "$4"
+mode = "$5"
+maglev_table_size = $6
+
+[[vip.backend]]
+address = "10.98.1.11"
+port = 8080
+weight = $7
+
+[[vip.backend]]
+address = "10.98.1.12"
+port = 8080
+weight = $8
+EOF
+}
+
 write_config() {  # write_config FILE WEIGHT1 WEIGHT2 [EXTRA_VIPS]
   local file=$1 w1=$2 w2=$3 extra=${4:-0}
   cat > "$file" <<EOF
@@ -143,26 +168,7 @@ EOF
   local proto port
   for proto in tcp udp; do
     [ "$proto" = tcp ] && port=80 || port=7
-    cat >> "$file" <<EOF
-
-[[vip]]
-name = "$proto"
-address = "$VIP"
-port = $port
-protocol = "$proto"
-mode = "fullnat"
-maglev_table_size = 1021
-
-[[vip.backend]]
-address = "10.98.1.11"
-port = 8080
-weight = $w1
-
-[[vip.backend]]
-address = "10.98.1.12"
-port = 8080
-weight = $w2
-EOF
+    write_vip "$file" "$proto" "$port" "$proto" fullnat 1021 "$w1" "$w2"
     if [ "$proto" = tcp ]; then
       cat >> "$file" <<EOF
 
@@ -175,48 +181,10 @@ fall = 2
 EOF
     fi
   done
-  cat >> "$file" <<EOF
-
-[[vip]]
-name = "dnat"
-address = "$VIP"
-port = 81
-protocol = "tcp"
-mode = "dnat"
-maglev_table_size = 1021
-
-[[vip.backend]]
-address = "10.98.1.11"
-port = 8080
-weight = $w1
-
-[[vip.backend]]
-address = "10.98.1.12"
-port = 8080
-weight = $w2
-EOF
+  write_vip "$file" dnat 81 tcp dnat 1021 "$w1" "$w2"
   local i
   for i in $(seq 1 "$extra"); do
-    cat >> "$file" <<EOF
-
-[[vip]]
-name = "extra$i"
-address = "$VIP"
-port = $((1000 + i))
-protocol = "tcp"
-mode = "fullnat"
-maglev_table_size = 307
-
-[[vip.backend]]
-address = "10.98.1.11"
-port = 8080
-weight = $w1
-
-[[vip.backend]]
-address = "10.98.1.12"
-port = 8080
-weight = $w2
-EOF
+    write_vip "$file" "extra$i" $((1000 + i)) tcp fullnat 307 "$w1" "$w2"
   done
 }
 
@@ -251,29 +219,32 @@ dp_start() {
   BORDER_TEST_PANIC_FILE=$PANIC_FILE BORDER_TEST_HOLD_MBUFS_FILE=$HOLD_FILE RUST_LOG=info NO_COLOR=1 \
     ip netns exec ch-lb "$BIN/border-dp" --config "$DIR/border.toml" >>"$DIR/border-dp.log" 2>&1 &
   DP_PID=$!
-  local i
-  for i in $(seq 300); do
-    if ctl status --local --sample-ms 50 >/dev/null 2>&1 && [ "$(cat /proc/$DP_PID/comm 2>/dev/null)" = border-dp ]; then
-      return 0
-    fi
-    kill -0 "$DP_PID" 2>/dev/null || { echo "border-dp exited early" >&2; tail -n 20 "$DIR/border-dp.log" >&2; return 1; }
-    sleep 0.05
-  done
-  echo "border-dp did not come up in 15 s" >&2
-  return 1
+  wait_up border-dp "$DP_PID" dp_ready
+}
+
+# Whether border-dp answers and is the process it was started as.
+dp_ready() {
+  ctl status --local --sample-ms 50 >/dev/null 2>&1 && [ "$(cat /proc/$DP_PID/comm 2>/dev/null)" = border-dp ]
 }
 
 mg_start() {
   RUST_LOG=info NO_COLOR=1 ip netns exec ch-lb "$BIN/border-mgmt" --config "$DIR/border.toml" \
     --state-dir "$STATE" >>"$DIR/border-mgmt.log" 2>&1 &
   MG_PID=$!
-  local i
+  wait_up border-mgmt "$MG_PID" ctl status
+}
+
+# wait_up NAME PID CHECK...: returns once CHECK succeeds (quietly), failing
+# if process PID (logging to $DIR/NAME.log) exits first or 15 s pass.
+wait_up() {
+  local name=$1 pid=$2 i
+  shift 2
   for i in $(seq 300); do
-    ctl status >/dev/null 2>&1 && return 0
-    kill -0 "$MG_PID" 2>/dev/null || { echo "border-mgmt exited early" >&2; tail -n 20 "$DIR/border-mgmt.log" >&2; return 1; }
+    "$@" >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "$name exited early" >&2; tail -n 20 "$DIR/$name.log" >&2; return 1; }
     sleep 0.05
   done
-  echo "border-mgmt did not come up in 15 s" >&2
+  echo "$name did not come up in 15 s" >&2
   return 1
 }
 

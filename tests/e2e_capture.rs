@@ -12,6 +12,7 @@
 
 mod common;
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,6 +152,26 @@ fn capture_during(args: &[&str], traffic: impl Fn() + Send + 'static) -> Output 
     out
 }
 
+/// The traffic a capture sees: from namespace `ns`, one ping of the ext
+/// port's address and one connection through `vip`.
+fn ping_and_connect(ns: String, vip: SocketAddr) -> impl Fn() + Send + 'static {
+    move || {
+        let _ = try_run(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "1",
+            "10.101.1.1",
+        ]);
+        let _ = tcp_names(&ns, vip, 1);
+    }
+}
+
 /// `tcpdump -r` of a capture file: one line per frame.
 fn tcpdump(path: &Path) -> Vec<String> {
     let out = run(&["tcpdump", "-nn", "-r", path.to_str().unwrap()]);
@@ -193,7 +214,6 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
 
     // Both ports, both directions, TCP only, for 4 s of pings and connections.
     let all = dir.path("tcp.pcapng");
-    let cli_name = cli.name.clone();
     let out = capture_during(
         &[
             "--config",
@@ -208,21 +228,7 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
             all.to_str().unwrap(),
             "tcp",
         ],
-        move || {
-            let _ = try_run(&[
-                "ip",
-                "netns",
-                "exec",
-                &cli_name,
-                "ping",
-                "-c",
-                "1",
-                "-W",
-                "1",
-                "10.101.1.1",
-            ]);
-            let _ = tcp_names(&cli_name, vip, 1);
-        },
+        ping_and_connect(cli.name.clone(), vip),
     );
     assert!(out.status.success(), "{}", text(&out));
     // Shown with --nocapture: the figures of this run.
@@ -280,7 +286,6 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
 
     // ext only, received frames only, ICMP only, stop after 3 packets.
     let icmp = dir.path("icmp.pcapng");
-    let cli_name = cli.name.clone();
     let out = capture_during(
         &[
             "--config",
@@ -296,21 +301,7 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
             icmp.to_str().unwrap(),
             "icmp",
         ],
-        move || {
-            let _ = try_run(&[
-                "ip",
-                "netns",
-                "exec",
-                &cli_name,
-                "ping",
-                "-c",
-                "1",
-                "-W",
-                "1",
-                "10.101.1.1",
-            ]);
-            let _ = tcp_names(&cli_name, vip, 1);
-        },
+        ping_and_connect(cli.name.clone(), vip),
     );
     assert!(out.status.success(), "{}", text(&out));
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

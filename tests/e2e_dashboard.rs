@@ -10,9 +10,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
 use std::time::Duration;
 
+use common::metrics::{free_port, scrape_metrics};
 use common::*;
 use serde_json::Value;
 
@@ -154,16 +154,6 @@ fn dashboard_queries(d: &Value) -> Vec<String> {
     out
 }
 
-fn scrape(port: u16) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
 #[test]
 fn metric_name_parser() {
     let got = metric_names(
@@ -200,11 +190,7 @@ fn every_dashboard_metric_is_in_border_mgmt_metrics() {
     let cli = Netns::new("op-cli");
     let bk = Netns::new("op-bk");
     let dir = TempDir::new("opdash");
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let metrics_port = free_port();
     let mut config = two_port_config(
         INSTANCE,
         "op",
@@ -252,10 +238,10 @@ path = "{}"
     wait_until(
         "border-mgmt sees border-dp",
         Duration::from_secs(10),
-        || scrape(metrics_port).contains("border_dataplane_up 1"),
+        || scrape_metrics(metrics_port).contains("border_dataplane_up 1"),
     );
 
-    let body = scrape(metrics_port);
+    let body = scrape_metrics(metrics_port);
     let declared: BTreeSet<&str> = body
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

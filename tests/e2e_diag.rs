@@ -59,37 +59,29 @@ fn config(socket: &str) -> String {
         }
         v + &format!("[[vip.backend]]\naddress = \"{ip}\"\nport = {port}\n")
     };
+    // A small connection table and 16 local tuples: phase 4 runs out of both.
+    let head = two_port_config(
+        INSTANCE,
+        "dg",
+        "10.96.0.1/24",
+        "10.96.1.1/24",
+        &format!("unix://{socket}"),
+    )
+    .replace(
+        "conntrack_per_worker = 16384",
+        "conntrack_per_worker = 1024",
+    )
+    .replace(
+        "local_port_range = [1024, 32767]",
+        "local_port_range = [1024, 1039]",
+    );
     format!(
-        r#"instance = "{INSTANCE}"
-[dataplane]
-main_lcore = 0
-worker_lcores = [1]
-eal_args = ["--no-huge", "-m", "256", "--no-pci", "--no-shconf"]
-conntrack_per_worker = 1024
-flow_hash_key = "00112233445566778899aabbccddeeff"
+        r#"{head}
+[mgmt.bgp]
+api = "127.0.0.1:50051"
 
 [dataplane.timeouts]
 tcp_syn = 20
-
-[[port]]
-name = "ext"
-devargs = "net_tap0,iface=dg-ext"
-addresses = ["10.96.0.1/24"]
-host_interface = "kdg-ext"
-
-[[port]]
-name = "int"
-devargs = "net_tap1,iface=dg-int"
-addresses = ["10.96.1.1/24"]
-host_interface = "kdg-int"
-local_addresses = ["10.96.1.1"]
-local_port_range = [1024, 1039]
-
-[mgmt]
-listen = "unix://{socket}"
-
-[mgmt.bgp]
-api = "127.0.0.1:50051"
 {}{}{}{}{}"#,
         vip("web", WEB, "fullnat", B0, false),
         vip("dn", DN, "dnat", B0, false).replace("port = 80\n", "port = 80\nprotocol = \"udp\"\n"),

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TempDir;
+use common::metrics::{free_port, scrape_metrics};
+use common::{null_port_config, TempDir};
 use mgmt::pb;
 
 fn mgmt_bin() -> &'static str {
@@ -21,30 +22,20 @@ fn mgmt_bin() -> &'static str {
 }
 
 fn config(instance: &str, socket: &Path, metrics_port: u16, backends: &[&str]) -> String {
-    let mut s = format!(
-        r#"instance = "{instance}"
-
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.60.0.1/24"]
-local_addresses = ["10.60.0.1"]
-
-[mgmt]
-listen = "unix://{}"
-metrics_listen = "127.0.0.1:{metrics_port}"
+    let mut s = null_port_config(
+        instance,
+        "10.60.0.1",
+        &format!("unix://{}", socket.display()),
+    );
+    s += &format!(
+        r#"metrics_listen = "127.0.0.1:{metrics_port}"
 
 [[vip]]
 name = "web"
 address = "10.60.0.100"
 port = 80
 maglev_table_size = 1009
-"#,
-        socket.display()
+"#
     );
     for b in backends {
         s.push_str(&format!(
@@ -52,14 +43,6 @@ maglev_table_size = 1009
         ));
     }
     s
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Removes what an instance leaves behind (tables region, overrides, lock).
@@ -189,17 +172,6 @@ fn wait_generation(socket: &Path, g: u64, m: &Mgmt) {
     }
 }
 
-fn metrics(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
 #[test]
 fn border_mgmt_serves_reloads_stops_cleanly_and_reattaches() {
     let instance = "em-run";
@@ -216,7 +188,7 @@ fn border_mgmt_serves_reloads_stops_cleanly_and_reattaches() {
     let c = get_config(&socket);
     assert_eq!(c.generation, 1);
     assert_eq!(c.origin, cfg.display().to_string());
-    let body = metrics(port);
+    let body = scrape_metrics(port);
     assert!(
         body.contains("\nborder_tables_published_generation 1\n"),
         "{body}"

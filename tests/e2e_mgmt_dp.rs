@@ -28,6 +28,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::metrics::free_port;
+use common::small_fs::SmallFs;
 use common::*;
 use conf::counters::Counter;
 use mgmt::pb;
@@ -1197,28 +1199,10 @@ fn borderctl_talks_mutual_tls_to_a_tcp_server_and_refuses_without_it() {
     );
     leaf(d, "ca", "client", client_ext);
     leaf(d, "ca", "unpinned", client_ext);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let server = format!("tcp://127.0.0.1:{port}");
-    let config = format!(
-        r#"instance = "{instance}"
-
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.108.0.1/24"]
-local_addresses = ["10.108.0.1"]
-
-[mgmt]
-listen = "{server}"
-
+    let server = format!("tcp://127.0.0.1:{}", free_port());
+    let mut config = null_port_config(instance, "10.108.0.1", &server);
+    config += &format!(
+        r#"
 [mgmt.tls]
 cert = "server.pem"
 key = "server.key"
@@ -1457,61 +1441,6 @@ fn an_applied_config_and_a_drain_survive_restarts_and_a_reboot() {
             && text.contains(&format!("; saved in {}\n", state_dir.display())),
         "{text}"
     );
-}
-
-/// A tmpfs of `size` mounted for one test at a path of its own; unmounted
-/// on drop.
-struct SmallFs {
-    path: PathBuf,
-}
-
-impl SmallFs {
-    fn mount(tag: &str, size: &str) -> SmallFs {
-        let path = std::env::temp_dir().join(format!("border-e2e-{tag}-fs"));
-        let _ = std::process::Command::new("umount")
-            .arg(&path)
-            .stderr(std::process::Stdio::null())
-            .status();
-        std::fs::create_dir_all(&path).unwrap();
-        let opts = format!("size={size},mode=0700");
-        run(&[
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            &opts,
-            "tmpfs",
-            path.to_str().unwrap(),
-        ]);
-        SmallFs { path }
-    }
-
-    /// Writes a filler file until the file system is full.
-    fn fill(&self) {
-        use std::io::Write;
-        let mut f = std::fs::File::create(self.path.join("filler")).unwrap();
-        let chunk = [0u8; 4096];
-        while f.write_all(&chunk).is_ok() {}
-        let _ = f.sync_all();
-    }
-
-    fn free(&self) {
-        std::fs::remove_file(self.path.join("filler")).unwrap();
-    }
-
-    fn remount(&self, mode: &str) {
-        let opts = format!("remount,{mode}");
-        run(&["mount", "-o", &opts, self.path.to_str().unwrap()]);
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(&self.path)
-            .status();
-        let _ = std::fs::remove_dir(&self.path);
-    }
 }
 
 /// What a refused change must leave as it was: the published generation,

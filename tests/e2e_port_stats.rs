@@ -9,24 +9,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::time::Duration;
 
+use common::metrics::{free_port, scrape_metrics};
 use common::*;
 use serde_json::Value;
 
 const INSTANCE: &str = "e2epsport";
 const PINGS: u64 = 5;
-
-fn scrape(port: u16) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
 
 /// The value of the sample `name{labels}` in a scrape.
 fn sample(body: &str, name: &str, labels: &str) -> Option<u64> {
@@ -89,11 +79,7 @@ fn pings_move_port_stats_in_counters_and_metrics() {
     let cli = Netns::new("ps-cli");
     let bk = Netns::new("ps-bk");
     let dir = TempDir::new("psport");
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let metrics_port = free_port();
     let base = two_port_config(
         INSTANCE,
         "ps",
@@ -141,13 +127,13 @@ fn pings_move_port_stats_in_counters_and_metrics() {
         "border-mgmt exports port statistics",
         Duration::from_secs(10),
         || {
-            let body = scrape(metrics_port);
+            let body = scrape_metrics(metrics_port);
             body.contains("border_dataplane_up 1")
                 && body.contains(r#"border_port_ipackets_total{port="ext",role="data"}"#)
         },
     );
     let before_json = counters_json();
-    let before_metrics = scrape(metrics_port);
+    let before_metrics = scrape_metrics(metrics_port);
     let rx_before = port_stat(&before_json, "ext", "ipackets");
     let tx_before = port_stat(&before_json, "ext", "opackets");
     let rx_metric_before = metric(&before_metrics, "ipackets", "ext", "data");
@@ -173,7 +159,7 @@ fn pings_move_port_stats_in_counters_and_metrics() {
     assert_eq!(port_stat(&after, "ext", "rx_nombuf"), 0, "{after}");
     let mut body = String::new();
     wait_until("/metrics shows the pings", Duration::from_secs(5), || {
-        body = scrape(metrics_port);
+        body = scrape_metrics(metrics_port);
         metric(&body, "ipackets", "ext", "data") >= rx_metric_before + PINGS
             && metric(&body, "opackets", "ext", "data") >= tx_metric_before + PINGS
     });

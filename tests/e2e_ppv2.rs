@@ -15,12 +15,11 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::client_backend::{drop_nth_packet, haproxy_echo_config, loss_chain, ClientBackend};
 use common::*;
 use conf::counters::Counter;
 
@@ -97,27 +96,15 @@ impl Plan {
     }
 
     fn start(&self) -> Topo {
-        let t = self.tag;
-        let lb = Netns::new(&format!("{t}-lb"));
-        let cli = Netns::new(&format!("{t}-cli"));
-        let bk = Netns::new(&format!("{t}-bk"));
-        let dir = TempDir::new(t);
-        let dp = BorderDp::start(&lb, &dir, &format!("e2e{t}"), &self.config());
-        wait_iface(&lb, &format!("{t}-ext"));
-        wait_iface(&lb, &format!("{t}-int"));
         let p = self.plen();
-        cli.adopt(
-            &lb,
-            &format!("{t}-ext"),
-            &[&format!("{}/{p}", self.client())],
-        );
-        bk.adopt(
-            &lb,
-            &format!("{t}-int"),
-            &[&format!("{}/{p}", self.int(11))],
+        let topo = ClientBackend::start(
+            self.tag,
+            &self.config(),
+            &format!("{}/{p}", self.client()),
+            &format!("{}/{p}", self.int(11)),
         );
         let fam = if self.v6 { "-6" } else { "-4" };
-        cli.run(&[
+        topo.cli.run(&[
             "ip",
             fam,
             "route",
@@ -126,71 +113,13 @@ impl Plan {
             "via",
             &self.ext(1).to_string(),
         ]);
-        Topo {
-            dp,
-            dir,
-            cli,
-            bk,
-            _lb: lb,
-            procs: Vec::new(),
-        }
+        topo
     }
 }
 
-struct Topo {
-    dp: BorderDp,
-    dir: TempDir,
-    cli: Netns,
-    bk: Netns,
-    _lb: Netns,
-    procs: Vec<Child>,
-}
-
-impl Drop for Topo {
-    fn drop(&mut self) {
-        for c in &mut self.procs {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+type Topo = ClientBackend;
 
 impl Topo {
-    /// Starts a program in the backend namespace, its output in `<name>.log`.
-    fn spawn_bk(&mut self, name: &str, args: &[&str]) -> PathBuf {
-        let log = self.dir.path(&format!("{name}.log"));
-        let f = std::fs::File::create(&log).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.bk.name])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {args:?}: {e}"));
-        self.procs.push(child);
-        log
-    }
-
-    /// Waits until something listens on `addr` in the backend namespace.
-    fn wait_listening(&self, addr: SocketAddr, log: &std::path::Path) {
-        let port = format!(":{} ", addr.port());
-        let start = Instant::now();
-        loop {
-            let out = self.bk.try_run(&["ss", "-Htln"]);
-            if String::from_utf8_lossy(&out.stdout).contains(&port) {
-                return;
-            }
-            if start.elapsed() > Duration::from_secs(20) {
-                panic!(
-                    "nothing listens on {addr}:\n{}",
-                    std::fs::read_to_string(log).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     /// HAProxy echoing what it parsed from the PROXY header (HTTP, or
     /// HTTPS with a self-signed certificate when `tls`).
     fn haproxy(&mut self, listen: SocketAddr, tls: bool) {
@@ -221,28 +150,11 @@ impl Topo {
         } else {
             String::new()
         };
-        let cfg = format!(
-            r#"global
-    log stderr format raw local0 info
-defaults
-    mode http
-    log global
-    option httplog
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-frontend pp
-    bind {addr}:{port} accept-proxy{ssl}
-    http-request return status 200 content-type text/plain lf-string "src=%[src] sport=%[src_port] dst=%[dst] dport=%[dst_port] uid=%[fc_pp_unique_id] authority=%[fc_pp_authority]\n"
-"#,
-            addr = listen.ip(),
-            port = listen.port(),
+        let cfg = haproxy_echo_config(
+            &[format!("{}:{} accept-proxy{ssl}", listen.ip(), listen.port())],
+            "src=%[src] sport=%[src_port] dst=%[dst] dport=%[dst_port] uid=%[fc_pp_unique_id] authority=%[fc_pp_authority]",
         );
-        let path = self.dir.path("haproxy.cfg");
-        std::fs::write(&path, cfg).unwrap();
-        run(&["haproxy", "-c", "-f", path.to_str().unwrap()]);
-        let log = self.spawn_bk("haproxy", &["haproxy", "-db", "-f", path.to_str().unwrap()]);
-        self.wait_listening(listen, &log);
+        self.start_haproxy(&cfg, &[listen]);
     }
 
     /// nginx 1.22 answering with what it parsed from the PROXY header.
@@ -282,24 +194,6 @@ http {{
             ],
         );
         self.wait_listening(listen, &log);
-    }
-
-    fn backend_log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.path(&format!("{name}.log"))).unwrap_or_default()
-    }
-
-    fn counter(&self, c: Counter) -> u64 {
-        self.dp.counter(c)
-    }
-
-    /// Waits for the worker to publish counters at least this high.
-    fn wait_counter(&self, c: Counter, at_least: u64) {
-        let state = self.dp.state();
-        wait_until(
-            &format!("{} >= {at_least}", c.name()),
-            Duration::from_secs(10),
-            || state.total(c) >= at_least,
-        );
     }
 }
 
@@ -626,22 +520,7 @@ fn server_speaks_first_gets_the_header_on_connect_even_when_it_is_lost() {
     // Now the segment carrying the header (the handshake's ACK, 2nd packet
     // of each connection on the backend side) is lost once: the
     // appliance's timer sends it again.
-    topo.bk
-        .run(&["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"]);
-    topo.bk.run(&["nft", "add", "table", "inet", "loss"]);
-    topo.bk.run(&[
-        "nft",
-        "add",
-        "chain",
-        "inet",
-        "loss",
-        "in",
-        "{ type filter hook input priority 0; }",
-    ]);
-    topo.bk.run(&[
-        "nft", "add", "rule", "inet", "loss", "in", "tcp", "dport", "2525", "ct", "original",
-        "packets", "2", "drop",
-    ]);
+    drop_nth_packet(&topo.bk, "input", &["tcp", "dport", "2525"], 2);
     let before = topo.counter(Counter::PpHeadersRetransmitted);
     for _ in 0..3 {
         let (me, line) = read_banner(&topo.cli.name, vip);
@@ -668,37 +547,13 @@ fn a_lost_first_data_segment_still_reaches_haproxy_with_the_header() {
     topo.haproxy(plan.backend(8080), false);
     // Drop the client's 3rd packet of every connection: its first data
     // segment, after SYN and ACK.
-    topo.cli
-        .run(&["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"]);
-    topo.cli.run(&["nft", "add", "table", "inet", "loss"]);
-    topo.cli.run(&[
-        "nft",
-        "add",
-        "chain",
-        "inet",
-        "loss",
-        "out",
-        "{ type filter hook output priority 0; }",
-    ]);
-    topo.cli.run(&[
-        "nft",
-        "add",
-        "rule",
-        "inet",
-        "loss",
-        "out",
-        "ip",
-        "daddr",
-        &plan.vip(80).ip().to_string(),
-        "tcp",
-        "dport",
-        "80",
-        "ct",
-        "original",
-        "packets",
-        "3",
-        "drop",
-    ]);
+    let vip_ip = plan.vip(80).ip().to_string();
+    drop_nth_packet(
+        &topo.cli,
+        "output",
+        &["ip", "daddr", &vip_ip, "tcp", "dport", "80"],
+        3,
+    );
     let vip = plan.vip(80);
     for _ in 0..5 {
         let (me, line) = http_get(&topo.cli.name, vip);
@@ -706,22 +561,7 @@ fn a_lost_first_data_segment_still_reaches_haproxy_with_the_header() {
     }
     // And the same when the segment is lost *after* the appliance: drop the
     // backend side's 3rd packet (the one carrying the header) once.
-    topo.bk
-        .run(&["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"]);
-    topo.bk.run(&["nft", "add", "table", "inet", "loss"]);
-    topo.bk.run(&[
-        "nft",
-        "add",
-        "chain",
-        "inet",
-        "loss",
-        "in",
-        "{ type filter hook input priority 0; }",
-    ]);
-    topo.bk.run(&[
-        "nft", "add", "rule", "inet", "loss", "in", "tcp", "dport", "8080", "ct", "original",
-        "packets", "3", "drop",
-    ]);
+    drop_nth_packet(&topo.bk, "input", &["tcp", "dport", "8080"], 3);
     for _ in 0..5 {
         let (me, line) = http_get(&topo.cli.name, vip);
         check_haproxy_line(&line, me, vip);
@@ -771,16 +611,7 @@ fn random_loss_both_ways_on_a_multi_megabyte_transfer_stays_byte_exact() {
         (&topo.cli, "input", "sport 80"),
         (&topo.bk, "input", "dport 9000"),
     ] {
-        ns.run(&["nft", "add", "table", "inet", "loss"]);
-        ns.run(&[
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            "loss",
-            "c",
-            &format!("{{ type filter hook {hook} priority 0; }}"),
-        ]);
+        loss_chain(ns, "c", hook);
         let mut all = vec!["nft", "add", "rule", "inet", "loss", "c", "tcp"];
         all.extend(dir.split(' '));
         all.push("counter");

@@ -22,9 +22,9 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::client_backend::{drop_nth_packet, haproxy_echo_config, ClientBackend};
 use common::*;
 use conf::counters::Counter;
 
@@ -32,24 +32,9 @@ const SCRIPT: &str = include_str!("scapy/ppv2_forge.py");
 
 /// One topology: border-dp between a client and a backend namespace.
 struct Topo {
-    tag: &'static str,
     /// Client subnet 10.92.n.0/24, backends on 10.92.(n+1).0/24.
     n: u8,
-    dp: BorderDp,
-    dir: TempDir,
-    cli: Netns,
-    bk: Netns,
-    _lb: Netns,
-    procs: Vec<Child>,
-}
-
-impl Drop for Topo {
-    fn drop(&mut self) {
-        for c in &mut self.procs {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    net: ClientBackend,
 }
 
 /// One `[[vip]]` of a topology.
@@ -100,23 +85,13 @@ impl Topo {
                 v.backend_port
             );
         }
-        let lb = Netns::new(&format!("{tag}-lb"));
-        let cli = Netns::new(&format!("{tag}-cli"));
-        let bk = Netns::new(&format!("{tag}-bk"));
-        let dir = TempDir::new(tag);
-        let dp = BorderDp::start(&lb, &dir, &format!("e2e{tag}"), &cfg);
-        wait_iface(&lb, &format!("{tag}-ext"));
-        wait_iface(&lb, &format!("{tag}-int"));
-        cli.adopt(
-            &lb,
-            &format!("{tag}-ext"),
-            &[&format!("{}/24", Self::client_ip(n))],
+        let net = ClientBackend::start(
+            tag,
+            &cfg,
+            &format!("{}/24", Self::client_ip(n)),
+            &format!("{}/24", Self::backend_ip(n)),
         );
-        bk.adopt(
-            &lb,
-            &format!("{tag}-int"),
-            &[&format!("{}/24", Self::backend_ip(n))],
-        );
+        let cli = &net.cli;
         cli.run(&[
             "ip",
             "route",
@@ -126,7 +101,7 @@ impl Topo {
             &format!("10.92.{n}.1"),
         ]);
         // DNAT: the backend answers the client through border.
-        bk.run(&[
+        net.bk.run(&[
             "ip",
             "route",
             "add",
@@ -150,16 +125,7 @@ impl Topo {
             "nft", "add", "rule", "inet", "px", "out", "tcp", "flags", "&", "rst", "==", "rst",
             "drop",
         ]);
-        Topo {
-            tag,
-            n,
-            dp,
-            dir,
-            cli,
-            bk,
-            _lb: lb,
-            procs: Vec::new(),
-        }
+        Topo { n, net }
     }
 
     fn vip(&self, port: u16) -> SocketAddr {
@@ -173,60 +139,31 @@ impl Topo {
     /// HAProxy echoing what it parsed from the PROXY header on each of
     /// `ports`, logging every request (bad ones too) to `haproxy.log`.
     fn haproxy(&mut self, ports: &[u16]) {
-        let mut binds = String::new();
-        for p in ports {
-            binds += &format!("    bind {}:{p} accept-proxy\n", Self::backend_ip(self.n));
-        }
-        let cfg = format!(
-            r#"global
-    log stderr format raw local0 info
-defaults
-    mode http
-    log global
-    option httplog
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-frontend pp
-{binds}    http-request return status 200 content-type text/plain lf-string "src=%[src] sport=%[src_port] dst=%[dst] dport=%[dst_port]\n"
-"#
+        let backend = Self::backend_ip(self.n);
+        let binds: Vec<String> = ports
+            .iter()
+            .map(|p| format!("{backend}:{p} accept-proxy"))
+            .collect();
+        let cfg = haproxy_echo_config(
+            &binds,
+            "src=%[src] sport=%[src_port] dst=%[dst] dport=%[dst_port]",
         );
-        let path = self.dir.path("haproxy.cfg");
-        std::fs::write(&path, cfg).unwrap();
-        run(&["haproxy", "-c", "-f", path.to_str().unwrap()]);
-        let log = self.dir.path("haproxy.log");
-        let f = std::fs::File::create(&log).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.bk.name])
-            .args(["haproxy", "-db", "-f", path.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .spawn()
-            .expect("start haproxy");
-        self.procs.push(child);
-        for p in ports {
-            let want = format!(":{p} ");
-            wait_until(
-                &format!("haproxy listens on {p}"),
-                Duration::from_secs(20),
-                || {
-                    let out = self.bk.try_run(&["ss", "-Htln"]);
-                    String::from_utf8_lossy(&out.stdout).contains(&want)
-                },
-            );
-        }
+        let listens: Vec<SocketAddr> = ports
+            .iter()
+            .map(|p| SocketAddr::new(backend.parse().unwrap(), *p))
+            .collect();
+        self.net.start_haproxy(&cfg, &listens);
     }
 
     fn haproxy_log(&self) -> String {
-        std::fs::read_to_string(self.dir.path("haproxy.log")).unwrap_or_default()
+        self.net.backend_log("haproxy")
     }
 
     /// A real client's request through the VIP (this also makes border
     /// learn the backend's MAC): HAProxy must echo the client's address.
     fn real_request(&self, port: u16) {
         let vip = self.vip(port);
-        let (me, body) = in_netns(&self.cli.name, move || {
+        let (me, body) = in_netns(&self.net.cli.name, move || {
             let mut s = connect_retry(vip, Duration::from_secs(15))
                 .unwrap_or_else(|e| panic!("connect {vip}: {e}"));
             s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -246,7 +183,7 @@ frontend pp
 
     /// Runs a scenario of the forging client from port `sport`.
     fn forge(&self, scenario: &str, port: u16, sport: u16, extra: &[&str]) -> Forged {
-        let script = self.dir.path("ppv2_forge.py");
+        let script = self.net.dir.path("ppv2_forge.py");
         std::fs::write(&script, SCRIPT).unwrap();
         let client = self.client().to_string();
         let vip = self.vip(port);
@@ -263,7 +200,7 @@ frontend pp
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-        let out = self.cli.run(&refs);
+        let out = self.net.cli.run(&refs);
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let line = text.lines().last().unwrap_or_default();
         let field = |k: &str| {
@@ -295,7 +232,7 @@ frontend pp
         let context = format!(
             "{}: {f:?}\nHAProxy log:\n{log}\nborder-dp drops: {:?}",
             f.scenario,
-            self.dp.drops()
+            self.net.dp.drops()
         );
         assert!(!f.answer.contains("6.6.6.6"), "forged: {context}");
         assert!(!log.contains("6.6.6.6"), "forged: {context}");
@@ -307,16 +244,11 @@ frontend pp
     }
 
     fn counter(&self, c: Counter) -> u64 {
-        self.dp.counter(c)
+        self.net.counter(c)
     }
 
     fn wait_counter(&self, c: Counter, at_least: u64) {
-        let state = self.dp.state();
-        wait_until(
-            &format!("{} >= {at_least} ({})", c.name(), self.tag),
-            Duration::from_secs(10),
-            || state.total(c) >= at_least,
-        );
+        self.net.wait_counter(c, at_least);
     }
 }
 
@@ -357,21 +289,7 @@ fn a_lost_first_segment_then_data_one_byte_early_never_passes_a_forged_header() 
     t.real_request(80);
     // From now on the segment carrying our header (the backend side's 3rd
     // packet of a connection) is lost once after border.
-    t.bk.run(&["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"]);
-    t.bk.run(&["nft", "add", "table", "inet", "loss"]);
-    t.bk.run(&[
-        "nft",
-        "add",
-        "chain",
-        "inet",
-        "loss",
-        "in",
-        "{ type filter hook input priority 0; }",
-    ]);
-    t.bk.run(&[
-        "nft", "add", "rule", "inet", "loss", "in", "tcp", "dport", "8080", "ct", "original",
-        "packets", "3", "drop",
-    ]);
+    drop_nth_packet(&t.net.bk, "input", &["tcp", "dport", "8080"], 3);
     let before = t.counter(Counter::PpHeadersRetransmitted);
     let f = t.forge("first_lost", 80, 41002, &[]);
     assert!(f.synack, "{f:?}");

@@ -11,10 +11,11 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::small_fs::SmallFs;
 use common::*;
 use conf::counters::Counter;
 use serde_json::Value;
@@ -55,63 +56,6 @@ fn config(socket: &Path, big: u32) -> String {
         );
     }
     c
-}
-
-/// A tmpfs of `size` mounted for this test; unmounted on drop.
-struct SmallFs {
-    path: PathBuf,
-}
-
-impl SmallFs {
-    fn mount(size: &str) -> SmallFs {
-        let path = std::env::temp_dir().join(format!("border-e2e-{TAG}-shm"));
-        let _ = Command::new("umount")
-            .arg(&path)
-            .stderr(Stdio::null())
-            .status();
-        std::fs::create_dir_all(&path).unwrap();
-        let opts = format!("size={size},mode=0700");
-        run(&[
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            &opts,
-            "tmpfs",
-            path.to_str().unwrap(),
-        ]);
-        SmallFs { path }
-    }
-
-    /// Writes a filler file until the filesystem is full.
-    fn fill(&self) {
-        use std::io::Write;
-        let mut f = std::fs::File::create(self.path.join("filler")).unwrap();
-        let chunk = [1u8; 65536];
-        while f.write_all(&chunk).is_ok() {}
-        let small = [1u8; 512];
-        while f.write_all(&small).is_ok() {}
-    }
-
-    fn free(&self) {
-        std::fs::remove_file(self.path.join("filler")).unwrap();
-    }
-
-    fn names(&self) -> Vec<String> {
-        let mut n: Vec<String> = std::fs::read_dir(&self.path)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        n.sort();
-        n
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.path).status();
-        let _ = std::fs::remove_dir(&self.path);
-    }
 }
 
 fn ctl(cfg: &Path, args: &[&str]) -> (i32, String, String) {
@@ -157,7 +101,7 @@ fn run_to_exit(ns: &Netns, args: &[&str]) -> (std::process::ExitStatus, String) 
 #[test]
 fn a_full_region_filesystem_is_an_error_never_a_sigbus_and_forwarding_goes_on() {
     use std::os::unix::process::ExitStatusExt;
-    let fs = SmallFs::mount("72m");
+    let fs = SmallFs::mount(TAG, "72m");
     // Every border process this test starts, and its own reads of the
     // regions, use the small filesystem.
     std::env::set_var(conf::os::SHM_DIR_ENV, &fs.path);

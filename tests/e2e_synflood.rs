@@ -25,6 +25,7 @@ mod common;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use common::metrics::scrape_metrics;
 use common::*;
 use conf::counters::Counter;
 
@@ -254,17 +255,6 @@ fn a_spoofed_syn_flood_leaves_room_for_real_clients() {
     assert_eq!(out.drop_no_local_port, 0);
 }
 
-fn metrics(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
 #[test]
 fn local_pool_use_is_shown_per_address() {
     const OPEN: usize = 20;
@@ -326,7 +316,7 @@ fn local_pool_use_is_shown_per_address() {
         table.contains("LOCAL ADDRESS  TUPLES  IN USE  RESTING   FREE"),
         "{table}"
     );
-    let m = metrics(19494);
+    let m = scrape_metrics(19494);
     for line in [
         "border_local_address_tuples{address=\"10.94.1.1\"} 31744",
         "border_local_address_tuples_in_use{address=\"10.94.1.1\"} 20",

@@ -18,17 +18,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ca::{client, Ca};
-use common::{clean_instance, BorderMgmt, TempDir};
+use common::metrics::{free_port, scrape_metrics};
+use common::{clean_instance, null_port_config, BorderMgmt, TempDir};
 use mgmt::pb;
 use tonic::Code;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A border-mgmt on TCP with mutual TLS pinning `ops` (operator) and
 /// `reader`, default `[mgmt.limits]`, metrics on `metrics`.
@@ -39,19 +32,9 @@ fn start(dir: &TempDir, instance: &str, api: u16, metrics: u16) -> BorderMgmt {
     ca.issue(d, "server", &["127.0.0.1"]);
     let ops = ca.issue(d, "ops", &["ops"]);
     let reader = ca.issue(d, "reader", &["reader"]);
-    let text = format!(
-        r#"instance = "{instance}"
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "00112233445566778899aabbccddeeff"
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.93.0.1/24"]
-local_addresses = ["10.93.0.1"]
-[mgmt]
-listen = "tcp://127.0.0.1:{api}"
-metrics_listen = "127.0.0.1:{metrics}"
+    let mut text = null_port_config(instance, "10.93.0.1", &format!("tcp://127.0.0.1:{api}"));
+    text += &format!(
+        r#"metrics_listen = "127.0.0.1:{metrics}"
 [mgmt.tls]
 cert = "server.pem"
 key = "server.key"
@@ -87,17 +70,6 @@ fn rss_kib(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS")
-}
-
-fn scrape(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 fn sample(body: &str, line: &str) -> u64 {
@@ -172,7 +144,7 @@ async fn ten_thousand_watch_streams_are_refused_beyond_the_limits_and_memory_sta
     let t = Instant::now();
     ops.get_status(pb::GetStatusRequest {}).await.unwrap();
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    let body = tokio::task::spawn_blocking(move || scrape(metrics))
+    let body = tokio::task::spawn_blocking(move || scrape_metrics(metrics))
         .await
         .unwrap();
     assert_eq!(sample(&body, "border_mgmt_watch_streams"), 64);
@@ -235,7 +207,7 @@ fn a_metrics_connection_flood_is_bounded_and_counted() {
     );
     drop(flood);
     std::thread::sleep(Duration::from_millis(200));
-    let body = scrape(metrics);
+    let body = scrape_metrics(metrics);
     let refused = sample(
         &body,
         "border_mgmt_limit_refused_total{limit=\"metrics_connections\"}",

@@ -4,15 +4,14 @@
 //! reach past the header. After a layout change this test fails; rewrite
 //! the seeds with `BORDER_WRITE_FUZZ_SEEDS=1 cargo test -p conf --test fuzz_seeds`.
 
-use std::net::{IpAddr, SocketAddr};
+mod common;
+
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use conf::maglev::{build, BackendId, MaglevBackend};
-use conf::tables::{
-    view_bytes, BackendEntry, BackendState, Generation, TablesWriter, VipFlags, VipTable,
-    PROTO_TCP, PROTO_UDP,
-};
+use common::{region_vip, three_vips, v4};
+use conf::tables::{view_bytes, Generation, TablesWriter, VipTable};
 use conf::Mode;
 
 fn seeds_dir() -> PathBuf {
@@ -20,67 +19,19 @@ fn seeds_dir() -> PathBuf {
 }
 
 fn vip(id: u32, addr: IpAddr, backends: &[IpAddr], ring_size: u32, mode: Mode) -> Arc<VipTable> {
-    let weighted: Vec<MaglevBackend> = backends
-        .iter()
-        .map(|&a| MaglevBackend {
-            id: BackendId::from(SocketAddr::new(a, 80)),
-            weight: 1,
-        })
-        .collect();
-    let ring = if weighted.is_empty() {
-        Vec::new()
-    } else {
-        build(&weighted, ring_size).unwrap()
-    };
     Arc::new(VipTable {
-        id,
         name: format!("seed-vip-{id}"),
-        addr,
-        port: 80,
-        proto: if mode == Mode::Dnat {
-            PROTO_UDP
-        } else {
-            PROTO_TCP
-        },
-        mode,
-        flags: VipFlags::PROXY_V2 | VipFlags::PP_TLV_UNIQUE_ID,
-        pp_max_len: 107,
-        backends: backends
-            .iter()
-            .enumerate()
-            .map(|(i, &a)| BackendEntry {
-                id: 100 + i as u32,
-                addr: a,
-                port: 80,
-                weight: 1,
-                state: if i == 1 {
-                    BackendState::Draining
-                } else {
-                    BackendState::Up
-                },
-            })
-            .collect(),
-        ring,
+        ..region_vip(id, addr, backends, ring_size, mode, 1)
     })
 }
 
 /// Generation 1 (three VIPs: IPv4 full-NAT, IPv6 DNAT, one without
 /// backends) and generation 2 (the first VIP changed).
 fn generations() -> (Generation, Generation) {
-    let v4 = |i: u8| IpAddr::from([10, 0, 0, i]);
-    let v6 = |i: u16| IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, i]);
-    let v4_backends: Vec<IpAddr> = (1..=5).map(v4).collect();
-    let v6_backends: Vec<IpAddr> = (1..=3).map(v6).collect();
-    let g1 = Generation {
-        flow_hash_key: *b"0123456789abcdef",
-        vips: vec![
-            vip(0, v4(100), &v4_backends, 61, Mode::FullNat),
-            vip(1, v6(100), &v6_backends, 31, Mode::Dnat),
-            vip(2, v4(101), &[], 0, Mode::FullNat),
-        ],
-    };
+    let g1 = three_vips(vip);
     let mut g2 = g1.clone();
-    g2.vips[0] = vip(0, v4(100), &v4_backends[..4], 61, Mode::FullNat);
+    let v4_backends: Vec<IpAddr> = (1..=4).map(v4).collect();
+    g2.vips[0] = vip(0, v4(100), &v4_backends, 61, Mode::FullNat);
     (g1, g2)
 }
 

@@ -3,12 +3,14 @@
 //! (naming the problem) or return exactly a generation that was published;
 //! it must never panic.
 
+mod common;
+
 mod tables_fuzz {
     use std::net::IpAddr;
     use std::path::{Path, PathBuf};
     use std::sync::Arc;
 
-    use conf::maglev::{build, BackendId, MaglevBackend};
+    use super::common::{region_vip, three_vips, v4};
     use conf::tables::*;
     use conf::Mode;
     use proptest::prelude::*;
@@ -30,60 +32,26 @@ mod tables_fuzz {
         }
     }
 
-    fn vip(id: u32, addr: IpAddr, backends: Vec<IpAddr>, m: u32, stamp: u32) -> Arc<VipTable> {
-        let mb: Vec<MaglevBackend> = backends
-            .iter()
-            .map(|&a| MaglevBackend {
-                id: BackendId::from(std::net::SocketAddr::new(a, 80)),
-                weight: 1 + stamp,
-            })
-            .collect();
-        let ring = if mb.is_empty() {
-            Vec::new()
-        } else {
-            build(&mb, m).unwrap()
-        };
+    /// VIP `id` on port 80 + `id` whose backends all weigh 1 + `stamp`.
+    fn vip(
+        id: u32,
+        addr: IpAddr,
+        backends: &[IpAddr],
+        m: u32,
+        mode: Mode,
+        stamp: u32,
+    ) -> Arc<VipTable> {
         Arc::new(VipTable {
-            id,
-            name: format!("vip-{id}"),
-            addr,
             port: 80 + id as u16,
-            proto: if id == 1 { PROTO_UDP } else { PROTO_TCP },
-            mode: if id == 1 { Mode::Dnat } else { Mode::FullNat },
-            flags: VipFlags::PROXY_V2 | VipFlags::PP_TLV_UNIQUE_ID,
-            pp_max_len: 107,
-            backends: backends
-                .iter()
-                .enumerate()
-                .map(|(i, &a)| BackendEntry {
-                    id: 100 + i as u32,
-                    addr: a,
-                    port: 80,
-                    weight: 1 + stamp,
-                    state: if i == 1 {
-                        BackendState::Draining
-                    } else {
-                        BackendState::Up
-                    },
-                })
-                .collect(),
-            ring,
+            ..region_vip(id, addr, backends, m, mode, 1 + stamp)
         })
     }
 
     fn generations() -> (Generation, Generation) {
-        let v4 = |i: u8| IpAddr::from([10, 0, 0, i]);
-        let v6 = |i: u16| IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, i]);
-        let g1 = Generation {
-            flow_hash_key: *b"0123456789abcdef",
-            vips: vec![
-                vip(0, v4(100), (1..=5).map(v4).collect(), 61, 0),
-                vip(1, v6(100), (1..=3).map(v6).collect(), 31, 0),
-                vip(2, v4(101), Vec::new(), 0, 0),
-            ],
-        };
+        let g1 = three_vips(|id, addr, backends, m, mode| vip(id, addr, backends, m, mode, 0));
         let mut g2 = g1.clone();
-        g2.vips[0] = vip(0, v4(100), (1..=5).map(v4).collect(), 61, 1);
+        let v4_backends: Vec<IpAddr> = (1..=5).map(v4).collect();
+        g2.vips[0] = vip(0, v4(100), &v4_backends, 61, Mode::FullNat, 1);
         (g1, g2)
     }
 

@@ -220,14 +220,7 @@ fn icmp_error_quoting_a_sequence_number_not_in_flight_is_dropped() {
 
 #[test]
 fn dnat_reply_without_an_entry_from_the_client_side_is_dropped() {
-    let mut nodes = Setup {
-        workers: 2,
-        ..Setup::default()
-    }
-    .build();
-    for n in &mut nodes {
-        n.poll();
-    }
+    let mut nodes = two_workers();
     let client = sa(CLIENT4, 47006);
     let vip = sa(DNAT4, 80);
     let out = decode(&nodes[0].forward(EXT, &Pkt::tcp(client, vip, SYN).build(), INT));

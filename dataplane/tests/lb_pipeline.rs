@@ -275,14 +275,7 @@ fn dnat_v4_and_v6_forward_and_reply() {
 
 #[test]
 fn dnat_reply_on_a_worker_without_the_entry_is_translated_statelessly() {
-    let mut nodes = Setup {
-        workers: 2,
-        ..Setup::default()
-    }
-    .build();
-    for n in &mut nodes {
-        n.poll();
-    }
+    let mut nodes = two_workers();
     let client = client4(42000);
     let vip = sa(DNAT4, 80);
     let out = decode(&nodes[0].forward(EXT, &Pkt::tcp(client, vip, SYN).build(), INT));
@@ -303,14 +296,7 @@ fn dnat_reply_on_a_worker_without_the_entry_is_translated_statelessly() {
 
 #[test]
 fn fullnat_reply_on_a_non_owner_worker_is_handed_to_the_owner() {
-    let mut nodes = Setup {
-        workers: 2,
-        ..Setup::default()
-    }
-    .build();
-    for n in &mut nodes {
-        n.poll();
-    }
+    let mut nodes = two_workers();
     let vip = sa(VIP4, 80);
     // Each worker takes local ports it owns: port & 1 == worker.
     let mut flows = Vec::new();

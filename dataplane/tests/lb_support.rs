@@ -267,7 +267,25 @@ impl Default for Setup {
     }
 }
 
+/// Two workers (default setup), each polled once: generation 1 adopted.
+pub fn two_workers() -> Vec<Node> {
+    Setup {
+        workers: 2,
+        ..Setup::default()
+    }
+    .build_polled()
+}
+
 impl Setup {
+    /// [`Setup::build`], then one poll of each worker: generation 1 adopted.
+    pub fn build_polled(&self) -> Vec<Node> {
+        let mut nodes = self.build();
+        for n in &mut nodes {
+            n.poll();
+        }
+        nodes
+    }
+
     /// The workers, sharing handoff queues and neighbour inboxes, each with
     /// generation 1 queued in its feed (adopted by the first poll).
     pub fn build(&self) -> Vec<Node> {
@@ -1010,10 +1028,7 @@ pub fn fuzz_rig() -> (Vec<Node>, &'static [(usize, Vec<u8>)]) {
             shared_stats: true,
             ..Setup::default()
         }
-        .build();
-        for n in &mut nodes {
-            n.poll();
-        }
+        .build_polled();
         nodes[1].learn(CLIENT4.into(), CLIENT_MAC);
         nodes[1].learn(CLIENT6.into(), CLIENT_MAC);
         nodes

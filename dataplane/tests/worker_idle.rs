@@ -107,14 +107,7 @@ fn without_rx_interrupts_an_idle_worker_backs_off_with_sleeps() {
 
 #[test]
 fn a_reply_handed_to_a_sleeping_owner_rings_its_doorbell() {
-    let mut nodes = Setup {
-        workers: 2,
-        ..Setup::default()
-    }
-    .build();
-    for n in &mut nodes {
-        n.poll();
-    }
+    let mut nodes = two_workers();
     // Worker 0 owns even local ports.
     let out = decode(&nodes[0].forward(
         EXT,

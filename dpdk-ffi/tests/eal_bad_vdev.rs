@@ -4,28 +4,18 @@
 //! port lookup instead. Either way the error must be one clean line.
 //! Own file: EAL starts once per process.
 
+mod common;
+
+use common::eal_args;
 use dpdk_ffi::{port_count, Eal, Port};
 
 #[test]
 fn unknown_vdev_is_an_error_not_a_panic() {
-    let args: Vec<String> = [
-        "-l",
+    let args = eal_args(
         "0",
-        "--no-huge",
-        "-m",
-        "256",
-        "--no-pci",
-        "--no-shconf",
-        "--vdev=net_doesnotexist0",
-        "--vdev=net_null0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([format!(
-        "--file-prefix=border-ffi-badvdev-{}",
-        std::process::id()
-    )])
-    .collect();
+        "badvdev",
+        &["--vdev=net_doesnotexist0", "--vdev=net_null0"],
+    );
 
     match Eal::init(&args) {
         Err(e) => {

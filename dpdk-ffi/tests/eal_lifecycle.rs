@@ -3,6 +3,8 @@
 //! operations, rx/tx bursts, queue-handle rules, lcore launch with a
 //! returning and a panicking closure, and orderly teardown.
 
+mod common;
+
 use dpdk_ffi::{
     launch_on, lcore_id, main_lcore, port_count, port_ids, tsc_hz, wait_all, wait_lcore,
     worker_lcores, Eal, Mbuf, MbufBurst, MbufError, Mempool, Port, DEFAULT_DATA_ROOM,
@@ -10,24 +12,15 @@ use dpdk_ffi::{
 };
 
 fn eal_args() -> Vec<String> {
-    [
-        "-l",
+    common::eal_args(
         "0,1",
-        "--no-huge",
-        "-m",
-        "256",
-        "--no-pci",
-        "--no-shconf",
-        "--log-level=lib.eal:warning",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        format!("--file-prefix=border-ffi-life-{}", std::process::id()),
-        "--vdev=net_null0".to_string(),
-        "--vdev=net_ring0".to_string(),
-    ])
-    .collect()
+        "life",
+        &[
+            "--log-level=lib.eal:warning",
+            "--vdev=net_null0",
+            "--vdev=net_ring0",
+        ],
+    )
 }
 
 fn check_mbuf_ops(pool: &Mempool) {

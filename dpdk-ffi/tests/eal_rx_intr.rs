@@ -5,53 +5,13 @@
 //! refuses to be watched with a clear error. Needs root and /dev/net/tun
 //! (never skips: CI has both). Own file: EAL starts once per process.
 
+mod common;
+
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use common::{eal_args, kernel_send, require_tun_and_root, test_frame};
 use dpdk_ffi::{Eal, MbufBurst, Mempool, Port, RxWaiter, DEFAULT_DATA_ROOM};
-
-fn ifindex(iface: &str) -> i32 {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/ifindex"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or_else(|| panic!("interface {iface} has no ifindex"))
-}
-
-/// Sends one raw broadcast frame out of `iface` from the kernel side.
-fn kernel_send(iface: &str, marker: u8) {
-    let mut frame = vec![0xff; 6];
-    frame.extend_from_slice(&[0x02, 0, 0, 0, 0, marker, 0x88, 0xb5]);
-    frame.extend(std::iter::repeat_n(marker, 46));
-    let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: plain socket(2); the descriptor is owned right below.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto)) };
-    assert!(
-        fd >= 0,
-        "AF_PACKET socket: {}",
-        std::io::Error::last_os_error()
-    );
-    // SAFETY: fd is a new descriptor nobody else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
-    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    addr.sll_family = libc::AF_PACKET as u16;
-    addr.sll_protocol = proto;
-    addr.sll_ifindex = ifindex(iface);
-    addr.sll_halen = 6;
-    addr.sll_addr[..6].copy_from_slice(&frame[..6]);
-    // SAFETY: the socket is open; frame and addr are valid for the lengths given.
-    let n = unsafe {
-        libc::sendto(
-            std::os::fd::AsRawFd::as_raw_fd(&sock),
-            frame.as_ptr().cast(),
-            frame.len(),
-            0,
-            std::ptr::addr_of!(addr).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        )
-    };
-    assert!(n > 0, "AF_PACKET send: {}", std::io::Error::last_os_error());
-}
 
 fn eventfd() -> OwnedFd {
     // SAFETY: plain eventfd(2); the descriptor is owned right below.
@@ -70,31 +30,10 @@ fn ring(fd: &OwnedFd) {
 
 #[test]
 fn tap_queue_wakes_its_waiter_and_null_has_no_interrupts() {
-    assert!(
-        std::path::Path::new("/dev/net/tun").exists(),
-        "this test needs /dev/net/tun (net_tap creates TAP devices)"
-    );
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(euid, 0, "this test needs root (net_tap)");
+    require_tun_and_root("eal_rx_intr");
     let iface = format!("brxi{}", std::process::id() % 10_000_000);
-    let args: Vec<String> = [
-        "-l",
-        "0",
-        "--no-huge",
-        "-m",
-        "256",
-        "--no-pci",
-        "--no-shconf",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        format!("--file-prefix=border-ffi-rxintr-{}", std::process::id()),
-        format!("--vdev=net_tap0,iface={iface}"),
-        "--vdev=net_null0".to_string(),
-    ])
-    .collect();
+    let vdev = format!("--vdev=net_tap0,iface={iface}");
+    let args = eal_args("0", "rxintr", &[&vdev, "--vdev=net_null0"]);
     let _eal = Eal::init(&args).expect("EAL init");
     let pool = Mempool::pktmbuf("ffi_rxintr", 2047, 0, DEFAULT_DATA_ROOM, -1).unwrap();
 
@@ -146,7 +85,7 @@ fn tap_queue_wakes_its_waiter_and_null_has_no_interrupts() {
         let iface = iface.clone();
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
-            kernel_send(&iface, 0x5a);
+            kernel_send(&iface, &test_frame(0x5a)).expect("AF_PACKET send");
         })
     };
     let mut got = false;

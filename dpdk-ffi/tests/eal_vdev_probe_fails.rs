@@ -4,27 +4,18 @@
 //! must therefore look up every configured port. Own file: EAL starts once
 //! per process.
 
+mod common;
+
+use common::eal_args;
 use dpdk_ffi::{port_count, Eal, Port};
 
 #[test]
 fn failed_probe_surfaces_at_port_lookup() {
-    let args: Vec<String> = [
-        "-l",
+    let args = eal_args(
         "0",
-        "--no-huge",
-        "-m",
-        "256",
-        "--no-pci",
-        "--no-shconf",
-        "--vdev=net_pcap0,rx_pcap=/nonexistent/border-in.pcap,tx_pcap=/nonexistent/border-out.pcap",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([format!(
-        "--file-prefix=border-ffi-probe-{}",
-        std::process::id()
-    )])
-    .collect();
+        "probe",
+        &["--vdev=net_pcap0,rx_pcap=/nonexistent/border-in.pcap,tx_pcap=/nonexistent/border-out.pcap"],
+    );
 
     let _eal = Eal::init(&args).expect("EAL starts despite the failed probe");
     assert_eq!(port_count(), 0);

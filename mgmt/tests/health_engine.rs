@@ -4,60 +4,21 @@
 
 mod common;
 
-use std::net::SocketAddr;
-
+use common::engine::{b, engine_config, key, ok, refused, Driver as T, INTERVAL};
 use conf::Config;
-use mgmt::health::engine::{Change, Engine, Key, Observation, ProbeOutcome, State, WeightObs};
+use mgmt::health::engine::{Change, ProbeOutcome, State, WeightObs};
 
-const INTERVAL: u64 = 1000;
 const HE_LISTEN: &str = "unix:///run/border/he.sock";
 
 fn config(peers: usize, quorum: u32, weight_header: bool) -> Config {
-    let mut t = common::health_config_head("he", HE_LISTEN, quorum);
+    let mut p = String::new();
     for i in 0..peers {
-        t.push_str(&format!(
+        p.push_str(&format!(
             "[[mgmt.peer]]\naddress = \"unix:///run/border/peer{i}.sock\"\n"
         ));
     }
-    t.push_str(&format!(
-        r#"[[vip]]
-name = "web"
-address = "10.0.0.100"
-port = 80
-maglev_table_size = 1009
-[vip.health]
-kind = "http"
-path = "/healthz"
-interval_ms = {INTERVAL}
-timeout_ms = 500
-rise = 2
-fall = 3
-weight_header = {weight_header}
-[[vip.backend]]
-address = "10.0.1.1"
-port = 8080
-[[vip.backend]]
-address = "10.0.1.2"
-port = 8080
-"#
-    ));
-    Config::from_toml_str(&t, "he.toml").unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn b(n: u8) -> SocketAddr {
-    format!("10.0.1.{n}:8080").parse().unwrap()
-}
-
-fn key(n: u8) -> Key {
-    ("web".to_string(), b(n))
-}
-
-fn ok() -> ProbeOutcome {
-    ProbeOutcome {
-        ok: true,
-        reason: "HTTP 200".into(),
-        weight: None,
-    }
+    let health = format!("kind = \"http\"\npath = \"/healthz\"\nweight_header = {weight_header}");
+    engine_config("he", quorum, &p, &health, "")
 }
 
 fn ok_w(w: Option<WeightObs>) -> ProbeOutcome {
@@ -68,79 +29,13 @@ fn ok_w(w: Option<WeightObs>) -> ProbeOutcome {
     }
 }
 
-fn refused() -> ProbeOutcome {
-    ProbeOutcome {
-        ok: false,
-        reason: "connect refused".into(),
-        weight: None,
-    }
-}
-
-/// A test driver: an engine and its fake clock.
-struct T {
-    e: Engine,
-    now: u64,
-}
-
 impl T {
-    fn new(cfg: &Config) -> T {
-        T {
-            e: Engine::new("me", cfg, 2000),
-            now: 10_000,
-        }
-    }
-    /// One interval passes; `me` probes every listed backend.
-    fn round(&mut self, results: &[(u8, ProbeOutcome)]) -> Vec<Change> {
-        self.now += INTERVAL;
-        for (n, r) in results {
-            self.e.local_result(&[key(*n)], r, self.now);
-        }
-        self.e.evaluate(self.now, 1_700_000_000_000 + self.now)
-    }
     fn idle(&mut self, ms: u64) -> Vec<Change> {
         self.now += ms;
-        self.e.evaluate(self.now, 1_700_000_000_000 + self.now)
-    }
-    fn state(&self, n: u8) -> State {
-        self.e.verdict("web", b(n)).unwrap().state
-    }
-    fn reason(&self, n: u8) -> String {
-        self.e.verdict("web", b(n)).unwrap().reason.clone()
+        self.evaluate()
     }
     fn no_data(&self, n: u8) -> bool {
         self.e.verdict("web", b(n)).unwrap().no_data
-    }
-    /// Peer `i` reports: backend n -> (state, last ok).
-    fn peer(&mut self, i: usize, id: &str, views: &[(u8, Option<State>, bool)]) {
-        let obs = views
-            .iter()
-            .map(|(n, st, last_ok)| {
-                (
-                    key(*n),
-                    Observation {
-                        state: *st,
-                        last_ok: Some(*last_ok),
-                        streak: 3,
-                        reason: if *last_ok {
-                            "HTTP 200"
-                        } else {
-                            "connect timeout after 500 ms"
-                        }
-                        .into(),
-                        last_failure: if *last_ok {
-                            ""
-                        } else {
-                            "connect timeout after 500 ms"
-                        }
-                        .into(),
-                        at_ms: self.now,
-                        weight: None,
-                    },
-                )
-            })
-            .collect();
-        self.e
-            .peer_update(&format!("unix:///run/border/peer{i}.sock"), id, obs);
     }
 }
 

@@ -3,20 +3,17 @@
 
 mod common;
 
-use std::net::SocketAddr;
-
+use common::engine::{b, engine_config, key, ok, refused, Driver as T, INTERVAL};
 use conf::Config;
 use mgmt::health::agent::{parse_answer, AgentResult};
-use mgmt::health::engine::{Engine, Key, Observation, ProbeOutcome, State};
-
-const INTERVAL: u64 = 1000;
+use mgmt::health::engine::{ProbeOutcome, State};
 
 /// VIP web with backends 10.0.1.1 and .2; `peers` lists (trusted) per peer;
 /// `health_extra` adds lines to `[vip.health]`, whose kind is `kind`.
 fn config(peers: &[bool], quorum: u32, kind: &str, health_extra: &str) -> Config {
-    let mut t = common::health_config_head("tr", "unix:///run/border/tr.sock", quorum);
+    let mut p = String::new();
     for (i, trusted) in peers.iter().enumerate() {
-        t.push_str(&format!(
+        p.push_str(&format!(
             "[[mgmt.peer]]\naddress = \"unix:///run/border/peer{i}.sock\"\ntrusted = {trusted}\n"
         ));
     }
@@ -25,74 +22,11 @@ fn config(peers: &[bool], quorum: u32, kind: &str, health_extra: &str) -> Config
     } else {
         ""
     };
-    t.push_str(&format!(
-        r#"[[vip]]
-name = "web"
-address = "10.0.0.100"
-port = 80
-maglev_table_size = 1009
-[vip.health]
-kind = "{kind}"
-{path}interval_ms = {INTERVAL}
-timeout_ms = 500
-rise = 2
-fall = 3
-{health_extra}
-[[vip.backend]]
-address = "10.0.1.1"
-port = 8080
-weight = 10
-[[vip.backend]]
-address = "10.0.1.2"
-port = 8080
-"#
-    ));
-    Config::from_toml_str(&t, "tr.toml").unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn b(n: u8) -> SocketAddr {
-    format!("10.0.1.{n}:8080").parse().unwrap()
-}
-
-fn key(n: u8) -> Key {
-    ("web".to_string(), b(n))
-}
-
-fn ok() -> ProbeOutcome {
-    ProbeOutcome {
-        ok: true,
-        reason: "HTTP 200".into(),
-        weight: None,
-    }
-}
-
-fn refused() -> ProbeOutcome {
-    ProbeOutcome {
-        ok: false,
-        reason: "connect refused".into(),
-        weight: None,
-    }
-}
-
-struct T {
-    e: Engine,
-    now: u64,
+    let health = format!("kind = \"{kind}\"\n{path}{health_extra}");
+    engine_config("tr", quorum, &p, &health, "weight = 10")
 }
 
 impl T {
-    fn new(cfg: &Config) -> T {
-        T {
-            e: Engine::new("me", cfg, 2000),
-            now: 10_000,
-        }
-    }
-    fn round(&mut self, results: &[(u8, ProbeOutcome)]) {
-        self.now += INTERVAL;
-        for (n, r) in results {
-            self.e.local_result(&[key(*n)], r, self.now);
-        }
-        self.e.evaluate(self.now, 1_700_000_000_000 + self.now);
-    }
     /// One round where the agent of backend 1 answers `answer` (and 2 says "up").
     fn agent_round(&mut self, answer: &[u8]) {
         self.agent_result(parse_answer(answer));
@@ -115,45 +49,15 @@ impl T {
         self.e.agent_result(&[key(1)], &r);
         self.e.local_result(&[key(2)], &ok(), self.now);
         self.e.agent_result(&[key(2)], &parse_answer(b"up"));
-        self.e.evaluate(self.now, 1_700_000_000_000 + self.now);
-    }
-    fn state(&self, n: u8) -> State {
-        self.e.verdict("web", b(n)).unwrap().state
-    }
-    fn reason(&self, n: u8) -> String {
-        self.e.verdict("web", b(n)).unwrap().reason.clone()
+        self.evaluate();
     }
     /// Peer `i` (id `id`) reports backend n -> down (true) or up.
-    fn peer(&mut self, i: usize, id: &str, views: &[(u8, bool)]) {
-        let obs = views
+    fn peer_down(&mut self, i: usize, id: &str, views: &[(u8, bool)]) {
+        let views: Vec<(u8, Option<State>, bool)> = views
             .iter()
-            .map(|(n, down)| {
-                (
-                    key(*n),
-                    Observation {
-                        state: Some(if *down { State::Down } else { State::Up }),
-                        last_ok: Some(!*down),
-                        streak: 3,
-                        reason: if *down {
-                            "connect timeout after 500 ms"
-                        } else {
-                            "HTTP 200"
-                        }
-                        .into(),
-                        last_failure: if *down {
-                            "connect timeout after 500 ms"
-                        } else {
-                            ""
-                        }
-                        .into(),
-                        at_ms: self.now,
-                        weight: None,
-                    },
-                )
-            })
+            .map(|&(n, down)| (n, Some(if down { State::Down } else { State::Up }), !down))
             .collect();
-        self.e
-            .peer_update(&format!("unix:///run/border/peer{i}.sock"), id, obs);
+        self.peer(i, id, &views);
     }
 }
 
@@ -162,8 +66,8 @@ fn a_trusted_checker_takes_a_backend_down_whatever_the_quorum() {
     // quorum 2 of 3: the trusted peer alone sees backend 1 fail.
     let mut t = T::new(&config(&[true, false], 2, "http", ""));
     for _ in 0..3 {
-        t.peer(0, "lb-t", &[(1, true), (2, false)]);
-        t.peer(1, "lb-c", &[(1, false), (2, false)]);
+        t.peer_down(0, "lb-t", &[(1, true), (2, false)]);
+        t.peer_down(1, "lb-c", &[(1, false), (2, false)]);
         t.round(&[(1, ok()), (2, ok())]);
     }
     assert_eq!(t.state(1), State::Down, "{}", t.reason(1));
@@ -180,8 +84,8 @@ fn a_trusted_checker_takes_a_backend_down_whatever_the_quorum() {
     // The same view from an untrusted peer is one vote, fewer than quorum 2.
     let mut u = T::new(&config(&[false, false], 2, "http", ""));
     for _ in 0..3 {
-        u.peer(0, "lb-b", &[(1, true), (2, false)]);
-        u.peer(1, "lb-c", &[(1, false), (2, false)]);
+        u.peer_down(0, "lb-b", &[(1, true), (2, false)]);
+        u.peer_down(1, "lb-c", &[(1, false), (2, false)]);
         u.round(&[(1, ok()), (2, ok())]);
     }
     assert_eq!(u.state(1), State::Up, "{}", u.reason(1));
@@ -196,7 +100,7 @@ fn a_silent_trusted_checker_means_nothing_and_keeps_what_it_decided() {
     }
     assert_eq!(t.state(1), State::Up, "{}", t.reason(1));
     // It speaks: backend 1 is down.
-    t.peer(0, "lb-t", &[(1, true), (2, false)]);
+    t.peer_down(0, "lb-t", &[(1, true), (2, false)]);
     t.round(&[(1, ok()), (2, ok())]);
     assert_eq!(t.state(1), State::Down);
     // It goes silent: its verdict stands without data, even though this
@@ -209,7 +113,7 @@ fn a_silent_trusted_checker_means_nothing_and_keeps_what_it_decided() {
     assert!(v.no_data, "{}", v.reason);
     assert!(v.reason.contains("no data"), "{}", v.reason);
     // It comes back and sees it pass: up.
-    t.peer(0, "lb-t", &[(1, false), (2, false)]);
+    t.peer_down(0, "lb-t", &[(1, false), (2, false)]);
     t.round(&[(1, ok()), (2, ok())]);
     assert_eq!(t.state(1), State::Up, "{}", t.reason(1));
 }
@@ -220,8 +124,8 @@ fn a_trusted_checker_is_believed_even_when_it_looks_blind() {
     // the usual rule, but trusted. Both go down: the VIP fails open.
     let mut t = T::new(&config(&[true, false], 2, "http", ""));
     for _ in 0..3 {
-        t.peer(0, "lb-t", &[(1, true), (2, true)]);
-        t.peer(1, "lb-c", &[(1, false), (2, false)]);
+        t.peer_down(0, "lb-t", &[(1, true), (2, true)]);
+        t.peer_down(1, "lb-c", &[(1, false), (2, false)]);
         t.round(&[(1, ok()), (2, ok())]);
     }
     assert_eq!((t.state(1), t.state(2)), (State::Down, State::Down));
@@ -234,7 +138,7 @@ fn a_split_without_majority_keeps_the_state_and_names_both_sides() {
     // Two checkers, quorum 1: this one sees backend 1 fail, the peer sees it pass.
     let mut t = T::new(&config(&[false], 1, "http", ""));
     for _ in 0..3 {
-        t.peer(0, "lb-b", &[(1, false), (2, false)]);
+        t.peer_down(0, "lb-b", &[(1, false), (2, false)]);
         t.round(&[(1, refused()), (2, ok())]);
     }
     assert_eq!(t.state(1), State::Up, "nothing leaves the ring on a split");
@@ -245,11 +149,11 @@ fn a_split_without_majority_keeps_the_state_and_names_both_sides() {
     // Already down and then split: it stays down.
     let mut d = T::new(&config(&[false], 1, "http", ""));
     for _ in 0..3 {
-        d.peer(0, "lb-b", &[(1, true), (2, false)]);
+        d.peer_down(0, "lb-b", &[(1, true), (2, false)]);
         d.round(&[(1, refused()), (2, ok())]);
     }
     assert_eq!(d.state(1), State::Down);
-    d.peer(0, "lb-b", &[(1, false), (2, false)]);
+    d.peer_down(0, "lb-b", &[(1, false), (2, false)]);
     d.round(&[(1, refused()), (2, ok())]);
     assert_eq!(d.state(1), State::Down, "{}", d.reason(1));
     assert!(d.reason(1).starts_with("split: "), "{}", d.reason(1));
@@ -258,17 +162,17 @@ fn a_split_without_majority_keeps_the_state_and_names_both_sides() {
     // A trusted checker decides the split either way.
     let mut u = T::new(&config(&[true, false], 1, "http", ""));
     for _ in 0..3 {
-        u.peer(0, "lb-t", &[(1, false), (2, false)]);
-        u.peer(1, "lb-c", &[(1, true), (2, false)]);
+        u.peer_down(0, "lb-t", &[(1, false), (2, false)]);
+        u.peer_down(1, "lb-c", &[(1, true), (2, false)]);
         u.round(&[(1, refused()), (2, ok())]);
     }
     // me and lb-c see it fail, lb-t passes: 2 down > 1 up is a majority.
     assert_eq!(u.state(1), State::Down, "{}", u.reason(1));
     let mut s = T::new(&config(&[true, false, false], 1, "http", ""));
     for _ in 0..3 {
-        s.peer(0, "lb-t", &[(1, false), (2, false)]);
-        s.peer(1, "lb-c", &[(1, true), (2, false)]);
-        s.peer(2, "lb-d", &[(1, false), (2, false)]);
+        s.peer_down(0, "lb-t", &[(1, false), (2, false)]);
+        s.peer_down(1, "lb-c", &[(1, true), (2, false)]);
+        s.peer_down(2, "lb-d", &[(1, false), (2, false)]);
         s.round(&[(1, refused()), (2, ok())]);
     }
     // me and lb-c fail, lb-t and lb-d pass: a split the trusted one decides.

@@ -7,8 +7,15 @@
 //! each other's interfaces. Everything is torn down on drop.
 #![allow(dead_code)]
 
+/// border-dp between a client and a backend namespace, with real servers
+/// in the backend one (the PROXY protocol tests).
+pub mod client_backend;
+/// border-mgmt's metrics endpoint: a free port, a scrape.
+pub mod metrics;
 /// A real IPFIX collector (nfcapd) and its flows read back (nfdump).
 pub mod nfcapd;
+/// A small tmpfs to fill up or make read-only.
+pub mod small_fs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -362,27 +369,67 @@ pub fn in_netns<T: Send + 'static>(
     })
 }
 
-/// TCP servers in a namespace: each answers a connection with its name, the
-/// peer address it sees and a newline, then echoes every byte back until the
-/// client closes.
-pub struct TcpBackends {
+/// Server threads in a namespace, one per named address, each polling its
+/// stop flag; stopped and joined on drop.
+struct NsServers {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-impl TcpBackends {
-    pub fn start(ns: &str, addrs: &[(&str, std::net::SocketAddr)]) -> TcpBackends {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
+impl NsServers {
+    /// Runs `serve(name, addr, stop, ready)` in namespace `ns` for each of
+    /// `addrs`, waiting up to 10 s for each to send `ready` (or panicking
+    /// with `what`).
+    fn start<F>(ns: &str, addrs: &[(&str, std::net::SocketAddr)], what: &str, serve: F) -> NsServers
+    where
+        F: Fn(
+                String,
+                std::net::SocketAddr,
+                &std::sync::atomic::AtomicBool,
+                std::sync::mpsc::Sender<()>,
+            ) + Clone
+            + Send
+            + 'static,
+    {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut threads = Vec::new();
         for (name, addr) in addrs {
             let (name, addr, stop) = (name.to_string(), *addr, stop.clone());
             let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-            threads.push(in_netns(ns, move || {
+            let serve = serve.clone();
+            threads.push(in_netns(ns, move || serve(name, addr, &stop, ready_tx)));
+            ready_rx.recv_timeout(Duration::from_secs(10)).expect(what);
+        }
+        NsServers { stop, threads }
+    }
+}
+
+impl Drop for NsServers {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// TCP servers in a namespace: each answers a connection with its name, the
+/// peer address it sees and a newline, then echoes every byte back until the
+/// client closes.
+pub struct TcpBackends(NsServers);
+
+impl TcpBackends {
+    pub fn start(ns: &str, addrs: &[(&str, std::net::SocketAddr)]) -> TcpBackends {
+        use std::sync::atomic::Ordering;
+        TcpBackends(NsServers::start(
+            ns,
+            addrs,
+            "backend listening",
+            |name, addr, stop, ready| {
                 let l = std::net::TcpListener::bind(addr)
                     .unwrap_or_else(|e| panic!("bind {addr}: {e}"));
                 l.set_nonblocking(true).unwrap();
-                ready_tx.send(()).unwrap();
+                ready.send(()).unwrap();
                 while !stop.load(Ordering::Relaxed) {
                     match l.accept() {
                         Ok((mut s, peer)) => {
@@ -407,43 +454,26 @@ impl TcpBackends {
                         Err(_) => std::thread::sleep(Duration::from_millis(2)),
                     }
                 }
-            }));
-            ready_rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("backend listening");
-        }
-        TcpBackends { stop, threads }
-    }
-}
-
-impl Drop for TcpBackends {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+            },
+        ))
     }
 }
 
 /// UDP servers in a namespace: each answers a datagram with `name:` + payload.
-pub struct UdpBackends {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
+pub struct UdpBackends(NsServers);
 
 impl UdpBackends {
     pub fn start(ns: &str, addrs: &[(&str, std::net::SocketAddr)]) -> UdpBackends {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
-        for (name, addr) in addrs {
-            let (name, addr, stop) = (name.to_string(), *addr, stop.clone());
-            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-            threads.push(in_netns(ns, move || {
+        use std::sync::atomic::Ordering;
+        UdpBackends(NsServers::start(
+            ns,
+            addrs,
+            "backend bound",
+            |name, addr, stop, ready| {
                 let s =
                     std::net::UdpSocket::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
                 s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-                ready_tx.send(()).unwrap();
+                ready.send(()).unwrap();
                 let mut buf = [0u8; 2048];
                 while !stop.load(Ordering::Relaxed) {
                     if let Ok((n, from)) = s.recv_from(&mut buf) {
@@ -452,21 +482,8 @@ impl UdpBackends {
                         let _ = s.send_to(&reply, from);
                     }
                 }
-            }));
-            ready_rx
-                .recv_timeout(Duration::from_secs(10))
-                .expect("backend bound");
-        }
-        UdpBackends { stop, threads }
-    }
-}
-
-impl Drop for UdpBackends {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+            },
+        ))
     }
 }
 
@@ -526,6 +543,30 @@ pub fn tally(names: &[String]) -> std::collections::BTreeMap<String, usize> {
 /// more `[mgmt]` keys and their VIPs.
 pub fn two_port_config(instance: &str, tag: &str, ext: &str, int: &str, listen: &str) -> String {
     two_port_config_on(PortKind::Tap, instance, tag, ext, int, listen)
+}
+
+/// The start of a config for border-mgmt without traffic: `[dataplane]`
+/// with one worker, one `net_null0` port `p0` with `<address>/24` (also its
+/// local address), and `[mgmt] listen`. Tests append more `[mgmt]` keys,
+/// `[mgmt.tls]` and their VIPs.
+pub fn null_port_config(instance: &str, address: &str, listen: &str) -> String {
+    format!(
+        r#"instance = "{instance}"
+
+[dataplane]
+worker_lcores = [1]
+flow_hash_key = "00112233445566778899aabbccddeeff"
+
+[[port]]
+name = "p0"
+devargs = "net_null0"
+addresses = ["{address}/24"]
+local_addresses = ["{address}"]
+
+[mgmt]
+listen = "{listen}"
+"#
+    )
 }
 
 /// [`two_port_config`] with the data ports on `kind`.

@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod ca;
+pub mod engine;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
