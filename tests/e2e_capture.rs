@@ -53,6 +53,13 @@ impl Hugepages {
         if free < HUGEPAGES {
             let want = reserved_before + HUGEPAGES - free;
             std::fs::write(NR_HUGEPAGES, want.to_string()).unwrap();
+            // Free memory cut into small pieces (page cache) leaves the
+            // kernel no 2 MiB runs: give it back and compact, then ask again.
+            if meminfo("HugePages_Free") < HUGEPAGES {
+                let _ = std::fs::write("/proc/sys/vm/drop_caches", "1");
+                let _ = std::fs::write("/proc/sys/vm/compact_memory", "1");
+                std::fs::write(NR_HUGEPAGES, want.to_string()).unwrap();
+            }
         }
         assert!(
             meminfo("HugePages_Free") >= HUGEPAGES,
