@@ -216,6 +216,7 @@ fn gw_config(
     metrics: u16,
     redis: u16,
     api_pins: &[&str],
+    reader: &str,
     ams1: &str,
 ) -> String {
     let pins: Vec<String> = api_pins.iter().map(|p| format!("{p:?}")).collect();
@@ -233,6 +234,7 @@ cert = "{d}/{id}.pem"
 key = "{d}/{id}.key"
 client_ca = "{d}/ca.pem"
 api_fingerprints = [{pins}]
+reader_fingerprints = ["{reader}"]
 
 [[appliance]]
 id = "ams-1"
@@ -316,6 +318,7 @@ impl Fleet {
         let fp2 = ca.issue(&dir.0, "gw2");
         let ams1 = ca.issue(&dir.0, "ams1");
         let rogue = ca.issue(&dir.0, "rogue");
+        let reader = ca.issue(&dir.0, "reader");
         let redis_port = free_port();
         let redis = start_redis(&dir.0, redis_port);
         let mut gws = Vec::new();
@@ -332,6 +335,7 @@ impl Fleet {
                     metrics,
                     redis_port,
                     &[&ctl, &fp1, &fp2],
+                    &reader,
                     &ams1,
                 ),
             )
@@ -413,12 +417,18 @@ impl Fleet {
         out
     }
 
-    /// borderctl through gateway `i` to `appliance`.
+    /// borderctl through gateway `i` to `appliance`, as the operator.
     fn ctl(&self, i: usize, appliance: &str, args: &[&str]) -> (i32, String, String) {
+        self.ctl_as("ctl", i, appliance, args)
+    }
+
+    /// borderctl through gateway `i` to `appliance` with the certificate
+    /// `who` (`ctl`: an operator, `reader`: pinned as a reader).
+    fn ctl_as(&self, who: &str, i: usize, appliance: &str, args: &[&str]) -> (i32, String, String) {
         let gw = format!("tcp://127.0.0.1:{}", self.gws[i].api);
         let (cert, key, ca) = (
-            self.dir.path("ctl.pem"),
-            self.dir.path("ctl.key"),
+            self.dir.path(&format!("{who}.pem")),
+            self.dir.path(&format!("{who}.key")),
             self.dir.path("ca.pem"),
         );
         let mut all = vec![
@@ -968,4 +978,53 @@ fn the_gateways_metrics_follow_tunnels_calls_and_the_registry() {
     });
     assert_eq!(fleet.scrape(0).get("border_gw_registry_up"), 0.0);
     assert!(!ams.log_text().contains("panicked"));
+}
+
+/// A client pinned as a reader at the gateway reads an appliance through
+/// it, and every call that would change something is refused at the
+/// gateway (the appliance sees each gateway as an operator).
+#[test]
+fn a_reader_reads_through_the_gateway_and_changes_nothing() {
+    let fleet = Fleet::new("fl-rd");
+    let _ams = fleet.appliance("fl-rd-ams1", "ams-1", "ams1");
+    let port = fleet.redis_port;
+    wait_for("tunnels of ams-1 on gw1", Duration::from_secs(10), || {
+        registry_count(port, "gw1", "ams-1") >= 2
+    });
+    // What the operator gets (status exits 1 here: no border-dp runs).
+    let (op_code, op_out, _) = fleet.ctl(0, "ams-1", &["--json", "status"]);
+    let (code, out, err) = fleet.ctl_as("reader", 0, "ams-1", &["--json", "status"]);
+    assert_eq!(code, op_code, "{err}");
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(vips_of(&out), vips_of(&op_out));
+    assert_eq!(vips_of(&out), ["web"]);
+    // Through gw2 too: the role is checked where the call enters.
+    let (op_code, op_out, _) = fleet.ctl(1, "ams-1", &["--json", "stats"]);
+    let (code, out, err) = fleet.ctl_as("reader", 1, "ams-1", &["--json", "stats"]);
+    assert_eq!(
+        (code, out.is_empty()),
+        (op_code, op_out.is_empty()),
+        "{err}"
+    );
+    assert!(!err.contains("not open to a reader"), "{err}");
+    let (code, _, err) = fleet.ctl_as("reader", 1, "ams-1", &["drain", "web", "10.97.0.11:8080"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("is not open to a reader"), "{err}");
+    let (code, _, err) = fleet.ctl_as(
+        "reader",
+        0,
+        "ams-1",
+        &["weight", "web", "10.97.0.11:8080", "3"],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("is not open to a reader"), "{err}");
+    // Nothing changed on the appliance; the operator still may.
+    let (_, out, _) = fleet.ctl(0, "ams-1", &["--json", "status"]);
+    let flat = out.replace([' ', '\n'], "");
+    assert!(flat.contains("\"drained\":false"), "{out}");
+    assert!(!flat.contains("\"weight\":3"), "{out}");
+    let (code, _, err) = fleet.ctl(1, "ams-1", &["drain", "web", "10.97.0.11:8080"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fleet.scrape(0).calls("denied"), 1.0);
+    assert_eq!(fleet.scrape(1).calls("denied"), 1.0);
 }

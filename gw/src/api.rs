@@ -1,6 +1,7 @@
 //! The control-plane listener: mutual TLS (client certificates chained to
-//! `tls.client_ca` and pinned in `tls.api_fingerprints`), HTTP/2, every
-//! call handed to [`crate::forward`].
+//! `tls.client_ca` and pinned in `tls.api_fingerprints`, operators, or
+//! `tls.reader_fingerprints`, readers), HTTP/2, every call handed to
+//! [`crate::forward`] with the caller's role.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,17 @@ use crate::forward::Gateway;
 
 /// How long a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The role of a pinned control-plane client, if it is pinned.
+fn role_of(cfg: &crate::config::GwConfig, fingerprint: &str) -> Option<conf::ClientRole> {
+    if cfg.api_fingerprints.iter().any(|f| f == fingerprint) {
+        Some(conf::ClientRole::Operator)
+    } else if cfg.reader_fingerprints.iter().any(|f| f == fingerprint) {
+        Some(conf::ClientRole::Reader)
+    } else {
+        None
+    }
+}
 
 /// Accepts calls on `listener` until `shutdown`.
 pub async fn accept(
@@ -45,15 +57,12 @@ pub async fn accept(
                 Err(_) => return tracing::warn!(%peer, "api: TLS handshake timed out"),
             };
             let fp = crate::tls::peer_fingerprint(tls.get_ref().1.peer_certificates());
-            if !fp
-                .as_ref()
-                .is_some_and(|f| gw.cfg.api_fingerprints.contains(f))
-            {
-                return tracing::warn!(%peer, fingerprint = fp.as_deref().unwrap_or("-"), "api: client certificate is CA-valid but not pinned in tls.api_fingerprints: refused");
-            }
+            let Some(role) = fp.as_deref().and_then(|f| role_of(&gw.cfg, f)) else {
+                return tracing::warn!(%peer, fingerprint = fp.as_deref().unwrap_or("-"), "api: client certificate is CA-valid but not pinned in tls.api_fingerprints or tls.reader_fingerprints: refused");
+            };
             let svc = hyper::service::service_fn(move |req| {
                 let gw = gw.clone();
-                async move { Ok::<_, std::convert::Infallible>(gw.handle(req).await) }
+                async move { Ok::<_, std::convert::Infallible>(gw.handle(req, role).await) }
             });
             let r = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())

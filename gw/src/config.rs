@@ -35,8 +35,12 @@ pub struct GwConfig {
     pub key: PathBuf,
     /// CA of agents', control-plane clients' and other gateways' certificates.
     pub client_ca: PathBuf,
-    /// Pinned control-plane clients (`sha256:<hex>`), other gateways included.
+    /// Pinned control-plane clients (`sha256:<hex>`), other gateways
+    /// included: operators, every call forwarded.
     pub api_fingerprints: Vec<String>,
+    /// Pinned read-only clients: only the calls a reader may make on an
+    /// appliance (`mgmt::authz`) are forwarded, the rest refused here.
+    pub reader_fingerprints: Vec<String>,
     /// Pinned certificates per appliance id.
     pub appliances: HashMap<String, Vec<String>>,
 }
@@ -64,6 +68,8 @@ struct RawTls {
     key: PathBuf,
     client_ca: PathBuf,
     api_fingerprints: Vec<String>,
+    #[serde(default)]
+    reader_fingerprints: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -159,6 +165,17 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
     if api_fingerprints.is_empty() {
         return Err("tls.api_fingerprints: must pin at least one control-plane client".into());
     }
+    let mut reader_fingerprints = Vec::new();
+    for (i, f) in raw.tls.reader_fingerprints.iter().enumerate() {
+        let key = format!("tls.reader_fingerprints[{i}]");
+        let p = pin(&key, f)?;
+        if let Some(j) = api_fingerprints.iter().position(|a| *a == p) {
+            return Err(format!(
+                "{key}: is also tls.api_fingerprints[{j}] (expected one role per certificate)"
+            ));
+        }
+        reader_fingerprints.push(p);
+    }
     let mut appliances: HashMap<String, Vec<String>> = HashMap::new();
     for (i, a) in raw.appliance.iter().enumerate() {
         if !id_ok(&a.id) {
@@ -196,6 +213,7 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
         key: raw.tls.key,
         client_ca: raw.tls.client_ca,
         api_fingerprints,
+        reader_fingerprints,
         appliances,
     })
 }
@@ -263,5 +281,26 @@ fingerprints = ["{PIN}"]
         assert!(e.contains("unknown field `bogus`"), "{e}");
         let e = parse(&text("").replace(PIN, "sha256:zz")).unwrap_err();
         assert!(e.starts_with("tls.api_fingerprints[0]: "), "{e}");
+    }
+
+    #[test]
+    fn readers_are_pinned_apart_from_operators() {
+        let reader = format!("sha256:{}", "AB".repeat(32));
+        let with = |pins: &str| {
+            text("").replace(
+                "api_fingerprints = [",
+                &format!("reader_fingerprints = [{pins}]\napi_fingerprints = ["),
+            )
+        };
+        let c = parse(&with(&format!("{reader:?}"))).unwrap();
+        assert_eq!(c.reader_fingerprints, vec![reader.to_ascii_lowercase()]);
+        assert!(parse(&text("")).unwrap().reader_fingerprints.is_empty());
+        let e = parse(&with(&format!("{PIN:?}"))).unwrap_err();
+        assert_eq!(
+            e,
+            "tls.reader_fingerprints[0]: is also tls.api_fingerprints[0] (expected one role per certificate)"
+        );
+        let e = parse(&with("\"sha256:1\"")).unwrap_err();
+        assert!(e.starts_with("tls.reader_fingerprints[0]: "), "{e}");
     }
 }

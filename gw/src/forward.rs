@@ -71,10 +71,14 @@ fn answered(resp: &hyper::Response<RespBody>) -> Outcome {
 }
 
 impl Gateway {
-    /// Answers one call: the appliance's answer, or a status saying why not.
+    /// Answers one call of a client with `role`: the appliance's answer, or
+    /// a status saying why not. A reader's call outside what a reader may
+    /// do on an appliance (`mgmt::authz`) is refused here: the appliance
+    /// sees every gateway as an operator.
     pub async fn handle(
         self: Arc<Self>,
         req: hyper::Request<Incoming>,
+        role: conf::ClientRole,
     ) -> hyper::Response<RespBody> {
         let arrived = Instant::now();
         let path = req.uri().path().to_string();
@@ -89,6 +93,13 @@ impl Gateway {
             return self.has_tunnel(&appliance);
         }
         let result = match grpc::timeout(req.headers()) {
+            _ if !mgmt::authz::allows(role, &path) => Err((
+                Outcome::Denied,
+                Status::permission_denied(format!(
+                    "border-gw {}: {path} is not open to a reader (tls.reader_fingerprints): only operators (tls.api_fingerprints) may call it",
+                    self.cfg.id
+                )),
+            )),
             Err(e) => Err((
                 Outcome::Refused,
                 Status::invalid_argument(format!("border-gw: {e}")),

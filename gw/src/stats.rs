@@ -25,11 +25,13 @@ pub enum Outcome {
     /// Refused before routing: no appliance named, a malformed deadline, a
     /// request too large, a method the appliance does not offer.
     Refused,
+    /// A reader (`tls.reader_fingerprints`) called a method only operators may.
+    Denied,
 }
 
 impl Outcome {
     /// Every outcome, in the order they are rendered.
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Ok,
         Outcome::ApplianceError,
         Outcome::NoTunnel,
@@ -38,6 +40,7 @@ impl Outcome {
         Outcome::RegistryError,
         Outcome::GatewayError,
         Outcome::Refused,
+        Outcome::Denied,
     ];
 
     /// The `outcome` label.
@@ -51,6 +54,7 @@ impl Outcome {
             Outcome::RegistryError => "registry_error",
             Outcome::GatewayError => "gateway_error",
             Outcome::Refused => "refused",
+            Outcome::Denied => "denied",
         }
     }
 
