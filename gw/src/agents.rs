@@ -47,8 +47,7 @@ pub async fn accept(
         let _ = tcp.set_nodelay(true);
         let (acceptor, cfg, tunnels) = (acceptor.clone(), cfg.clone(), tunnels.clone());
         tokio::spawn(async move {
-            let opened =
-                tokio::time::timeout(PREFACE_TIMEOUT, open(acceptor, tcp, peer, &cfg)).await;
+            let opened = tokio::time::timeout(PREFACE_TIMEOUT, open(acceptor, tcp, &cfg)).await;
             let refused = || tunnels.counters.refused.fetch_add(1, Ordering::Relaxed);
             match opened {
                 Err(_) => {
@@ -71,7 +70,6 @@ type Stream = tokio_rustls::server::TlsStream<TcpStream>;
 async fn open(
     acceptor: tokio_rustls::TlsAcceptor,
     tcp: TcpStream,
-    peer: SocketAddr,
     cfg: &GwConfig,
 ) -> Result<(Stream, Preface), String> {
     let mut tls = acceptor
@@ -118,7 +116,7 @@ async fn open(
             )
         };
         refuse(&mut tls, &why).await;
-        tracing::warn!(%peer, appliance = %preface.id, fingerprint = %fp, "tunnel refused: {why}");
+        // Logged once, by the caller, with the peer.
         return Err(why);
     }
     tls.write_all(&Answer::Accepted.encode())
@@ -145,7 +143,9 @@ async fn run(tls: Stream, preface: Preface, peer: SocketAddr, tunnels: Arc<Tunne
     let (sender, conn) = match handshake {
         Ok(x) => x,
         Err(e) => {
-            tracing::warn!(%peer, appliance = %preface.id, error = %e, "tunnel: HTTP/2 handshake failed");
+            // Accepted, yet never usable: a refusal for the metrics.
+            tunnels.counters.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, appliance = %preface.id, error = %e, "tunnel refused: HTTP/2 handshake failed");
             return;
         }
     };
