@@ -45,36 +45,77 @@ impl RawKey {
 /// generation: linear probing over a power-of-two array at most half full,
 /// with a multiplicative hash. Its keys come from the configuration (VIPs,
 /// local addresses), not from packets, so no keyed hash is needed to keep
-/// probe sequences short.
+/// probe sequences short; the multiplier is the one of [`MULTIPLIERS`]
+/// that leaves the configured keys the fewest extra probes.
 #[derive(Clone, Debug)]
 pub(super) struct RawMap<V> {
     slots: Box<[Option<(RawKey, V)>]>,
     mask: usize,
+    mult: u64,
 }
+
+/// The hash multipliers a [`RawMap`] chooses from (odd, well mixed).
+const MULTIPLIERS: [u64; 8] = [
+    0x9E37_79B9_7F4A_7C15,
+    0xC2B2_AE3D_27D4_EB4F,
+    0x1656_67B1_9E37_79F9,
+    0xD6E8_FEB8_6659_FD93,
+    0xA076_1D64_78BD_642F,
+    0xE703_7ED1_A0B4_28DB,
+    0x8EBC_6AF0_9C88_C6E3,
+    0x5897_65F6_9DDA_A38B,
+];
 
 impl<V: Copy> RawMap<V> {
     pub(super) fn from_map(m: HashMap<RawKey, V>) -> RawMap<V> {
         let n = (2 * m.len()).max(4).next_power_of_two();
+        let entries: Vec<(RawKey, V)> = m.into_iter().collect();
+        let mut best: Option<(usize, RawMap<V>)> = None;
+        for mult in MULTIPLIERS {
+            let (map, extra) = Self::place(&entries, n, mult);
+            if best.as_ref().is_none_or(|(e, _)| extra < *e) {
+                best = Some((extra, map));
+            }
+            if extra == 0 {
+                break;
+            }
+        }
+        match best {
+            Some((_, map)) => map,
+            None => Self::place(&entries, n, MULTIPLIERS[0]).0,
+        }
+    }
+
+    /// The table of `entries` in `n` slots with `mult`, and the extra
+    /// probes its keys take. Inserted in home-slot order (then key order),
+    /// not in the source map's random iteration order: the layout is the
+    /// same in every process.
+    fn place(entries: &[(RawKey, V)], n: usize, mult: u64) -> (RawMap<V>, usize) {
+        let mask = n - 1;
+        let mut sorted = entries.to_vec();
+        sorted.sort_unstable_by_key(|(k, _)| (Self::home(k, mult, mask), k.addr, k.rest));
         let mut slots = vec![None; n].into_boxed_slice();
-        for (k, v) in m {
-            let mut i = Self::home(&k, n - 1);
+        let mut extra = 0;
+        for (k, v) in sorted {
+            let mut i = Self::home(&k, mult, mask);
             while slots[i].is_some() {
-                i = (i + 1) & (n - 1);
+                i = (i + 1) & mask;
+                extra += 1;
             }
             slots[i] = Some((k, v));
         }
-        RawMap { slots, mask: n - 1 }
+        (RawMap { slots, mask, mult }, extra)
     }
 
     #[inline(always)]
-    pub(super) fn home(k: &RawKey, mask: usize) -> usize {
+    fn home(k: &RawKey, mult: u64, mask: usize) -> usize {
         let x = (k.addr as u64) ^ ((k.addr >> 64) as u64).rotate_left(29) ^ u64::from(k.rest);
-        (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize & mask
+        (x.wrapping_mul(mult) >> 40) as usize & mask
     }
 
     #[inline(always)]
     pub(super) fn get(&self, k: &RawKey) -> Option<V> {
-        let mut i = Self::home(k, self.mask);
+        let mut i = Self::home(k, self.mult, self.mask);
         // Ends: at most half the slots are used.
         loop {
             match self.slots.get(i)? {
@@ -243,5 +284,46 @@ impl Lb {
             in_port,
         };
         Some(self.backend_packet(rx, &k, Out { ports, counters }, false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Enough keys that some share a home slot.
+    fn keys() -> Vec<(RawKey, u32)> {
+        (0..200u32)
+            .map(|i| {
+                let addr = IpAddr::from([10, 0, (i >> 8) as u8, i as u8]);
+                (RawKey::of(addr, 80 + (i % 3) as u16, 6), i)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_layout_does_not_depend_on_the_maps_iteration_order() {
+        // Each HashMap has its own random hasher, so each iterates in its
+        // own order.
+        let layouts: Vec<Vec<Option<(RawKey, u32)>>> = (0..8)
+            .map(|_| {
+                let m: HashMap<RawKey, u32> = keys().into_iter().collect();
+                RawMap::from_map(m).slots.to_vec()
+            })
+            .collect();
+        assert!(layouts.windows(2).all(|w| w[0] == w[1]));
+        let map = RawMap::from_map(keys().into_iter().collect());
+        // The chosen multiplier leaves no more extra probes than the first.
+        let entries = keys();
+        let (_, first) = RawMap::place(&entries, map.slots.len(), MULTIPLIERS[0]);
+        let (_, chosen) = RawMap::place(&entries, map.slots.len(), map.mult);
+        assert!(chosen <= first, "{chosen} > {first}");
+        for (k, v) in keys() {
+            assert_eq!(map.get(&k), Some(v));
+        }
+        assert_eq!(
+            map.get(&RawKey::of(IpAddr::from([192, 0, 2, 1]), 80, 6)),
+            None
+        );
     }
 }
