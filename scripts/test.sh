@@ -5,6 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "scripts/test.sh must run as root (network namespaces, TAP devices)" >&2; exit 1; }
 
+# The end-to-end tests use fixed namespace and instance names: one run at a
+# time per machine. Whoever runs e2e tests by hand (or scripts/synflood.sh)
+# holds /tmp/border-e2e.lock; so does this run, through flock itself (-o:
+# no test or daemon inherits the lock, so a stray process cannot keep it).
+if [ -z "${BORDER_E2E_LOCKED:-}" ]; then
+  exec env BORDER_E2E_LOCKED=1 flock -o /tmp/border-e2e.lock bash "$0" "$@"
+fi
+
 bash scripts/install-deps.sh
 
 # Leftovers of an interrupted earlier run would make TAP creation fail: the
