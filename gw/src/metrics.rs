@@ -3,59 +3,17 @@
 //! connections open at once (docs/fleet.md lists the metrics). Rendered
 //! from the gateway's own counters: its tunnels, its calls, its registry.
 
-use std::convert::Infallible;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use mgmt::prom::Exposition as Out;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 use crate::forward::Gateway;
 use crate::stats::{Outcome, LATENCY_BUCKETS};
 
-/// Content type of the text format.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// A label value as the text format quotes it.
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-struct Out(String);
-
-impl Out {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {help}");
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: impl std::fmt::Display) {
-        self.0.push_str(name);
-        if !labels.is_empty() {
-            let l: Vec<String> = labels
-                .iter()
-                .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
-                .collect();
-            let _ = write!(self.0, "{{{}}}", l.join(","));
-        }
-        let _ = writeln!(self.0, " {v}");
-    }
-
-    /// A family of one unlabelled sample.
-    fn one(&mut self, name: &str, kind: &str, help: &str, v: u64) {
-        self.family(name, kind, help);
-        self.sample(name, &[], v);
-    }
-}
+pub use mgmt::prom::CONTENT_TYPE;
 
 fn load(a: &AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
@@ -64,7 +22,7 @@ fn load(a: &AtomicU64) -> u64 {
 /// Every metric of the gateway; `refused_scrapes` are metrics connections
 /// closed for the bound.
 pub fn render(gw: &Gateway, refused_scrapes: u64) -> String {
-    let mut o = Out(String::with_capacity(4 << 10));
+    let mut o = Out::with_capacity(4 << 10);
     o.one("border_gw_up", "gauge", "1 while border-gw runs", 1);
     o.family(
         "border_gw_info",
@@ -73,7 +31,10 @@ pub fn render(gw: &Gateway, refused_scrapes: u64) -> String {
     );
     o.sample(
         "border_gw_info",
-        &[("id", &gw.cfg.id), ("version", env!("CARGO_PKG_VERSION"))],
+        &[
+            ("id", gw.cfg.id.as_str()),
+            ("version", env!("CARGO_PKG_VERSION")),
+        ],
         1,
     );
     tunnels(&mut o, gw);
@@ -85,7 +46,7 @@ pub fn render(gw: &Gateway, refused_scrapes: u64) -> String {
         "connections to metrics_listen closed at once because metrics_connections were open",
         refused_scrapes,
     );
-    o.0
+    o.into_string()
 }
 
 fn tunnels(o: &mut Out, gw: &Gateway) {
@@ -198,94 +159,26 @@ fn registry(o: &mut Out, gw: &Gateway) {
     );
 }
 
-fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-fn handle(gw: &Gateway, refused: &AtomicU64, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    match req.uri().path() {
-        "/metrics" => {}
-        "/" => return text(StatusCode::OK, "border-gw: metrics at /metrics\n"),
-        _ => {
-            return text(
-                StatusCode::NOT_FOUND,
-                "not found: metrics are at /metrics\n",
-            )
-        }
-    }
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "GET /metrics\n");
-        r.headers_mut().insert(
-            hyper::header::ALLOW,
-            hyper::header::HeaderValue::from_static("GET, HEAD"),
-        );
-        return r;
-    }
-    let mut r = Response::new(Full::new(Bytes::from(render(gw, load(refused)))));
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static(CONTENT_TYPE),
-    );
-    r
-}
-
 /// Serves `/metrics` on `listener` until `shutdown`, with at most
 /// `max_connections` open at once: one beyond is closed at once and counted.
 pub async fn serve(
     listener: TcpListener,
     gw: Arc<Gateway>,
     max_connections: u32,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let slots = Arc::new(Semaphore::new(max_connections as usize));
     let refused = Arc::new(AtomicU64::new(0));
-    loop {
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => return,
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            refused.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(%peer, "metrics: metrics_connections reached: connection closed");
-            continue;
-        };
-        let (gw, refused) = (gw.clone(), refused.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
-            let svc = hyper::service::service_fn(move |req| {
-                let r = handle(&gw, &refused, &req);
-                async move { Ok::<_, Infallible>(r) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "metrics connection ended");
-            }
-        });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-    }
+    let counted = refused.clone();
+    let render: mgmt::prom::Render = Arc::new(move || render(&gw, load(&refused)));
+    mgmt::prom::serve(
+        "border-gw",
+        listener,
+        shutdown,
+        max_connections,
+        render,
+        move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+        },
+    )
+    .await;
 }

@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod model;
 pub mod netns_findings;
 pub mod peer;
+pub mod prom;
 pub mod proto;
 pub mod publisher;
 pub mod records;

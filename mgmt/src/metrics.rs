@@ -1,23 +1,15 @@
 //! Prometheus text exposition format (version 0.0.4) at
-//! `metrics_listen`/metrics: a small hyper HTTP/1.1 handler. Everything is
+//! `metrics_listen`/metrics (served by [`crate::prom`]). Everything is
 //! rendered from the manager's own [`Status`] and [`Stats`], the values the
 //! gRPC API converts into GetStatus / GetStats: the exporter is a second
 //! boundary beside gRPC, not a client of it, so it reads the typed values
 //! (backend states as an enum, counters as [`conf::counters::Counter`]s)
 //! rather than their protobuf encoding.
 
-use std::convert::Infallible;
-use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 use conf::state::PortStat;
 use conf::tables::BackendState;
@@ -26,57 +18,10 @@ use crate::authz::{ApiCounters, Limit};
 use crate::dp::WorkerSnap;
 use crate::manager::Manager;
 use crate::model::{BackendStatus, FlowStats, PublisherStatus, Stats, Status};
-use crate::server::accept_until;
 
-/// Content type of the text format.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub use crate::prom::CONTENT_TYPE;
 
-fn esc(v: &str) -> String {
-    let mut s = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => s.push_str("\\\\"),
-            '"' => s.push_str("\\\""),
-            '\n' => s.push_str("\\n"),
-            c => s.push(c),
-        }
-    }
-    s
-}
-
-fn help_esc(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-struct Out(String);
-
-impl Out {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.0, "# HELP {name} {}", help_esc(help));
-        let _ = writeln!(self.0, "# TYPE {name} {kind}");
-    }
-
-    /// A family of one unlabelled gauge.
-    fn gauge(&mut self, name: &str, help: &str, v: u64) {
-        self.family(name, "gauge", help);
-        self.sample(name, &[], v);
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: u64) {
-        self.0.push_str(name);
-        if !labels.is_empty() {
-            self.0.push('{');
-            for (i, (k, val)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.0.push(',');
-                }
-                let _ = write!(self.0, "{k}=\"{}\"", esc(val));
-            }
-            self.0.push('}');
-        }
-        let _ = writeln!(self.0, " {v}");
-    }
-}
+type Out = crate::prom::Exposition;
 
 /// Suffix, type, help and accessor of one flow statistic family.
 type FlowFamily = (
@@ -89,7 +34,7 @@ type FlowFamily = (
 /// Renders every metric from a status and a stats snapshot, and the API's
 /// own counters.
 pub fn render(status: &Status, stats: &Stats, api_counters: &ApiCounters) -> String {
-    let mut o = Out(String::with_capacity(16 << 10));
+    let mut o = Out::with_capacity(16 << 10);
     publisher(&mut o, &status.publisher);
     dataplane(&mut o, status);
     counters(&mut o, stats);
@@ -98,9 +43,9 @@ pub fn render(status: &Status, stats: &Stats, api_counters: &ApiCounters) -> Str
     ports(&mut o, stats);
     vip_state(&mut o, status);
     api(&mut o, api_counters);
-    o.0.push_str(&crate::bgp::metrics::render(status.bgp.as_ref()));
-    o.0.push_str(&crate::records::stats::render(status.records.as_ref()));
-    o.0
+    o.push_rendered(&crate::bgp::metrics::render(status.bgp.as_ref()));
+    o.push_rendered(&crate::records::stats::render(status.records.as_ref()));
+    o.into_string()
 }
 
 /// The publisher: generation, arena, pending publish.
@@ -417,86 +362,25 @@ fn api(o: &mut Out, c: &ApiCounters) {
     );
 }
 
-fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-async fn handle(
-    m: Arc<Manager>,
-    counters: Arc<ApiCounters>,
-    req: Request<Incoming>,
-) -> Response<Full<Bytes>> {
-    let path = req.uri().path();
-    if path != "/metrics" {
-        return if path == "/" {
-            text(StatusCode::OK, "border-mgmt: metrics at /metrics\n")
-        } else {
-            text(
-                StatusCode::NOT_FOUND,
-                "not found: metrics are at /metrics\n",
-            )
-        };
-    }
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "GET /metrics\n");
-        r.headers_mut().insert(
-            hyper::header::ALLOW,
-            hyper::header::HeaderValue::from_static("GET, HEAD"),
-        );
-        return r;
-    }
-    let body =
-        tokio::task::spawn_blocking(move || render(&m.status(), &m.stats(), &counters)).await;
-    match body {
-        Ok(body) => {
-            let mut r = Response::new(Full::new(Bytes::from(body)));
-            r.headers_mut().insert(
-                hyper::header::CONTENT_TYPE,
-                hyper::header::HeaderValue::from_static(CONTENT_TYPE),
-            );
-            r
-        }
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")),
-    }
-}
-
 /// Serves `/metrics` on `listener` until `shutdown` turns true, with at
 /// most `max_connections` open at once: a connection beyond is closed at
 /// once and counted ([`Limit::MetricsConnections`]).
 pub async fn serve(
     listener: TcpListener,
     m: Arc<Manager>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
     max_connections: u32,
     counters: Arc<ApiCounters>,
 ) {
-    let slots = Arc::new(Semaphore::new(max_connections as usize));
-    while let Some((stream, peer)) = accept_until(&listener, &mut shutdown, "metrics").await {
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            counters.count(Limit::MetricsConnections);
-            tracing::debug!(%peer, "metrics: mgmt.limits.metrics_connections reached: connection closed");
-            continue;
-        };
-        let (m, counters) = (m.clone(), counters.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
-            let svc = hyper::service::service_fn(move |req| {
-                let (m, counters) = (m.clone(), counters.clone());
-                async move { Ok::<_, Infallible>(handle(m, counters, req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "metrics connection ended");
-            }
-        });
-    }
+    let refused_counters = counters.clone();
+    let render: crate::prom::Render = Arc::new(move || render(&m.status(), &m.stats(), &counters));
+    crate::prom::serve(
+        "border-mgmt",
+        listener,
+        shutdown,
+        max_connections,
+        render,
+        move || refused_counters.count(Limit::MetricsConnections),
+    )
+    .await;
 }
