@@ -32,18 +32,9 @@ pub async fn accept(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "tunnels: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => return,
-        };
+    while let Some((tcp, peer)) =
+        mgmt::server::accept_until(&listener, &mut shutdown, "tunnels").await
+    {
         let _ = tcp.set_nodelay(true);
         let (acceptor, cfg, tunnels) = (acceptor.clone(), cfg.clone(), tunnels.clone());
         tokio::spawn(async move {

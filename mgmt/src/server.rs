@@ -230,7 +230,7 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// The next connection on `listener`, or `None` once `shutdown` turns true.
 /// A failed accept (e.g. out of file descriptors) is logged, naming `what`
 /// listens, and retried after a pause.
-pub(crate) async fn accept_until(
+pub async fn accept_until(
     listener: &TcpListener,
     shutdown: &mut watch::Receiver<bool>,
     what: &str,
