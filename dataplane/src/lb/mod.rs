@@ -216,9 +216,8 @@ impl Lb {
     /// Meters every flow and writes a record into `ring` when a
     /// connection ends (`[records]`); without payload only when `log_empty`.
     pub fn enable_records(&mut self, ring: conf::records::RecordWriter<'static>, log_empty: bool) {
-        let mut r = FlowRecords::new(ring, self.conntrack.capacity(), log_empty);
-        r.set_worker(self.worker);
-        self.records = Some(r);
+        let capacity = self.conntrack.capacity();
+        self.records = Some(FlowRecords::new(ring, capacity, log_empty, self.worker));
     }
 
     pub fn generation(&self) -> Option<u64> {

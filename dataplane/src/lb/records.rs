@@ -67,21 +67,23 @@ pub struct FlowRecords {
 }
 
 impl FlowRecords {
-    /// Meters for a table of `capacity` entries, records into `ring`.
-    pub fn new(ring: RecordWriter<'static>, capacity: usize, log_empty: bool) -> FlowRecords {
+    /// Meters for worker `worker`'s table of `capacity` entries, records
+    /// into `ring`.
+    pub fn new(
+        ring: RecordWriter<'static>,
+        capacity: usize,
+        log_empty: bool,
+        worker: usize,
+    ) -> FlowRecords {
         FlowRecords {
             meters: vec![FlowMeter::default(); capacity],
             ring,
             log_empty,
-            worker: 0,
+            worker: worker as u16,
             written: 0,
             empty: 0,
             ring_full: 0,
         }
-    }
-
-    pub(super) fn set_worker(&mut self, worker: usize) {
-        self.worker = worker as u16;
     }
 
     /// A packet of `ip_len` IP bytes forwarded for the flow in slot `id`.

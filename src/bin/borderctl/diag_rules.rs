@@ -191,7 +191,6 @@ pub fn drop_rates(i: &Inputs<'_>) -> Vec<DropRate> {
         .zip(&i.first.stats.totals)
         .map(|(c, v)| (c.name.as_str(), *v))
         .collect();
-    let secs = (i.window_ms.max(1)) as f64 / 1000.0;
     i.last
         .stats
         .counters
@@ -204,7 +203,7 @@ pub fn drop_rates(i: &Inputs<'_>) -> Vec<DropRate> {
             (dropped > 0).then(|| DropRate {
                 counter: c.name.clone(),
                 dropped,
-                per_second: (dropped as f64 / secs * 10.0).round() / 10.0,
+                per_second: per_second(dropped, i.window_ms),
             })
         })
         .collect()
@@ -403,6 +402,12 @@ fn occupancy(loads: &[WorkerLoad], out: &mut Vec<Finding>) {
     }
 }
 
+/// `n` over a window of `window_ms`, per second, to one decimal.
+fn per_second(n: u64, window_ms: u64) -> f64 {
+    let secs = window_ms.max(1) as f64 / 1000.0;
+    (n as f64 / secs * 10.0).round() / 10.0
+}
+
 /// A counter's total at a sample (0 when the counter is unknown).
 fn total(stats: &pb::GetStatsResponse, name: &str) -> u64 {
     stats
@@ -429,8 +434,7 @@ fn moved(was: u64, now: u64) -> u64 {
 /// pool was empty (`rx_nombuf`). Neither shows in border's drop counters:
 /// those packets never reached a worker.
 fn port_misses(i: &Inputs<'_>, out: &mut Vec<Finding>) {
-    let secs = (i.window_ms.max(1)) as f64 / 1000.0;
-    let rate = |n: u64| (n as f64 / secs * 10.0).round() / 10.0;
+    let rate = |n: u64| per_second(n, i.window_ms);
     for p in &i.last.stats.ports {
         let before = i.first.stats.ports.iter().find(|f| f.name == p.name);
         let delta = |stat: &str| {
