@@ -156,6 +156,12 @@ counters! {
     DropTcpRstOutOfWindow => "drop_tcp_rst_out_of_window", "RSTs outside the receiver's window (blind or stale): dropped, the flow's state kept";
     DropIcmpErrorOutOfWindow => "drop_icmp_error_out_of_window", "ICMP errors about a TCP flow quoting a sequence number the flow has not sent or had already acknowledged (RFC 5927)";
     DropDnatReplyWrongPort => "drop_dnat_reply_wrong_port", "DNAT replies without an entry that came in by a port other than the one facing their backend";
+    // Verify before state: no segment changes a flow unless its checksum,
+    // its port and (in the handshake) its acknowledgement say it is real.
+    DropBadL4Checksum => "drop_bad_l4_checksum", "TCP/UDP segments with a failing checksum that would have started a flow, or changed a PROXY flow before its header was acknowledged: dropped, nothing created or changed";
+    BadL4ChecksumIgnored => "bad_l4_checksum_ignored", "segments of tracked flows with a failing TCP/UDP checksum: forwarded as they are (the endpoint discards them) without changing the flow's state";
+    DropReplyWrongPort => "drop_reply_wrong_port", "backend-side packets of a tracked flow that came in by a port other than the one facing its backend (spoofed replies)";
+    TcpHandshakeAckWrong => "tcp_handshake_ack_wrong", "client ACKs to a half-open connection that do not acknowledge the backend's SYN (ISN + 1): forwarded, the entry stays half-open and keeps its deadline";
     // PROXY header forgery (issue 13): no client byte reaches a PROXY VIP's
     // backend unless border's header went first on that connection.
     DropPpSynNewIsn => "drop_pp_syn_new_isn", "SYN of a tracked PROXY flow with another ISN than its first SYN (it would move the header's place)";

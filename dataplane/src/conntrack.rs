@@ -69,7 +69,8 @@
 //! | `SynSent`, `SynRecv`          | SYN-ACK from the reply side               | `SynRecv`     | `tcp_syn`         |
 //! | `SynSent`, `SynRecv`          | SYN from the original side (retransmit)   | unchanged     | `tcp_syn`         |
 //! | other                         | any other SYN                             | unchanged     | not refreshed     |
-//! | `SynRecv`                     | ACK from the original side                | `Established` | `tcp_established` |
+//! | `SynRecv`                     | ACK of the reply side's SYN (`ISN + 1`)   | `Established` | `tcp_established` |
+//! | `SynRecv`                     | any other non-SYN from the original side  | unchanged, refused | not refreshed |
 //! | `SynSent`, `SynRecv`          | non-SYN segments seen from both sides     | `Established` | `tcp_established` |
 //! | any but `Closed`              | FIN, the first direction                  | `FinWait`     | `tcp_closing`     |
 //! | any but `Closed`              | FIN from both directions                  | `TimeWait`    | `tcp_closing`     |
@@ -102,6 +103,17 @@ use conf::os::advise_huge_pages;
 
 pub mod window;
 pub use window::{RstFit, TcpSeg, TcpTrack};
+
+/// Why [`Conntrack::update_tcp`] left an entry as it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// A RST that is not at the receiver's next expected sequence number
+    /// ([`RstFit::InWindow`] or [`RstFit::Outside`]).
+    Rst(RstFit),
+    /// A client segment to a half-open connection that does not
+    /// acknowledge the backend's SYN: what a spoofed handshake sends.
+    HandshakeAck,
+}
 mod half_open;
 pub use half_open::Eviction;
 
@@ -871,8 +883,9 @@ impl<V: Copy> Conntrack<V> {
     /// `now`, refreshing the deadline per the table in the
     /// [module docs](self), and takes in its sequence numbers
     /// ([`window`]). Returns the new state. A RST changes the entry only
-    /// when it is [`RstFit::Exact`]; otherwise nothing changes and the
-    /// error says how it missed. On a `Udp` entry this is
+    /// when it is [`RstFit::Exact`], and a client segment in `SynRecv` only
+    /// when it acknowledges the backend's SYN exactly; otherwise nothing
+    /// changes and the error says why. On a `Udp` entry this is
     /// [`Conntrack::touch`].
     #[inline(always)]
     pub fn update_tcp(
@@ -881,7 +894,7 @@ impl<V: Copy> Conntrack<V> {
         dir: Dir,
         seg: &TcpSeg,
         now: u64,
-    ) -> Result<State, RstFit> {
+    ) -> Result<State, Refused> {
         use tcp_flag::{FIN, RST, SYN};
         let slot = id.0 as usize;
         let e = &mut self.slots[slot];
@@ -904,7 +917,7 @@ impl<V: Copy> Conntrack<V> {
         dir: Dir,
         seg: &TcpSeg,
         now: u64,
-    ) -> Result<State, RstFit> {
+    ) -> Result<State, Refused> {
         let e = &mut self.slots[slot];
         let (state, refresh) = match e.state {
             State::Udp => (State::Udp, true),
@@ -914,8 +927,15 @@ impl<V: Copy> Conntrack<V> {
                     e.state = State::Closed;
                     (State::Closed, true)
                 }
-                miss => return Err(miss),
+                miss => return Err(Refused::Rst(miss)),
             },
+            State::SynRecv
+                if dir == Dir::Original
+                    && seg.flags & tcp_flag::SYN == 0
+                    && !(seg.flags & tcp_flag::ACK != 0 && e.tcp.acks_syn(dir.idx(), seg.ack)) =>
+            {
+                return Err(Refused::HandshakeAck);
+            }
             _ => {
                 e.tcp.note(dir.idx(), seg);
                 let (state, bits, refresh) = tcp_step(e.state, e.flags, dir, seg.flags);

@@ -5,6 +5,8 @@
 //! need no synchronisation: `&mut self` is the whole contract.
 
 use arrayvec::ArrayVec;
+
+use crate::wire::NicChecksum;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -27,6 +29,10 @@ pub trait Frame {
     fn set_len(&mut self, len: usize) -> bool;
     /// False for frames spread over several buffers, which the pipeline refuses.
     fn is_contiguous(&self) -> bool;
+    /// What the port's Rx checksum offload found of the TCP/UDP checksum.
+    fn nic_l4_checksum(&self) -> NicChecksum {
+        NicChecksum::Unknown
+    }
 }
 
 /// The ports of one worker, addressed by index (data ports first, then kernel twins).

@@ -6,6 +6,7 @@ use std::time::Duration;
 use dpdk_ffi::{DpdkError, Mbuf, MbufBurst, Mempool, RxQueue, RxWaiter, TxQueue};
 
 use crate::io::{Burst, Frame, PortIo, BURST};
+use crate::wire::NicChecksum;
 
 impl Frame for Mbuf {
     #[inline]
@@ -32,6 +33,14 @@ impl Frame for Mbuf {
     #[inline]
     fn is_contiguous(&self) -> bool {
         Mbuf::is_contiguous(self)
+    }
+    #[inline]
+    fn nic_l4_checksum(&self) -> NicChecksum {
+        match self.rx_l4_checksum_ok() {
+            Some(true) => NicChecksum::Good,
+            Some(false) => NicChecksum::Bad,
+            None => NicChecksum::Unknown,
+        }
     }
 }
 

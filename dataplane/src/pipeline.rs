@@ -18,7 +18,7 @@ use crate::neigh_queue::Fate;
 use crate::port::{PortDesc, PortRole};
 use crate::slowpath::{self, Outcome, OwnedAddrs};
 use crate::verdict::Verdict;
-use crate::wire::{self, ip_proto, L3Kind, Malformed};
+use crate::wire::{self, ip_proto, L3Kind, Malformed, NicChecksum};
 
 /// What the express lane already made of a frame of a burst (see
 /// [`Pipeline::express_prepare`]), for [`Pipeline::process_in_lane`].
@@ -171,7 +171,7 @@ impl Pipeline {
     /// `in_port`; the rest of `buf` is room the frame may grow into (a
     /// returned `Send` length may exceed `len`).
     pub fn process(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
-        self.process_with(in_port, buf, len, true)
+        self.process_with(in_port, buf, len, true, NicChecksum::Unknown)
     }
 
     /// [`Pipeline::process`] for a frame of a burst of data port
@@ -184,16 +184,13 @@ impl Pipeline {
         buf: &mut [u8],
         len: usize,
         lane: Lane<'_>,
+        nic: NicChecksum,
     ) -> Verdict {
         match lane {
-            Lane::Unasked => self.process(in_port, buf, len),
-            Lane::Declined => self.process_declined(in_port, buf, len),
-            Lane::Prepared(prep) => self.process_prepared(in_port, buf, len, prep),
+            Lane::Unasked => self.process_with(in_port, buf, len, true, nic),
+            Lane::Declined => self.process_with(in_port, buf, len, false, nic),
+            Lane::Prepared(prep) => self.process_prepared(in_port, buf, len, prep, nic),
         }
-    }
-
-    fn process_declined(&mut self, in_port: usize, buf: &mut [u8], len: usize) -> Verdict {
-        self.process_with(in_port, buf, len, false)
     }
 
     #[inline]
@@ -203,6 +200,7 @@ impl Pipeline {
         buf: &mut [u8],
         len: usize,
         express: bool,
+        nic: NicChecksum,
     ) -> Verdict {
         self.last_in_port = in_port;
         let Some(frame) = buf.get_mut(..len) else {
@@ -222,7 +220,7 @@ impl Pipeline {
             PortRole::Data { twin } => {
                 self.counters.inc(Counter::RxPackets);
                 self.counters.add(Counter::RxBytes, len as u64);
-                self.data_port_frame(in_port, twin, buf, len, express)
+                self.data_port_frame(in_port, twin, buf, len, (express, nic))
             }
         }
     }
@@ -263,6 +261,7 @@ impl Pipeline {
         buf: &mut [u8],
         len: usize,
         prep: &Prepared,
+        nic: NicChecksum,
     ) -> Verdict {
         let Pipeline {
             lb,
@@ -277,7 +276,7 @@ impl Pipeline {
                 self.counters.add(Counter::RxBytes, len as u64);
                 v
             }
-            None => self.process_declined(in_port, buf, len),
+            None => self.process_with(in_port, buf, len, false, nic),
         }
     }
 
@@ -326,6 +325,8 @@ impl Pipeline {
     }
 
     /// The frame is `buf[..len]`; the rest of `buf` is room to grow into.
+    /// `express`: it may take the express lane; `nic`: what the port
+    /// found of its TCP/UDP checksum.
     #[inline]
     fn data_port_frame(
         &mut self,
@@ -333,7 +334,7 @@ impl Pipeline {
         twin: Option<usize>,
         buf: &mut [u8],
         len: usize,
-        express: bool,
+        (express, nic): (bool, NicChecksum),
     ) -> Verdict {
         let port = &self.ports[in_port];
         let mac = port.mac;
@@ -360,13 +361,14 @@ impl Pipeline {
         // `parse_frame`, its two halves called here so that the common
         // case builds its `Parsed` once, in place.
         let opts = wire::ParseOptions::default();
-        let parsed = match wire::parse_fast(frame, &opts) {
+        let mut parsed = match wire::parse_fast(frame, &opts) {
             Some(p) => p,
             None => match wire::parse_views(frame, &opts) {
                 Ok(p) => p,
                 Err(m) => return self.malformed(m),
             },
         };
+        parsed.nic_l4_checksum = nic;
         match parsed.l3 {
             L3Kind::Arp => {
                 let o = slowpath::arp_parsed(frame, &parsed, mac, |ip| port.owns_v4(ip));

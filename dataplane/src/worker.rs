@@ -39,6 +39,7 @@ use crate::lb::{Adopted, Prepared, IDLE_EXPIRE_BUDGET};
 use crate::neigh_queue::{Fate, NeighQueue};
 use crate::pipeline::{Lane, Pipeline};
 use crate::verdict::Verdict;
+use crate::wire::NicChecksum;
 
 // `poll_once` marks the prepared frames of a burst in a `u32`.
 const _: () = assert!(BURST <= 32);
@@ -248,7 +249,9 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 received += 1;
                 pipeline.count(Counter::HandoffReceived);
                 let len = frame.data().len();
-                let verdict = pipeline.process(port, frame.buf_mut(), len);
+                let nic = frame.nic_l4_checksum();
+                let lane = Lane::Unasked;
+                let verdict = pipeline.process_in_lane(port, frame.buf_mut(), len, lane, nic);
                 dispatch(io, pipeline, tx, (handoff, parked), frame, len, verdict);
                 if pipeline.wants_transmit() {
                     transmit(io, pipeline, tx);
@@ -418,7 +421,9 @@ fn prepare_burst<F: Frame>(
     for (i, (frame, p)) in rx.iter().zip(prep.iter_mut()).enumerate() {
         let d = frame.data();
         let ours = frame.is_contiguous() && d.get(..6) == Some(&mac[..]);
-        let ok = ours && pipeline.express_prepare(d, p);
+        // The lane trusts a steady segment's checksum unless the NIC
+        // found it bad: then the general path judges it.
+        let ok = ours && frame.nic_l4_checksum() != NicChecksum::Bad && pipeline.express_prepare(d, p);
         marks.ready |= u32::from(ok) << i;
         marks.declined |= u32::from(ours && !ok) << i;
     }
@@ -460,13 +465,16 @@ fn run_burst<P: PortIo>(
         let len = frame.data().len();
         let verdict = match prep.get(i) {
             Some(p) if marks.ready >> i & 1 != 0 => {
-                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Prepared(p))
+                let nic = frame.nic_l4_checksum();
+                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Prepared(p), nic)
             }
             _ if marks.declined >> i & 1 != 0 => {
-                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Declined)
+                let nic = frame.nic_l4_checksum();
+                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Declined, nic)
             }
             _ if frame.is_contiguous() => {
-                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Unasked)
+                let nic = frame.nic_l4_checksum();
+                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Unasked, nic)
             }
             _ => pipeline.refuse(port, Counter::DropMultiSegment),
         };

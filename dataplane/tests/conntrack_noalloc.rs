@@ -175,14 +175,25 @@ fn fast_path_methods_do_not_allocate() {
                     let seg = |flags| TcpSeg::flags(flags);
                     ok &= ct.update_tcp(id, Dir::Original, &seg(0x02), now).is_ok();
                     ok &= ct.update_tcp(id, Dir::Reply, &seg(0x12), now).is_ok();
-                    ok &= ct.update_tcp(id, Dir::Original, &seg(0x10), now).is_ok();
+                    // The ACK of the SYN-ACK at sequence 0.
+                    let ack = TcpSeg {
+                        ack: 1,
+                        ..seg(0x10)
+                    };
+                    ok &= ct.update_tcp(id, Dir::Original, &ack, now).is_ok();
                     ct.touch(id, now);
                     ct.get_mut(id).value.seq_delta += 1;
                     ok &= ct.get(id).value.backend == i % 7;
                     ok &= !ct.is_closing(id);
                     if i % 5 == 0 {
+                        // At the client's next expected number (it acked
+                        // the SYN-ACK at 0).
+                        let rst = TcpSeg {
+                            seq: 1,
+                            ..seg(0x14)
+                        };
                         let closed = ct
-                            .update_tcp(id, Dir::Reply, &seg(0x14), now)
+                            .update_tcp(id, Dir::Reply, &rst, now)
                             .unwrap_or(State::Udp);
                         ok &= ct.is_closing(id) == (closed == State::Closed);
                         ok &= (closed == State::Closed) == (i % 2 == 0);

@@ -863,7 +863,11 @@ fn frag_needed_about_a_fullnat_flow_reaches_the_client_translated() {
     let client = client4(55000);
     let vip = sa(VIP4, 80);
     let (backend, local) = handshake(&mut n, client, vip);
-    let data = Pkt::tcp(client, vip, ACK | PSH).payload(&[0x55; 100]);
+    // The client's first data byte follows its SYN (at 1000).
+    let data = Pkt {
+        seq: 1001,
+        ..Pkt::tcp(client, vip, ACK | PSH).payload(&[0x55; 100])
+    };
     let sent = n.forward(EXT, &data.build(), INT);
 
     // A router between us and the backend cannot forward it.
@@ -889,10 +893,11 @@ fn frag_needed_about_a_fullnat_flow_reaches_the_client_translated() {
     // A router on the client side about a reply we sent: to the backend.
     let reply = n.forward(
         INT,
-        &Pkt::tcp(backend, local, ACK)
-            .by_backend()
-            .payload(&[1; 64])
-            .build(),
+        &Pkt {
+            seq: 1001,
+            ..Pkt::tcp(backend, local, ACK).by_backend().payload(&[1; 64])
+        }
+        .build(),
         EXT,
     );
     let router = std::net::Ipv4Addr::new(10, 1, 0, 254);
@@ -913,7 +918,11 @@ fn packet_too_big_about_a_fullnat_v6_flow_reaches_the_client_translated() {
     handshake(&mut n, client, vip);
     let sent = n.forward(
         EXT,
-        &Pkt::tcp(client, vip, ACK).payload(&[7; 200]).build(),
+        &Pkt {
+            seq: 1001,
+            ..Pkt::tcp(client, vip, ACK).payload(&[7; 200])
+        }
+        .build(),
         INT,
     );
     let err = icmp6_too_big(

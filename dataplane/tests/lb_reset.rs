@@ -77,7 +77,7 @@ fn handshake(n: &mut Node, client: SocketAddr, vip: SocketAddr) -> (SocketAddr, 
     (fwd.dst, fwd.src)
 }
 
-/// A data segment of the client (seq 1000, ack 5000).
+/// A data segment of the client (seq 1000, ack 1001).
 fn client_data(client: SocketAddr, vip: SocketAddr) -> Vec<u8> {
     Pkt::tcp(client, vip, ACK | PSH).payload(b"GET /").build()
 }
@@ -126,8 +126,8 @@ fn client_packet_is_answered_with_a_rst_from_the_vip() {
         let rst = decode(&n.forward(EXT, &client_data(client, vip), EXT));
         assert_eq!((rst.src, rst.dst), (vip, client), "{what}");
         assert_eq!((rst.smac, rst.dmac), (EXT_MAC, CLIENT_MAC), "{what}");
-        // SEG had ACK 5000: <SEQ=5000><CTL=RST>, no data.
-        assert_eq!((rst.tcp, rst.seq, rst.ack), (Some(RST), 5000, 0), "{what}");
+        // SEG had ACK 1001: <SEQ=1001><CTL=RST>, no data.
+        assert_eq!((rst.tcp, rst.seq, rst.ack), (Some(RST), 1001, 0), "{what}");
         assert!(rst.payload.is_empty());
         assert_eq!(n.counter(Counter::ResetBackendDown), 1, "{what}");
         assert_eq!(entries(&n), 0, "{what}: the entry is gone");

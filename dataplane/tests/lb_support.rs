@@ -501,8 +501,10 @@ impl Pkt {
             ttl: 64,
             tcp: Some(flags),
             seq: 1000,
+            // Every side starts at 1000: an ACK acknowledges the other's
+            // SYN (what completes a handshake).
             ack: if flags & self::flags::ACK != 0 {
-                5000
+                1001
             } else {
                 0
             },

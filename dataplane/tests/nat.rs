@@ -1381,6 +1381,7 @@ mod nat {
                         tcp_flags: None,
                         tcp_flags_valid: true,
                         icmp: Some((3, 4)),
+                        nic_l4_checksum: Default::default(),
                     }
                 },
             )

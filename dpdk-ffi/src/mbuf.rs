@@ -156,6 +156,23 @@ impl Mbuf {
         }
     }
 
+    /// What the PMD's Rx checksum offload found of the TCP/UDP checksum:
+    /// `Some(true)` good (or valid without a computed value, `L4_CKSUM_NONE`),
+    /// `Some(false)` bad, `None` not checked.
+    #[inline]
+    pub fn rx_l4_checksum_ok(&self) -> Option<bool> {
+        let f = self.raw().ol_flags & u64::from(sys::RTE_MBUF_F_RX_L4_CKSUM_MASK);
+        match f {
+            f if f == u64::from(sys::RTE_MBUF_F_RX_L4_CKSUM_BAD) => Some(false),
+            f if f == u64::from(sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD)
+                || f == u64::from(sys::RTE_MBUF_F_RX_L4_CKSUM_NONE) =>
+            {
+                Some(true)
+            }
+            _ => None,
+        }
+    }
+
     /// Offload flags (`RTE_MBUF_F_*`).
     #[inline]
     pub fn ol_flags(&self) -> u64 {

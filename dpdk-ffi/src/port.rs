@@ -111,6 +111,10 @@ pub struct PortStats {
     pub rx_nombuf: u64,
 }
 
+/// `RTE_ETH_RX_OFFLOAD_UDP_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM` (bits 2
+/// and 3; `RTE_BIT64` macros bindgen does not see).
+const RX_OFFLOAD_L4_CKSUM: u64 = 1 << 2 | 1 << 3;
+
 /// Static facts about a port from `rte_eth_dev_info_get`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortInfo {
@@ -377,6 +381,13 @@ impl Port {
             // SAFETY: returns a constant.
             let wanted = unsafe { sys::border_shim_rss_hf_ip_tcp_udp() };
             conf.rx_adv_conf.rss_conf.rss_hf = wanted & info.flow_type_rss_offloads;
+        }
+        // The NIC's TCP/UDP checksum verdict (`Mbuf::rx_l4_checksum_ok`)
+        // saves the dataplane its own check. net_tap's "offload" is a
+        // software check of every frame, dearer than the dataplane's of
+        // only the segments that may change state: left off there.
+        if info.driver_name != "net_tap" {
+            conf.rxmode.offloads = RX_OFFLOAD_L4_CKSUM & info.rx_offload_capa;
         }
         conf.intr_conf.set_rxq(u32::from(self.rx_interrupts));
         // SAFETY: conf is a zero-initialised rte_eth_conf of the C size

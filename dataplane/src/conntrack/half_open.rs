@@ -166,7 +166,15 @@ mod tests {
         ct.update_tcp(id, Dir::Reply, &TcpSeg::flags(SYN | ACK), now)
             .unwrap();
         assert_eq!(
-            ct.update_tcp(id, Dir::Original, &TcpSeg::flags(ACK), now),
+            ct.update_tcp(
+                id,
+                Dir::Original,
+                &TcpSeg {
+                    ack: 1,
+                    ..TcpSeg::flags(ACK)
+                },
+                now
+            ),
             Ok(State::Established)
         );
     }

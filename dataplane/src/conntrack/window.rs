@@ -238,6 +238,15 @@ impl TcpTrack {
         }
     }
 
+    /// Whether a segment from side `d` acknowledging `ack` acknowledges the
+    /// other side's SYN and nothing it has not sent: the ACK that completes
+    /// a handshake (`ISN + 1` while that side has sent no data yet).
+    #[inline]
+    pub fn acks_syn(&self, d: usize, ack: u32) -> bool {
+        let r = (d & 1) ^ 1;
+        self.has(SYN_SEEN, r) && self.has(NXT_KNOWN, r) && ack == self.nxt[r]
+    }
+
     /// Whether both sides' `nxt` and `ack` are known: what
     /// [`TcpTrack::note_steady`] needs.
     #[inline(always)]

@@ -12,7 +12,7 @@ use super::rewrite::{to_backend, to_client, FromBackend, Sums};
 use super::track::{client_space, count_forwarded};
 use super::Lb;
 use crate::conntrack::window::NO_WSCALE;
-use crate::conntrack::{Dir, FlowKey, Hint, KeyHash, TcpSeg};
+use crate::conntrack::{Dir, FlowKey, Hint, KeyHash, State, TcpSeg};
 use crate::counters::Counters;
 use crate::nat;
 use crate::port::PortDesc;
@@ -29,6 +29,9 @@ pub(super) const TCP_ACK: u8 = 0x10;
 /// A RST: judged against the flow's window on the general path.
 pub(super) const TCP_RST: u8 = 0x04;
 
+/// A FIN changes the flow's state: the general path verifies it first.
+pub(super) const TCP_FIN: u8 = 0x01;
+
 /// The express lane's parse: the layout, the flow key, the TCP flags (0 for
 /// UDP) and the TCP payload length of a frame of the shape [`Lb::express`]
 /// takes. It runs the
@@ -38,7 +41,9 @@ pub(super) const TCP_RST: u8 = 0x04;
 /// checksum verified, and the checks `client_packet` and `backend_packet`
 /// make before any state changes (TTL above 1, TCP flags valid). A SYN is
 /// refused: it may start a connection; so is a RST: the general path
-/// judges it against the flow's window.
+/// judges it against the flow's window; and so is a FIN, which closes:
+/// the general path verifies the checksum of every segment that changes
+/// a flow's state.
 #[inline(always)]
 pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8, u16)> {
     let (_, et, l3) = wire::fast_link(f)?;
@@ -62,7 +67,7 @@ pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8, u16)>
     }
     let (ports, tcp_flags, doff) = wire::fast_l4(proto, h.get(hl..total)?)?;
     let flags = tcp_flags.map_or(0, |t| t.0);
-    if flags & (TCP_SYN | TCP_RST) != 0 || !tcp_flags.is_none_or(wire::tcp_flags_valid) {
+    if flags & (TCP_SYN | TCP_RST | TCP_FIN) != 0 || !tcp_flags.is_none_or(wire::tcp_flags_valid) {
         return None;
     }
     // `fast_l4` checked `doff` against the segment: no underflow.
@@ -280,6 +285,15 @@ impl Lb {
             return None;
         }
         let e = self.conntrack.get(id);
+        // Only steady segments: an established TCP flow (a handshake's
+        // last ACK, which must acknowledge the backend's SYN and verify,
+        // takes the general path) whose backend side comes by the port
+        // facing the backend (else a spoofer's: the general path drops it).
+        if (!at.udp && e.state() != State::Established)
+            || (dir == Dir::Reply && usize::from(e.value.backend_port) != in_port)
+        {
+            return None;
+        }
         // PROXY protocol flows once past their header: only sequence or
         // acknowledgement numbers move (no SYN: the SYN-ACK's MSS is clamped
         // on the general path; replies need the ACK they translate).

@@ -13,7 +13,7 @@ use super::rewrite::{forward_drop, to_backend, to_client, FromBackend, Sums};
 use super::select::Picked;
 use super::Lb;
 use super::{Out, Rx};
-use crate::conntrack::{Dir, EntryId, FlowKey, RstFit, State, TcpSeg};
+use crate::conntrack::{Dir, EntryId, FlowKey, Refused, RstFit, State, TcpSeg};
 use crate::counters::Counters;
 use crate::local_ports::LocalPorts;
 use crate::nat;
@@ -21,7 +21,7 @@ use crate::neigh::Slot;
 use crate::port::PortDesc;
 use crate::ppv2::PpFlow;
 use crate::verdict::Verdict;
-use crate::wire::{ip_proto, Parsed};
+use crate::wire::{ip_proto, NicChecksum, Parsed, TcpFlags};
 
 /// What a worker remembers about one connection, next to the entry's two
 /// keys: the original key is the client's packets as they arrive (client ->
@@ -240,10 +240,53 @@ impl Lb {
         match self.conntrack.update_tcp(id, dir, seg, self.now_ms) {
             Ok(State::Closed) if was_open => counters.inc(Counter::TcpRstAccepted),
             Ok(_) => {}
-            Err(RstFit::InWindow) => counters.inc(Counter::TcpRstNotExact),
-            Err(_) => return Some(count_drop(counters, Counter::DropTcpRstOutOfWindow)),
+            Err(Refused::Rst(RstFit::InWindow)) => counters.inc(Counter::TcpRstNotExact),
+            Err(Refused::Rst(_)) => {
+                return Some(count_drop(counters, Counter::DropTcpRstOutOfWindow))
+            }
+            // Forwarded as it is: the backend answers a guess with a RST.
+            Err(Refused::HandshakeAck) => counters.inc(Counter::TcpHandshakeAckWrong),
         }
         None
+    }
+
+    /// Whether a packet of tracked flow `id` may change its state: only
+    /// once its TCP or UDP checksum verifies (the NIC's word, else
+    /// computed). One that fails is counted; it goes on as it would have
+    /// (the endpoint discards it), changing nothing, except on a PROXY
+    /// flow, whose header and sequence shift a segment may move: there it
+    /// is dropped (`Err`, the verdict).
+    ///
+    /// A steady segment (an established flow's, without SYN, FIN or RST,
+    /// PROXY flows past their header) only refreshes the deadline and moves
+    /// the window edges within what the window allows, as any in-window
+    /// segment would: it is trusted unless the NIC found it bad, as the
+    /// express lane, which takes exactly these, does. So the software
+    /// check costs only the segments that open, close or shift a flow.
+    #[inline]
+    fn verified(
+        &self,
+        id: EntryId,
+        frame: &[u8],
+        p: &Parsed,
+        counters: &mut Counters,
+    ) -> Result<bool, Verdict> {
+        let e = self.conntrack.get(id);
+        let steady = match e.state() {
+            State::Established => {
+                flags_of(p) & (TcpFlags::FIN.0 | TcpFlags::SYN.0 | TcpFlags::RST.0) == 0
+            }
+            State::Udp => true,
+            _ => false,
+        } && (!e.value.pp_on() || e.value.proxy.steady());
+        if (steady && p.nic_l4_checksum != NicChecksum::Bad) || p.l4_checksum_ok(frame) {
+            return Ok(true);
+        }
+        if self.conntrack.get(id).value.pp_on() {
+            return Err(count_drop(counters, Counter::DropBadL4Checksum));
+        }
+        counters.inc(Counter::BadL4ChecksumIgnored);
+        Ok(false)
     }
 
     /// A client's packet to VIP `vi`, of the flow `key`.
@@ -294,9 +337,14 @@ impl Lb {
                 return self.client_miss(rx, vi, key, None, Out { ports, counters });
             }
         };
+        let verified = match self.verified(id, buf.get(..len).unwrap_or(&[]), p, counters) {
+            Ok(v) => v,
+            Err(v) => return v,
+        };
         // Its backend went down and the VIP resets such flows (a RST ends
         // the connection by itself: it goes on as usual).
-        if self.tables.as_ref().is_some_and(|t| t.reset_pending)
+        if verified
+            && self.tables.as_ref().is_some_and(|t| t.reset_pending)
             && flags & 0x04 == 0
             && self.must_reset(id)
         {
@@ -309,12 +357,12 @@ impl Lb {
             return self.reset_client(rx, vi, key, id, Out { ports, counters });
         }
         // An established flow.
-        if tcp {
+        if verified && tcp {
             let seg = seg_of(buf, p);
             if let Some(v) = self.track_tcp(id, Dir::Original, &seg, counters) {
                 return v;
             }
-        } else {
+        } else if verified {
             self.conntrack.touch(id, now);
         }
         let Some(frame) = buf.get_mut(..len) else {
@@ -347,6 +395,11 @@ impl Lb {
         };
         let tcp = key.proto == ip_proto::TCP;
         let syn_only = tcp && flags_of(p) & 0x12 == 0x02;
+        // Nothing is created, replaced or taken for a packet the endpoint
+        // would discard (a spoofed handshake's cheapest trick).
+        if !p.l4_checksum_ok(frame) {
+            return count_drop(counters, Counter::DropBadL4Checksum);
+        }
         if let Some(id) = closing {
             self.forget(id, Ending::AsItsState);
         }
@@ -435,15 +488,28 @@ impl Lb {
         let now = self.now_ms;
         let id = match self.conntrack.lookup(key, now) {
             Some((id, Dir::Reply)) => {
+                // Only the backend sends its side of the flow, and it is
+                // reached by one port: the same packet from elsewhere is
+                // a spoofer's (it could acknowledge a PROXY header).
+                if usize::from(self.conntrack.get(id).value.backend_port) != in_port {
+                    return count_drop(counters, Counter::DropReplyWrongPort);
+                }
+                let verified = match self.verified(id, frame, p, counters) {
+                    Ok(v) => v,
+                    Err(v) => return v,
+                };
                 // As for the client's packets: the backend's connection
                 // to a down backend is reset.
-                if self.tables.as_ref().is_some_and(|t| t.reset_pending)
+                if verified
+                    && self.tables.as_ref().is_some_and(|t| t.reset_pending)
                     && flags_of(p) & 0x04 == 0
                     && self.must_reset(id)
                 {
                     return self.reset_backend(frame, p, in_port, id, ports, counters);
                 }
-                if key.proto == ip_proto::TCP {
+                if !verified {
+                    // Forwarded as it is, the entry untouched.
+                } else if key.proto == ip_proto::TCP {
                     let mut seg = seg_of(frame, p);
                     seg.ack = client_space(&self.conntrack.get(id).value, seg.ack);
                     if let Some(v) = self.track_tcp(id, Dir::Reply, &seg, counters) {

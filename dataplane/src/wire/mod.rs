@@ -33,8 +33,8 @@ pub(crate) use parse::{
     fast_ipv4, fast_ipv6, fast_l4, fast_link, ipv4_header_ok, parse_fast, parse_views,
 };
 pub use parse::{
-    parse_frame, parse_frame_with, tcp_flags_valid, Fragment, L3Kind, Malformed, ParseOptions,
-    Parsed, Ports,
+    parse_frame, parse_frame_with, tcp_flags_valid, Fragment, L3Kind, Malformed, NicChecksum,
+    ParseOptions, Parsed, Ports,
 };
 pub use tcp::{TcpFlags, TcpOption, TcpPacket};
 pub use udp::UdpPacket;

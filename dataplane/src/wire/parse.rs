@@ -2,10 +2,12 @@
 //! reason why the frame is malformed.
 
 use core::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use conf::counters::Counter;
 
 use super::arp::{self, ArpPacket};
+use super::checksum;
 use super::ethernet::{ethertype, EthernetFrame, HEADER_LEN as ETH_HEADER_LEN};
 use super::ip_proto;
 use super::ipv4::Ipv4Packet;
@@ -189,6 +191,20 @@ pub struct Parsed {
     pub tcp_flags_valid: bool,
     /// ICMP/ICMPv6 type and code when present.
     pub icmp: Option<(u8, u8)>,
+    /// What the NIC found of the TCP/UDP checksum (the parse itself never
+    /// verifies it: [`Parsed::l4_checksum_ok`] does, when it matters).
+    pub nic_l4_checksum: NicChecksum,
+}
+
+/// What a port said about a received frame's TCP/UDP checksum (its Rx
+/// checksum offload flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NicChecksum {
+    /// Not checked by the NIC (no offload, or not TCP/UDP as it saw it).
+    #[default]
+    Unknown,
+    Good,
+    Bad,
 }
 
 impl Parsed {
@@ -200,6 +216,58 @@ impl Parsed {
     /// The L3 packet within `frame` (empty if `frame` is not the parsed one).
     pub fn l3_bytes<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
         frame.get(self.l3_offset..self.l3_end).unwrap_or(&[])
+    }
+
+    /// Whether the TCP or UDP checksum of this unfragmented packet holds:
+    /// the NIC's word where it gave one, else computed over the segment
+    /// and its pseudo-header. An IPv4 UDP datagram without a checksum (0)
+    /// passes; an IPv6 one does not (RFC 8200 §8.1). False for anything
+    /// that is not a whole TCP or UDP packet of `frame`.
+    pub fn l4_checksum_ok(&self, frame: &[u8]) -> bool {
+        match self.nic_l4_checksum {
+            NicChecksum::Good => return true,
+            NicChecksum::Bad => return false,
+            NicChecksum::Unknown => {}
+        }
+        let (tcp, udp) = (self.l4_proto == ip_proto::TCP, self.l4_proto == ip_proto::UDP);
+        if !(tcp || udp) || self.fragment != Fragment::None {
+            return false;
+        }
+        let Some(l4) = frame.get(self.l4_offset..self.l4_offset + self.l4_len) else {
+            return false;
+        };
+        let l3 = self.l3_offset;
+        let pseudo = match self.l3 {
+            L3Kind::Ipv4 => {
+                let Some(a) = frame.get(l3 + 12..l3 + 20) else {
+                    return false;
+                };
+                if udp && l4.get(6..8) == Some(&[0, 0]) {
+                    return true;
+                }
+                let src = Ipv4Addr::new(a[0], a[1], a[2], a[3]);
+                let dst = Ipv4Addr::new(a[4], a[5], a[6], a[7]);
+                let Ok(len) = u16::try_from(l4.len()) else {
+                    return false;
+                };
+                checksum::pseudo_header_v4(src, dst, self.l4_proto, len)
+            }
+            L3Kind::Ipv6 => {
+                let Some(a) = frame.get(l3 + 8..l3 + 40) else {
+                    return false;
+                };
+                let mut s = [0u8; 16];
+                let mut d = [0u8; 16];
+                s.copy_from_slice(&a[..16]);
+                d.copy_from_slice(&a[16..]);
+                let Ok(len) = u32::try_from(l4.len()) else {
+                    return false;
+                };
+                checksum::pseudo_header_v6(&Ipv6Addr::from(s), &Ipv6Addr::from(d), self.l4_proto, len)
+            }
+            _ => return false,
+        };
+        checksum::add(pseudo, checksum::sum(l4)) == 0xFFFF
     }
 
     /// The L4 bytes within `frame` (empty if `frame` is not the parsed one).
@@ -395,6 +463,7 @@ pub(crate) fn parse_fast(buf: &[u8], opts: &ParseOptions) -> Option<Parsed> {
         tcp_flags,
         tcp_flags_valid: tcp_flags.is_none_or(tcp_flags_valid),
         icmp: None,
+        nic_l4_checksum: NicChecksum::Unknown,
     })
 }
 
@@ -438,6 +507,7 @@ pub(crate) fn parse_views(buf: &[u8], opts: &ParseOptions) -> Result<Parsed, Mal
         tcp_flags: None,
         tcp_flags_valid: true,
         icmp: None,
+        nic_l4_checksum: NicChecksum::Unknown,
     };
     let l3 = eth.payload();
     match et {

@@ -296,9 +296,16 @@ fn dnat_replies_take_the_express_lane() {
                 want = checksum::udp_finish(want);
             }
             assert_eq!(out[at..at + 2], want.to_be_bytes(), "L4 checksum");
+            if !udp && flags == 0x12 {
+                // The client's ACK of the SYN-ACK (at 1000) completes the
+                // handshake: until then the backend's segments change state.
+                let ack = numbered(CLIENT_MAC, EXT_MAC, client, vip, 0x10, (1002, 1001), None, b"");
+                both(&mut a, &mut b, EXT, &ack).expect("the handshake's ACK forwarded");
+            }
         }
-        // The SYN-ACK changes the TCP state (the general path); the
-        // data segment, and both UDP replies, are the lane's.
+        // The SYN-ACK and the handshake's ACK change the TCP state (the
+        // general path); the data segment, and both UDP replies, are the
+        // lane's.
         let express = if udp { 2 } else { 1 };
         assert_eq!(a.lb().express_taken - taken, express, "udp {udp}");
         assert_eq!(b.lb().express_taken, 0);
