@@ -423,7 +423,8 @@ fn prepare_burst<F: Frame>(
         let ours = frame.is_contiguous() && d.get(..6) == Some(&mac[..]);
         // The lane trusts a steady segment's checksum unless the NIC
         // found it bad: then the general path judges it.
-        let ok = ours && frame.nic_l4_checksum() != NicChecksum::Bad && pipeline.express_prepare(d, p);
+        let ok =
+            ours && frame.nic_l4_checksum() != NicChecksum::Bad && pipeline.express_prepare(d, p);
         marks.ready |= u32::from(ok) << i;
         marks.declined |= u32::from(ours && !ok) << i;
     }

@@ -242,3 +242,117 @@ fn dnat_reply_without_an_entry_from_the_client_side_is_dropped() {
     assert_eq!((back.src, back.dst), (vip, client));
     assert_eq!(n1.counter(Counter::DnatStatelessReplies), 1);
 }
+
+/// `frame` (an IPv4 TCP segment without options) with its TCP checksum off
+/// by one: what a spoofer sends so the backend's kernel stays silent.
+fn bad_checksum(mut frame: Vec<u8>) -> Vec<u8> {
+    frame[14 + 20 + 17] ^= 1;
+    frame
+}
+
+/// A node whose half-open entries last 3 s (`tcp_syn`).
+fn short_syn_node() -> Node {
+    Setup {
+        timeouts: dataplane::conntrack::Timeouts {
+            tcp_syn: 3,
+            ..Default::default()
+        },
+        ..Setup::default()
+    }
+    .node()
+}
+
+#[test]
+fn spoofed_handshakes_leave_no_entry_and_no_tuple_past_tcp_syn() {
+    let mut n = short_syn_node();
+    let vip = sa(VIP4, 80);
+    for i in 0..40u16 {
+        let client = sa(CLIENT4, 41_000 + i);
+        let syn = from_client(client, vip, SYN, CISN, 0);
+        let fwd = decode(&n.forward(EXT, &syn.build(), INT));
+        let (backend, local) = (fwd.dst, fwd.src);
+        // The backend answers the spoofed address.
+        let synack = from_backend(backend, local, SYN | ACK, BISN, CISN + 1);
+        n.forward(INT, &synack.build(), EXT);
+        // A guessed acknowledgement, valid checksum: forwarded (the backend
+        // answers it with a RST), the entry stays half-open.
+        let guess = from_client(client, vip, ACK, CISN + 1, BISN + 7);
+        n.forward(EXT, &guess.build(), INT);
+        // Even the right number changes nothing under a bad checksum.
+        let right = from_client(client, vip, ACK, CISN + 1, BISN + 1);
+        n.forward(EXT, &bad_checksum(right.build()), INT);
+        assert_eq!(state_of(&n, &key(client, vip)), Some(State::SynRecv));
+    }
+    assert_eq!(n.counter(Counter::TcpHandshakeAckWrong), 40);
+    assert_eq!(n.counter(Counter::BadL4ChecksumIgnored), 40);
+    n.poll();
+    assert!(n.counter(Counter::LocalTuplesInUse) > 0);
+    // Past tcp_syn every entry and every tuple is gone (the tuple gauges
+    // follow with the next scan of the pool, once a second).
+    n.advance_ms(3_001);
+    for _ in 0..8 {
+        n.poll();
+    }
+    n.advance_ms(1_001);
+    // 512 tuples a poll over 2 x 31,744.
+    for _ in 0..200 {
+        n.poll();
+    }
+    assert_eq!(n.counter(Counter::ConntrackEntries), 0);
+    assert_eq!(n.counter(Counter::LocalTuplesInUse), 0);
+}
+
+#[test]
+fn the_ack_of_the_backends_syn_establishes() {
+    let mut n = short_syn_node();
+    let (client, vip) = (sa(CLIENT4, 42_000), sa(VIP4, 80));
+    established(&mut n, client, vip);
+    n.advance_ms(3_001);
+    for _ in 0..8 {
+        n.poll();
+    }
+    assert_eq!(state_of(&n, &key(client, vip)), Some(State::Established));
+    assert_eq!(n.counter(Counter::TcpHandshakeAckWrong), 0);
+}
+
+#[test]
+fn a_syn_with_a_bad_checksum_creates_nothing() {
+    let mut n = node();
+    let (client, vip) = (sa(CLIENT4, 42_100), sa(VIP4, 80));
+    let syn = from_client(client, vip, SYN, CISN, 0);
+    n.swallow(EXT, &bad_checksum(syn.build()));
+    assert_eq!(n.counter(Counter::DropBadL4Checksum), 1);
+    assert_eq!(n.counter(Counter::ConntrackEntries), 0);
+    assert_eq!(n.counter(Counter::NewFlows), 0);
+    assert_eq!(state_of(&n, &key(client, vip)), None);
+}
+
+#[test]
+fn a_fin_or_rst_with_a_bad_checksum_does_not_close() {
+    let mut n = node();
+    let (client, vip) = (sa(CLIENT4, 42_200), sa(VIP4, 80));
+    let (backend, local) = established(&mut n, client, vip);
+    let fin = from_client(client, vip, ACK | 0x01, CISN + 1 + REQ, BISN + 1);
+    n.forward(EXT, &bad_checksum(fin.build()), INT);
+    let rst = from_backend(backend, local, RST, BISN + 1, 0);
+    n.forward(INT, &bad_checksum(rst.build()), EXT);
+    assert_eq!(state_of(&n, &key(client, vip)), Some(State::Established));
+    assert_eq!(n.counter(Counter::BadL4ChecksumIgnored), 2);
+    assert_eq!(n.counter(Counter::TcpRstAccepted), 0);
+}
+
+#[test]
+fn a_tracked_reply_from_the_client_side_port_is_dropped() {
+    let mut n = node();
+    let (client, vip) = (sa(CLIENT4, 42_300), sa(VIP4, 80));
+    let (backend, local) = established(&mut n, client, vip);
+    // The backend's own segment, spoofed from the client side: it could
+    // acknowledge anything (a PROXY header) or close the flow.
+    let spoof = from_backend(backend, local, RST, BISN + 1, 0).macs(CLIENT_MAC, EXT_MAC);
+    n.swallow(EXT, &spoof.build());
+    let spoof =
+        from_backend(backend, local, ACK, BISN + 1, CISN + 1 + REQ).macs(CLIENT_MAC, EXT_MAC);
+    n.swallow(EXT, &spoof.build());
+    assert_eq!(n.counter(Counter::DropReplyWrongPort), 2);
+    assert_eq!(state_of(&n, &key(client, vip)), Some(State::Established));
+}

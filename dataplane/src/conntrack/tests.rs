@@ -1043,7 +1043,8 @@ fn run(capacity: usize, ops: &[Op]) {
                             // SynRecv that acknowledges no SYN the entry saw
                             // (the model inserts entries in SynRecv too).
                             Err(_) => assert!(
-                                (flags & RST != 0 && !matches!(m.state, State::Udp | State::Closed))
+                                (flags & RST != 0
+                                    && !matches!(m.state, State::Udp | State::Closed))
                                     || (m.state == State::SynRecv
                                         && dir == Dir::Original
                                         && flags & (SYN | RST) == 0),

@@ -229,7 +229,10 @@ impl Parsed {
             NicChecksum::Bad => return false,
             NicChecksum::Unknown => {}
         }
-        let (tcp, udp) = (self.l4_proto == ip_proto::TCP, self.l4_proto == ip_proto::UDP);
+        let (tcp, udp) = (
+            self.l4_proto == ip_proto::TCP,
+            self.l4_proto == ip_proto::UDP,
+        );
         if !(tcp || udp) || self.fragment != Fragment::None {
             return false;
         }
@@ -263,7 +266,12 @@ impl Parsed {
                 let Ok(len) = u32::try_from(l4.len()) else {
                     return false;
                 };
-                checksum::pseudo_header_v6(&Ipv6Addr::from(s), &Ipv6Addr::from(d), self.l4_proto, len)
+                checksum::pseudo_header_v6(
+                    &Ipv6Addr::from(s),
+                    &Ipv6Addr::from(d),
+                    self.l4_proto,
+                    len,
+                )
             }
             _ => return false,
         };

@@ -299,7 +299,16 @@ fn dnat_replies_take_the_express_lane() {
             if !udp && flags == 0x12 {
                 // The client's ACK of the SYN-ACK (at 1000) completes the
                 // handshake: until then the backend's segments change state.
-                let ack = numbered(CLIENT_MAC, EXT_MAC, client, vip, 0x10, (1002, 1001), None, b"");
+                let ack = numbered(
+                    CLIENT_MAC,
+                    EXT_MAC,
+                    client,
+                    vip,
+                    0x10,
+                    (1002, 1001),
+                    None,
+                    b"",
+                );
                 both(&mut a, &mut b, EXT, &ack).expect("the handshake's ACK forwarded");
             }
         }
