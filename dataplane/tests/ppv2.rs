@@ -1460,3 +1460,40 @@ proptest::proptest! {
         }
     }
 }
+
+/// The forgery of a PROXY header through segments the backend discards:
+/// a first data segment with a bad checksum (the backend drops it, so a
+/// header "sent" in it never arrives), then the backend's acknowledgement
+/// past the header spoofed from the client side. Neither moves anything:
+/// the real first segment still carries border's header.
+#[test]
+fn a_header_cannot_be_marked_sent_or_acknowledged_by_segments_the_backend_never_takes() {
+    let mut n = node();
+    let client = SocketAddr::from((CLIENT4, 40090));
+    let (conn, _) = handshake(&mut n, client, vip4(), Some(1460));
+    let c1 = ISN.wrapping_add(1);
+    // The first data segment, its TCP checksum broken (IPv4, no options:
+    // the checksum's low byte is at 14 + 20 + 17).
+    let mut bad = conn.c(f::ACK | f::PSH, c1, BISN + 1).data(FORGED).build();
+    bad[14 + 20 + 17] ^= 1;
+    let (ext, int) = n.exchange(EXT, &bad);
+    assert!(ext.is_empty() && int.is_empty(), "dropped");
+    assert_eq!(n.counter(Counter::DropBadL4Checksum), 1);
+    assert!(
+        !n.flow(client, vip4()).proxy.sent(),
+        "no header counts as sent"
+    );
+    // The backend's ACK past any header, spoofed in by the client side.
+    let mut spoof = conn.b(f::ACK, BISN + 1, c1.wrapping_add(200));
+    spoof.smac = CLIENT_MAC;
+    spoof.dmac = EXT_MAC;
+    let (ext, int) = n.exchange(EXT, &spoof.build());
+    assert!(ext.is_empty() && int.is_empty(), "dropped");
+    assert_eq!(n.counter(Counter::DropReplyWrongPort), 1);
+    assert!(!n.flow(client, vip4()).proxy.acked());
+    // The client's real first segment carries border's header first.
+    let got = n.one(&conn.c(f::ACK | f::PSH, c1, BISN + 1).data(FORGED));
+    let d = decode_pp(&got.payload);
+    assert_eq!(d.src, client);
+    assert_eq!(&got.payload[d.len..], FORGED);
+}
