@@ -1143,6 +1143,8 @@ pub struct NewConnReport {
     pub backends: std::collections::BTreeMap<String, u64>,
     /// Every failure, in words.
     pub errors: Vec<String>,
+    /// Microseconds each successful connection took to connect.
+    pub connect_us: Vec<u64>,
 }
 
 /// A loop in namespace `ns` opening new connections to `vip` one after the
@@ -1162,9 +1164,11 @@ impl NewConnections {
             let mut k = 0u64;
             while !flag.load(Ordering::Relaxed) {
                 k += 1;
-                let one = || -> std::io::Result<String> {
+                let mut one = || -> std::io::Result<String> {
                     use std::io::Read;
+                    let t0 = std::time::Instant::now();
                     let mut s = std::net::TcpStream::connect_timeout(&vip, Duration::from_secs(5))?;
+                    r.connect_us.push(t0.elapsed().as_micros() as u64);
                     s.set_read_timeout(Some(Duration::from_secs(10)))?;
                     s.set_nodelay(true)?;
                     let g = read_greeting(&mut s)?;
