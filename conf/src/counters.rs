@@ -161,6 +161,7 @@ counters! {
     DropBadL4Checksum => "drop_bad_l4_checksum", "TCP/UDP segments with a failing checksum that would have started a flow, or changed a PROXY flow before its header was acknowledged: dropped, nothing created or changed";
     BadL4ChecksumIgnored => "bad_l4_checksum_ignored", "segments of tracked flows with a failing TCP/UDP checksum: forwarded as they are (the endpoint discards them) without changing the flow's state";
     DropReplyWrongPort => "drop_reply_wrong_port", "backend-side packets of a tracked flow that came in by a port other than the one facing its backend (spoofed replies)";
+    DropTcpRstNoConntrack => "drop_tcp_rst_no_conntrack", "RSTs to a VIP of no connection border tracks: dropped (a RST flood costs the backends nothing; DNAT no longer picks such a RST up as a flow)";
     TcpHandshakeAckWrong => "tcp_handshake_ack_wrong", "client ACKs to a half-open connection that do not acknowledge the backend's SYN (ISN + 1): forwarded, the entry stays half-open and keeps its deadline";
     // PROXY header forgery (issue 13): no client byte reaches a PROXY VIP's
     // backend unless border's header went first on that connection.

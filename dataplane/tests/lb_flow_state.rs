@@ -356,3 +356,16 @@ fn a_tracked_reply_from_the_client_side_port_is_dropped() {
     assert_eq!(n.counter(Counter::DropReplyWrongPort), 2);
     assert_eq!(state_of(&n, &key(client, vip)), Some(State::Established));
 }
+
+#[test]
+fn a_rst_of_no_tracked_connection_is_dropped_in_both_modes() {
+    let mut n = node();
+    for (i, vip) in [sa(VIP4, 80), sa(DNAT4, 80)].into_iter().enumerate() {
+        let client = sa(CLIENT4, 42_400 + i as u16);
+        let rst = from_client(client, vip, RST, CISN, 0);
+        n.swallow(EXT, &rst.build());
+        assert_eq!(state_of(&n, &key(client, vip)), None);
+    }
+    assert_eq!(n.counter(Counter::DropTcpRstNoConntrack), 2);
+    assert_eq!(n.counter(Counter::NewFlows), 0);
+}

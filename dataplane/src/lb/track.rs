@@ -394,7 +394,13 @@ impl Lb {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         };
         let tcp = key.proto == ip_proto::TCP;
-        let syn_only = tcp && flags_of(p) & 0x12 == 0x02;
+        let flags = flags_of(p);
+        let syn_only = tcp && flags & 0x12 == 0x02;
+        // A RST of no connection we know ends nothing: no flow for it, and
+        // no backend pays for a RST flood.
+        if tcp && flags & TcpFlags::RST.0 != 0 {
+            return count_drop(counters, Counter::DropTcpRstNoConntrack);
+        }
         // Nothing is created, replaced or taken for a packet the endpoint
         // would discard (a spoofed handshake's cheapest trick).
         if !p.l4_checksum_ok(frame) {
@@ -432,7 +438,7 @@ impl Lb {
             Picked::Tracked(id) => {
                 if tcp {
                     // Its first segment: where its sequence space starts
-                    // (a RST that starts a DNAT entry is forwarded as before).
+                    // (no RST gets here: it starts nothing).
                     let seg = seg_of(frame, p);
                     let _ = self
                         .conntrack
