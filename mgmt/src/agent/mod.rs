@@ -75,6 +75,8 @@ pub fn spawn(
             cap: Duration::from_millis(agent.backoff_max_ms.into()),
         },
         preface: tunnel::preface_for(&agent.id),
+        pins: agent.gateway_fingerprints.clone(),
+        reset_after: Duration::from_millis(agent.backoff_reset_after_ms.into()),
     });
     let pool = Arc::new(Pool::new(Limits {
         min_idle: agent.min_idle as usize,
@@ -150,12 +152,7 @@ async fn one_tunnel(
         }
         let (i, gw) = dialer.gateway();
         match dialer.dial(gw).await {
-            Ok(s) => {
-                dialer
-                    .failures
-                    .store(0, std::sync::atomic::Ordering::SeqCst);
-                break (s, i);
-            }
+            Ok(s) => break (s, i),
             Err(why) => {
                 tracing::warn!(gateway = %gw, error = %why, "agent: tunnel dial failed");
                 dialer.failed(i);
@@ -163,7 +160,17 @@ async fn one_tunnel(
         }
     };
     let state = pool.opened();
+    // A dial that succeeds is not yet a working gateway: the failures are
+    // forgotten only once this tunnel has stayed up for `reset_after`.
+    let stayed_up = {
+        let dialer = dialer.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(dialer.reset_after).await;
+            dialer.stayed_up();
+        })
+    };
     let ended = tunnel::serve(stream, routes, state.clone(), pool.clone(), shutdown).await;
+    stayed_up.abort();
     pool.closed(&state);
     match ended {
         Ended::Planned => tracing::debug!("agent: tunnel closed (planned)"),
