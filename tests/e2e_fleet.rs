@@ -201,6 +201,9 @@ struct Fleet {
 struct Pins {
     ams1: String,
     rogue: String,
+    /// gw1's and gw2's certificates.
+    gws: [String; 2],
+    ctl: String,
 }
 
 /// Connections each gateway's exporter takes at once (small: the metrics
@@ -218,8 +221,10 @@ fn gw_config(
     api_pins: &[&str],
     reader: &str,
     ams1: &str,
+    peer: (u16, &str),
 ) -> String {
     let pins: Vec<String> = api_pins.iter().map(|p| format!("{p:?}")).collect();
+    let (peer_api, peer_fp) = peer;
     format!(
         r#"id = "{id}"
 agent_listen = "127.0.0.1:{agent}"
@@ -243,6 +248,10 @@ fingerprints = ["{ams1}"]
 [[appliance]]
 id = "ams-2"
 fingerprints = ["{ams1}"]
+
+[[peer]]
+address = "127.0.0.1:{peer_api}"
+fingerprints = ["{peer_fp}"]
 "#,
         d = dir.display(),
         pins = pins.join(", ")
@@ -256,7 +265,9 @@ fn appliance_config(
     cert: &str,
     ctl: &str,
     gws: &[u16],
+    gw_pins: &[&str],
 ) -> String {
+    let gw_pins: Vec<String> = gw_pins.iter().map(|p| format!("{p:?}")).collect();
     let gws: Vec<String> = gws
         .iter()
         .map(|p| format!("\"tcp://127.0.0.1:{p}\""))
@@ -293,6 +304,8 @@ max_tunnels = 70
 idle_timeout_ms = 1500
 backoff_min_ms = 200
 backoff_max_ms = 1000
+backoff_reset_after_ms = 1000
+gateway_fingerprints = [{gw_pins}]
 
 [[vip]]
 name = "web"
@@ -305,7 +318,8 @@ address = "10.97.0.11"
 port = 8080
 "#,
         d = dir.display(),
-        gws = gws.join(", ")
+        gws = gws.join(", "),
+        gw_pins = gw_pins.join(", ")
     )
 }
 
@@ -322,8 +336,10 @@ impl Fleet {
         let redis_port = free_port();
         let redis = start_redis(&dir.0, redis_port);
         let mut gws = Vec::new();
-        for id in ["gw1", "gw2"] {
-            let (agent, api, metrics) = (free_port(), free_port(), free_port());
+        let apis = [free_port(), free_port()];
+        let fps = [fp1.clone(), fp2.clone()];
+        for (i, id) in ["gw1", "gw2"].into_iter().enumerate() {
+            let (agent, api, metrics) = (free_port(), apis[i], free_port());
             let config = dir.path(&format!("{id}.toml"));
             std::fs::write(
                 &config,
@@ -334,9 +350,10 @@ impl Fleet {
                     api,
                     metrics,
                     redis_port,
-                    &[&ctl, &fp1, &fp2],
+                    &[&ctl],
                     &reader,
                     &ams1,
+                    (apis[1 - i], &fps[1 - i]),
                 ),
             )
             .unwrap();
@@ -354,11 +371,15 @@ impl Fleet {
             redis_port,
             redis: Some(redis),
             gws,
-            pins: Pins { ams1, rogue },
+            pins: Pins {
+                ams1,
+                rogue,
+                gws: fps,
+                ctl: ctl.clone(),
+            },
         };
         f.start_gw(0);
         f.start_gw(1);
-        let _ = ctl;
         f
     }
 
@@ -384,14 +405,25 @@ impl Fleet {
     }
 
     fn appliance(&self, instance: &str, id: &str, cert: &str) -> BorderMgmt {
+        let gws: Vec<u16> = self.gws.iter().map(|g| g.agent).collect();
+        let pins = [self.pins.gws[0].as_str(), self.pins.gws[1].as_str()];
+        self.appliance_to(instance, id, cert, &gws, &pins)
+    }
+
+    /// An appliance dialling the agent listeners `gws`, pinning `gw_pins`.
+    fn appliance_to(
+        &self,
+        instance: &str,
+        id: &str,
+        cert: &str,
+        gws: &[u16],
+        gw_pins: &[&str],
+    ) -> BorderMgmt {
         common::clean_instance(instance);
         let cfg = self.dir.path(&format!("{instance}.toml"));
-        let ctl_fp =
-            mgmt::tls::fingerprint(&mgmt::tls::load_certs(&self.dir.path("ctl.pem")).unwrap()[0]);
-        let gws: Vec<u16> = self.gws.iter().map(|g| g.agent).collect();
         std::fs::write(
             &cfg,
-            appliance_config(&self.dir.0, instance, id, cert, &ctl_fp, &gws),
+            appliance_config(&self.dir.0, instance, id, cert, &self.pins.ctl, gws, gw_pins),
         )
         .unwrap();
         BorderMgmt::start(&cfg, self.dir.path(&format!("{instance}.log")))
@@ -1028,3 +1060,284 @@ fn a_reader_reads_through_the_gateway_and_changes_nothing() {
     assert_eq!(fleet.scrape(0).calls("denied"), 1.0);
     assert_eq!(fleet.scrape(1).calls("denied"), 1.0);
 }
+
+// --- issue 24 (cp-trust): peers, agent pins, backoff, audit ---
+
+/// A host that is not a gateway, holding a CA-valid certificate `stem`
+/// (an appliance's: IP SAN 127.0.0.1), listening on 127.0.0.1:`port` with
+/// ALPN `alpn`. It counts TLS handshakes and the application bytes it is
+/// sent; with `answer_tunnels` it reads a tunnel preface, answers OK and
+/// drops the tunnel at once.
+struct Impostor {
+    port: u16,
+    handshakes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Impostor {
+    fn start(rt: &tokio::runtime::Runtime, dir: &Path, stem: &str, port: u16, alpn: &[u8], answer_tunnels: bool) -> Impostor {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let certs = mgmt::tls::load_certs(&dir.join(format!("{stem}.pem"))).unwrap();
+        let key = mgmt::tls::load_key(&dir.join(format!("{stem}.key"))).unwrap();
+        let mut sc = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        sc.alpn_protocols = vec![alpn.to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(sc));
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(("127.0.0.1", port)))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let handshakes = std::sync::Arc::new(AtomicU64::new(0));
+        let bytes = std::sync::Arc::new(AtomicU64::new(0));
+        let (h, b) = (handshakes.clone(), bytes.clone());
+        rt.spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, h, b) = (acceptor.clone(), h.clone(), b.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                    h.fetch_add(1, Ordering::SeqCst);
+                    let mut buf = vec![0u8; 64 << 10];
+                    if answer_tunnels {
+                        let mut head = [0u8; 20];
+                        if tls.read_exact(&mut head).await.is_err() {
+                            return;
+                        }
+                        b.fetch_add(head.len() as u64, Ordering::SeqCst);
+                        let n = u32::from_be_bytes([head[16], head[17], head[18], head[19]]) as usize;
+                        if n > buf.len() || tls.read_exact(&mut buf[..n]).await.is_err() {
+                            return;
+                        }
+                        b.fetch_add(n as u64, Ordering::SeqCst);
+                        let _ = tls.write_all(b"BORDER-TUNNEL/1 OK\n").await;
+                        let _ = tls.shutdown().await;
+                        return;
+                    }
+                    while let Ok(n) = tls.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        b.fetch_add(n as u64, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        Impostor {
+            port,
+            handshakes,
+            bytes,
+        }
+    }
+
+    fn handshakes(&self) -> u64 {
+        self.handshakes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// `gateway` (an api address) named in the registry as holding tunnels of
+/// `appliance` for the next minute.
+fn plant_registry_entry(redis: u16, appliance: &str, gateway: &str) {
+    let expiry = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 60_000;
+    let key = format!("border:fleet:appliance:{appliance}");
+    assert_eq!(redis_cli(redis, &["ZADD", &key, &expiry.to_string(), gateway]), "1");
+}
+
+#[test]
+fn a_forged_peer_listed_in_redis_receives_no_call() {
+    // Issue 24, finding 1: a host with any certificate from the fleet CA,
+    // named in Redis, received HasTunnel probes and then the operators'
+    // calls (ApplyConfig with the flow hash key), and could answer them.
+    let mut fleet = Fleet::new("fl-forge");
+    let port = fleet.redis_port;
+    let rt = runtime();
+    let forged = Impostor::start(&rt, &fleet.dir.0, "rogue", 0, b"h2", false);
+    plant_registry_entry(port, "ams-2", &format!("127.0.0.1:{}", forged.port));
+    let (code, _, err) = fleet.ctl(0, "ams-2", &["status"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ams-2"), "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        (forged.handshakes(), forged.bytes()),
+        (0, 0),
+        "the forged gateway was contacted"
+    );
+    let log = fleet.gw_log(0);
+    assert!(
+        log.contains("not a configured [[peer]]") && log.contains(&forged.port.to_string()),
+        "{log}"
+    );
+    assert!(fleet.scrape(0).get("border_gw_registry_unknown_peers_total") >= 1.0);
+
+    // The impostor at a configured peer's address (gw2 is down): the TLS
+    // handshake happens, but its certificate is not gw2's: no request.
+    fleet.gws[1].proc.take().unwrap().term();
+    let gw2_api = fleet.gws[1].api;
+    let at_peer = Impostor::start(&rt, &fleet.dir.0, "rogue", gw2_api, b"h2", false);
+    plant_registry_entry(port, "ams-2", &format!("127.0.0.1:{gw2_api}"));
+    let (code, _, err) = fleet.ctl(0, "ams-2", &["status"]);
+    assert_eq!(code, 1, "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(at_peer.handshakes() >= 1, "gw1 never tried gw2's address");
+    assert_eq!(at_peer.bytes(), 0, "a request reached the impostor");
+    let log = fleet.gw_log(0);
+    assert!(
+        log.contains(&format!("certificate {} is not pinned for peer 127.0.0.1:{gw2_api}", fleet.pins.rogue)),
+        "{log}"
+    );
+}
+
+#[test]
+fn an_agent_says_nothing_to_a_gateway_it_has_not_pinned() {
+    // Issue 24, finding 7: the agent sent its preface to, and served the
+    // operator role over a tunnel to, any gateway with a CA-valid
+    // certificate (an appliance's, here).
+    let fleet = Fleet::new("fl-agpin");
+    let rt = runtime();
+    let rogue = Impostor::start(&rt, &fleet.dir.0, "rogue", 0, mgmt::agent::ALPN, true);
+    let pins = [fleet.pins.gws[0].as_str()];
+    let ams = fleet.appliance_to("fl-agpin", "ams-1", "ams1", &[rogue.port], &pins);
+    let mut ams = ams;
+    ams.wait_log("is not pinned in mgmt.agent.gateway_fingerprints");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(rogue.handshakes() >= 1);
+    assert_eq!(rogue.bytes(), 0, "the preface reached an unpinned gateway");
+    let log = ams.log_text();
+    assert!(log.contains(&fleet.pins.rogue), "{log}");
+}
+
+#[test]
+fn a_gateway_that_drops_every_tunnel_is_redialled_at_backoff_speed() {
+    // Issue 24, finding 7: the failure count went back to 0 at every
+    // successful dial, so a gateway that accepts tunnels and drops them at
+    // once got redials as fast as the pool grows (backoff_min_ms), forever.
+    let fleet = Fleet::new("fl-drop");
+    let rt = runtime();
+    let dropper = Impostor::start(&rt, &fleet.dir.0, "gw1", 0, mgmt::agent::ALPN, true);
+    let pins = [fleet.pins.gws[0].as_str()];
+    let _ams = fleet.appliance_to("fl-drop", "ams-1", "ams1", &[dropper.port], &pins);
+    // backoff 200 ms .. 1 s; the pool dials 10 at a time.
+    std::thread::sleep(Duration::from_secs(2));
+    let settled = dropper.handshakes();
+    std::thread::sleep(Duration::from_secs(3));
+    let later = dropper.handshakes() - settled;
+    eprintln!("tunnels to a dropping gateway: {settled} in the first 2 s, {later} in the next 3 s");
+    assert!(settled >= 1, "never dialled");
+    // At the 1 s ceiling, 10 dialers redial about 20 times a second at
+    // most; at the 200 ms first step (never growing) it was ~100 a second.
+    assert!(later <= 75, "{later} redials in 3 s");
+}
+
+#[test]
+fn each_call_is_audited_with_its_original_caller() {
+    // Issue 24, finding 8: the gateway logged no successful call, and the
+    // appliance attributed every call to the gateway's certificate.
+    let fleet = Fleet::new("fl-audit");
+    let port = fleet.redis_port;
+    let mut ams = fleet.appliance("fl-audit", "ams-1", "ams1");
+    wait_for("tunnels of ams-1 on gw1", Duration::from_secs(10), || {
+        registry_count(port, "gw1", "ams-1") >= 2
+    });
+    let (ctl, gw1, gw2) = (&fleet.pins.ctl, &fleet.pins.gws[0], &fleet.pins.gws[1]);
+    // Through gw2, which forwards to gw1, which holds the tunnels.
+    let (code, _, err) = fleet.ctl(1, "ams-1", &["drain", "web", "10.97.0.11:8080"]);
+    assert_eq!(code, 0, "{err}");
+    let method = "method=/border.v1.Border/SetBackend";
+    let line_of = |log: &str| -> String {
+        log.lines()
+            .filter(|l| l.contains(method) && l.contains(" call "))
+            .last()
+            .unwrap_or_else(|| panic!("no audit line in\n{log}"))
+            .to_string()
+    };
+    wait_for("the audit line at gw2", Duration::from_secs(5), || {
+        fleet.gw_log(1).contains(method)
+    });
+    let at_gw2 = line_of(&fleet.gw_log(1));
+    assert!(
+        at_gw2.contains(&format!("caller={ctl}"))
+            && at_gw2.contains("via=-")
+            && at_gw2.contains("appliance=ams-1")
+            && at_gw2.contains("status=Ok"),
+        "{at_gw2}"
+    );
+    wait_for("the audit line at gw1", Duration::from_secs(5), || {
+        fleet.gw_log(0).contains(method)
+    });
+    let at_gw1 = line_of(&fleet.gw_log(0));
+    assert!(
+        at_gw1.contains(&format!("caller={ctl}")) && at_gw1.contains(&format!("via={gw2}")),
+        "{at_gw1}"
+    );
+    ams.wait_log("api: call");
+    let log = ams.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("api: call") && l.contains("SetBackend"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains(&format!("{ctl} via gateway {gw1}")), "{line}");
+
+    // A client naming someone else as the caller: replaced by the gateway.
+    let fake = format!("sha256:{}", "ee".repeat(32));
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = fleet.client(0, "ams-1").await;
+        let mut req = tonic::Request::new(mgmt::pb::SetBackendRequest {
+            vip: "web".into(),
+            backend: "10.97.0.11:8080".into(),
+            action: Some(mgmt::pb::set_backend_request::Action::Undrain(
+                mgmt::pb::Undrain {},
+            )),
+            note: String::new(),
+        });
+        req.metadata_mut()
+            .insert("border-caller", fake.parse().unwrap());
+        c.set_backend(req).await.unwrap();
+    });
+    // The line is written when the answer's body ends, maybe just after
+    // the client has it.
+    let lines = |log: &str| log.lines().filter(|l| l.contains(method) && l.contains(" call ")).count();
+    wait_for("the second audit line at gw1", Duration::from_secs(5), || {
+        lines(&fleet.gw_log(0)) >= 2
+    });
+    let at_gw1 = line_of(&fleet.gw_log(0));
+    assert!(at_gw1.contains(&format!("caller={ctl}")) && at_gw1.contains("via=-"), "{at_gw1}");
+    std::thread::sleep(Duration::from_millis(300));
+    let log = ams.log_text();
+    assert!(!log.contains(&fake), "the appliance believed a client's caller:\n{log}");
+    assert!(!fleet.gw_log(0).contains(&fake));
+
+    // On the appliance's own socket the header is ignored.
+    rt.block_on(async {
+        let mut c = mgmt::client::connect_unix(fleet.dir.path("fl-audit.sock"))
+            .await
+            .unwrap();
+        let mut req = tonic::Request::new(mgmt::pb::SetBackendRequest {
+            vip: "web".into(),
+            backend: "10.97.0.11:8080".into(),
+            action: Some(mgmt::pb::set_backend_request::Action::Drain(
+                mgmt::pb::Drain {},
+            )),
+            note: String::new(),
+        });
+        req.metadata_mut()
+            .insert("border-caller", fake.parse().unwrap());
+        c.set_backend(req).await.unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!ams.log_text().contains(&fake), "{}", ams.log_text());
+}
+// --- end issue 24 (cp-trust) ---

@@ -62,7 +62,7 @@ impl Drop for Audit {
             .map_or_else(|| "cancelled".to_string(), |c| format!("{c:?}"));
         tracing::info!(
             caller = %self.caller,
-            via = self.via.as_deref().unwrap_or("-"),
+            via = %self.via.as_deref().unwrap_or("-"),
             appliance = %self.appliance,
             method = %self.method,
             status = %status,

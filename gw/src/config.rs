@@ -352,6 +352,49 @@ fingerprints = ["{PIN}"]
         assert!(e.starts_with("tls.api_fingerprints[0]: "), "{e}");
     }
 
+    // --- issue 24 (cp-trust) ---
+    #[test]
+    fn rediss_needs_its_ca_and_the_password_is_never_shown() {
+        let with = |url: &str, extra: &str| {
+            text(extra).replace("redis://127.0.0.1:6379/0", url)
+        };
+        let url = "rediss://border-gw:hunter2@127.0.0.1:6380/0";
+        let c = parse(&with(url, "redis_ca = \"redis-ca.pem\"")).unwrap();
+        assert!(c.redis.tls);
+        assert_eq!(c.redis.username.as_deref(), Some("border-gw"));
+        assert_eq!(c.redis_ca, Some(PathBuf::from("redis-ca.pem")));
+        assert!(!format!("{c:?}").contains("hunter2"));
+        let e = parse(&with(url, "")).unwrap_err();
+        assert!(e.starts_with("redis_ca: missing"), "{e}");
+        assert!(!e.contains("hunter2") && e.contains("border-gw:***@"), "{e}");
+        let e = parse(&with("redis://u:hunter2@127.0.0.1:6379/0", "redis_ca = \"x\"")).unwrap_err();
+        assert!(e.starts_with("redis_ca: set, but"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = parse(&with("http://u:hunter2@h/0", "")).unwrap_err();
+        assert!(e.starts_with("redis: "), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn peers_are_pinned_per_address() {
+        let peer = format!("sha256:{}", "cd".repeat(32));
+        let with = |p: &str| format!("{}\n[[peer]]\naddress = \"127.0.0.2:7501\"\nfingerprints = [{p}]\n", text(""));
+        let c = parse(&with(&format!("{peer:?}"))).unwrap();
+        let addr: SocketAddr = "127.0.0.2:7501".parse().unwrap();
+        assert_eq!(c.peers[&addr], vec![peer.clone()]);
+        assert!(c.is_peer(&peer));
+        assert!(!c.is_peer(PIN));
+        assert!(parse(&text("")).unwrap().peers.is_empty());
+        let e = parse(&with("")).unwrap_err();
+        assert!(e.starts_with("peer[0].fingerprints: must pin"), "{e}");
+        let e = parse(&with("\"sha256:1\"")).unwrap_err();
+        assert!(e.starts_with("peer[0].fingerprints[0]: "), "{e}");
+        let own = with(&format!("{peer:?}")).replace("127.0.0.2:7501", "127.0.0.1:7501");
+        let e = parse(&own).unwrap_err();
+        assert!(e.contains("own advertise address"), "{e}");
+    }
+    // --- end issue 24 (cp-trust) ---
+
     #[test]
     fn readers_are_pinned_apart_from_operators() {
         let reader = format!("sha256:{}", "AB".repeat(32));

@@ -170,6 +170,7 @@ async fn one_tunnel(
         })
     };
     let ended = tunnel::serve(stream, routes, state.clone(), pool.clone(), shutdown).await;
+    let was_up_long = stayed_up.is_finished();
     stayed_up.abort();
     pool.closed(&state);
     match ended {
@@ -180,7 +181,7 @@ async fn one_tunnel(
         }
         Ended::Lost(why) => {
             tracing::warn!(error = %why, "agent: tunnel lost");
-            dialer.lost();
+            dialer.lost(was_up_long);
         }
     }
 }

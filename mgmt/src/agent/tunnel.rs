@@ -90,12 +90,18 @@ impl Dialer {
             .compare_exchange(i, next, Ordering::SeqCst, Ordering::SeqCst);
     }
 
-    /// A tunnel was lost: one more failure before the next dial. The count
-    /// went back to zero only if the tunnel had stayed up for
-    /// `reset_after` ([`Dialer::stayed_up`]), so a gateway that accepts
-    /// tunnels and drops them at once is redialled ever more slowly.
-    pub fn lost(&self) {
-        self.failures.fetch_add(1, Ordering::SeqCst);
+    /// A tunnel was lost. One that had stayed up for `reset_after`
+    /// (`was_up_long`: a gateway that worked went away) leaves at least one
+    /// failure, the short wait of the first; one lost sooner counts one
+    /// more failure, so a gateway that accepts tunnels and drops them is
+    /// redialled ever more slowly, up to `backoff_max_ms`, not as fast as
+    /// the pool grows.
+    pub fn lost(&self, was_up_long: bool) {
+        if was_up_long {
+            self.failures.fetch_max(1, Ordering::SeqCst);
+        } else {
+            self.failures.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     /// A tunnel has stayed up for `reset_after`: the gateway works, the
