@@ -1341,3 +1341,200 @@ fn each_call_is_audited_with_its_original_caller() {
     assert!(!ams.log_text().contains(&fake), "{}", ams.log_text());
 }
 // --- end issue 24 (cp-trust) ---
+
+// --- issue 24 (cp-trust): the registry over TLS with an ACL user ---
+
+/// Runs `openssl args` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A test CA made with openssl (`rca.pem`) and Redis's certificate for
+/// 127.0.0.1 from it (`redis.pem`, `redis.key`).
+fn redis_tls_material(dir: &Path) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=redis test CA", "-keyout", "rca.key", "-out", "rca.pem"];
+    ca.extend_from_slice(&ec);
+    openssl(dir, &ca);
+    let mut csr = vec!["req", "-subj", "/CN=127.0.0.1", "-keyout", "redis.key", "-out", "redis.csr"];
+    csr.extend_from_slice(&ec);
+    openssl(dir, &csr);
+    std::fs::write(dir.join("redis.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509", "-req", "-days", "2", "-in", "redis.csr", "-CA", "rca.pem", "-CAkey", "rca.key",
+            "-CAcreateserial", "-extfile", "redis.ext", "-out", "redis.pem",
+        ],
+    );
+}
+
+/// redis-server with TLS only on `port` (mutual: clients' certificates
+/// chain to the fleet CA), the default user off and one ACL user
+/// `border-gw` with `password`, allowed the registry's keys only.
+fn start_redis_tls(dir: &Path, port: u16, password: &str) -> Proc {
+    let d = |f: &str| dir.join(f).display().to_string();
+    let r = Proc::spawn(
+        "redis-server (TLS)",
+        Command::new("redis-server").args([
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cert-file",
+            &d("redis.pem"),
+            "--tls-key-file",
+            &d("redis.key"),
+            "--tls-ca-cert-file",
+            &d("ca.pem"),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--logfile",
+            "",
+            // One word an argument: redis-server joins them into the line.
+            "--user",
+            "default",
+            "off",
+            "--user",
+            "border-gw",
+            "on",
+            &format!(">{password}"),
+            "~border:fleet:*",
+            "+@all",
+        ]),
+        dir.join(format!("redis-{port}.log")),
+    );
+    let start = Instant::now();
+    while redis_tls_cli(dir, port, password, &["PING"]) != "PONG" {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "redis-server (TLS) did not start:\n{}",
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    r
+}
+
+/// redis-cli over TLS as `border-gw` (gw1's certificate as the client's).
+fn redis_tls_cli(dir: &Path, port: u16, password: &str, args: &[&str]) -> String {
+    let d = |f: &str| dir.join(f).display().to_string();
+    let out = Command::new("redis-cli")
+        .args(["--tls", "--cacert", &d("rca.pem"), "--cert", &d("gw1.pem"), "--key", &d("gw1.key")])
+        .args(["-p", &port.to_string(), "--user", "border-gw", "--pass", password, "--no-auth-warning"])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn the_registry_works_over_tls_with_an_acl_user_and_the_password_is_never_shown() {
+    let dir = TempDir::new("fl-rtls");
+    let ca = Ca::new(&dir.0);
+    let ctl = ca.issue(&dir.0, "ctl");
+    let gw1 = ca.issue(&dir.0, "gw1");
+    let ams1 = ca.issue(&dir.0, "ams1");
+    redis_tls_material(&dir.0);
+    let password = "s3cret-Redis-pw";
+    let redis_port = free_port();
+    let _redis = start_redis_tls(&dir.0, redis_port, password);
+    let (agent, api, metrics) = (free_port(), free_port(), free_port());
+    let config = |pw: &str| {
+        gw_config(&dir.0, "gw1", agent, api, metrics, redis_port, &[&ctl], &format!("sha256:{}", "ab".repeat(32)), &ams1, (free_port(), &ctl))
+            .replace(
+                &format!("redis = \"redis://127.0.0.1:{redis_port}/0\""),
+                &format!(
+                    "redis = \"rediss://border-gw:{pw}@127.0.0.1:{redis_port}/0\"\nredis_ca = \"{}\"",
+                    dir.path("rca.pem").display()
+                ),
+            )
+    };
+    let good = dir.path("gw1.toml");
+    std::fs::write(&good, config(password)).unwrap();
+    let check = |path: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_border-gw"))
+            .arg("--config")
+            .arg(path)
+            .arg("--check")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    // Issue 24 (confirmed): `--check` refused rediss:// and its error
+    // printed the password.
+    let (ok, text) = check(&good);
+    assert!(ok, "{text}");
+    assert_eq!(text.trim(), "OK");
+    let no_ca = dir.path("no-ca.toml");
+    std::fs::write(&no_ca, config(password).replace("redis_ca", "# redis_ca")).unwrap();
+    let (ok, text) = check(&no_ca);
+    assert!(!ok && text.contains("redis_ca: missing") && text.contains("border-gw:***@"), "{text}");
+    assert!(!text.contains(password), "{text}");
+    let bad_port = dir.path("bad-port.toml");
+    std::fs::write(&bad_port, config(password).replace(&format!(":{redis_port}/0"), ":99999/0")).unwrap();
+    let (ok, text) = check(&bad_port);
+    assert!(!ok && text.contains("redis: "), "{text}");
+    assert!(!text.contains(password), "{text}");
+
+    // Running: the tunnels are published through TLS as the ACL user.
+    let gw = Proc::spawn(
+        "gw1",
+        Command::new(env!("CARGO_BIN_EXE_border-gw")).arg("--config").arg(&good),
+        dir.path("gw1.log"),
+    );
+    gw.wait_log("border-gw running");
+    let fleet_dir = &dir.0;
+    common::clean_instance("fl-rtls");
+    let cfg = dir.path("fl-rtls.toml");
+    std::fs::write(
+        &cfg,
+        appliance_config(fleet_dir, "fl-rtls", "ams-1", "ams1", &ctl, &[agent], &[&gw1]),
+    )
+    .unwrap();
+    let _ams = BorderMgmt::start(&cfg, dir.path("fl-rtls.log"));
+    wait_for("ams-1's tunnels in the TLS registry", Duration::from_secs(10), || {
+        redis_tls_cli(&dir.0, redis_port, password, &["HGET", "border:fleet:gateway:gw1", "ams-1"])
+            .parse::<u64>()
+            .is_ok_and(|n| n >= 2)
+    });
+    assert!(gw.text().contains("redis=rediss://border-gw:***@127.0.0.1"), "{}", gw.text());
+    assert!(!gw.text().contains(password), "{}", gw.text());
+    drop(gw);
+
+    // A wrong password: Redis refuses, the gateway says so, never with it.
+    let wrong_pw = "wrong-Redis-pw";
+    let wrong = dir.path("gw1-wrong.toml");
+    std::fs::write(&wrong, config(wrong_pw)).unwrap();
+    let gw = Proc::spawn(
+        "gw1 (wrong password)",
+        Command::new(env!("CARGO_BIN_EXE_border-gw")).arg("--config").arg(&wrong),
+        dir.path("gw1-wrong.log"),
+    );
+    gw.wait_log("cannot publish the tunnels to Redis");
+    let log = gw.text();
+    assert!(log.contains("authentication failed"), "{log}");
+    assert!(log.contains("border-gw:***@"), "{log}");
+    assert!(!log.contains(wrong_pw), "{log}");
+}
+// --- end issue 24 (cp-trust) ---
