@@ -103,7 +103,12 @@ async fn supervise(
         if *shutdown.borrow() {
             return;
         }
-        let n = pool.reserve_dials();
+        // A failing gateway gets one dial at a time, not `grow_by`.
+        let n = if dialer.failing() {
+            pool.reserve_probe()
+        } else {
+            pool.reserve_dials()
+        };
         if n > 0 {
             let s = pool.snapshot();
             tracing::info!(
@@ -163,10 +168,12 @@ async fn one_tunnel(
     // A dial that succeeds is not yet a working gateway: the failures are
     // forgotten only once this tunnel has stayed up for `reset_after`.
     let stayed_up = {
-        let dialer = dialer.clone();
+        let (dialer, pool) = (dialer.clone(), pool.clone());
         tokio::spawn(async move {
             tokio::time::sleep(dialer.reset_after).await;
             dialer.stayed_up();
+            // The pool may grow by `grow_by` again.
+            pool.changed.notify_one();
         })
     };
     let ended = tunnel::serve(stream, routes, state.clone(), pool.clone(), shutdown).await;

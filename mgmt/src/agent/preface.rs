@@ -187,7 +187,7 @@ mod tests {
         );
         assert!(matches!(
             Preface::decode_body(b"{\"id\":\"\",\"methods\":[]}"),
-            Err(PrefaceError::BadBody(_))
+            Err(PrefaceError::BadId(_))
         ));
         assert!(matches!(
             Preface::decode_body(b"{\"id\":\"a\",\"methods\":[\"x\"]}"),

@@ -104,6 +104,11 @@ impl Dialer {
         }
     }
 
+    /// True while failures are counted (no tunnel has stayed up since).
+    pub fn failing(&self) -> bool {
+        self.failures.load(Ordering::SeqCst) > 0
+    }
+
     /// A tunnel has stayed up for `reset_after`: the gateway works, the
     /// failures are forgotten.
     pub fn stayed_up(&self) {
