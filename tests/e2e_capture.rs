@@ -252,7 +252,11 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
     // here), and the symlink's target untouched.
     let meta = std::fs::symlink_metadata(&all).unwrap();
     assert!(meta.is_file(), "the capture went through the symlink");
-    assert_eq!(meta.permissions().mode() & 0o7777, 0o600, "capture file mode");
+    assert_eq!(
+        meta.permissions().mode() & 0o7777,
+        0o600,
+        "capture file mode"
+    );
     assert_eq!(std::fs::read(&victim).unwrap(), b"untouched");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("(stopped by duration)"), "{}", text(&out));

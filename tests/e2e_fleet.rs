@@ -423,7 +423,15 @@ impl Fleet {
         let cfg = self.dir.path(&format!("{instance}.toml"));
         std::fs::write(
             &cfg,
-            appliance_config(&self.dir.0, instance, id, cert, &self.pins.ctl, gws, gw_pins),
+            appliance_config(
+                &self.dir.0,
+                instance,
+                id,
+                cert,
+                &self.pins.ctl,
+                gws,
+                gw_pins,
+            ),
         )
         .unwrap();
         BorderMgmt::start(&cfg, self.dir.path(&format!("{instance}.log")))
@@ -1075,7 +1083,14 @@ struct Impostor {
 }
 
 impl Impostor {
-    fn start(rt: &tokio::runtime::Runtime, dir: &Path, stem: &str, port: u16, alpn: &[u8], answer_tunnels: bool) -> Impostor {
+    fn start(
+        rt: &tokio::runtime::Runtime,
+        dir: &Path,
+        stem: &str,
+        port: u16,
+        alpn: &[u8],
+        answer_tunnels: bool,
+    ) -> Impostor {
         use std::sync::atomic::{AtomicU64, Ordering};
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let certs = mgmt::tls::load_certs(&dir.join(format!("{stem}.pem"))).unwrap();
@@ -1101,7 +1116,9 @@ impl Impostor {
             while let Ok((tcp, _)) = listener.accept().await {
                 let (acceptor, h, b) = (acceptor.clone(), h.clone(), b.clone());
                 tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
                     h.fetch_add(1, Ordering::SeqCst);
                     let mut buf = vec![0u8; 64 << 10];
                     if answer_tunnels {
@@ -1110,7 +1127,8 @@ impl Impostor {
                             return;
                         }
                         b.fetch_add(head.len() as u64, Ordering::SeqCst);
-                        let n = u32::from_be_bytes([head[16], head[17], head[18], head[19]]) as usize;
+                        let n =
+                            u32::from_be_bytes([head[16], head[17], head[18], head[19]]) as usize;
                         if n > buf.len() || tls.read_exact(&mut buf[..n]).await.is_err() {
                             return;
                         }
@@ -1153,7 +1171,10 @@ fn plant_registry_entry(redis: u16, appliance: &str, gateway: &str) {
         .as_millis()
         + 60_000;
     let key = format!("border:fleet:appliance:{appliance}");
-    assert_eq!(redis_cli(redis, &["ZADD", &key, &expiry.to_string(), gateway]), "1");
+    assert_eq!(
+        redis_cli(redis, &["ZADD", &key, &expiry.to_string(), gateway]),
+        "1"
+    );
 }
 
 #[test]
@@ -1180,7 +1201,12 @@ fn a_forged_peer_listed_in_redis_receives_no_call() {
         log.contains("not a configured [[peer]]") && log.contains(&forged.port.to_string()),
         "{log}"
     );
-    assert!(fleet.scrape(0).get("border_gw_registry_unknown_peers_total") >= 1.0);
+    assert!(
+        fleet
+            .scrape(0)
+            .get("border_gw_registry_unknown_peers_total")
+            >= 1.0
+    );
 
     // The impostor at a configured peer's address (gw2 is down): the TLS
     // handshake happens, but its certificate is not gw2's: no request.
@@ -1195,7 +1221,10 @@ fn a_forged_peer_listed_in_redis_receives_no_call() {
     assert_eq!(at_peer.bytes(), 0, "a request reached the impostor");
     let log = fleet.gw_log(0);
     assert!(
-        log.contains(&format!("certificate {} is not pinned for peer 127.0.0.1:{gw2_api}", fleet.pins.rogue)),
+        log.contains(&format!(
+            "certificate {} is not pinned for peer 127.0.0.1:{gw2_api}",
+            fleet.pins.rogue
+        )),
         "{log}"
     );
 }
@@ -1259,8 +1288,7 @@ fn each_call_is_audited_with_its_original_caller() {
     let method = "method=/border.v1.Border/SetBackend";
     let line_of = |log: &str| -> String {
         log.lines()
-            .filter(|l| l.contains(method) && l.contains(" call "))
-            .last()
+            .rfind(|l| l.contains(method) && l.contains(" call "))
             .unwrap_or_else(|| panic!("no audit line in\n{log}"))
             .to_string()
     };
@@ -1310,15 +1338,27 @@ fn each_call_is_audited_with_its_original_caller() {
     });
     // The line is written when the answer's body ends, maybe just after
     // the client has it.
-    let lines = |log: &str| log.lines().filter(|l| l.contains(method) && l.contains(" call ")).count();
-    wait_for("the second audit line at gw1", Duration::from_secs(5), || {
-        lines(&fleet.gw_log(0)) >= 2
-    });
+    let lines = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains(method) && l.contains(" call "))
+            .count()
+    };
+    wait_for(
+        "the second audit line at gw1",
+        Duration::from_secs(5),
+        || lines(&fleet.gw_log(0)) >= 2,
+    );
     let at_gw1 = line_of(&fleet.gw_log(0));
-    assert!(at_gw1.contains(&format!("caller={ctl}")) && at_gw1.contains("via=-"), "{at_gw1}");
+    assert!(
+        at_gw1.contains(&format!("caller={ctl}")) && at_gw1.contains("via=-"),
+        "{at_gw1}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     let log = ams.log_text();
-    assert!(!log.contains(&fake), "the appliance believed a client's caller:\n{log}");
+    assert!(
+        !log.contains(&fake),
+        "the appliance believed a client's caller:\n{log}"
+    );
     assert!(!fleet.gw_log(0).contains(&fake));
 
     // On the appliance's own socket the header is ignored.
@@ -1362,19 +1402,57 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// A test CA made with openssl (`rca.pem`) and Redis's certificate for
 /// 127.0.0.1 from it (`redis.pem`, `redis.key`).
 fn redis_tls_material(dir: &Path) {
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-    let mut ca = vec!["req", "-x509", "-days", "2", "-subj", "/CN=redis test CA", "-keyout", "rca.key", "-out", "rca.pem"];
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=redis test CA",
+        "-keyout",
+        "rca.key",
+        "-out",
+        "rca.pem",
+    ];
     ca.extend_from_slice(&ec);
     openssl(dir, &ca);
-    let mut csr = vec!["req", "-subj", "/CN=127.0.0.1", "-keyout", "redis.key", "-out", "redis.csr"];
+    let mut csr = vec![
+        "req",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "redis.key",
+        "-out",
+        "redis.csr",
+    ];
     csr.extend_from_slice(&ec);
     openssl(dir, &csr);
     std::fs::write(dir.join("redis.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
     openssl(
         dir,
         &[
-            "x509", "-req", "-days", "2", "-in", "redis.csr", "-CA", "rca.pem", "-CAkey", "rca.key",
-            "-CAcreateserial", "-extfile", "redis.ext", "-out", "redis.pem",
+            "x509",
+            "-req",
+            "-days",
+            "2",
+            "-in",
+            "redis.csr",
+            "-CA",
+            "rca.pem",
+            "-CAkey",
+            "rca.key",
+            "-CAcreateserial",
+            "-extfile",
+            "redis.ext",
+            "-out",
+            "redis.pem",
         ],
     );
 }
@@ -1436,8 +1514,24 @@ fn start_redis_tls(dir: &Path, port: u16, password: &str) -> Proc {
 fn redis_tls_cli(dir: &Path, port: u16, password: &str, args: &[&str]) -> String {
     let d = |f: &str| dir.join(f).display().to_string();
     let out = Command::new("redis-cli")
-        .args(["--tls", "--cacert", &d("rca.pem"), "--cert", &d("gw1.pem"), "--key", &d("gw1.key")])
-        .args(["-p", &port.to_string(), "--user", "border-gw", "--pass", password, "--no-auth-warning"])
+        .args([
+            "--tls",
+            "--cacert",
+            &d("rca.pem"),
+            "--cert",
+            &d("gw1.pem"),
+            "--key",
+            &d("gw1.key"),
+        ])
+        .args([
+            "-p",
+            &port.to_string(),
+            "--user",
+            "border-gw",
+            "--pass",
+            password,
+            "--no-auth-warning",
+        ])
         .args(args)
         .output()
         .expect("redis-cli");
@@ -1457,14 +1551,25 @@ fn the_registry_works_over_tls_with_an_acl_user_and_the_password_is_never_shown(
     let _redis = start_redis_tls(&dir.0, redis_port, password);
     let (agent, api, metrics) = (free_port(), free_port(), free_port());
     let config = |pw: &str| {
-        gw_config(&dir.0, "gw1", agent, api, metrics, redis_port, &[&ctl], &format!("sha256:{}", "ab".repeat(32)), &ams1, (free_port(), &ctl))
-            .replace(
-                &format!("redis = \"redis://127.0.0.1:{redis_port}/0\""),
-                &format!(
-                    "redis = \"rediss://border-gw:{pw}@127.0.0.1:{redis_port}/0\"\nredis_ca = \"{}\"",
-                    dir.path("rca.pem").display()
-                ),
-            )
+        gw_config(
+            &dir.0,
+            "gw1",
+            agent,
+            api,
+            metrics,
+            redis_port,
+            &[&ctl],
+            &format!("sha256:{}", "ab".repeat(32)),
+            &ams1,
+            (free_port(), &ctl),
+        )
+        .replace(
+            &format!("redis = \"redis://127.0.0.1:{redis_port}/0\""),
+            &format!(
+                "redis = \"rediss://border-gw:{pw}@127.0.0.1:{redis_port}/0\"\nredis_ca = \"{}\"",
+                dir.path("rca.pem").display()
+            ),
+        )
     };
     let good = dir.path("gw1.toml");
     std::fs::write(&good, config(password)).unwrap();
@@ -1490,10 +1595,17 @@ fn the_registry_works_over_tls_with_an_acl_user_and_the_password_is_never_shown(
     let no_ca = dir.path("no-ca.toml");
     std::fs::write(&no_ca, config(password).replace("redis_ca", "# redis_ca")).unwrap();
     let (ok, text) = check(&no_ca);
-    assert!(!ok && text.contains("redis_ca: missing") && text.contains("border-gw:***@"), "{text}");
+    assert!(
+        !ok && text.contains("redis_ca: missing") && text.contains("border-gw:***@"),
+        "{text}"
+    );
     assert!(!text.contains(password), "{text}");
     let bad_port = dir.path("bad-port.toml");
-    std::fs::write(&bad_port, config(password).replace(&format!(":{redis_port}/0"), ":99999/0")).unwrap();
+    std::fs::write(
+        &bad_port,
+        config(password).replace(&format!(":{redis_port}/0"), ":99999/0"),
+    )
+    .unwrap();
     let (ok, text) = check(&bad_port);
     assert!(!ok && text.contains("redis: "), "{text}");
     assert!(!text.contains(password), "{text}");
@@ -1501,7 +1613,9 @@ fn the_registry_works_over_tls_with_an_acl_user_and_the_password_is_never_shown(
     // Running: the tunnels are published through TLS as the ACL user.
     let gw = Proc::spawn(
         "gw1",
-        Command::new(env!("CARGO_BIN_EXE_border-gw")).arg("--config").arg(&good),
+        Command::new(env!("CARGO_BIN_EXE_border-gw"))
+            .arg("--config")
+            .arg(&good),
         dir.path("gw1.log"),
     );
     gw.wait_log("border-gw running");
@@ -1510,16 +1624,37 @@ fn the_registry_works_over_tls_with_an_acl_user_and_the_password_is_never_shown(
     let cfg = dir.path("fl-rtls.toml");
     std::fs::write(
         &cfg,
-        appliance_config(fleet_dir, "fl-rtls", "ams-1", "ams1", &ctl, &[agent], &[&gw1]),
+        appliance_config(
+            fleet_dir,
+            "fl-rtls",
+            "ams-1",
+            "ams1",
+            &ctl,
+            &[agent],
+            &[&gw1],
+        ),
     )
     .unwrap();
     let _ams = BorderMgmt::start(&cfg, dir.path("fl-rtls.log"));
-    wait_for("ams-1's tunnels in the TLS registry", Duration::from_secs(10), || {
-        redis_tls_cli(&dir.0, redis_port, password, &["HGET", "border:fleet:gateway:gw1", "ams-1"])
+    wait_for(
+        "ams-1's tunnels in the TLS registry",
+        Duration::from_secs(10),
+        || {
+            redis_tls_cli(
+                &dir.0,
+                redis_port,
+                password,
+                &["HGET", "border:fleet:gateway:gw1", "ams-1"],
+            )
             .parse::<u64>()
             .is_ok_and(|n| n >= 2)
-    });
-    assert!(gw.text().contains("redis=rediss://border-gw:***@127.0.0.1"), "{}", gw.text());
+        },
+    );
+    assert!(
+        gw.text().contains("redis=rediss://border-gw:***@127.0.0.1"),
+        "{}",
+        gw.text()
+    );
     assert!(!gw.text().contains(password), "{}", gw.text());
     drop(gw);
 
@@ -1529,7 +1664,9 @@ fn the_registry_works_over_tls_with_an_acl_user_and_the_password_is_never_shown(
     std::fs::write(&wrong, config(wrong_pw)).unwrap();
     let gw = Proc::spawn(
         "gw1 (wrong password)",
-        Command::new(env!("CARGO_BIN_EXE_border-gw")).arg("--config").arg(&wrong),
+        Command::new(env!("CARGO_BIN_EXE_border-gw"))
+            .arg("--config")
+            .arg(&wrong),
         dir.path("gw1-wrong.log"),
     );
     gw.wait_log("cannot publish the tunnels to Redis");

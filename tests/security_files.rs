@@ -545,7 +545,11 @@ fn a_fifo_planted_at_the_state_path_is_refused_at_once_naming_it() {
     ] {
         let o = borderctl_within_10s(args);
         let out = text(&o);
-        assert_ne!(o.status.code(), Some(124), "borderctl {args:?} hung:\n{out}");
+        assert_ne!(
+            o.status.code(),
+            Some(124),
+            "borderctl {args:?} hung:\n{out}"
+        );
         assert!(
             out.contains(&state.display().to_string()) || o.status.success(),
             "borderctl {args:?}:\n{out}"

@@ -38,7 +38,11 @@ pub async fn accept(
         let _ = tcp.set_nodelay(true);
         let (acceptor, cfg, tunnels) = (acceptor.clone(), cfg.clone(), tunnels.clone());
         tokio::spawn(async move {
-            let opened = tokio::time::timeout(PREFACE_TIMEOUT, open(acceptor, tcp, &cfg, &tunnels.counters.bad_ids)).await;
+            let opened = tokio::time::timeout(
+                PREFACE_TIMEOUT,
+                open(acceptor, tcp, &cfg, &tunnels.counters.bad_ids),
+            )
+            .await;
             let refused = || tunnels.counters.refused.fetch_add(1, Ordering::Relaxed);
             match opened {
                 Err(_) => {

@@ -59,7 +59,9 @@ impl GwConfig {
     /// True when `fingerprint` is a pinned peer gateway's: its calls are
     /// forwarded ones, and the original caller it names is believed.
     pub fn is_peer(&self, fingerprint: &str) -> bool {
-        self.peers.values().any(|pins| pins.iter().any(|p| p == fingerprint))
+        self.peers
+            .values()
+            .any(|pins| pins.iter().any(|p| p == fingerprint))
     }
 }
 
@@ -71,7 +73,10 @@ struct RawPeer {
 }
 
 /// `[[peer]]`: each address once, not this gateway's own, at least one pin.
-fn peers(raw: &[RawPeer], advertise: SocketAddr) -> Result<HashMap<SocketAddr, Vec<String>>, String> {
+fn peers(
+    raw: &[RawPeer],
+    advertise: SocketAddr,
+) -> Result<HashMap<SocketAddr, Vec<String>>, String> {
     let mut out: HashMap<SocketAddr, Vec<String>> = HashMap::new();
     for (i, p) in raw.iter().enumerate() {
         let address = addr(&format!("peer[{i}].address"), &p.address)?;
@@ -85,7 +90,9 @@ fn peers(raw: &[RawPeer], advertise: SocketAddr) -> Result<HashMap<SocketAddr, V
             pins.push(pin(&format!("peer[{i}].fingerprints[{j}]"), f)?);
         }
         if pins.is_empty() {
-            return Err(format!("peer[{i}].fingerprints: must pin at least one certificate"));
+            return Err(format!(
+                "peer[{i}].fingerprints: must pin at least one certificate"
+            ));
         }
         if out.insert(address, pins).is_some() {
             return Err(format!(
@@ -98,7 +105,10 @@ fn peers(raw: &[RawPeer], advertise: SocketAddr) -> Result<HashMap<SocketAddr, V
 
 /// `redis` and `redis_ca`: a `rediss://` URL needs the CA. Errors never
 /// show the password.
-fn redis(url: &str, ca: Option<PathBuf>) -> Result<(crate::redis_conn::RedisUrl, Option<PathBuf>), String> {
+fn redis(
+    url: &str,
+    ca: Option<PathBuf>,
+) -> Result<(crate::redis_conn::RedisUrl, Option<PathBuf>), String> {
     let url = crate::redis_conn::RedisUrl::parse(url).map_err(|e| format!("redis: {e}"))?;
     match (&ca, url.tls) {
         (None, true) => Err(format!(
@@ -355,9 +365,7 @@ fingerprints = ["{PIN}"]
     // --- issue 24 (cp-trust) ---
     #[test]
     fn rediss_needs_its_ca_and_the_password_is_never_shown() {
-        let with = |url: &str, extra: &str| {
-            text(extra).replace("redis://127.0.0.1:6379/0", url)
-        };
+        let with = |url: &str, extra: &str| text(extra).replace("redis://127.0.0.1:6379/0", url);
         let url = "rediss://border-gw:hunter2@127.0.0.1:6380/0";
         let c = parse(&with(url, "redis_ca = \"redis-ca.pem\"")).unwrap();
         assert!(c.redis.tls);
@@ -366,8 +374,15 @@ fingerprints = ["{PIN}"]
         assert!(!format!("{c:?}").contains("hunter2"));
         let e = parse(&with(url, "")).unwrap_err();
         assert!(e.starts_with("redis_ca: missing"), "{e}");
-        assert!(!e.contains("hunter2") && e.contains("border-gw:***@"), "{e}");
-        let e = parse(&with("redis://u:hunter2@127.0.0.1:6379/0", "redis_ca = \"x\"")).unwrap_err();
+        assert!(
+            !e.contains("hunter2") && e.contains("border-gw:***@"),
+            "{e}"
+        );
+        let e = parse(&with(
+            "redis://u:hunter2@127.0.0.1:6379/0",
+            "redis_ca = \"x\"",
+        ))
+        .unwrap_err();
         assert!(e.starts_with("redis_ca: set, but"), "{e}");
         assert!(!e.contains("hunter2"), "{e}");
         let e = parse(&with("http://u:hunter2@h/0", "")).unwrap_err();
@@ -378,7 +393,12 @@ fingerprints = ["{PIN}"]
     #[test]
     fn peers_are_pinned_per_address() {
         let peer = format!("sha256:{}", "cd".repeat(32));
-        let with = |p: &str| format!("{}\n[[peer]]\naddress = \"127.0.0.2:7501\"\nfingerprints = [{p}]\n", text(""));
+        let with = |p: &str| {
+            format!(
+                "{}\n[[peer]]\naddress = \"127.0.0.2:7501\"\nfingerprints = [{p}]\n",
+                text("")
+            )
+        };
         let c = parse(&with(&format!("{peer:?}"))).unwrap();
         let addr: SocketAddr = "127.0.0.2:7501".parse().unwrap();
         assert_eq!(c.peers[&addr], vec![peer.clone()]);

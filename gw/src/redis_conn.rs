@@ -35,13 +35,17 @@ pub struct RedisUrl {
 impl RedisUrl {
     /// Parses `s`. The error is one line that never contains the password.
     pub fn parse(s: &str) -> Result<RedisUrl, String> {
-        let expected = "expected \"redis://[user:password@]host[:port][/db]\" or \"rediss://...\" for TLS";
+        let expected =
+            "expected \"redis://[user:password@]host[:port][/db]\" or \"rediss://...\" for TLS";
         let (tls, rest) = if let Some(r) = s.strip_prefix("rediss://") {
             (true, r)
         } else if let Some(r) = s.strip_prefix("redis://") {
             (false, r)
         } else {
-            return Err(format!("{:?} is not a Redis URL ({expected})", scheme_of(s)));
+            return Err(format!(
+                "{:?} is not a Redis URL ({expected})",
+                scheme_of(s)
+            ));
         };
         // The userinfo ends at the last '@' (a password may contain '@'
         // only percent-encoded, but be lenient about where it ends).
@@ -80,7 +84,8 @@ impl RedisUrl {
             },
             None => (hostpart, 0),
         };
-        let (host, port) = split_host_port(authority).map_err(|why| format!("{why} ({expected})"))?;
+        let (host, port) =
+            split_host_port(authority).map_err(|why| format!("{why} ({expected})"))?;
         let (username, password) = match userinfo {
             None => (None, None),
             Some(u) => {
@@ -88,7 +93,8 @@ impl RedisUrl {
                     Some((user, pass)) => (user, Some(pass)),
                     None => (u, None),
                 };
-                let user = percent_decode(user).ok_or("the user name in the Redis URL is not valid percent-encoded UTF-8")?;
+                let user = percent_decode(user)
+                    .ok_or("the user name in the Redis URL is not valid percent-encoded UTF-8")?;
                 let pass = match pass {
                     Some(p) => Some(percent_decode(p).ok_or(
                         "the password in the Redis URL is not valid percent-encoded UTF-8 (not shown)",
@@ -133,7 +139,10 @@ impl RedisUrl {
             .map_err(|e| format!("{self}: {}", self.redact(&e)))
     }
 
-    async fn connect_inner(&self, tls: Option<&tokio_rustls::TlsConnector>) -> Result<MultiplexedConnection, String> {
+    async fn connect_inner(
+        &self,
+        tls: Option<&tokio_rustls::TlsConnector>,
+    ) -> Result<MultiplexedConnection, String> {
         let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
             .await
             .map_err(|e| format!("connect: {e}"))?;
@@ -164,7 +173,10 @@ impl RedisUrl {
 }
 
 /// AUTH, SELECT and the connection's driver task over `stream`.
-async fn start<S>(info: &redis::RedisConnectionInfo, stream: S) -> Result<MultiplexedConnection, String>
+async fn start<S>(
+    info: &redis::RedisConnectionInfo,
+    stream: S,
+) -> Result<MultiplexedConnection, String>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -299,13 +311,22 @@ mod tests {
     fn urls_parse_with_tls_users_and_defaults() {
         let u = RedisUrl::parse("rediss://border-gw:s3cr%40t@redis.example.net:6380/2").unwrap();
         assert!(u.tls);
-        assert_eq!((u.host.as_str(), u.port, u.db), ("redis.example.net", 6380, 2));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.db),
+            ("redis.example.net", 6380, 2)
+        );
         assert_eq!(u.username.as_deref(), Some("border-gw"));
         assert_eq!(u.password.as_deref(), Some("s3cr@t"));
-        assert_eq!(u.to_string(), "rediss://border-gw:***@redis.example.net:6380/2");
+        assert_eq!(
+            u.to_string(),
+            "rediss://border-gw:***@redis.example.net:6380/2"
+        );
         assert!(!format!("{u:?}").contains("s3cr"));
         let u = RedisUrl::parse("redis://127.0.0.1").unwrap();
-        assert_eq!((u.tls, u.port, u.db, u.username, u.password), (false, 6379, 0, None, None));
+        assert_eq!(
+            (u.tls, u.port, u.db, u.username, u.password),
+            (false, 6379, 0, None, None)
+        );
         let u = RedisUrl::parse("redis://:pw@[::1]:7000/0").unwrap();
         assert_eq!((u.host.as_str(), u.port), ("::1", 7000));
         assert_eq!(u.to_string(), "redis://:***@[::1]:7000/0");

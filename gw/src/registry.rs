@@ -82,7 +82,9 @@ impl Registry {
         ttl: Duration,
     ) -> Result<Registry, String> {
         if url.tls && tls.is_none() {
-            return Err(format!("redis: {url} needs redis_ca (the CA of Redis's certificate)"));
+            return Err(format!(
+                "redis: {url} needs redis_ca (the CA of Redis's certificate)"
+            ));
         }
         Ok(Registry {
             url: url.clone(),

@@ -207,7 +207,9 @@ pub const CALLER_HEADER: &str = "border-caller";
 /// [`CALLER_HEADER`] believed (nothing else reaches a log line).
 pub fn is_fingerprint(s: &str) -> bool {
     s.strip_prefix("sha256:").is_some_and(|h| {
-        h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 

@@ -260,10 +260,13 @@ fn special_error(path: &Path, kind: &str) -> FileError {
 /// (`ELOOP`), or a socket (`ENXIO`) or another special file, named as
 /// such; anything else as it came.
 pub(super) fn open_error(path: &Path, e: io::Error) -> FileError {
-    let special = matches!(e.raw_os_error(), Some(libc::ENXIO | libc::ENODEV | libc::EISDIR))
-        .then(|| std::fs::symlink_metadata(path).ok())
-        .flatten()
-        .and_then(|m| special_kind(m.file_type()));
+    let special = matches!(
+        e.raw_os_error(),
+        Some(libc::ENXIO | libc::ENODEV | libc::EISDIR)
+    )
+    .then(|| std::fs::symlink_metadata(path).ok())
+    .flatten()
+    .and_then(|m| special_kind(m.file_type()));
     match special {
         Some(kind) => special_error(path, kind),
         None => symlink_error(path, e),
@@ -481,7 +484,9 @@ mod tests {
             .expect("opening a FIFO blocked");
         for e in [trusted.unwrap_err(), own.unwrap_err()] {
             assert!(
-                e.contains(&fifo.display().to_string()) && e.contains("is a FIFO") && e.contains("rm "),
+                e.contains(&fifo.display().to_string())
+                    && e.contains("is a FIFO")
+                    && e.contains("rm "),
                 "{e}"
             );
             assert_eq!(e.lines().count(), 1, "{e}");
@@ -490,7 +495,9 @@ mod tests {
         let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
         let e = open_trusted(&sock).unwrap_err().to_string();
         assert!(e.contains("sock: is a socket"), "{e}");
-        let e = open_own(&dir, Access::PRIVATE, false).unwrap_err().to_string();
+        let e = open_own(&dir, Access::PRIVATE, false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is a directory"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -193,7 +193,12 @@ mod tests {
             Preface::decode_body(b"{\"id\":\"a\",\"methods\":[\"x\"]}"),
             Err(PrefaceError::BadBody(_))
         ));
-        for id in ["ams-1\nforged log line", "a b", "ams\u{1b}[31m", &"x".repeat(65)] {
+        for id in [
+            "ams-1\nforged log line",
+            "a b",
+            "ams\u{1b}[31m",
+            &"x".repeat(65),
+        ] {
             let body = serde_json::to_vec(&Preface {
                 id: id.into(),
                 methods: vec![],

@@ -87,8 +87,13 @@ pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, 
     }
     let summary = pass_through(children, args, BufWriter::new(out))
         .and_then(|s| {
-            std::fs::rename(&partial, &args.write)
-                .map_err(|e| format!("cannot rename {} to {}: {e}", partial.display(), args.write.display()))?;
+            std::fs::rename(&partial, &args.write).map_err(|e| {
+                format!(
+                    "cannot rename {} to {}: {e}",
+                    partial.display(),
+                    args.write.display()
+                )
+            })?;
             Ok(s)
         })
         .inspect_err(|_| {
@@ -123,14 +128,21 @@ pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, 
 /// umask: a capture holds every tenant's payload (issue 24, finding 6).
 /// Renamed over `path` at the end, so a symlink or a file planted at
 /// `path` is replaced, never written through.
-fn create_capture_file(path: &Path, access: conf::os::files::Access) -> Result<(File, PathBuf), String> {
+fn create_capture_file(
+    path: &Path,
+    access: conf::os::files::Access,
+) -> Result<(File, PathBuf), String> {
     let partial = conf::os::files::temp_path_for(path);
     let file = conf::os::files::create_new(&partial, access).map_err(|e| {
         if e.io_kind() != Some(std::io::ErrorKind::AlreadyExists) {
             // Made, but its group could not be set: not left behind.
             let _ = std::fs::remove_file(&partial);
         }
-        format!("cannot create {} (for {}): {e}", partial.display(), path.display())
+        format!(
+            "cannot create {} (for {}): {e}",
+            partial.display(),
+            path.display()
+        )
     })?;
     Ok((file, partial))
 }

@@ -212,8 +212,7 @@ client_ca = "ca.pem"
 client_fingerprints = ["sha256:0000000000000000000000000000000000000000000000000000000000000000"]
 "#;
 
-    const GW_PIN: &str =
-        "sha256:ABababababababababababababababababababababababababababababababab";
+    const GW_PIN: &str = "sha256:ABababababababababababababababababababababababababababababababab";
 
     fn parse(agent: &str, tls: bool) -> Result<crate::Config, String> {
         let text = format!(
@@ -238,13 +237,14 @@ client_fingerprints = ["sha256:0000000000000000000000000000000000000000000000000
 
     #[test]
     fn gateways_must_be_pinned() {
-        let unpinned = format!(
-            "{BASE}{TLS}[mgmt.agent]\nid = \"a\"\ngateways = [\"tcp://g:1\"]\n"
-        );
+        let unpinned = format!("{BASE}{TLS}[mgmt.agent]\nid = \"a\"\ngateways = [\"tcp://g:1\"]\n");
         let e = crate::Config::from_toml_str(&unpinned, "t.toml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("mgmt.agent.gateway_fingerprints: missing"), "{e}");
+        assert!(
+            e.contains("mgmt.agent.gateway_fingerprints: missing"),
+            "{e}"
+        );
         let e = crate::Config::from_toml_str(
             &format!("{unpinned}gateway_fingerprints = [\"sha256:12\"]\n"),
             "t.toml",
