@@ -814,6 +814,47 @@ fn refusals_are_clear_and_nothing_hangs() {
             .contains("tunnel refused: not a border tunnel")
     });
 
+    // Issue 24, finding 8: an id with a newline would forge a log line.
+    let answer = rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut cfg = std::sync::Arc::unwrap_or_clone(
+            mgmt::tls::client_config(&mgmt::tls::ClientTls {
+                server_ca: fleet.dir.path("ca.pem"),
+                cert: fleet.dir.path("ams1.pem"),
+                key: fleet.dir.path("ams1.key"),
+                server_name: None,
+            })
+            .unwrap(),
+        );
+        cfg.alpn_protocols = vec![mgmt::agent::ALPN.to_vec()];
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg));
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", fleet.gws[0].agent))
+            .await
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut s = connector.connect(name, tcp).await.unwrap();
+        let preface = mgmt::agent::preface::Preface {
+            id: "ams-1\nFORGED audit line".into(),
+            methods: vec![],
+        };
+        s.write_all(&preface.encode()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    });
+    assert!(
+        answer.starts_with("BORDER-TUNNEL/1 REFUSED tunnel preface is not valid: id"),
+        "{answer}"
+    );
+    wait_for("the bad id counted", Duration::from_secs(5), || {
+        fleet.scrape(0).get("border_gw_tunnel_bad_ids_total") == 1.0
+    });
+    let log = fleet.gw_log(0);
+    assert!(
+        !log.lines().any(|l| l.starts_with("FORGED")),
+        "a forged line in the log:\n{log}"
+    );
+
     // A gateway that closes mid-call: the caller gets a status, not a hang.
     let ams = fleet.appliance("fl-ams3", "ams-1", "ams1");
     wait_for("tunnels", Duration::from_secs(10), || {
