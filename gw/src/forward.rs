@@ -75,6 +75,7 @@ impl Gateway {
     /// a status saying why not. A reader's call outside what a reader may
     /// do on an appliance (`mgmt::authz`) is refused here: the appliance
     /// sees every gateway as an operator.
+    ///
     /// `fingerprint` is the caller's certificate; the audit line names it,
     /// or, for a call a pinned peer gateway forwarded, the original caller
     /// that gateway names ([`mgmt::authz::CALLER_HEADER`]), which goes on
@@ -127,6 +128,7 @@ impl Gateway {
         crate::audit::Audit::new(caller, via, appliance, path)
     }
 
+    /// The appliance's answer to an authorised call, or why there is none.
     async fn answer(
         &self,
         req: hyper::Request<Incoming>,
