@@ -13,6 +13,7 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -220,7 +221,14 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
     let cfg = dp.config.to_str().unwrap().to_string();
 
     // Both ports, both directions, TCP only, for 4 s of pings and connections.
+    // A symlink waits at the output path (issue 24, finding 6): it is
+    // replaced, its target never written.
     let all = dir.path("tcp.pcapng");
+    // SAFETY: umask(2) only sets this process's file-creation mask.
+    unsafe { libc::umask(0o022) };
+    let victim = dir.path("victim");
+    std::fs::write(&victim, b"untouched").unwrap();
+    std::os::unix::fs::symlink(&victim, &all).unwrap();
     let out = capture_during(
         &[
             "--config",
@@ -240,6 +248,16 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
     assert!(out.status.success(), "{}", text(&out));
     // Shown with --nocapture: the figures of this run.
     println!("{}", text(&out));
+    // Every tenant's payload: the owner's only, whatever the umask (022
+    // here), and the symlink's target untouched.
+    let meta = std::fs::symlink_metadata(&all).unwrap();
+    assert!(meta.is_file(), "the capture went through the symlink");
+    assert_eq!(
+        meta.permissions().mode() & 0o7777,
+        0o600,
+        "capture file mode"
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"untouched");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("(stopped by duration)"), "{}", text(&out));
     // dumpcap's report: what pdump took and dropped (ring full, no mbuf).

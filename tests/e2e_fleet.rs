@@ -201,6 +201,9 @@ struct Fleet {
 struct Pins {
     ams1: String,
     rogue: String,
+    /// gw1's and gw2's certificates.
+    gws: [String; 2],
+    ctl: String,
 }
 
 /// Connections each gateway's exporter takes at once (small: the metrics
@@ -218,8 +221,10 @@ fn gw_config(
     api_pins: &[&str],
     reader: &str,
     ams1: &str,
+    peer: (u16, &str),
 ) -> String {
     let pins: Vec<String> = api_pins.iter().map(|p| format!("{p:?}")).collect();
+    let (peer_api, peer_fp) = peer;
     format!(
         r#"id = "{id}"
 agent_listen = "127.0.0.1:{agent}"
@@ -243,6 +248,10 @@ fingerprints = ["{ams1}"]
 [[appliance]]
 id = "ams-2"
 fingerprints = ["{ams1}"]
+
+[[peer]]
+address = "127.0.0.1:{peer_api}"
+fingerprints = ["{peer_fp}"]
 "#,
         d = dir.display(),
         pins = pins.join(", ")
@@ -256,7 +265,9 @@ fn appliance_config(
     cert: &str,
     ctl: &str,
     gws: &[u16],
+    gw_pins: &[&str],
 ) -> String {
+    let gw_pins: Vec<String> = gw_pins.iter().map(|p| format!("{p:?}")).collect();
     let gws: Vec<String> = gws
         .iter()
         .map(|p| format!("\"tcp://127.0.0.1:{p}\""))
@@ -293,6 +304,8 @@ max_tunnels = 70
 idle_timeout_ms = 1500
 backoff_min_ms = 200
 backoff_max_ms = 1000
+backoff_reset_after_ms = 1000
+gateway_fingerprints = [{gw_pins}]
 
 [[vip]]
 name = "web"
@@ -305,7 +318,8 @@ address = "10.97.0.11"
 port = 8080
 "#,
         d = dir.display(),
-        gws = gws.join(", ")
+        gws = gws.join(", "),
+        gw_pins = gw_pins.join(", ")
     )
 }
 
@@ -322,8 +336,10 @@ impl Fleet {
         let redis_port = free_port();
         let redis = start_redis(&dir.0, redis_port);
         let mut gws = Vec::new();
-        for id in ["gw1", "gw2"] {
-            let (agent, api, metrics) = (free_port(), free_port(), free_port());
+        let apis = [free_port(), free_port()];
+        let fps = [fp1.clone(), fp2.clone()];
+        for (i, id) in ["gw1", "gw2"].into_iter().enumerate() {
+            let (agent, api, metrics) = (free_port(), apis[i], free_port());
             let config = dir.path(&format!("{id}.toml"));
             std::fs::write(
                 &config,
@@ -334,9 +350,10 @@ impl Fleet {
                     api,
                     metrics,
                     redis_port,
-                    &[&ctl, &fp1, &fp2],
+                    &[&ctl],
                     &reader,
                     &ams1,
+                    (apis[1 - i], &fps[1 - i]),
                 ),
             )
             .unwrap();
@@ -354,11 +371,15 @@ impl Fleet {
             redis_port,
             redis: Some(redis),
             gws,
-            pins: Pins { ams1, rogue },
+            pins: Pins {
+                ams1,
+                rogue,
+                gws: fps,
+                ctl: ctl.clone(),
+            },
         };
         f.start_gw(0);
         f.start_gw(1);
-        let _ = ctl;
         f
     }
 
@@ -384,14 +405,33 @@ impl Fleet {
     }
 
     fn appliance(&self, instance: &str, id: &str, cert: &str) -> BorderMgmt {
+        let gws: Vec<u16> = self.gws.iter().map(|g| g.agent).collect();
+        let pins = [self.pins.gws[0].as_str(), self.pins.gws[1].as_str()];
+        self.appliance_to(instance, id, cert, &gws, &pins)
+    }
+
+    /// An appliance dialling the agent listeners `gws`, pinning `gw_pins`.
+    fn appliance_to(
+        &self,
+        instance: &str,
+        id: &str,
+        cert: &str,
+        gws: &[u16],
+        gw_pins: &[&str],
+    ) -> BorderMgmt {
         common::clean_instance(instance);
         let cfg = self.dir.path(&format!("{instance}.toml"));
-        let ctl_fp =
-            mgmt::tls::fingerprint(&mgmt::tls::load_certs(&self.dir.path("ctl.pem")).unwrap()[0]);
-        let gws: Vec<u16> = self.gws.iter().map(|g| g.agent).collect();
         std::fs::write(
             &cfg,
-            appliance_config(&self.dir.0, instance, id, cert, &ctl_fp, &gws),
+            appliance_config(
+                &self.dir.0,
+                instance,
+                id,
+                cert,
+                &self.pins.ctl,
+                gws,
+                gw_pins,
+            ),
         )
         .unwrap();
         BorderMgmt::start(&cfg, self.dir.path(&format!("{instance}.log")))
@@ -774,6 +814,47 @@ fn refusals_are_clear_and_nothing_hangs() {
             .contains("tunnel refused: not a border tunnel")
     });
 
+    // Issue 24, finding 8: an id with a newline would forge a log line.
+    let answer = rt.block_on(async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut cfg = std::sync::Arc::unwrap_or_clone(
+            mgmt::tls::client_config(&mgmt::tls::ClientTls {
+                server_ca: fleet.dir.path("ca.pem"),
+                cert: fleet.dir.path("ams1.pem"),
+                key: fleet.dir.path("ams1.key"),
+                server_name: None,
+            })
+            .unwrap(),
+        );
+        cfg.alpn_protocols = vec![mgmt::agent::ALPN.to_vec()];
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg));
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", fleet.gws[0].agent))
+            .await
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut s = connector.connect(name, tcp).await.unwrap();
+        let preface = mgmt::agent::preface::Preface {
+            id: "ams-1\nFORGED audit line".into(),
+            methods: vec![],
+        };
+        s.write_all(&preface.encode()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    });
+    assert!(
+        answer.starts_with("BORDER-TUNNEL/1 REFUSED tunnel preface is not valid: id"),
+        "{answer}"
+    );
+    wait_for("the bad id counted", Duration::from_secs(5), || {
+        fleet.scrape(0).get("border_gw_tunnel_bad_ids_total") == 1.0
+    });
+    let log = fleet.gw_log(0);
+    assert!(
+        !log.lines().any(|l| l.starts_with("FORGED")),
+        "a forged line in the log:\n{log}"
+    );
+
     // A gateway that closes mid-call: the caller gets a status, not a hang.
     let ams = fleet.appliance("fl-ams3", "ams-1", "ams1");
     wait_for("tunnels", Duration::from_secs(10), || {
@@ -1028,3 +1109,611 @@ fn a_reader_reads_through_the_gateway_and_changes_nothing() {
     assert_eq!(fleet.scrape(0).calls("denied"), 1.0);
     assert_eq!(fleet.scrape(1).calls("denied"), 1.0);
 }
+
+// --- issue 24 (cp-trust): peers, agent pins, backoff, audit ---
+
+/// A host that is not a gateway, holding a CA-valid certificate `stem`
+/// (an appliance's: IP SAN 127.0.0.1), listening on 127.0.0.1:`port` with
+/// ALPN `alpn`. It counts TLS handshakes and the application bytes it is
+/// sent; with `answer_tunnels` it reads a tunnel preface, answers OK and
+/// drops the tunnel at once.
+struct Impostor {
+    port: u16,
+    handshakes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Impostor {
+    fn start(
+        rt: &tokio::runtime::Runtime,
+        dir: &Path,
+        stem: &str,
+        port: u16,
+        alpn: &[u8],
+        answer_tunnels: bool,
+    ) -> Impostor {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let certs = mgmt::tls::load_certs(&dir.join(format!("{stem}.pem"))).unwrap();
+        let key = mgmt::tls::load_key(&dir.join(format!("{stem}.key"))).unwrap();
+        let mut sc = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        sc.alpn_protocols = vec![alpn.to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(sc));
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind(("127.0.0.1", port)))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let handshakes = std::sync::Arc::new(AtomicU64::new(0));
+        let bytes = std::sync::Arc::new(AtomicU64::new(0));
+        let (h, b) = (handshakes.clone(), bytes.clone());
+        rt.spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, h, b) = (acceptor.clone(), h.clone(), b.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    h.fetch_add(1, Ordering::SeqCst);
+                    let mut buf = vec![0u8; 64 << 10];
+                    if answer_tunnels {
+                        let mut head = [0u8; 20];
+                        if tls.read_exact(&mut head).await.is_err() {
+                            return;
+                        }
+                        b.fetch_add(head.len() as u64, Ordering::SeqCst);
+                        let n =
+                            u32::from_be_bytes([head[16], head[17], head[18], head[19]]) as usize;
+                        if n > buf.len() || tls.read_exact(&mut buf[..n]).await.is_err() {
+                            return;
+                        }
+                        b.fetch_add(n as u64, Ordering::SeqCst);
+                        let _ = tls.write_all(b"BORDER-TUNNEL/1 OK\n").await;
+                        let _ = tls.shutdown().await;
+                        return;
+                    }
+                    while let Ok(n) = tls.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        b.fetch_add(n as u64, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        Impostor {
+            port,
+            handshakes,
+            bytes,
+        }
+    }
+
+    fn handshakes(&self) -> u64 {
+        self.handshakes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// `gateway` (an api address) named in the registry as holding tunnels of
+/// `appliance` for the next minute.
+fn plant_registry_entry(redis: u16, appliance: &str, gateway: &str) {
+    let expiry = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 60_000;
+    let key = format!("border:fleet:appliance:{appliance}");
+    assert_eq!(
+        redis_cli(redis, &["ZADD", &key, &expiry.to_string(), gateway]),
+        "1"
+    );
+}
+
+#[test]
+fn a_forged_peer_listed_in_redis_receives_no_call() {
+    // Issue 24, finding 1: a host with any certificate from the fleet CA,
+    // named in Redis, received HasTunnel probes and then the operators'
+    // calls (ApplyConfig with the flow hash key), and could answer them.
+    let mut fleet = Fleet::new("fl-forge");
+    let port = fleet.redis_port;
+    let rt = runtime();
+    let forged = Impostor::start(&rt, &fleet.dir.0, "rogue", 0, b"h2", false);
+    plant_registry_entry(port, "ams-2", &format!("127.0.0.1:{}", forged.port));
+    let (code, _, err) = fleet.ctl(0, "ams-2", &["status"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("ams-2"), "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        (forged.handshakes(), forged.bytes()),
+        (0, 0),
+        "the forged gateway was contacted"
+    );
+    let log = fleet.gw_log(0);
+    assert!(
+        log.contains("not a configured [[peer]]") && log.contains(&forged.port.to_string()),
+        "{log}"
+    );
+    assert!(
+        fleet
+            .scrape(0)
+            .get("border_gw_registry_unknown_peers_total")
+            >= 1.0
+    );
+
+    // The impostor at a configured peer's address (gw2 is down): the TLS
+    // handshake happens, but its certificate is not gw2's: no request.
+    fleet.gws[1].proc.take().unwrap().term();
+    let gw2_api = fleet.gws[1].api;
+    let at_peer = Impostor::start(&rt, &fleet.dir.0, "rogue", gw2_api, b"h2", false);
+    plant_registry_entry(port, "ams-2", &format!("127.0.0.1:{gw2_api}"));
+    let (code, _, err) = fleet.ctl(0, "ams-2", &["status"]);
+    assert_eq!(code, 1, "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(at_peer.handshakes() >= 1, "gw1 never tried gw2's address");
+    assert_eq!(at_peer.bytes(), 0, "a request reached the impostor");
+    let log = fleet.gw_log(0);
+    assert!(
+        log.contains(&format!(
+            "certificate {} is not pinned for peer 127.0.0.1:{gw2_api}",
+            fleet.pins.rogue
+        )),
+        "{log}"
+    );
+}
+
+#[test]
+fn an_agent_says_nothing_to_a_gateway_it_has_not_pinned() {
+    // Issue 24, finding 7: the agent sent its preface to, and served the
+    // operator role over a tunnel to, any gateway with a CA-valid
+    // certificate (an appliance's, here).
+    let fleet = Fleet::new("fl-agpin");
+    let rt = runtime();
+    let rogue = Impostor::start(&rt, &fleet.dir.0, "rogue", 0, mgmt::agent::ALPN, true);
+    let pins = [fleet.pins.gws[0].as_str()];
+    let ams = fleet.appliance_to("fl-agpin", "ams-1", "ams1", &[rogue.port], &pins);
+    let mut ams = ams;
+    ams.wait_log("is not pinned in mgmt.agent.gateway_fingerprints");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(rogue.handshakes() >= 1);
+    assert_eq!(rogue.bytes(), 0, "the preface reached an unpinned gateway");
+    let log = ams.log_text();
+    assert!(log.contains(&fleet.pins.rogue), "{log}");
+}
+
+#[test]
+fn a_gateway_that_drops_every_tunnel_is_redialled_at_backoff_speed() {
+    // Issue 24, finding 7: the failure count went back to 0 at every
+    // successful dial, so a gateway that accepts tunnels and drops them at
+    // once got redials as fast as the pool grows (backoff_min_ms), forever.
+    let fleet = Fleet::new("fl-drop");
+    let rt = runtime();
+    let dropper = Impostor::start(&rt, &fleet.dir.0, "gw1", 0, mgmt::agent::ALPN, true);
+    let pins = [fleet.pins.gws[0].as_str()];
+    let _ams = fleet.appliance_to("fl-drop", "ams-1", "ams1", &[dropper.port], &pins);
+    // backoff 200 ms .. 1 s; the pool dials 10 at a time.
+    std::thread::sleep(Duration::from_secs(2));
+    let settled = dropper.handshakes();
+    std::thread::sleep(Duration::from_secs(3));
+    let later = dropper.handshakes() - settled;
+    eprintln!("tunnels to a dropping gateway: {settled} in the first 2 s, {later} in the next 3 s");
+    assert!(settled >= 1, "never dialled");
+    // Failing, the pool dials one at a time at the backoff's 1 s ceiling:
+    // about 2 a second. Before, every dial reset the count, so the pool
+    // redialled by tens at the 200 ms first step (~57 a second measured).
+    assert!(later <= 25, "{later} redials in 3 s");
+}
+
+#[test]
+fn each_call_is_audited_with_its_original_caller() {
+    // Issue 24, finding 8: the gateway logged no successful call, and the
+    // appliance attributed every call to the gateway's certificate.
+    let fleet = Fleet::new("fl-audit");
+    let port = fleet.redis_port;
+    let mut ams = fleet.appliance("fl-audit", "ams-1", "ams1");
+    wait_for("tunnels of ams-1 on gw1", Duration::from_secs(10), || {
+        registry_count(port, "gw1", "ams-1") >= 2
+    });
+    let (ctl, gw1, gw2) = (&fleet.pins.ctl, &fleet.pins.gws[0], &fleet.pins.gws[1]);
+    // Through gw2, which forwards to gw1, which holds the tunnels.
+    let (code, _, err) = fleet.ctl(1, "ams-1", &["drain", "web", "10.97.0.11:8080"]);
+    assert_eq!(code, 0, "{err}");
+    let method = "method=/border.v1.Border/SetBackend";
+    let line_of = |log: &str| -> String {
+        log.lines()
+            .rfind(|l| l.contains(method) && l.contains(" call "))
+            .unwrap_or_else(|| panic!("no audit line in\n{log}"))
+            .to_string()
+    };
+    wait_for("the audit line at gw2", Duration::from_secs(5), || {
+        fleet.gw_log(1).contains(method)
+    });
+    let at_gw2 = line_of(&fleet.gw_log(1));
+    assert!(
+        at_gw2.contains(&format!("caller={ctl}"))
+            && at_gw2.contains("via=-")
+            && at_gw2.contains("appliance=ams-1")
+            && at_gw2.contains("status=Ok"),
+        "{at_gw2}"
+    );
+    wait_for("the audit line at gw1", Duration::from_secs(5), || {
+        fleet.gw_log(0).contains(method)
+    });
+    let at_gw1 = line_of(&fleet.gw_log(0));
+    assert!(
+        at_gw1.contains(&format!("caller={ctl}")) && at_gw1.contains(&format!("via={gw2}")),
+        "{at_gw1}"
+    );
+    ams.wait_log("api: call");
+    let log = ams.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("api: call") && l.contains("SetBackend"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(line.contains(&format!("{ctl} via gateway {gw1}")), "{line}");
+
+    // A client naming someone else as the caller: replaced by the gateway.
+    let fake = format!("sha256:{}", "ee".repeat(32));
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = fleet.client(0, "ams-1").await;
+        let mut req = tonic::Request::new(mgmt::pb::SetBackendRequest {
+            vip: "web".into(),
+            backend: "10.97.0.11:8080".into(),
+            action: Some(mgmt::pb::set_backend_request::Action::Undrain(
+                mgmt::pb::Undrain {},
+            )),
+            note: String::new(),
+        });
+        req.metadata_mut()
+            .insert("border-caller", fake.parse().unwrap());
+        c.set_backend(req).await.unwrap();
+    });
+    // The line is written when the answer's body ends, maybe just after
+    // the client has it.
+    let lines = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains(method) && l.contains(" call "))
+            .count()
+    };
+    wait_for(
+        "the second audit line at gw1",
+        Duration::from_secs(5),
+        || lines(&fleet.gw_log(0)) >= 2,
+    );
+    let at_gw1 = line_of(&fleet.gw_log(0));
+    assert!(
+        at_gw1.contains(&format!("caller={ctl}")) && at_gw1.contains("via=-"),
+        "{at_gw1}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let log = ams.log_text();
+    assert!(
+        !log.contains(&fake),
+        "the appliance believed a client's caller:\n{log}"
+    );
+    assert!(!fleet.gw_log(0).contains(&fake));
+
+    // On the appliance's own socket the header is ignored.
+    rt.block_on(async {
+        let mut c = mgmt::client::connect_unix(fleet.dir.path("fl-audit.sock"))
+            .await
+            .unwrap();
+        let mut req = tonic::Request::new(mgmt::pb::SetBackendRequest {
+            vip: "web".into(),
+            backend: "10.97.0.11:8080".into(),
+            action: Some(mgmt::pb::set_backend_request::Action::Drain(
+                mgmt::pb::Drain {},
+            )),
+            note: String::new(),
+        });
+        req.metadata_mut()
+            .insert("border-caller", fake.parse().unwrap());
+        c.set_backend(req).await.unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!ams.log_text().contains(&fake), "{}", ams.log_text());
+}
+// --- end issue 24 (cp-trust) ---
+
+// --- issue 24 (cp-trust): the registry over TLS with an ACL user ---
+
+/// Runs `openssl args` in `dir`.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A test CA made with openssl (`rca.pem`) and Redis's certificate for
+/// 127.0.0.1 from it (`redis.pem`, `redis.key`).
+fn redis_tls_material(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=redis test CA",
+        "-keyout",
+        "rca.key",
+        "-out",
+        "rca.pem",
+    ];
+    ca.extend_from_slice(&ec);
+    openssl(dir, &ca);
+    let mut csr = vec![
+        "req",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "redis.key",
+        "-out",
+        "redis.csr",
+    ];
+    csr.extend_from_slice(&ec);
+    openssl(dir, &csr);
+    std::fs::write(dir.join("redis.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-days",
+            "2",
+            "-in",
+            "redis.csr",
+            "-CA",
+            "rca.pem",
+            "-CAkey",
+            "rca.key",
+            "-CAcreateserial",
+            "-extfile",
+            "redis.ext",
+            "-out",
+            "redis.pem",
+        ],
+    );
+}
+
+/// redis-server with TLS only on `port` (mutual: clients' certificates
+/// chain to the fleet CA), the default user off and one ACL user
+/// `border-gw` with `password`, allowed the registry's keys only.
+fn start_redis_tls(dir: &Path, port: u16, password: &str) -> Proc {
+    let d = |f: &str| dir.join(f).display().to_string();
+    let r = Proc::spawn(
+        "redis-server (TLS)",
+        Command::new("redis-server").args([
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cert-file",
+            &d("redis.pem"),
+            "--tls-key-file",
+            &d("redis.key"),
+            "--tls-ca-cert-file",
+            &d("ca.pem"),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--logfile",
+            "",
+            // One word an argument: redis-server joins them into the line.
+            "--user",
+            "default",
+            "off",
+            "--user",
+            "border-gw",
+            "on",
+            &format!(">{password}"),
+            "~border:fleet:*",
+            "+@all",
+        ]),
+        dir.join(format!("redis-{port}.log")),
+    );
+    let start = Instant::now();
+    while redis_tls_cli(dir, port, password, &["PING"]) != "PONG" {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "redis-server (TLS) did not start:\n{}",
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    r
+}
+
+/// redis-cli over TLS as `border-gw` (gw1's certificate as the client's).
+fn redis_tls_cli(dir: &Path, port: u16, password: &str, args: &[&str]) -> String {
+    let d = |f: &str| dir.join(f).display().to_string();
+    let out = Command::new("redis-cli")
+        .args([
+            "--tls",
+            "--cacert",
+            &d("rca.pem"),
+            "--cert",
+            &d("gw1.pem"),
+            "--key",
+            &d("gw1.key"),
+        ])
+        .args([
+            "-p",
+            &port.to_string(),
+            "--user",
+            "border-gw",
+            "--pass",
+            password,
+            "--no-auth-warning",
+        ])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn the_registry_works_over_tls_with_an_acl_user_and_the_password_is_never_shown() {
+    let dir = TempDir::new("fl-rtls");
+    let ca = Ca::new(&dir.0);
+    let ctl = ca.issue(&dir.0, "ctl");
+    let gw1 = ca.issue(&dir.0, "gw1");
+    let ams1 = ca.issue(&dir.0, "ams1");
+    redis_tls_material(&dir.0);
+    let password = "s3cret-Redis-pw";
+    let redis_port = free_port();
+    let _redis = start_redis_tls(&dir.0, redis_port, password);
+    let (agent, api, metrics) = (free_port(), free_port(), free_port());
+    let config = |pw: &str| {
+        gw_config(
+            &dir.0,
+            "gw1",
+            agent,
+            api,
+            metrics,
+            redis_port,
+            &[&ctl],
+            &format!("sha256:{}", "ab".repeat(32)),
+            &ams1,
+            (free_port(), &ctl),
+        )
+        .replace(
+            &format!("redis = \"redis://127.0.0.1:{redis_port}/0\""),
+            &format!(
+                "redis = \"rediss://border-gw:{pw}@127.0.0.1:{redis_port}/0\"\nredis_ca = \"{}\"",
+                dir.path("rca.pem").display()
+            ),
+        )
+    };
+    let good = dir.path("gw1.toml");
+    std::fs::write(&good, config(password)).unwrap();
+    let check = |path: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_border-gw"))
+            .arg("--config")
+            .arg(path)
+            .arg("--check")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    // Issue 24 (confirmed): `--check` refused rediss:// and its error
+    // printed the password.
+    let (ok, text) = check(&good);
+    assert!(ok, "{text}");
+    assert_eq!(text.trim(), "OK");
+    let no_ca = dir.path("no-ca.toml");
+    std::fs::write(&no_ca, config(password).replace("redis_ca", "# redis_ca")).unwrap();
+    let (ok, text) = check(&no_ca);
+    assert!(
+        !ok && text.contains("redis_ca: missing") && text.contains("border-gw:***@"),
+        "{text}"
+    );
+    assert!(!text.contains(password), "{text}");
+    let bad_port = dir.path("bad-port.toml");
+    std::fs::write(
+        &bad_port,
+        config(password).replace(&format!(":{redis_port}/0"), ":99999/0"),
+    )
+    .unwrap();
+    let (ok, text) = check(&bad_port);
+    assert!(!ok && text.contains("redis: "), "{text}");
+    assert!(!text.contains(password), "{text}");
+
+    // Running: the tunnels are published through TLS as the ACL user.
+    let gw = Proc::spawn(
+        "gw1",
+        Command::new(env!("CARGO_BIN_EXE_border-gw"))
+            .arg("--config")
+            .arg(&good),
+        dir.path("gw1.log"),
+    );
+    gw.wait_log("border-gw running");
+    let fleet_dir = &dir.0;
+    common::clean_instance("fl-rtls");
+    let cfg = dir.path("fl-rtls.toml");
+    std::fs::write(
+        &cfg,
+        appliance_config(
+            fleet_dir,
+            "fl-rtls",
+            "ams-1",
+            "ams1",
+            &ctl,
+            &[agent],
+            &[&gw1],
+        ),
+    )
+    .unwrap();
+    let _ams = BorderMgmt::start(&cfg, dir.path("fl-rtls.log"));
+    wait_for(
+        "ams-1's tunnels in the TLS registry",
+        Duration::from_secs(10),
+        || {
+            redis_tls_cli(
+                &dir.0,
+                redis_port,
+                password,
+                &["HGET", "border:fleet:gateway:gw1", "ams-1"],
+            )
+            .parse::<u64>()
+            .is_ok_and(|n| n >= 2)
+        },
+    );
+    assert!(
+        gw.text().contains("redis=rediss://border-gw:***@127.0.0.1"),
+        "{}",
+        gw.text()
+    );
+    assert!(!gw.text().contains(password), "{}", gw.text());
+    drop(gw);
+
+    // A wrong password: Redis refuses, the gateway says so, never with it.
+    let wrong_pw = "wrong-Redis-pw";
+    let wrong = dir.path("gw1-wrong.toml");
+    std::fs::write(&wrong, config(wrong_pw)).unwrap();
+    let gw = Proc::spawn(
+        "gw1 (wrong password)",
+        Command::new(env!("CARGO_BIN_EXE_border-gw"))
+            .arg("--config")
+            .arg(&wrong),
+        dir.path("gw1-wrong.log"),
+    );
+    gw.wait_log("cannot publish the tunnels to Redis");
+    let log = gw.text();
+    assert!(log.contains("authentication failed"), "{log}");
+    assert!(log.contains("border-gw:***@"), "{log}");
+    assert!(!log.contains(wrong_pw), "{log}");
+}
+// --- end issue 24 (cp-trust) ---

@@ -466,6 +466,25 @@ fn operators_group_members_read_counters_and_call_the_api_others_do_not() {
     let o = as_nobody(&["cat", &tables.display().to_string()]);
     assert!(!o.status.success(), "an operator read the flow hash key");
 
+    // A member through a supplementary group (SO_PEERGROUPS, as the
+    // kernel recorded them at connect) calls too.
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=daemon",
+            "--regid=daemon",
+            "--groups=nogroup",
+            "--",
+            borderctl_bin(),
+            "stats",
+            "--server",
+            &socket(instance),
+            "--json",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+
     // Another user: neither.
     let o = as_user("daemon", "daemon", &["cat", &state.display().to_string()]);
     assert!(!o.status.success(), "daemon read the state region");
@@ -477,5 +496,70 @@ fn operators_group_members_read_counters_and_call_the_api_others_do_not() {
     running.stop();
     std::os::unix::fs::chown(run, None, Some(0)).unwrap();
     chmod(run, 0o750);
+    forget_instance(instance);
+}
+
+/// `borderctl args` as root, killed after 10 s (`timeout` exits 124 then).
+fn borderctl_within_10s(args: &[&str]) -> Output {
+    Command::new("timeout")
+        .arg("10")
+        .arg(borderctl_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_fifo_planted_at_the_state_path_is_refused_at_once_naming_it() {
+    // Issue 24, finding 5 (confirmed): opening the FIFO waited for a writer
+    // forever, so border-mgmt never published and `borderctl status` hung.
+    let instance = "sf-fifo";
+    let Setup { dir, cfg, .. } = &Setup::new(instance, "sf6", 151, "");
+    let state = state_path(instance);
+    let o = as_nobody(&["mkfifo", "-m", "0666", &state.display().to_string()]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    let mut mgmt = BorderMgmt::start(cfg, dir.path("mgmt.log"));
+    mgmt.wait_log("is a FIFO");
+    let log = mgmt.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("is a FIFO"))
+        .unwrap_or_default();
+    assert!(
+        line.contains(&state.display().to_string()) && line.contains("rm "),
+        "{line}"
+    );
+    let tables = tables_path(instance);
+    assert!(
+        std::fs::symlink_metadata(&tables).is_ok_and(|m| m.is_file()),
+        "border-mgmt did not publish its tables"
+    );
+
+    let server = socket(instance);
+    for args in [
+        &["status", "--server", server.as_str()][..],
+        &["status", "--local", "--instance", instance][..],
+        &["counters", "--instance", instance][..],
+    ] {
+        let o = borderctl_within_10s(args);
+        let out = text(&o);
+        assert_ne!(
+            o.status.code(),
+            Some(124),
+            "borderctl {args:?} hung:\n{out}"
+        );
+        assert!(
+            out.contains(&state.display().to_string()) || o.status.success(),
+            "borderctl {args:?}:\n{out}"
+        );
+    }
+    // The FIFO is left as it is, for the operator to look at.
+    assert!(std::fs::symlink_metadata(&state).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_fifo()
+    }));
+    assert!(mgmt.stop().success(), "{}", mgmt.log_text());
     forget_instance(instance);
 }

@@ -336,6 +336,14 @@ pub struct Agent {
     pub backoff_min_ms: u32,
     /// Largest reconnect backoff ceiling (default 30 s).
     pub backoff_max_ms: u32,
+    /// The gateways' certificates (`sha256:<hex>`, lowercase): a tunnel to
+    /// a gateway whose certificate is not one of these is closed before
+    /// the preface (issue 24, finding 7). At least one.
+    pub gateway_fingerprints: Vec<String>,
+    /// The failure count behind the backoff resets only once a tunnel has
+    /// stayed up this long (default 5 s): a gateway that accepts tunnels
+    /// and drops them is redialled at backoff speed, not pool speed.
+    pub backoff_reset_after_ms: u32,
 }
 
 /// A gateway's agent listener: `tcp://host:port` (a DNS name or an IP).

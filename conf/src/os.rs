@@ -90,13 +90,21 @@ pub fn lock_file(path: &Path) -> Result<File, LockError> {
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| match files::symlink_error(path, e) {
+        .map_err(|e| match files::open_error(path, e) {
             files::FileError::Untrusted(u) => LockError::Untrusted(u),
             files::FileError::Io(e) => LockError::Io(e),
         })?;
     let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(Untrusted {
+            path: path.to_owned(),
+            what: "is not a regular file".into(),
+            fix: format!("remove it (`rm {}`) and start again", path.display()),
+        }
+        .into());
+    }
     if meta.uid() != files::euid() {
         return Err(Untrusted {
             path: path.to_owned(),
@@ -167,6 +175,43 @@ pub fn advise_huge_pages(ptr: *const u8, bytes: usize) -> usize {
     end - start
 }
 
+/// The supplementary groups of the process at the other end of a unix
+/// stream socket, as the kernel recorded them when it connected
+/// (`SO_PEERGROUPS`, Linux 4.13). Unlike `/proc/<pid>/status` of the pid
+/// `SO_PEERCRED` names, this cannot be raced by the caller exiting and its
+/// pid being reused (issue 24, finding 9).
+pub fn peer_groups(socket: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<u32>> {
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = libc::socklen_t::try_from(std::mem::size_of_val(groups.as_slice()))
+            .map_err(|_| io::Error::from_raw_os_error(libc::ERANGE))?;
+        // SAFETY: getsockopt writes at most `len` bytes into `groups`, a
+        // buffer of exactly that many bytes that outlives the call, and
+        // sets `len` to the bytes written (or needed, with ERANGE).
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let count = len as usize / std::mem::size_of::<libc::gid_t>();
+        if rc == 0 {
+            groups.truncate(count);
+            return Ok(groups);
+        }
+        let e = io::Error::last_os_error();
+        // NGROUPS_MAX is 65536: the kernel said how much it needs.
+        if e.raw_os_error() == Some(libc::ERANGE) && count > groups.len() && count <= 65_536 {
+            groups.resize(count, 0);
+            continue;
+        }
+        return Err(e);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +220,23 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("conf-os-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         dir
+    }
+
+    #[test]
+    fn peer_groups_are_the_connecting_process_groups() {
+        use std::os::fd::AsFd;
+        let mut mine: Vec<libc::gid_t> = vec![0; 65_536];
+        // SAFETY: getgroups writes at most `mine.len()` gids into `mine`.
+        let n = unsafe { libc::getgroups(mine.len() as i32, mine.as_mut_ptr()) };
+        assert!(n >= 0);
+        mine.truncate(n as usize);
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut theirs = peer_groups(a.as_fd()).unwrap();
+        theirs.sort_unstable();
+        mine.sort_unstable();
+        assert_eq!(theirs, mine);
+        let f = File::open("/proc/self/status").unwrap();
+        assert!(peer_groups(f.as_fd()).is_err(), "not a socket");
     }
 
     #[test]

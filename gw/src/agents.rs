@@ -38,7 +38,11 @@ pub async fn accept(
         let _ = tcp.set_nodelay(true);
         let (acceptor, cfg, tunnels) = (acceptor.clone(), cfg.clone(), tunnels.clone());
         tokio::spawn(async move {
-            let opened = tokio::time::timeout(PREFACE_TIMEOUT, open(acceptor, tcp, &cfg)).await;
+            let opened = tokio::time::timeout(
+                PREFACE_TIMEOUT,
+                open(acceptor, tcp, &cfg, &tunnels.counters.bad_ids),
+            )
+            .await;
             let refused = || tunnels.counters.refused.fetch_add(1, Ordering::Relaxed);
             match opened {
                 Err(_) => {
@@ -62,6 +66,7 @@ async fn open(
     acceptor: tokio_rustls::TlsAcceptor,
     tcp: TcpStream,
     cfg: &GwConfig,
+    bad_ids: &AtomicU64,
 ) -> Result<(Stream, Preface), String> {
     let mut tls = acceptor
         .accept(tcp)
@@ -86,6 +91,9 @@ async fn open(
     let preface = match preface {
         Ok(p) => p,
         Err(e) => {
+            if matches!(e, mgmt::agent::preface::PrefaceError::BadId(_)) {
+                bad_ids.fetch_add(1, Ordering::Relaxed);
+            }
             refuse(&mut tls, &e.to_string()).await;
             return Err(format!("{e} (fingerprint {fp})"));
         }

@@ -15,9 +15,11 @@ use crate::forward::Gateway;
 /// How long a TLS handshake may take.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The role of a pinned control-plane client, if it is pinned.
+/// The role of a pinned control-plane client, if it is pinned. A pinned
+/// peer gateway (`[[peer]]`) is an operator: it forwards the calls it
+/// already checked.
 fn role_of(cfg: &crate::config::GwConfig, fingerprint: &str) -> Option<conf::ClientRole> {
-    if cfg.api_fingerprints.iter().any(|f| f == fingerprint) {
+    if cfg.api_fingerprints.iter().any(|f| f == fingerprint) || cfg.is_peer(fingerprint) {
         Some(conf::ClientRole::Operator)
     } else if cfg.reader_fingerprints.iter().any(|f| f == fingerprint) {
         Some(conf::ClientRole::Reader)
@@ -50,9 +52,10 @@ pub async fn accept(
             let Some(role) = fp.as_deref().and_then(|f| role_of(&gw.cfg, f)) else {
                 return tracing::warn!(%peer, fingerprint = fp.as_deref().unwrap_or("-"), "api: client certificate is CA-valid but not pinned in tls.api_fingerprints or tls.reader_fingerprints: refused");
             };
+            let caller: Arc<str> = fp.unwrap_or_default().into();
             let svc = hyper::service::service_fn(move |req| {
-                let gw = gw.clone();
-                async move { Ok::<_, std::convert::Infallible>(gw.handle(req, role).await) }
+                let (gw, caller) = (gw.clone(), caller.clone());
+                async move { Ok::<_, std::convert::Infallible>(gw.handle(req, role, caller).await) }
             });
             let r = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())

@@ -24,8 +24,8 @@ pub struct GwConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Connections open to `metrics_listen` at once; more are closed.
     pub metrics_connections: u32,
-    /// `redis://host:port/db`.
-    pub redis: String,
+    /// `redis://[user:password@]host:port/db`, or `rediss://` (TLS).
+    pub redis: crate::redis_conn::RedisUrl,
     /// How long a registry entry lives unless refreshed.
     pub registry_ttl: Duration,
     /// Server certificate chain (PEM) of both listeners; also the client
@@ -43,7 +43,84 @@ pub struct GwConfig {
     pub reader_fingerprints: Vec<String>,
     /// Pinned certificates per appliance id.
     pub appliances: HashMap<String, Vec<String>>,
+    // --- issue 24 (cp-trust): pinned peers, Redis over TLS ---
+    /// CA of the Redis server's certificate (`rediss://` only).
+    pub redis_ca: Option<PathBuf>,
+    /// The other gateways (`[[peer]]`): api address (as they advertise
+    /// it) and pinned certificates. Registry entries naming any other
+    /// address are ignored; a peer whose certificate is not pinned for its
+    /// address gets no call.
+    pub peers: HashMap<SocketAddr, Vec<String>>,
+    // --- end issue 24 (cp-trust) ---
 }
+
+// --- issue 24 (cp-trust): pinned peers ---
+impl GwConfig {
+    /// True when `fingerprint` is a pinned peer gateway's: its calls are
+    /// forwarded ones, and the original caller it names is believed.
+    pub fn is_peer(&self, fingerprint: &str) -> bool {
+        self.peers
+            .values()
+            .any(|pins| pins.iter().any(|p| p == fingerprint))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPeer {
+    address: String,
+    fingerprints: Vec<String>,
+}
+
+/// `[[peer]]`: each address once, not this gateway's own, at least one pin.
+fn peers(
+    raw: &[RawPeer],
+    advertise: SocketAddr,
+) -> Result<HashMap<SocketAddr, Vec<String>>, String> {
+    let mut out: HashMap<SocketAddr, Vec<String>> = HashMap::new();
+    for (i, p) in raw.iter().enumerate() {
+        let address = addr(&format!("peer[{i}].address"), &p.address)?;
+        if address == advertise {
+            return Err(format!(
+                "peer[{i}].address: {address} is this gateway's own advertise address"
+            ));
+        }
+        let mut pins = Vec::new();
+        for (j, f) in p.fingerprints.iter().enumerate() {
+            pins.push(pin(&format!("peer[{i}].fingerprints[{j}]"), f)?);
+        }
+        if pins.is_empty() {
+            return Err(format!(
+                "peer[{i}].fingerprints: must pin at least one certificate"
+            ));
+        }
+        if out.insert(address, pins).is_some() {
+            return Err(format!(
+                "peer[{i}].address: {address} is listed twice (expected each gateway once)"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// `redis` and `redis_ca`: a `rediss://` URL needs the CA. Errors never
+/// show the password.
+fn redis(
+    url: &str,
+    ca: Option<PathBuf>,
+) -> Result<(crate::redis_conn::RedisUrl, Option<PathBuf>), String> {
+    let url = crate::redis_conn::RedisUrl::parse(url).map_err(|e| format!("redis: {e}"))?;
+    match (&ca, url.tls) {
+        (None, true) => Err(format!(
+            "redis_ca: missing: {url} is TLS (rediss://) and needs the CA of Redis's certificate (expected redis_ca = \"/etc/border/redis-ca.pem\")"
+        )),
+        (Some(_), false) => Err(format!(
+            "redis_ca: set, but {url} is not TLS (expected a rediss:// URL)"
+        )),
+        _ => Ok((url, ca)),
+    }
+}
+// --- end issue 24 (cp-trust) ---
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,6 +136,10 @@ struct Raw {
     tls: RawTls,
     #[serde(default)]
     appliance: Vec<RawAppliance>,
+    // issue 24 (cp-trust)
+    redis_ca: Option<PathBuf>,
+    #[serde(default)]
+    peer: Vec<RawPeer>,
 }
 
 #[derive(Deserialize)]
@@ -146,12 +227,8 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
             "metrics_connections: {metrics_connections} is out of range (expected 1..=65536)"
         ));
     }
-    if !raw.redis.starts_with("redis://") {
-        return Err(format!(
-            "redis: {:?} is not a redis:// URL (expected e.g. \"redis://127.0.0.1:6379/0\")",
-            raw.redis
-        ));
-    }
+    let (redis_url, redis_ca) = redis(&raw.redis, raw.redis_ca)?;
+    let peers = peers(&raw.peer, advertise)?;
     let ttl = raw.registry_ttl_ms.unwrap_or(10_000);
     if !(300..=3_600_000).contains(&ttl) {
         return Err(format!(
@@ -207,7 +284,7 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
         advertise,
         metrics_listen,
         metrics_connections,
-        redis: raw.redis,
+        redis: redis_url,
         registry_ttl: Duration::from_millis(ttl),
         cert: raw.tls.cert,
         key: raw.tls.key,
@@ -215,6 +292,8 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
         api_fingerprints,
         reader_fingerprints,
         appliances,
+        redis_ca,
+        peers,
     })
 }
 
@@ -282,6 +361,59 @@ fingerprints = ["{PIN}"]
         let e = parse(&text("").replace(PIN, "sha256:zz")).unwrap_err();
         assert!(e.starts_with("tls.api_fingerprints[0]: "), "{e}");
     }
+
+    // --- issue 24 (cp-trust) ---
+    #[test]
+    fn rediss_needs_its_ca_and_the_password_is_never_shown() {
+        let with = |url: &str, extra: &str| text(extra).replace("redis://127.0.0.1:6379/0", url);
+        let url = "rediss://border-gw:hunter2@127.0.0.1:6380/0";
+        let c = parse(&with(url, "redis_ca = \"redis-ca.pem\"")).unwrap();
+        assert!(c.redis.tls);
+        assert_eq!(c.redis.username.as_deref(), Some("border-gw"));
+        assert_eq!(c.redis_ca, Some(PathBuf::from("redis-ca.pem")));
+        assert!(!format!("{c:?}").contains("hunter2"));
+        let e = parse(&with(url, "")).unwrap_err();
+        assert!(e.starts_with("redis_ca: missing"), "{e}");
+        assert!(
+            !e.contains("hunter2") && e.contains("border-gw:***@"),
+            "{e}"
+        );
+        let e = parse(&with(
+            "redis://u:hunter2@127.0.0.1:6379/0",
+            "redis_ca = \"x\"",
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("redis_ca: set, but"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = parse(&with("http://u:hunter2@h/0", "")).unwrap_err();
+        assert!(e.starts_with("redis: "), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn peers_are_pinned_per_address() {
+        let peer = format!("sha256:{}", "cd".repeat(32));
+        let with = |p: &str| {
+            format!(
+                "{}\n[[peer]]\naddress = \"127.0.0.2:7501\"\nfingerprints = [{p}]\n",
+                text("")
+            )
+        };
+        let c = parse(&with(&format!("{peer:?}"))).unwrap();
+        let addr: SocketAddr = "127.0.0.2:7501".parse().unwrap();
+        assert_eq!(c.peers[&addr], vec![peer.clone()]);
+        assert!(c.is_peer(&peer));
+        assert!(!c.is_peer(PIN));
+        assert!(parse(&text("")).unwrap().peers.is_empty());
+        let e = parse(&with("")).unwrap_err();
+        assert!(e.starts_with("peer[0].fingerprints: must pin"), "{e}");
+        let e = parse(&with("\"sha256:1\"")).unwrap_err();
+        assert!(e.starts_with("peer[0].fingerprints[0]: "), "{e}");
+        let own = with(&format!("{peer:?}")).replace("127.0.0.2:7501", "127.0.0.1:7501");
+        let e = parse(&own).unwrap_err();
+        assert!(e.contains("own advertise address"), "{e}");
+    }
+    // --- end issue 24 (cp-trust) ---
 
     #[test]
     fn readers_are_pinned_apart_from_operators() {

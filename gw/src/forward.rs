@@ -75,10 +75,16 @@ impl Gateway {
     /// a status saying why not. A reader's call outside what a reader may
     /// do on an appliance (`mgmt::authz`) is refused here: the appliance
     /// sees every gateway as an operator.
+    ///
+    /// `fingerprint` is the caller's certificate; the audit line names it,
+    /// or, for a call a pinned peer gateway forwarded, the original caller
+    /// that gateway names ([`mgmt::authz::CALLER_HEADER`]), which goes on
+    /// to the appliance too.
     pub async fn handle(
         self: Arc<Self>,
-        req: hyper::Request<Incoming>,
+        mut req: hyper::Request<Incoming>,
         role: conf::ClientRole,
+        fingerprint: Arc<str>,
     ) -> hyper::Response<RespBody> {
         let arrived = Instant::now();
         let path = req.uri().path().to_string();
@@ -92,6 +98,46 @@ impl Gateway {
             // Another gateway's probe: not a call, not counted.
             return self.has_tunnel(&appliance);
         }
+        let audit = self.audit(&mut req, fingerprint, &appliance, &path);
+        let resp = self.answer(req, role, arrived, &appliance, &path).await;
+        audit.attach(resp)
+    }
+
+    /// The call's audit record; sets [`mgmt::authz::CALLER_HEADER`] to the
+    /// original caller (a client's own value is replaced).
+    fn audit(
+        &self,
+        req: &mut hyper::Request<Incoming>,
+        fingerprint: Arc<str>,
+        appliance: &str,
+        path: &str,
+    ) -> crate::audit::Audit {
+        let named = req
+            .headers()
+            .get(mgmt::authz::CALLER_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| mgmt::authz::is_fingerprint(v))
+            .map(Arc::<str>::from);
+        let (caller, via) = match named {
+            Some(original) if self.cfg.is_peer(&fingerprint) => (original, Some(fingerprint)),
+            _ => (fingerprint, None),
+        };
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&caller) {
+            req.headers_mut().insert(mgmt::authz::CALLER_HEADER, v);
+        }
+        crate::audit::Audit::new(caller, via, appliance, path)
+    }
+
+    /// The appliance's answer to an authorised call, or why there is none.
+    async fn answer(
+        &self,
+        req: hyper::Request<Incoming>,
+        role: conf::ClientRole,
+        arrived: Instant,
+        appliance: &str,
+        path: &str,
+    ) -> hyper::Response<RespBody> {
+        let (appliance, path) = (appliance.to_string(), path.to_string());
         let result = match grpc::timeout(req.headers()) {
             _ if !mgmt::authz::allows(role, &path) => Err((
                 Outcome::Denied,
@@ -279,6 +325,14 @@ impl Gateway {
                 )),
             )
         })?;
+        // Registry entries are hints among the configured peers only: an
+        // address no [[peer]] names (a forged entry) gets no probe, no call.
+        let (holders, unknown): (Vec<SocketAddr>, Vec<SocketAddr>) =
+            holders.into_iter().partition(|h| self.peers.is_peer(*h));
+        for h in &unknown {
+            self.stats.count_unknown_holder();
+            tracing::warn!(gateway = %h, appliance = %appliance, "registry: an entry names a gateway that is not a configured [[peer]]: ignored");
+        }
         if holders.is_empty() {
             let no_tunnel = if self.cfg.appliances.contains_key(appliance) {
                 Status::unavailable(format!(

@@ -11,12 +11,14 @@
 
 pub mod agents;
 pub mod api;
+pub mod audit;
 pub mod config;
 pub mod drain;
 pub mod forward;
 pub mod grpc;
 pub mod metrics;
 pub mod peers;
+pub mod redis_conn;
 pub mod registry;
 pub mod run;
 pub mod stats;

@@ -90,6 +90,12 @@ fn tunnels(o: &mut Out, gw: &Gateway) {
         "tunnels refused before they opened (TLS, not a preface, certificate not pinned, too slow)",
         load(&c.refused),
     );
+    o.one(
+        "border_gw_tunnel_bad_ids_total",
+        "counter",
+        "tunnels refused because their preface's appliance id is not 1..=64 characters from A-Z a-z 0-9 - _ .",
+        load(&c.bad_ids),
+    );
 }
 
 fn calls(o: &mut Out, gw: &Gateway) {
@@ -111,6 +117,12 @@ fn calls(o: &mut Out, gw: &Gateway) {
         "counter",
         "calls sent on to the gateway holding a tunnel of the appliance",
         s.peer_forwards(),
+    );
+    o.one(
+        "border_gw_registry_unknown_peers_total",
+        "counter",
+        "registry entries ignored because they name a gateway that is not a configured [[peer]]",
+        s.unknown_holders(),
     );
     let name = "border_gw_forward_seconds";
     o.family(

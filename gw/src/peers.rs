@@ -20,6 +20,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The other gateways.
 pub struct Peers {
     connector: tokio_rustls::TlsConnector,
+    /// `[[peer]]`: the pinned certificates of each peer's api address.
+    pins: HashMap<SocketAddr, Vec<String>>,
     conns: tokio::sync::Mutex<HashMap<SocketAddr, Sender>>,
 }
 
@@ -30,10 +32,11 @@ impl std::fmt::Debug for Peers {
 }
 
 impl Peers {
-    /// With this gateway's client TLS config.
-    pub fn new(tls: Arc<rustls::ClientConfig>) -> Peers {
+    /// With this gateway's client TLS config and the peers' pins.
+    pub fn new(tls: Arc<rustls::ClientConfig>, pins: HashMap<SocketAddr, Vec<String>>) -> Peers {
         Peers {
             connector: tokio_rustls::TlsConnector::from(tls),
+            pins,
             conns: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -66,6 +69,15 @@ impl Peers {
         )
         .await
         .map_err(|e| format!("TLS: {e}"))?;
+        // The CA vouches for appliances too: only the certificate pinned
+        // for this address in [[peer]] is a gateway (issue 24, finding 1).
+        let fp = crate::tls::peer_fingerprint(tls.get_ref().get_ref().1.peer_certificates());
+        if !fp.as_ref().is_some_and(|f| self.is_pinned(addr, f)) {
+            return Err(format!(
+                "certificate {} is not pinned for peer {addr} ([[peer]] fingerprints): no call sent",
+                fp.as_deref().unwrap_or("(none)")
+            ));
+        }
         let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .handshake(TokioIo::new(tls))
@@ -75,6 +87,17 @@ impl Peers {
             let _ = conn.await;
         });
         Ok(sender)
+    }
+
+    /// True when `addr` is a configured peer (`[[peer]]`).
+    pub fn is_peer(&self, addr: SocketAddr) -> bool {
+        self.pins.contains_key(&addr)
+    }
+
+    fn is_pinned(&self, addr: SocketAddr, fingerprint: &str) -> bool {
+        self.pins
+            .get(&addr)
+            .is_some_and(|pins| pins.iter().any(|p| p == fingerprint))
     }
 
     /// True when the gateway at `addr` says it holds a tunnel of `appliance`.

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 
+use crate::redis_conn::RedisUrl;
 use crate::tunnels::Tunnels;
 
 /// How long one Redis round trip may take.
@@ -25,7 +26,8 @@ const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// This gateway's view of the registry.
 pub struct Registry {
-    client: redis::Client,
+    url: RedisUrl,
+    tls: Option<tokio_rustls::TlsConnector>,
     conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
     gateway: String,
     member: String,
@@ -70,16 +72,23 @@ fn now_ms() -> u64 {
 }
 
 impl Registry {
-    /// The registry at `url` (nothing is connected yet).
+    /// The registry at `url`, through `tls` for `rediss://` (nothing is
+    /// connected yet).
     pub fn new(
-        url: &str,
+        url: &RedisUrl,
+        tls: Option<tokio_rustls::TlsConnector>,
         gateway: &str,
         advertise: SocketAddr,
         ttl: Duration,
     ) -> Result<Registry, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("redis {url:?}: {e}"))?;
+        if url.tls && tls.is_none() {
+            return Err(format!(
+                "redis: {url} needs redis_ca (the CA of Redis's certificate)"
+            ));
+        }
         Ok(Registry {
-            client,
+            url: url.clone(),
+            tls,
             conn: tokio::sync::Mutex::new(None),
             gateway: gateway.to_string(),
             member: advertise.to_string(),
@@ -98,13 +107,7 @@ impl Registry {
         let mut conn = match guard.as_ref() {
             Some(c) => c.clone(),
             None => {
-                let c = tokio::time::timeout(
-                    REDIS_TIMEOUT,
-                    self.client.get_multiplexed_async_connection(),
-                )
-                .await
-                .map_err(|_| format!("no connection within {REDIS_TIMEOUT:?}"))?
-                .map_err(|e| e.to_string())?;
+                let c = self.url.connect(self.tls.as_ref(), REDIS_TIMEOUT).await?;
                 *guard = Some(c.clone());
                 c
             }
@@ -115,7 +118,7 @@ impl Registry {
         let r = tokio::time::timeout(REDIS_TIMEOUT, p.query_async::<T>(&mut conn)).await;
         let r = match r {
             Err(_) => Err(format!("no answer within {REDIS_TIMEOUT:?}")),
-            Ok(r) => r.map_err(|e| e.to_string()),
+            Ok(r) => r.map_err(|e| self.url.redact(&e.to_string())),
         };
         if r.is_err() {
             *self.conn.lock().await = None;

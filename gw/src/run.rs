@@ -39,8 +39,13 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         None => None,
     };
     let tunnels = Arc::new(Tunnels::default());
+    let redis_tls = match &cfg.redis_ca {
+        Some(ca) => Some(crate::redis_conn::tls_connector(ca, &cfg.cert, &cfg.key)?),
+        None => None,
+    };
     let registry = Arc::new(Registry::new(
         &cfg.redis,
+        redis_tls,
         &cfg.id,
         cfg.advertise,
         cfg.registry_ttl,
@@ -49,7 +54,7 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         cfg: cfg.clone(),
         tunnels: tunnels.clone(),
         registry: registry.clone(),
-        peers: Arc::new(crate::peers::Peers::new(peer_tls)),
+        peers: Arc::new(crate::peers::Peers::new(peer_tls, cfg.peers.clone())),
         stats: Arc::default(),
     });
     let (stop_tx, stop) = watch::channel(false);
@@ -76,6 +81,8 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         metrics_listen = %cfg.metrics_listen.map_or("none".to_string(), |m| m.to_string()),
         advertise = %cfg.advertise,
         appliances = cfg.appliances.len(),
+        peers = cfg.peers.len(),
+        redis = %cfg.redis,
         "border-gw running"
     );
     tokio::select! {

@@ -114,6 +114,7 @@ pub struct CallStats {
     /// call's arrival to its answer's head.
     pub forward_latency: Histogram,
     peer_forwards: AtomicU64,
+    unknown_holders: AtomicU64,
 }
 
 impl CallStats {
@@ -135,6 +136,16 @@ impl CallStats {
     /// Calls sent on to another gateway.
     pub fn peer_forwards(&self) -> u64 {
         self.peer_forwards.load(Ordering::Relaxed)
+    }
+
+    /// A registry entry named a gateway that is not a configured peer.
+    pub fn count_unknown_holder(&self) {
+        self.unknown_holders.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Registry entries ignored for naming an unconfigured gateway.
+    pub fn unknown_holders(&self) -> u64 {
+        self.unknown_holders.load(Ordering::Relaxed)
     }
 }
 

@@ -48,6 +48,9 @@ pub struct TunnelCounters {
     pub closed: AtomicU64,
     /// Tunnels refused (TLS, preface, pin), or that timed out opening.
     pub refused: AtomicU64,
+    /// Of those, refused for an appliance id outside `A-Z a-z 0-9 - _ .`
+    /// (issue 24, finding 8).
+    pub bad_ids: AtomicU64,
 }
 
 impl std::fmt::Debug for Tunnels {

@@ -191,7 +191,26 @@ pub enum Identity {
 pub struct Caller {
     /// Who.
     pub identity: Identity,
+    /// The original caller a pinned gateway named for this call
+    /// ([`CALLER_HEADER`], read only on agent-mode tunnels): `sha256:<hex>`.
+    pub on_behalf_of: Option<Arc<str>>,
     watch_slots: Arc<Semaphore>,
+}
+
+/// The metadata a border-gw sets on every call it forwards: the
+/// fingerprint of the certificate that made the call (`sha256:<hex>`).
+/// border-mgmt believes it only on a tunnel to a pinned gateway
+/// (`mgmt.agent.gateway_fingerprints`); on its own listeners it is ignored.
+pub const CALLER_HEADER: &str = "border-caller";
+
+/// True for `sha256:` and 64 lowercase hex digits, the only form of
+/// [`CALLER_HEADER`] believed (nothing else reaches a log line).
+pub fn is_fingerprint(s: &str) -> bool {
+    s.strip_prefix("sha256:").is_some_and(|h| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 impl Caller {
@@ -199,7 +218,30 @@ impl Caller {
     pub fn new(identity: Identity, limits: &MgmtLimits) -> Caller {
         Caller {
             identity,
+            on_behalf_of: None,
             watch_slots: Arc::new(Semaphore::new(limits.watch_streams_per_connection as usize)),
+        }
+    }
+
+    /// This caller (a gateway) calling for `original`, if `original` is a
+    /// fingerprint; otherwise unchanged. Shares this connection's
+    /// WatchEvents slots.
+    pub fn on_behalf_of(&self, original: Option<&str>) -> Caller {
+        let mut c = self.clone();
+        c.on_behalf_of = original.filter(|o| is_fingerprint(o)).map(Arc::from);
+        c
+    }
+
+    /// Who, for a log line: the certificate or unix user, and the original
+    /// caller a gateway named.
+    pub fn who(&self) -> String {
+        let direct = match &self.identity {
+            Identity::Cert { fingerprint, .. } => fingerprint.to_string(),
+            Identity::Unix { uid, pid, .. } => format!("uid {uid:?} pid {pid:?}"),
+        };
+        match &self.on_behalf_of {
+            Some(o) => format!("{o} via gateway {direct}"),
+            None => direct,
         }
     }
 
@@ -294,7 +336,14 @@ pub fn check(caller: Option<&Caller>, path: &str, counters: &ApiCounters) -> Res
         ));
     };
     match (&caller.identity, caller.role()) {
-        (_, Some(role)) if allows(role, path) => Ok(()),
+        (_, Some(role)) if allows(role, path) => {
+            // Every change is logged with who made it (the original caller
+            // of a call a gateway forwarded); reads are not.
+            if !allows(ClientRole::Reader, path) {
+                tracing::info!(caller = %caller.who(), path, "api: call");
+            }
+            Ok(())
+        }
         (Identity::Unix { uid, gid, pid, .. }, None) => {
             Err(crate::peer::refuse(counters, *uid, *gid, *pid))
         }
@@ -303,10 +352,8 @@ pub fn check(caller: Option<&Caller>, path: &str, counters: &ApiCounters) -> Res
             if let Some(r) = role {
                 counters.role_denied[role_index(r)].fetch_add(1, Ordering::Relaxed);
             }
-            let who = match identity {
-                Identity::Cert { fingerprint, .. } => fingerprint.to_string(),
-                Identity::Unix { uid, .. } => format!("uid {uid:?}"),
-            };
+            let _ = identity;
+            let who = caller.who();
             tracing::warn!(
                 caller = %who,
                 role = shown,

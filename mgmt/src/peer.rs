@@ -1,5 +1,6 @@
-//! Who may call the API on the unix socket: the kernel's `SO_PEERCRED` of
-//! the connection, read when it is accepted, checked against root,
+//! Who may call the API on the unix socket: the kernel's `SO_PEERCRED` and
+//! `SO_PEERGROUPS` of the connection (the caller's user, group and
+//! supplementary groups when it connected), checked against root,
 //! border-mgmt's own user and the operators' group (`[mgmt]
 //! operators_group`). The socket's mode (0600, or 0660 with that group)
 //! already keeps others from connecting; this check still holds if the
@@ -43,17 +44,24 @@ impl PeerPolicy {
                 .is_some_and(|g| gid == g || supplementary.contains(&g))
     }
 
-    /// The [`Caller`] of a unix connection with credentials `cred`
-    /// (`None`: the kernel gave none, which is refused).
-    pub fn caller(&self, cred: Option<tokio::net::unix::UCred>, limits: &MgmtLimits) -> Caller {
-        let allowed = cred.is_some_and(|c| {
-            let groups = c
-                .pid()
-                .and_then(|p| u32::try_from(p).ok())
-                .map(conf::os::files::process_groups)
-                .unwrap_or_default();
-            self.allows(c.uid(), c.gid(), &groups)
-        });
+    /// The [`Caller`] of unix connection `stream`: its `SO_PEERCRED` and
+    /// `SO_PEERGROUPS`, both recorded by the kernel when it connected.
+    pub fn caller_of(&self, stream: &tokio::net::UnixStream, limits: &MgmtLimits) -> Caller {
+        use std::os::fd::AsFd;
+        let groups = conf::os::peer_groups(stream.as_fd()).unwrap_or_default();
+        self.caller(stream.peer_cred().ok(), &groups, limits)
+    }
+
+    /// The [`Caller`] of a unix connection with credentials `cred` and
+    /// supplementary groups `groups` (`None`: the kernel gave no
+    /// credentials, which is refused).
+    pub fn caller(
+        &self,
+        cred: Option<tokio::net::unix::UCred>,
+        groups: &[u32],
+        limits: &MgmtLimits,
+    ) -> Caller {
+        let allowed = cred.is_some_and(|c| self.allows(c.uid(), c.gid(), groups));
         let identity = Identity::Unix {
             uid: cred.map(|c| c.uid()),
             gid: cred.map(|c| c.gid()),
@@ -114,12 +122,11 @@ mod tests {
             group: None,
         };
         let limits = MgmtLimits::default();
-        assert_eq!(p.caller(None, &limits).role(), None);
+        assert_eq!(p.caller(None, &[], &limits).role(), None);
         let (a, b) = tokio::net::UnixStream::pair().unwrap();
-        let me = a.peer_cred().ok();
         let own = PeerPolicy::new(None);
         assert_eq!(
-            own.caller(me, &limits).role(),
+            own.caller_of(&a, &limits).role(),
             Some(conf::ClientRole::Operator)
         );
         drop((a, b));

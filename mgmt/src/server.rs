@@ -426,7 +426,7 @@ pub async fn serve(
         } => {
             let incoming = UnixListenerStream::new(listener).map(move |r| {
                 r.map(|s| {
-                    let caller = peers.caller(s.peer_cred().ok(), &limits);
+                    let caller = peers.caller_of(&s, &limits);
                     CallerIo::new(s, caller)
                 })
             });

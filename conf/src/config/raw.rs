@@ -120,6 +120,8 @@ pub(super) struct RawAgent {
     pub idle_timeout_ms: Option<S<u32>>,
     pub backoff_min_ms: Option<S<u32>>,
     pub backoff_max_ms: Option<S<u32>>,
+    pub gateway_fingerprints: Option<List<String>>,
+    pub backoff_reset_after_ms: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]

@@ -223,16 +223,72 @@ fn random_tag() -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// What a file that is not a regular one is, in words (`None`: a regular
+/// file).
+fn special_kind(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_file() {
+        None
+    } else if file_type.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else if file_type.is_char_device() {
+        Some("a character device")
+    } else if file_type.is_block_device() {
+        Some("a block device")
+    } else if file_type.is_dir() {
+        Some("a directory")
+    } else if file_type.is_symlink() {
+        Some("a symbolic link")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// The refusal of a FIFO, socket, device or directory where border expects
+/// one of its regular files: one line naming it (issue 24, finding 5).
+fn special_error(path: &Path, kind: &str) -> FileError {
+    FileError::Untrusted(Untrusted {
+        path: path.to_owned(),
+        what: format!("is {kind}, not a file border made"),
+        fix: remove_fix(path),
+    })
+}
+
+/// The error of an `O_NOFOLLOW | O_NONBLOCK` open that failed: a symlink
+/// (`ELOOP`), or a socket (`ENXIO`) or another special file, named as
+/// such; anything else as it came.
+pub(super) fn open_error(path: &Path, e: io::Error) -> FileError {
+    let special = matches!(
+        e.raw_os_error(),
+        Some(libc::ENXIO | libc::ENODEV | libc::EISDIR)
+    )
+    .then(|| std::fs::symlink_metadata(path).ok())
+    .flatten()
+    .and_then(|m| special_kind(m.file_type()));
+    match special {
+        Some(kind) => special_error(path, kind),
+        None => symlink_error(path, e),
+    }
+}
+
 /// Opens an existing `path` (read-write with `write`) without following a
-/// symlink, and its metadata, to be checked before use.
-fn open_no_follow(path: &Path, write: bool) -> Result<(File, std::fs::Metadata), FileError> {
+/// symlink, and its metadata, to be checked before use. `O_NONBLOCK` makes
+/// the open of a FIFO return at once (without it, opening one another user
+/// planted waits for a writer forever), and anything but a regular file is
+/// refused right after the open, before a byte is read.
+pub fn open_no_follow(path: &Path, write: bool) -> Result<(File, std::fs::Metadata), FileError> {
     let file = OpenOptions::new()
         .read(true)
         .write(write)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| symlink_error(path, e))?;
+        .map_err(|e| open_error(path, e))?;
     let meta = file.metadata()?;
+    if let Some(kind) = special_kind(meta.file_type()) {
+        return Err(special_error(path, kind));
+    }
     Ok((file, meta))
 }
 
@@ -360,22 +416,6 @@ pub fn restrict_umask() {
     unsafe { libc::umask(0o077) };
 }
 
-/// The supplementary groups of process `pid` (from `/proc/<pid>/status`),
-/// empty if it cannot be read.
-pub fn process_groups(pid: u32) -> Vec<u32> {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return Vec::new();
-    };
-    text.lines()
-        .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|g| {
-            g.split_whitespace()
-                .filter_map(|n| n.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,6 +457,48 @@ mod tests {
         assert!(e.contains("is a symbolic link") && e.contains("rm "), "{e}");
         let e = open_trusted(&link).unwrap_err().to_string();
         assert!(e.contains("is a symbolic link"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_or_a_socket_at_a_region_path_is_refused_at_once_naming_it() {
+        let dir = temp_dir("special");
+        let fifo = dir.join("state");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Without O_NONBLOCK each of these opens waits for a writer forever.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let f = fifo.clone();
+        std::thread::spawn(move || {
+            let trusted = open_trusted(&f).map(drop).map_err(|e| e.to_string());
+            let own = open_own(&f, Access::PRIVATE, false)
+                .map(drop)
+                .map_err(|e| e.to_string());
+            let _ = tx.send((trusted, own));
+        });
+        let (trusted, own) = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("opening a FIFO blocked");
+        for e in [trusted.unwrap_err(), own.unwrap_err()] {
+            assert!(
+                e.contains(&fifo.display().to_string())
+                    && e.contains("is a FIFO")
+                    && e.contains("rm "),
+                "{e}"
+            );
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        let sock = dir.join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let e = open_trusted(&sock).unwrap_err().to_string();
+        assert!(e.contains("sock: is a socket"), "{e}");
+        let e = open_own(&dir, Access::PRIVATE, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is a directory"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -474,8 +556,6 @@ mod tests {
             Access::for_group_name(Some("root")).unwrap(),
             Access::group(0)
         );
-        let mine = process_groups(std::process::id());
-        let _ = mine; // may be empty for a process without supplementary groups
     }
 
     #[test]

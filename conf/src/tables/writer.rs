@@ -3,8 +3,8 @@
 //! live reader has passed (QSBR).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -312,12 +312,9 @@ impl TablesWriter {
         // create. A symlink at `path` is not opened and another user's file
         // is not locked (its owner could hold the lock to keep us out): the
         // rename below replaces the name, never what it points to.
-        if let Ok(old) = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-        {
-            if old.metadata().is_ok_and(|m| m.uid() == files::euid()) {
+        // A FIFO or socket there is not opened either (it would block).
+        if let Ok((old, meta)) = files::open_no_follow(path, false) {
+            if meta.uid() == files::euid() {
                 lock(&old, path)?;
             }
         }

@@ -75,6 +75,8 @@ pub fn spawn(
             cap: Duration::from_millis(agent.backoff_max_ms.into()),
         },
         preface: tunnel::preface_for(&agent.id),
+        pins: agent.gateway_fingerprints.clone(),
+        reset_after: Duration::from_millis(agent.backoff_reset_after_ms.into()),
     });
     let pool = Arc::new(Pool::new(Limits {
         min_idle: agent.min_idle as usize,
@@ -101,7 +103,12 @@ async fn supervise(
         if *shutdown.borrow() {
             return;
         }
-        let n = pool.reserve_dials();
+        // A failing gateway gets one dial at a time, not `grow_by`.
+        let n = if dialer.failing() {
+            pool.reserve_probe()
+        } else {
+            pool.reserve_dials()
+        };
         if n > 0 {
             let s = pool.snapshot();
             tracing::info!(
@@ -150,12 +157,7 @@ async fn one_tunnel(
         }
         let (i, gw) = dialer.gateway();
         match dialer.dial(gw).await {
-            Ok(s) => {
-                dialer
-                    .failures
-                    .store(0, std::sync::atomic::Ordering::SeqCst);
-                break (s, i);
-            }
+            Ok(s) => break (s, i),
             Err(why) => {
                 tracing::warn!(gateway = %gw, error = %why, "agent: tunnel dial failed");
                 dialer.failed(i);
@@ -163,7 +165,20 @@ async fn one_tunnel(
         }
     };
     let state = pool.opened();
+    // A dial that succeeds is not yet a working gateway: the failures are
+    // forgotten only once this tunnel has stayed up for `reset_after`.
+    let stayed_up = {
+        let (dialer, pool) = (dialer.clone(), pool.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(dialer.reset_after).await;
+            dialer.stayed_up();
+            // The pool may grow by `grow_by` again.
+            pool.changed.notify_one();
+        })
+    };
     let ended = tunnel::serve(stream, routes, state.clone(), pool.clone(), shutdown).await;
+    let was_up_long = stayed_up.is_finished();
+    stayed_up.abort();
     pool.closed(&state);
     match ended {
         Ended::Planned => tracing::debug!("agent: tunnel closed (planned)"),
@@ -173,7 +188,7 @@ async fn one_tunnel(
         }
         Ended::Lost(why) => {
             tracing::warn!(error = %why, "agent: tunnel lost");
-            dialer.lost();
+            dialer.lost(was_up_long);
         }
     }
 }

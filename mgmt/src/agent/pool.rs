@@ -104,6 +104,20 @@ impl Pool {
         n
     }
 
+    /// While the gateways are failing: one dialling slot, only when none is
+    /// in use (that dial retries with the backoff until one is accepted),
+    /// and only if the pool needs a tunnel. Growing by `grow_by` then would
+    /// send `grow_by` dials at a gateway that drops them.
+    pub fn reserve_probe(&self) -> usize {
+        let s = self.snapshot();
+        if s.dialing > 0 {
+            return 0;
+        }
+        let n = self.limits.to_open(s.idle, s.dialing, s.open).min(1);
+        self.dialing.fetch_add(n, Ordering::SeqCst);
+        n
+    }
+
     /// A dial gave up (shutdown): its slot is free.
     pub fn dial_abandoned(&self) {
         self.dialing.fetch_sub(1, Ordering::SeqCst);
@@ -228,5 +242,18 @@ mod tests {
         assert!(!pool.try_retire(&t[2]), "the minimum stays");
         pool.closed(&t[1]);
         assert_eq!(pool.snapshot().open, 2);
+    }
+
+    #[test]
+    fn while_failing_one_dial_at_a_time() {
+        let pool = Arc::new(Pool::new(limits()));
+        assert_eq!(pool.reserve_probe(), 1);
+        assert_eq!(pool.reserve_probe(), 0, "one dial in flight already");
+        let t = pool.opened();
+        assert_eq!(pool.reserve_probe(), 1, "one idle of the two wanted");
+        let _u = pool.opened();
+        assert_eq!(pool.reserve_probe(), 0, "two idle: nothing needed");
+        pool.closed(&t);
+        assert_eq!(pool.reserve_dials(), 10, "not failing: grow_by again");
     }
 }

@@ -41,6 +41,11 @@ pub enum PrefaceError {
     /// The body is not the JSON expected.
     #[error("tunnel preface is not valid: {0}")]
     BadBody(String),
+    /// The appliance id is not 1..=64 characters from `A-Z a-z 0-9 - _ .`
+    /// (it goes into log lines, metric labels and Redis keys). Shown
+    /// escaped.
+    #[error("tunnel preface is not valid: id {0} is not 1..=64 characters from A-Z a-z 0-9 - _ .")]
+    BadId(String),
     /// The answer line is not `BORDER-TUNNEL/1 OK` or `... REFUSED why`.
     #[error("the gateway's answer is not a border tunnel answer: {0:?}")]
     BadAnswer(String),
@@ -74,19 +79,44 @@ impl Preface {
     pub fn decode_body(body: &[u8]) -> Result<Preface, PrefaceError> {
         let p: Preface =
             serde_json::from_slice(body).map_err(|e| PrefaceError::BadBody(e.to_string()))?;
-        if p.id.is_empty() || p.id.len() > 64 {
-            return Err(PrefaceError::BadBody(format!(
-                "id {:?} is not 1..=64 characters",
-                p.id
-            )));
+        if !safe_id(&p.id) {
+            let shown: String = format!("{:?}", p.id).chars().take(80).collect();
+            return Err(PrefaceError::BadId(shown));
         }
-        if let Some(m) = p.methods.iter().find(|m| !m.starts_with('/')) {
+        if let Some(m) = p.methods.iter().find(|m| !safe_method(m)) {
             return Err(PrefaceError::BadBody(format!(
                 "method {m:?} is not a /package.Service/Method path"
             )));
         }
         Ok(p)
     }
+}
+
+/// An appliance id as `[mgmt.agent] id` and border-gw's config allow:
+/// 1..=64 characters from `A-Z a-z 0-9 - _ .` (no newline or control
+/// character can reach a log line through it).
+pub fn safe_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
+/// A gRPC method path: `/package.Service/Method`, ASCII letters, digits,
+/// `_` and `.`, at most 256 bytes.
+fn safe_method(m: &str) -> bool {
+    m.len() <= 256
+        && m.strip_prefix('/')
+            .and_then(|r| r.split_once('/'))
+            .is_some_and(|(service, method)| {
+                let ok = |s: &str, dots: bool| {
+                    !s.is_empty()
+                        && s.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || (dots && c == '.'))
+                };
+                ok(service, true) && ok(method, false)
+            })
 }
 
 /// The gateway's answer to a preface.
@@ -157,10 +187,30 @@ mod tests {
         );
         assert!(matches!(
             Preface::decode_body(b"{\"id\":\"\",\"methods\":[]}"),
-            Err(PrefaceError::BadBody(_))
+            Err(PrefaceError::BadId(_))
         ));
         assert!(matches!(
             Preface::decode_body(b"{\"id\":\"a\",\"methods\":[\"x\"]}"),
+            Err(PrefaceError::BadBody(_))
+        ));
+        for id in [
+            "ams-1\nforged log line",
+            "a b",
+            "ams\u{1b}[31m",
+            &"x".repeat(65),
+        ] {
+            let body = serde_json::to_vec(&Preface {
+                id: id.into(),
+                methods: vec![],
+            })
+            .unwrap();
+            let e = Preface::decode_body(&body).unwrap_err();
+            assert!(matches!(e, PrefaceError::BadId(_)), "{id:?}: {e}");
+            assert_eq!(e.to_string().lines().count(), 1, "{e}");
+            assert!(!e.to_string().contains('\u{1b}'), "{e}");
+        }
+        assert!(matches!(
+            Preface::decode_body(b"{\"id\":\"a\",\"methods\":[\"/a.B/C\\nD\"]}"),
             Err(PrefaceError::BadBody(_))
         ));
         assert!(matches!(

@@ -37,6 +37,10 @@ pub struct Dialer {
     pub(super) failures: AtomicU32,
     pub(super) backoff: Backoff,
     pub(super) preface: Vec<u8>,
+    /// The gateways' pinned certificates (`mgmt.agent.gateway_fingerprints`).
+    pub(super) pins: Vec<String>,
+    /// How long a tunnel must stay up before the failure count resets.
+    pub(super) reset_after: Duration,
 }
 
 impl std::fmt::Debug for Dialer {
@@ -86,9 +90,29 @@ impl Dialer {
             .compare_exchange(i, next, Ordering::SeqCst, Ordering::SeqCst);
     }
 
-    /// A tunnel was lost: at least one failure before the next dial.
-    pub fn lost(&self) {
-        self.failures.fetch_max(1, Ordering::SeqCst);
+    /// A tunnel was lost. One that had stayed up for `reset_after`
+    /// (`was_up_long`: a gateway that worked went away) leaves at least one
+    /// failure, the short wait of the first; one lost sooner counts one
+    /// more failure, so a gateway that accepts tunnels and drops them is
+    /// redialled ever more slowly, up to `backoff_max_ms`, not as fast as
+    /// the pool grows.
+    pub fn lost(&self, was_up_long: bool) {
+        if was_up_long {
+            self.failures.fetch_max(1, Ordering::SeqCst);
+        } else {
+            self.failures.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// True while failures are counted (no tunnel has stayed up since).
+    pub fn failing(&self) -> bool {
+        self.failures.load(Ordering::SeqCst) > 0
+    }
+
+    /// A tunnel has stayed up for `reset_after`: the gateway works, the
+    /// failures are forgotten.
+    pub fn stayed_up(&self) {
+        self.failures.store(0, Ordering::SeqCst);
     }
 
     /// The wait before the next dial (full jitter).
@@ -116,6 +140,24 @@ impl Dialer {
             .connect(name, tcp)
             .await
             .map_err(|e| format!("TLS: {e}"))?;
+        // The CA vouches for appliances as well as gateways: only a pinned
+        // gateway hears the preface and gets to call this appliance.
+        let fingerprint = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| crate::tls::fingerprint(c));
+        match fingerprint {
+            Some(fp) if self.pins.contains(&fp) => {}
+            fp => {
+                let _ = tls.shutdown().await;
+                return Err(format!(
+                    "the gateway's certificate {} is not pinned in mgmt.agent.gateway_fingerprints: tunnel closed before the preface",
+                    fp.as_deref().unwrap_or("(none)")
+                ));
+            }
+        }
         tls.write_all(&self.preface)
             .await
             .map_err(|e| format!("sending the preface: {e}"))?;
@@ -163,8 +205,9 @@ pub async fn serve(
 ) -> Ended {
     // Calls over a tunnel come from the gateway, which checked the caller's
     // pinned certificate (its tls.api_fingerprints): they run as operator
-    // calls of a caller named by the gateway's certificate, with this
-    // tunnel's own share of WatchEvents streams.
+    // calls of a caller named by the gateway's certificate and, for the
+    // audit, the original caller the gateway names (`border-caller`), with
+    // this tunnel's own share of WatchEvents streams.
     let gateway = stream
         .get_ref()
         .1
@@ -183,7 +226,14 @@ pub async fn serve(
     let svc = {
         let (state, pool, drained) = (state.clone(), pool.clone(), drained.clone());
         hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-            req.extensions_mut().insert(caller.clone());
+            // The gateway is pinned (`Dialer::dial`): the original caller
+            // it names is believed, for the audit lines.
+            let original = req
+                .headers()
+                .get(crate::authz::CALLER_HEADER)
+                .and_then(|v| v.to_str().ok());
+            let this_call = caller.on_behalf_of(original);
+            req.extensions_mut().insert(this_call);
             let busy = Busy::new(state.clone(), pool.clone());
             let drain = req.uri().path() == super::DRAIN_PATH;
             if drain {

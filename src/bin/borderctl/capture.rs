@@ -72,23 +72,34 @@ pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, 
         .ok_or("`capture` needs --config FILE (the ports and EAL prefix of border-dp)")?;
     let cfg = Config::from_file(path).map_err(|e| e.to_string())?;
     let commands = dumpcap_commands(&cfg, path, args)?;
-    let out = File::create(&args.write)
-        .map_err(|e| format!("cannot create {}: {e}", args.write.display()))?;
+    let access = conf::os::files::Access::for_group_name(cfg.mgmt.operators_group.as_deref())?;
+    let (out, partial) = create_capture_file(&args.write, access)?;
     let mut children = Vec::new();
     for command in commands {
         match spawn(command) {
             Ok(c) => children.push(c),
             Err(e) => {
                 stop_all(&mut children);
-                let _ = std::fs::remove_file(&args.write);
+                let _ = std::fs::remove_file(&partial);
                 return Err(e);
             }
         }
     }
-    let summary = pass_through(children, args, BufWriter::new(out)).inspect_err(|_| {
-        // Nothing useful was written: leave no file that looks like a capture.
-        let _ = std::fs::remove_file(&args.write);
-    })?;
+    let summary = pass_through(children, args, BufWriter::new(out))
+        .and_then(|s| {
+            std::fs::rename(&partial, &args.write).map_err(|e| {
+                format!(
+                    "cannot rename {} to {}: {e}",
+                    partial.display(),
+                    args.write.display()
+                )
+            })?;
+            Ok(s)
+        })
+        .inspect_err(|_| {
+            // Nothing useful was written: leave no file that looks like a capture.
+            let _ = std::fs::remove_file(&partial);
+        })?;
     if json {
         println!(
             "{}",
@@ -109,6 +120,31 @@ pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, 
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The file the capture is written to until it is complete: beside
+/// `path`, under a hidden unpredictable name, made with `O_EXCL |
+/// O_NOFOLLOW`, mode 0600 (0640 with the operators' group) whatever the
+/// umask: a capture holds every tenant's payload (issue 24, finding 6).
+/// Renamed over `path` at the end, so a symlink or a file planted at
+/// `path` is replaced, never written through.
+fn create_capture_file(
+    path: &Path,
+    access: conf::os::files::Access,
+) -> Result<(File, PathBuf), String> {
+    let partial = conf::os::files::temp_path_for(path);
+    let file = conf::os::files::create_new(&partial, access).map_err(|e| {
+        if e.io_kind() != Some(std::io::ErrorKind::AlreadyExists) {
+            // Made, but its group could not be set: not left behind.
+            let _ = std::fs::remove_file(&partial);
+        }
+        format!(
+            "cannot create {} (for {}): {e}",
+            partial.display(),
+            path.display()
+        )
+    })?;
+    Ok((file, partial))
 }
 
 /// One `dpdk-dumpcap` per port (22.11 captures one port per run), for

@@ -112,6 +112,13 @@ impl V {
         let idle_timeout_ms = bounded(&a.idle_timeout_ms, "idle_timeout_ms", 60_000, 100, MAX_MS);
         let backoff_min_ms = bounded(&a.backoff_min_ms, "backoff_min_ms", 500, 10, MAX_MS);
         let backoff_max_ms = bounded(&a.backoff_max_ms, "backoff_max_ms", 30_000, 10, MAX_MS);
+        let backoff_reset_after_ms = bounded(
+            &a.backoff_reset_after_ms,
+            "backoff_reset_after_ms",
+            5_000,
+            0,
+            MAX_MS,
+        );
         if let Some(s) = &a.max_tunnels {
             if max_tunnels < min_idle {
                 self.err(
@@ -130,6 +137,7 @@ impl V {
                 );
             }
         }
+        let gateway_fingerprints = self.gateway_pins(sa);
         Agent {
             id: a.id.get_ref().clone(),
             gateways,
@@ -139,7 +147,46 @@ impl V {
             idle_timeout_ms,
             backoff_min_ms,
             backoff_max_ms,
+            gateway_fingerprints,
+            backoff_reset_after_ms,
         }
+    }
+
+    /// `mgmt.agent.gateway_fingerprints`: at least one, each
+    /// `sha256:<64 hex>`, normalised to lowercase.
+    fn gateway_pins(&mut self, sa: &S<RawAgent>) -> Vec<String> {
+        let Some(list) = &sa.get_ref().gateway_fingerprints else {
+            self.err(
+                at(sa),
+                "mgmt.agent.gateway_fingerprints",
+                "missing: pin the gateways' certificates (expected [\"sha256:<64 hex digits>\", ...]; `border-gw`'s cert fingerprint, see docs/fleet.md)",
+            );
+            return Vec::new();
+        };
+        if list.get_ref().is_empty() {
+            self.err(
+                at(list),
+                "mgmt.agent.gateway_fingerprints",
+                "must pin at least one gateway certificate",
+            );
+        }
+        let mut pins = Vec::new();
+        for (i, f) in list.get_ref().iter().enumerate() {
+            let hex = f.get_ref().strip_prefix("sha256:").unwrap_or("");
+            if hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                pins.push(f.get_ref().to_ascii_lowercase());
+            } else {
+                self.err(
+                    at(f),
+                    format!("mgmt.agent.gateway_fingerprints[{i}]"),
+                    format!(
+                        "{:?} is not a certificate fingerprint (expected \"sha256:\" followed by 64 hex digits)",
+                        f.get_ref()
+                    ),
+                );
+            }
+        }
+        pins
     }
 }
 
@@ -165,8 +212,13 @@ client_ca = "ca.pem"
 client_fingerprints = ["sha256:0000000000000000000000000000000000000000000000000000000000000000"]
 "#;
 
+    const GW_PIN: &str = "sha256:ABababababababababababababababababababababababababababababababab";
+
     fn parse(agent: &str, tls: bool) -> Result<crate::Config, String> {
-        let text = format!("{BASE}{}[mgmt.agent]\n{agent}", if tls { TLS } else { "" });
+        let text = format!(
+            "{BASE}{}[mgmt.agent]\ngateway_fingerprints = [\"{GW_PIN}\"]\n{agent}",
+            if tls { TLS } else { "" }
+        );
         crate::Config::from_toml_str(&text, "t.toml").map_err(|e| e.to_string())
     }
 
@@ -179,6 +231,27 @@ client_fingerprints = ["sha256:0000000000000000000000000000000000000000000000000
             ("ams-1", 2, 10, 500)
         );
         assert_eq!(a.gateways[0].to_string(), "tcp://gw1:7443");
+        assert_eq!(a.gateway_fingerprints, vec![GW_PIN.to_ascii_lowercase()]);
+        assert_eq!(a.backoff_reset_after_ms, 5_000);
+    }
+
+    #[test]
+    fn gateways_must_be_pinned() {
+        let unpinned = format!("{BASE}{TLS}[mgmt.agent]\nid = \"a\"\ngateways = [\"tcp://g:1\"]\n");
+        let e = crate::Config::from_toml_str(&unpinned, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("mgmt.agent.gateway_fingerprints: missing"),
+            "{e}"
+        );
+        let e = crate::Config::from_toml_str(
+            &format!("{unpinned}gateway_fingerprints = [\"sha256:12\"]\n"),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("mgmt.agent.gateway_fingerprints[0]"), "{e}");
     }
 
     #[test]
