@@ -238,6 +238,18 @@ fn drop_kind(counter: &str) -> (&'static str, Severity, &'static str) {
             Problem,
             "borderctl stats (conntrack_entries, conntrack_capacity): raise [dataplane] conntrack_per_worker (restart) or add workers",
         ),
+        // Segments that would change a flow and do not fit it: forged or
+        // corrupted (docs/security.md).
+        "drop_bad_l4_checksum"
+        | "drop_reply_wrong_port"
+        | "drop_dnat_reply_wrong_port"
+        | "drop_tcp_rst_no_conntrack"
+        | "drop_tcp_rst_out_of_window"
+        | "drop_icmp_error_out_of_window" => (
+            "drops_spoofed",
+            Problem,
+            "spoofed or corrupted segments (a bad checksum, a reply from the client side, a RST off any flow or window): an attack or a broken sender; borderctl capture on the port names the senders; docs/security.md",
+        ),
         "drop_malformed" => (
             "drops_malformed",
             Problem,

@@ -15,6 +15,9 @@ const COUNTERS: &[(&str, bool, bool)] = &[
     ("drop_vip_unhandled", true, false),
     ("drop_arp_not_ours", true, false),
     ("drop_added_by_someone_today", true, false),
+    ("drop_bad_l4_checksum", true, false),
+    ("drop_reply_wrong_port", true, false),
+    ("drop_tcp_rst_no_conntrack", true, false),
     ("conn_records_ring_full", false, false),
 ];
 
@@ -454,5 +457,35 @@ fn a_stopped_dataplane_is_one_finding_and_no_counter_rules() {
     assert_eq!(
         kinds(&diagnose_pair(&s, &s, None)),
         [("tables_pending", "publisher", Severity::Problem)]
+    );
+}
+
+#[test]
+fn spoofed_segments_refused_are_one_family() {
+    let first = sample(&[("drop_bad_l4_checksum", 0), ("drop_reply_wrong_port", 0)]);
+    let last = sample(&[
+        ("drop_bad_l4_checksum", 5000),
+        ("drop_reply_wrong_port", 10),
+        ("drop_tcp_rst_no_conntrack", 300),
+    ]);
+    let d = diagnose_pair(&first, &last, None);
+    assert_eq!(
+        kinds(&d),
+        [
+            ("drops_spoofed", "drop_bad_l4_checksum", Severity::Problem),
+            ("drops_spoofed", "drop_reply_wrong_port", Severity::Problem),
+            (
+                "drops_spoofed",
+                "drop_tcp_rst_no_conntrack",
+                Severity::Problem
+            ),
+        ]
+    );
+    assert!(
+        d.findings[0]
+            .evidence
+            .starts_with("5000 dropped in the window (2500/s)"),
+        "{}",
+        d.findings[0].evidence
     );
 }
