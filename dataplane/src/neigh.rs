@@ -501,8 +501,8 @@ impl Neighbors {
 pub struct NeighborSync {
     inboxes: Arc<Vec<ArrayQueue<Binding>>>,
     doorbells: Option<Arc<Vec<Doorbell>>>,
-    /// Per hash bucket: the high 32 bits of the asked address's hash and
-    /// the low 32 bits of the time the request left (0: none).
+    /// Per hash bucket: the asked address's tag (never 0) and the low 32
+    /// bits of the time the request left (0 altogether: none).
     asked: Arc<[AtomicU64]>,
 }
 
@@ -545,7 +545,7 @@ impl NeighborSync {
     /// Records that a request for `ip` left at `now_ms`.
     pub fn asking(&self, ip: IpAddr, now_ms: u64) {
         let (bucket, tag) = asked_key(ip);
-        let v = u64::from(tag) << 32 | u64::from((now_ms as u32).max(1));
+        let v = u64::from(tag) << 32 | u64::from(now_ms as u32);
         self.asked[bucket].store(v, Ordering::Relaxed);
     }
 
@@ -555,8 +555,7 @@ impl NeighborSync {
         let (bucket, tag) = asked_key(ip);
         let v = self.asked[bucket].load(Ordering::Relaxed);
         let sent = v as u32;
-        sent != 0
-            && (v >> 32) as u32 == tag
+        (v >> 32) as u32 == tag
             && u64::from((now_ms as u32).wrapping_sub(sent)) < ANSWER_WINDOW_MS
     }
 }
@@ -576,7 +575,7 @@ fn asked_key(ip: IpAddr) -> (usize, u32) {
         x ^ (x >> 31)
     };
     let h = mix(lo ^ mix(hi ^ u64::from(ip.is_ipv6())));
-    ((h as usize) % ASKED, (h >> 32) as u32)
+    ((h as usize) % ASKED, (h >> 32) as u32 | 1)
 }
 
 /// Writes an ARP request for `target` from (`mac`, `sender`) into `buf`
@@ -896,6 +895,8 @@ mod tests {
         let other = sync.clone();
         let ip: IpAddr = "10.0.0.9".parse().unwrap();
         assert!(!other.was_asked(ip, 0));
+        sync.asking(ip, 0);
+        assert!(other.was_asked(ip, 0), "at time 0 too");
         sync.asking(ip, 1_000);
         assert!(other.was_asked(ip, 1_000));
         assert!(other.was_asked(ip, 999 + ANSWER_WINDOW_MS));

@@ -160,6 +160,7 @@ impl Lb {
             Heard::Unconfirmed
         };
         let update = self.neighbors.heard(n.ip, n.mac, how, self.now_ms);
+        self.publish_neighbor_stats(counters);
         match update {
             // Another worker asked: the answer is for its table.
             Update::NotInTable if asked => {}

@@ -280,6 +280,11 @@ impl Lb {
         self.neighbors.learn(ip, mac, self.now_ms);
     }
 
+    /// The MAC the neighbour table has for `ip` (inspection: tests).
+    pub fn neighbor(&self, ip: std::net::IpAddr) -> Option<[u8; 6]> {
+        self.neighbors.get(ip)
+    }
+
     /// Housekeeping once per poll iteration: bindings from other workers, expiry.
     pub(crate) fn tick(&mut self, now_ms: u64, counters: &mut Counters) {
         self.now_ms = now_ms;
@@ -287,11 +292,7 @@ impl Lb {
         self.sync
             .drain_into(self.worker, &mut self.neighbors, now_ms);
         self.expire(EXPIRE_BUDGET, counters);
-        let neigh = self.neighbors.stats();
-        counters.set(Counter::NeighEntries, self.neighbors.len() as u64);
-        counters.set(Counter::NeighEvicted, neigh.evicted);
-        counters.set(Counter::NeighFailed, neigh.failed);
-        counters.set(Counter::NeighMacChanged, neigh.changed);
+        self.publish_neighbor_stats(counters);
         counters.set(Counter::ConntrackEntries, self.conntrack.len() as u64);
         counters.set(Counter::ConntrackCapacity, self.conntrack.capacity() as u64);
         if let Some(r) = &self.records {
@@ -319,6 +320,15 @@ impl Lb {
             &mut out.emits,
             counters,
         );
+    }
+
+    /// Shows the neighbour table's size and running totals.
+    pub(super) fn publish_neighbor_stats(&self, counters: &mut Counters) {
+        let neigh = self.neighbors.stats();
+        counters.set(Counter::NeighEntries, self.neighbors.len() as u64);
+        counters.set(Counter::NeighEvicted, neigh.evicted);
+        counters.set(Counter::NeighFailed, neigh.failed);
+        counters.set(Counter::NeighMacChanged, neigh.changed);
     }
 
     /// Writes the last scan's figures per local address (once a second).
