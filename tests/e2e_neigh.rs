@@ -21,7 +21,9 @@ use conf::counters::Counter;
 
 const SCRIPT: &str = include_str!("scapy/arp_spoof.py");
 const VIP: &str = "10.111.0.100:80";
-const LATE_VIP: &str = "10.111.0.101:80";
+// (The same address as `VIP`: border-dp answers ARP for the VIP addresses
+// it started with; a reload adds ports to them.)
+const LATE_VIP: &str = "10.111.0.100:81";
 const B0: &str = "10.112.0.11:8080";
 const B1: &str = "10.112.0.12:8080";
 

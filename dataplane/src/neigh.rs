@@ -35,6 +35,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use arrayvec::ArrayVec;
 use crossbeam_queue::ArrayQueue;
 use hashbrown::HashMap;
 
@@ -60,6 +61,9 @@ const INDEX_MASK: u16 = (1 << INDEX_BITS) - 1;
 /// 16th is [`Slot::NONE`]'s).
 const GENERATIONS: u8 = 15;
 const INBOX: usize = 1024;
+/// Entries whose probes the clock follows up (more are followed by their
+/// traffic alone).
+pub const PROBING: usize = 64;
 /// Requests remembered across workers (by hash of the address).
 const ASKED: usize = 1024;
 
@@ -205,6 +209,9 @@ pub struct Neighbors {
     epoch: u32,
     stats: NeighStats,
     now_ms: u64,
+    /// Entries with a probe out, and the port it left by: probed again
+    /// (or failed) on time even when no frame uses them meanwhile.
+    probing: ArrayVec<(Slot, usize), PROBING>,
 }
 
 impl Default for Neighbors {
@@ -222,6 +229,7 @@ impl Neighbors {
             epoch: 1,
             stats: NeighStats::default(),
             now_ms: 0,
+            probing: ArrayVec::new(),
         }
     }
 
@@ -465,6 +473,15 @@ impl Neighbors {
             return Resolution::Gone;
         };
         e.used_ms = now_ms;
+        self.ask_if_due(slot, now_ms)
+    }
+
+    /// What an entry past its reachable time (or without a MAC) needs
+    /// now: a probe, a request, nothing yet, or to fail.
+    fn ask_if_due(&mut self, slot: Slot, now_ms: u64) -> Resolution {
+        let Some(e) = self.entries.get_mut(slot.index()) else {
+            return Resolution::Full;
+        };
         let since_asked = e.asked_ms.map_or(u64::MAX, |t| now_ms.saturating_sub(t));
         if e.known {
             if since_asked < PROBE_GAP_MS {
@@ -489,6 +506,52 @@ impl Neighbors {
         } else {
             Resolution::Pending
         }
+    }
+
+    /// Has the clock follow up the probe just sent for `slot` out of
+    /// `port` ([`Neighbors::follow_probes`]).
+    pub fn probe_sent(&mut self, slot: Slot, port: usize) {
+        if !self.probing.iter().any(|&(s, _)| s == slot) {
+            let _ = self.probing.try_push((slot, port));
+        }
+    }
+
+    /// Sends (through `send`: slot and port) the probes due at `now_ms`
+    /// for entries still unanswered, and the broadcast request of an
+    /// entry that answered none; forgets the entries that answered.
+    pub fn follow_probes(&mut self, now_ms: u64, mut send: impl FnMut(Slot, usize)) {
+        let mut i = 0;
+        while i < self.probing.len() {
+            let (slot, port) = self.probing[i];
+            let probing = self
+                .entries
+                .get(slot.index())
+                .filter(|e| e.live && e.generation == slot.generation())
+                .is_some_and(|e| e.known && now_ms >= e.fresh_until);
+            let keep = probing
+                && match self.ask_if_due(slot, now_ms) {
+                    Resolution::KnownRefresh(_) => {
+                        send(slot, port);
+                        true
+                    }
+                    Resolution::Request => {
+                        send(slot, port);
+                        false
+                    }
+                    _ => true,
+                };
+            if keep {
+                i += 1;
+            } else {
+                self.probing.swap_remove(i);
+            }
+        }
+    }
+
+    /// Whether probes wait for [`Neighbors::follow_probes`].
+    #[inline(always)]
+    pub fn probing(&self) -> bool {
+        !self.probing.is_empty()
     }
 }
 
@@ -703,6 +766,43 @@ mod tests {
         // An answer brings it back.
         assert_eq!(n.heard(ip, MAC2, Heard::Confirmed, t + 2_000), Update::Filled);
         assert_eq!(n.resolve_at(s, t + 2_001), Resolution::Known(MAC2));
+    }
+
+    #[test]
+    fn the_clock_follows_up_probes_no_frame_asks_for() {
+        let mut n = Neighbors::new();
+        let ip: IpAddr = "10.0.0.9".parse().unwrap();
+        let s = n.slot_for_at(ip, 0);
+        n.heard(ip, MAC, Heard::Confirmed, 0);
+        assert!(!n.probing());
+        assert_eq!(n.resolve_at(s, REACHABLE_MS), Resolution::KnownRefresh(MAC));
+        n.probe_sent(s, 3);
+        let follow = |n: &mut Neighbors, t: u64| {
+            let mut sent = Vec::new();
+            n.follow_probes(t, |slot, port| sent.push((slot, port)));
+            sent
+        };
+        assert_eq!(follow(&mut n, REACHABLE_MS + PROBE_GAP_MS - 1), []);
+        assert_eq!(follow(&mut n, REACHABLE_MS + PROBE_GAP_MS), [(s, 3)]);
+        assert_eq!(n.probe_mac(s), None, "the second probe is broadcast");
+        assert_eq!(follow(&mut n, REACHABLE_MS + 2 * PROBE_GAP_MS), [(s, 3)]);
+        assert_eq!(n.stats().failed, 0);
+        // Unanswered: the entry fails, its request goes out, and the clock
+        // lets it be.
+        assert_eq!(follow(&mut n, REACHABLE_MS + 3 * PROBE_GAP_MS), [(s, 3)]);
+        assert_eq!(n.stats().failed, 1);
+        assert_eq!(n.get(ip), None);
+        assert!(!n.probing());
+        // An answer ends the follow-up.
+        n.heard(ip, MAC, Heard::Confirmed, 10_000);
+        assert_eq!(
+            n.resolve_at(s, 10_000 + REACHABLE_MS),
+            Resolution::KnownRefresh(MAC)
+        );
+        n.probe_sent(s, 3);
+        n.heard(ip, MAC, Heard::Confirmed, 10_001 + REACHABLE_MS);
+        assert_eq!(follow(&mut n, 11_000 + REACHABLE_MS), []);
+        assert!(!n.probing());
     }
 
     #[test]

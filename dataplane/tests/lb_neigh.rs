@@ -270,6 +270,34 @@ fn a_next_hop_in_use_is_probed_then_followed_to_its_new_mac() {
 }
 
 #[test]
+fn probes_go_on_time_without_traffic() {
+    let mut n = unresolved();
+    for b in 0..3 {
+        let ip = fnat_backend4(b);
+        n.exchange(INT, &answer(ip, host_mac(ip.into())));
+    }
+    let out = decode(&n.forward(EXT, &datagram(44_000), INT));
+    let backend = out.dst.ip();
+    n.advance_ms(REACHABLE_MS);
+    let (_, int) = n.exchange(EXT, &datagram(44_000));
+    assert_eq!(arp_request(&int[1]), Some((host_mac(backend), backend)));
+    // No more datagrams: the clock sends the broadcast probes, then the
+    // request of a next hop that answered none.
+    for _ in 0..3 {
+        n.advance_ms(PROBE_GAP_MS);
+        n.poll();
+        let int = n.w.io.take_tx(INT);
+        assert_eq!(int.len(), 1, "{int:02x?}");
+        assert_eq!(arp_request(&int[0]), Some((BCAST, backend)));
+    }
+    n.poll();
+    assert_eq!(n.counter(Counter::NeighFailed), 1);
+    n.advance_ms(PROBE_GAP_MS);
+    n.poll();
+    assert!(n.w.io.take_tx(INT).is_empty(), "nothing more without traffic");
+}
+
+#[test]
 fn a_gratuitous_arp_moves_a_next_hop_at_once() {
     let mut n = unresolved();
     for b in 0..3 {

@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use arrayvec::ArrayVec;
 use conf::counters::Counter;
 
 use super::count_drop;
@@ -329,7 +330,23 @@ impl Lb {
     pub(super) fn request(&mut self, port: usize, hop: Slot) {
         if let Some(target) = self.neighbors.ip_at(hop) {
             let to = self.neighbors.probe_mac(hop);
+            if self.neighbors.get(target).is_some() {
+                self.neighbors.probe_sent(hop, port);
+            }
             let _ = self.requests.try_push(NeighRequest { port, target, to });
+        }
+    }
+
+    /// Sends the probes due for next hops no frame used since their last
+    /// probe: a next hop that moved or died is found on time.
+    #[cold]
+    pub(super) fn follow_probes(&mut self) {
+        let mut due = ArrayVec::<(Slot, usize), { neigh::PROBING }>::new();
+        self.neighbors.follow_probes(self.now_ms, |slot, port| {
+            let _ = due.try_push((slot, port));
+        });
+        for (slot, port) in due {
+            self.request(port, slot);
         }
     }
 }

@@ -291,6 +291,9 @@ impl Lb {
         self.neighbors.set_now(now_ms);
         self.sync
             .drain_into(self.worker, &mut self.neighbors, now_ms);
+        if self.neighbors.probing() {
+            self.follow_probes();
+        }
         self.expire(EXPIRE_BUDGET, counters);
         self.publish_neighbor_stats(counters);
         counters.set(Counter::ConntrackEntries, self.conntrack.len() as u64);
