@@ -151,9 +151,11 @@ impl Topo {
 
     fn wait_generation(&self, g: u64) {
         let state = self.dp.state();
-        wait_until(&format!("workers on generation {g}"), Duration::from_secs(10), || {
-            (0..state.n_workers()).all(|w| state.worker(w).unwrap().applied_generation() >= g)
-        });
+        wait_until(
+            &format!("workers on generation {g}"),
+            Duration::from_secs(10),
+            || (0..state.n_workers()).all(|w| state.worker(w).unwrap().applied_generation() >= g),
+        );
     }
 }
 
@@ -205,7 +207,15 @@ fn a_backend_whose_mac_changes_is_followed_within_seconds() {
 
     // A replaced server: same address, another MAC, no announcement. The
     // old MAC is silent; border's probes find the new one.
-    t.bk.run(&["ip", "link", "set", "dev", "nb-int", "address", "02:00:00:70:00:01"]);
+    t.bk.run(&[
+        "ip",
+        "link",
+        "set",
+        "dev",
+        "nb-int",
+        "address",
+        "02:00:00:70:00:01",
+    ]);
     let after = t
         .seconds_until_answered(VIP, Duration::from_secs(20))
         .expect("the backend was never reached again");
@@ -216,7 +226,15 @@ fn a_backend_whose_mac_changes_is_followed_within_seconds() {
     assert!(t.dp.counter(Counter::NeighProbes) >= 1);
 
     // Moved again, and it says so (a VRRP failover's gratuitous ARP).
-    t.bk.run(&["ip", "link", "set", "dev", "nb-int", "address", "02:00:00:70:00:02"]);
+    t.bk.run(&[
+        "ip",
+        "link",
+        "set",
+        "dev",
+        "nb-int",
+        "address",
+        "02:00:00:70:00:02",
+    ]);
     t.spoof(&t.bk, &["garp", "nb-int", "10.112.0.11"]);
     let after = t
         .seconds_until_answered(VIP, Duration::from_secs(20))

@@ -618,8 +618,7 @@ impl NeighborSync {
         let (bucket, tag) = asked_key(ip);
         let v = self.asked[bucket].load(Ordering::Relaxed);
         let sent = v as u32;
-        (v >> 32) as u32 == tag
-            && u64::from((now_ms as u32).wrapping_sub(sent)) < ANSWER_WINDOW_MS
+        (v >> 32) as u32 == tag && u64::from((now_ms as u32).wrapping_sub(sent)) < ANSWER_WINDOW_MS
     }
 }
 
@@ -728,10 +727,7 @@ mod tests {
         assert_eq!(n.resolve(ip, RETRY_MS), Resolution::Request);
         assert_eq!(n.heard(ip, MAC, Heard::Confirmed, 1_500), Update::Filled);
         assert_eq!(n.resolve(ip, 1_600), Resolution::Known(MAC));
-        assert_eq!(
-            n.resolve(ip, 1_499 + REACHABLE_MS),
-            Resolution::Known(MAC)
-        );
+        assert_eq!(n.resolve(ip, 1_499 + REACHABLE_MS), Resolution::Known(MAC));
     }
 
     #[test]
@@ -764,7 +760,10 @@ mod tests {
             Resolution::Pending
         );
         // An answer brings it back.
-        assert_eq!(n.heard(ip, MAC2, Heard::Confirmed, t + 2_000), Update::Filled);
+        assert_eq!(
+            n.heard(ip, MAC2, Heard::Confirmed, t + 2_000),
+            Update::Filled
+        );
         assert_eq!(n.resolve_at(s, t + 2_001), Resolution::Known(MAC2));
     }
 
@@ -811,10 +810,7 @@ mod tests {
         let ip: IpAddr = "fd00::9".parse().unwrap();
         let s = n.slot_for_at(ip, 0);
         n.heard(ip, MAC, Heard::Confirmed, 0);
-        assert_eq!(
-            n.resolve_at(s, REACHABLE_MS),
-            Resolution::KnownRefresh(MAC)
-        );
+        assert_eq!(n.resolve_at(s, REACHABLE_MS), Resolution::KnownRefresh(MAC));
         // The next hop moved (a replaced server): its answer moves the entry.
         let t = REACHABLE_MS + 700;
         assert_eq!(n.heard(ip, MAC2, Heard::Confirmed, t), Update::Changed);
@@ -901,7 +897,10 @@ mod tests {
         assert_eq!(n.len(), CAPACITY);
         assert_eq!(n.ip_at(pinned), Some(v4(7)));
         assert_eq!(n.get(v4(8)), Some(MAC));
-        assert_eq!(n.stats().evicted, 3 * CAPACITY as u64 - (CAPACITY as u64 - 2));
+        assert_eq!(
+            n.stats().evicted,
+            3 * CAPACITY as u64 - (CAPACITY as u64 - 2)
+        );
         // The next adoption no longer configures it: it may go.
         n.begin_pins();
         for i in 0..CAPACITY as u32 {
@@ -962,8 +961,22 @@ mod tests {
         let mut t1 = Neighbors::new();
         let mut t2 = Neighbors::new();
         let s0 = t0.slot_for_at(ip, 0);
-        sync.share(1, Binding { ip, mac: MAC, how: Heard::Confirmed });
-        sync.share(1, Binding { ip: other, mac: MAC, how: Heard::Unconfirmed });
+        sync.share(
+            1,
+            Binding {
+                ip,
+                mac: MAC,
+                how: Heard::Confirmed,
+            },
+        );
+        sync.share(
+            1,
+            Binding {
+                ip: other,
+                mac: MAC,
+                how: Heard::Unconfirmed,
+            },
+        );
         sync.drain_into(0, &mut t0, 5);
         sync.drain_into(1, &mut t1, 5);
         sync.drain_into(2, &mut t2, 5);
@@ -972,7 +985,14 @@ mod tests {
         assert!(t1.is_empty(), "the sender is not told its own binding");
         assert!(t2.is_empty());
         // Installed bindings reach every worker.
-        sync.share(0, Binding { ip: other, mac: MAC2, how: Heard::Installed });
+        sync.share(
+            0,
+            Binding {
+                ip: other,
+                mac: MAC2,
+                how: Heard::Installed,
+            },
+        );
         sync.drain_into(2, &mut t2, 7);
         assert_eq!(t2.get(other), Some(MAC2));
     }
@@ -984,7 +1004,14 @@ mod tests {
         bells[0].going_to_sleep();
         bells[1].going_to_sleep();
         let ip: IpAddr = "10.0.0.9".parse().unwrap();
-        sync.share(1, Binding { ip, mac: MAC, how: Heard::Confirmed });
+        sync.share(
+            1,
+            Binding {
+                ip,
+                mac: MAC,
+                how: Heard::Confirmed,
+            },
+        );
         assert!(!bells[0].is_sleeping(), "worker 0 was not woken");
         assert!(bells[1].is_sleeping(), "the sender rang itself");
     }
@@ -1031,21 +1058,15 @@ mod tests {
             (None, "ff02::1:ff02:3".parse::<Ipv6Addr>().unwrap()),
             (Some(MAC2), target),
         ] {
-            let len = write_neighbor_solicitation(
-                &mut buf,
-                MAC,
-                "fd00::1".parse().unwrap(),
-                target,
-                to,
-            )
-            .unwrap();
+            let len =
+                write_neighbor_solicitation(&mut buf, MAC, "fd00::1".parse().unwrap(), target, to)
+                    .unwrap();
             let frame = &buf[..len];
             let parsed = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
             match parsed.link {
-                Some(etherparse::LinkSlice::Ethernet2(ref e)) => assert_eq!(
-                    e.destination(),
-                    to.unwrap_or([0x33, 0x33, 0xff, 2, 0, 3])
-                ),
+                Some(etherparse::LinkSlice::Ethernet2(ref e)) => {
+                    assert_eq!(e.destination(), to.unwrap_or([0x33, 0x33, 0xff, 2, 0, 3]))
+                }
                 ref other => panic!("not Ethernet: {other:?}"),
             }
             match parsed.net {

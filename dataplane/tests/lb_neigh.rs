@@ -22,7 +22,11 @@ const BCAST: [u8; 6] = [0xff; 6];
 
 /// An ARP frame from `sha` to Ethernet `dst`.
 fn arp(op: ArpOperation, dst: [u8; 6], sha: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> Vec<u8> {
-    let tha = if op == ArpOperation::REPLY { dst } else { [0; 6] };
+    let tha = if op == ArpOperation::REPLY {
+        dst
+    } else {
+        [0; 6]
+    };
     let mut f = Vec::new();
     PacketBuilder::ethernet2(sha, dst)
         .arp(
@@ -89,7 +93,10 @@ fn only_answers_to_our_requests_and_entries_in_use_are_learnt() {
 
     // The answer to border's request: learnt.
     n.exchange(INT, &answer(b0, host_mac(b0.into())));
-    assert_eq!(n.w.pipeline.lb().neighbor(b0.into()), Some(host_mac(b0.into())));
+    assert_eq!(
+        n.w.pipeline.lb().neighbor(b0.into()),
+        Some(host_mac(b0.into()))
+    );
 
     // A reply nobody asked for, from a host on the segment: refused.
     let stranger = Ipv4Addr::new(10, 2, 0, 77);
@@ -102,7 +109,12 @@ fn only_answers_to_our_requests_and_entries_in_use_are_learnt() {
     n.exchange(INT, &answer(Ipv4Addr::new(192, 0, 2, 5), NEW_MAC));
     assert_eq!(n.counter(Counter::NeighRefusedOffSubnet), 1);
     n.exchange(INT, &answer(CLIENT4, NEW_MAC));
-    assert_eq!(n.counter(Counter::NeighRefusedOffSubnet), 2, "{:?}", n.drops());
+    assert_eq!(
+        n.counter(Counter::NeighRefusedOffSubnet),
+        2,
+        "{:?}",
+        n.drops()
+    );
 
     // A request for our address: answered, its sender not learnt.
     let (_, int) = n.exchange(
@@ -131,7 +143,10 @@ fn only_answers_to_our_requests_and_entries_in_use_are_learnt() {
     let b1 = fnat_backend4(1);
     n.exchange(INT, &answer(b1, host_mac(b1.into())));
     n.swallow(INT, &arp(ArpOperation::REQUEST, BCAST, NEW_MAC, b1, other));
-    assert_eq!(n.w.pipeline.lb().neighbor(b1.into()), Some(host_mac(b1.into())));
+    assert_eq!(
+        n.w.pipeline.lb().neighbor(b1.into()),
+        Some(host_mac(b1.into()))
+    );
     n.exchange(INT, &arp(ArpOperation::REQUEST, BCAST, NEW_MAC, b1, b1));
     assert_eq!(n.w.pipeline.lb().neighbor(b1.into()), Some(NEW_MAC));
     n.exchange(INT, &arp(ArpOperation::REQUEST, BCAST, NEW_MAC, b0, LOCAL4));
@@ -149,7 +164,11 @@ fn an_unsolicited_neighbour_advertisement_makes_no_entry() {
     body.extend_from_slice(&[2, 1]);
     body.extend_from_slice(&NEW_MAC);
     PacketBuilder::ethernet2(NEW_MAC, [0x33, 0x33, 0, 0, 0, 1])
-        .ipv6(stranger.octets(), [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 255)
+        .ipv6(
+            stranger.octets(),
+            [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            255,
+        )
         .icmpv6(etherparse::Icmpv6Type::NeighborAdvertisement(
             etherparse::icmpv6::NeighborAdvertisementHeader {
                 router: false,
@@ -191,7 +210,11 @@ fn thirty_thousand_spoofed_arp_frames_leave_the_table_as_configured() {
         } else {
             ArpOperation::REQUEST
         };
-        let dst = if op == ArpOperation::REPLY { INT_MAC } else { BCAST };
+        let dst = if op == ArpOperation::REPLY {
+            INT_MAC
+        } else {
+            BCAST
+        };
         n.w.io.inject(INT, &arp(op, dst, mac, sender, target));
         if i % 32 == 31 {
             n.poll();
@@ -294,7 +317,10 @@ fn probes_go_on_time_without_traffic() {
     assert_eq!(n.counter(Counter::NeighFailed), 1);
     n.advance_ms(PROBE_GAP_MS);
     n.poll();
-    assert!(n.w.io.take_tx(INT).is_empty(), "nothing more without traffic");
+    assert!(
+        n.w.io.take_tx(INT).is_empty(),
+        "nothing more without traffic"
+    );
 }
 
 #[test]
@@ -339,7 +365,13 @@ fn an_answer_reaching_another_worker_fills_the_asking_workers_entry() {
     assert_eq!(ext.len(), 1);
     assert_eq!(arp_request(&ext[0]), Some((BCAST, client.into())));
     // The answer reaches worker 0, which has no entry for the client.
-    let ans = arp(ArpOperation::REPLY, EXT_MAC, NEW_MAC, client, Ipv4Addr::new(10, 1, 0, 1));
+    let ans = arp(
+        ArpOperation::REPLY,
+        EXT_MAC,
+        NEW_MAC,
+        client,
+        Ipv4Addr::new(10, 1, 0, 1),
+    );
     nodes[0].exchange(EXT, &ans);
     assert_eq!(nodes[0].counter(Counter::NeighRefusedUnsolicited), 0);
     assert_eq!(nodes[0].w.pipeline.lb().neighbor(client.into()), None);
@@ -362,9 +394,13 @@ fn the_table_is_bounded_and_keeps_the_configured_next_hops() {
     let backend = dnat_backend6(0);
     for i in 0..(CAPACITY as u16 + 500) {
         let client = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 1, i);
-        let reply = Pkt::tcp(sa(backend, 8080), SocketAddr::new(client.into(), 40_000), ACK)
-            .by_backend()
-            .build();
+        let reply = Pkt::tcp(
+            sa(backend, 8080),
+            SocketAddr::new(client.into(), 40_000),
+            ACK,
+        )
+        .by_backend()
+        .build();
         n.w.io.inject(INT, &reply);
         n.advance_ms(1);
         if i % 16 == 15 {

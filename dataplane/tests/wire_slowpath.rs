@@ -199,7 +199,9 @@ fn arp_classification() {
     );
     assert_eq!(
         arp(&mut buf, PORT_MAC, owned4),
-        Outcome::ToHost { learn: client4(Hearing::Announcement) }
+        Outcome::ToHost {
+            learn: client4(Hearing::Announcement)
+        }
     );
     let mut buf = arp_frame(
         None,
@@ -212,7 +214,9 @@ fn arp_classification() {
     );
     assert_eq!(
         arp(&mut buf, PORT_MAC, owned4),
-        Outcome::ToHost { learn: client4(Hearing::Answer) }
+        Outcome::ToHost {
+            learn: client4(Hearing::Answer)
+        }
     );
 
     // Probe (RFC 5227) for our address: answered, nothing learned.
@@ -920,7 +924,9 @@ fn neighbor_discovery_classification() {
     );
     assert_eq!(
         icmpv6(&mut buf, PORT_MAC, owned6),
-        Outcome::ToHost { learn: client6(Hearing::Answer) }
+        Outcome::ToHost {
+            learn: client6(Hearing::Answer)
+        }
     );
     // Unsolicited (to all nodes) or without the override flag: an
     // announcement, which only moves an entry the table has.
@@ -952,7 +958,11 @@ fn neighbor_discovery_classification() {
     // A solicited NA to another host: overheard.
     let mut buf = nd_frame(
         (CLIENT_MAC, PORT_MAC),
-        (CLIENT_V6, Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x77), 255),
+        (
+            CLIENT_V6,
+            Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x77),
+            255,
+        ),
         na,
         CLIENT_V6,
         &[2, 1, 0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee],

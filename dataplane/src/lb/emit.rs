@@ -99,12 +99,14 @@ impl Lb {
 }
 
 /// An ARP request or neighbour solicitation the worker should send:
-/// broadcast (multicast), or a probe to the MAC `to`.
+/// broadcast (multicast), or to the MAC `to`; `probe` when it checks a
+/// next hop in use past its reachable time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeighRequest {
     pub port: usize,
     pub target: IpAddr,
     pub to: Option<[u8; 6]>,
+    pub probe: bool,
 }
 
 impl Lb {
@@ -263,7 +265,6 @@ impl Lb {
         let mac = match self.neighbors.resolve_at(hop, self.now_ms) {
             Resolution::Known(m) => m,
             Resolution::KnownRefresh(m) => {
-                counters.inc(Counter::NeighProbes);
                 self.request(out, hop);
                 m
             }
@@ -330,10 +331,17 @@ impl Lb {
     pub(super) fn request(&mut self, port: usize, hop: Slot) {
         if let Some(target) = self.neighbors.ip_at(hop) {
             let to = self.neighbors.probe_mac(hop);
-            if self.neighbors.get(target).is_some() {
+            let probe = self.neighbors.get(target).is_some();
+            if probe {
                 self.neighbors.probe_sent(hop, port);
             }
-            let _ = self.requests.try_push(NeighRequest { port, target, to });
+            let req = NeighRequest {
+                port,
+                target,
+                to,
+                probe,
+            };
+            let _ = self.requests.try_push(req);
         }
     }
 
@@ -390,6 +398,9 @@ impl Lb {
             };
             frame.set_len(len);
             counters.inc(Counter::NeighborRequests);
+            if req.probe {
+                counters.inc(Counter::NeighProbes);
+            }
             // Its answer may reach another worker: they all know it is due.
             self.sync.asking(req.target, self.now_ms);
             return Some((req.port, frame));

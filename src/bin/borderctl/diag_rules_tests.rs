@@ -177,7 +177,9 @@ fn arp_spoofing_at_a_high_rate_is_named() {
         vec![("neighbour_spoofing", "neighbour table", Severity::Problem)]
     );
     assert!(
-        d.findings[0].evidence.starts_with("2040 ARP/NDP bindings refused in the window (1020/s)"),
+        d.findings[0]
+            .evidence
+            .starts_with("2040 ARP/NDP bindings refused in the window (1020/s)"),
         "{:?}",
         d.findings
     );
