@@ -165,24 +165,33 @@ fn spoofed_arp_flood_leaves_the_table_bounded_and_a_new_backend_reachable() {
     let mut t = start();
     assert_eq!(t.connect(VIP, 3, Duration::from_secs(10)), ["b0"; 3]);
 
-    let rx0 = t.dp.counter(Counter::RxPackets);
     let mut sent = t.spoof(&t.bk, &["flood", "nb-int", "20000", "10.112.0.1"]);
     sent += t.spoof(&t.cli, &["flood", "nb-ext", "10000", "10.111.0.1"]);
     assert_eq!(sent, 30_000);
-    let state = t.dp.state();
-    wait_until("border-dp saw the flood", Duration::from_secs(20), || {
-        state.total(Counter::RxPackets) >= rx0 + 29_000
-    });
-    let refused = [
+    let names = [
         Counter::NeighRefusedOverheard,
         Counter::NeighRefusedOffSubnet,
         Counter::NeighRefusedUnsolicited,
         Counter::NeighRefusedNotInTable,
-    ]
-    .map(|c| (c.name(), t.dp.counter(c)));
+    ];
+    let refused = || names.map(|c| (c.name(), t.dp.counter(c)));
+    let sum = || refused().iter().map(|(_, n)| n).sum::<u64>();
+    // Every spoofed frame that reached border-dp is refused once; wait
+    // until they are all counted.
+    let mut last = 0;
+    wait_until("the refusals stop rising", Duration::from_secs(30), || {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = sum();
+        std::mem::replace(&mut last, now) == now && now > 0
+    });
+    let refused = refused();
+    eprintln!(
+        "after {sent} spoofed ARP frames: {refused:?}, neigh_entries {}",
+        t.dp.counter(Counter::NeighEntries)
+    );
     assert!(refused.iter().all(|(_, n)| *n > 100), "{refused:?}");
-    let total: u64 = refused.iter().map(|(_, n)| n).sum();
-    assert!(total >= 25_000, "{refused:?}");
+    // (A TAP queue may lose a few frames to a debug build on a busy machine.)
+    assert!(sum() >= 25_000, "{refused:?}");
     assert!(
         t.dp.counter(Counter::NeighEntries) <= 1,
         "junk in the table: {} entries",
