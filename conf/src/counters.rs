@@ -179,6 +179,18 @@ counters! {
     ConnRecords => "conn_records", "connection records written to the worker's records ring (one per ended connection that carried payload)";
     ConnRecordsEmpty => "conn_records_empty", "ended connections that carried no payload (health checks, port scans): counted, not recorded (records.log_empty = false)";
     ConnRecordsRingFull => "conn_records_ring_full", "connection records lost because the worker's records ring was full (border-mgmt not draining it fast enough, or not running)";
+    // Neighbour table (issue 23): only answers to border's requests and
+    // next hops in use write into it; bounded, least recently used out.
+    NeighEntries => "neigh_entries", "gauge: neighbour-table entries of this worker (at most 4096)";
+    NeighRefusedOverheard => "neigh_learn_refused_overheard", "ARP/NDP bindings not learnt: a request or answer meant for another host";
+    NeighRefusedOffSubnet => "neigh_learn_refused_off_subnet", "ARP/NDP bindings not learnt: the sender's address is outside the subnets of the port it came by";
+    NeighRefusedUnsolicited => "neigh_learn_refused_unsolicited", "ARP replies / neighbour advertisements not learnt: no request of border's for that address is waiting and the table has no entry for it";
+    NeighRefusedNotInTable => "neigh_learn_refused_not_in_table", "gratuitous ARPs, unsolicited advertisements and requesters' bindings not learnt: they only update an entry the table has";
+    NeighEvicted => "neigh_evicted", "neighbour entries given up, least recently used first, to make room in a full table (configured next hops are never)";
+    NeighProbes => "neigh_probes", "probes of next hops in use past their reachable time (unicast first, then broadcast)";
+    NeighFailed => "neigh_failed", "next hops in use that answered no probe: their MAC forgotten, asked for again";
+    NeighMacChanged => "neigh_mac_changed", "neighbour entries that moved to another MAC (an answer or an announcement: VRRP failover, a replaced server)";
+    DropNeighborGone => "drop_neighbor_gone", "frames of a flow whose next hop's entry was evicted (its backend left the configuration and the table filled since)";
 }
 
 #[cfg(test)]

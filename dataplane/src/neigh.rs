@@ -1,43 +1,145 @@
-//! Next-hop resolution: a per-worker neighbour table (IP -> MAC), filled from
-//! the ARP and NDP traffic the worker sees and from what the other workers
-//! learn, and the ARP requests / neighbour solicitations that fill it.
+//! Next-hop resolution: a per-worker neighbour table (IP -> MAC), and the
+//! ARP requests / neighbour solicitations that fill it.
 //!
-//! Every worker keeps its own table, so lookups take no locks. A binding
-//! learnt by one worker is offered to the others through bounded lock-free
-//! inboxes ([`NeighborSync`]); an inbox that is full drops the update, which
-//! the next ARP exchange repeats.
+//! What may write into the table (the policy; [`crate::lb`] applies it to
+//! what [`crate::slowpath`] heard):
+//! - An entry is made only for a next hop border sends to: a backend's or
+//!   a gateway's (made when the tables are adopted, and pinned), or a
+//!   destination of a DNAT reply. It starts incomplete and is asked for.
+//! - An answer (ARP reply, solicited NA) fills an entry when it answers a
+//!   request border sent and is still waiting for ([`NeighborSync`] keeps
+//!   what every worker asked, [`ANSWER_WINDOW_MS`]), or refreshes an entry
+//!   the table has. Announcements (gratuitous ARP, unsolicited NA) and the
+//!   sender of a request for our address (RFC 826's merge) only update an
+//!   entry the table has. Nothing heard ever makes an entry.
+//! - An entry in use is trusted for [`REACHABLE_MS`]; the next packet after
+//!   that sends a probe (unicast to the known MAC, then broadcast) while it
+//!   keeps using the MAC; an answer confirms it or moves it to the new MAC,
+//!   and an entry no probe got an answer for becomes incomplete again
+//!   (`neigh_failed`) and is asked for like a new one.
+//! - The table has [`CAPACITY`] entries; a new one takes the place of the
+//!   least recently used entry that is not pinned (`neigh_evicted`).
+//!   Entries [`Neighbors::learn`] installs (tests, benchmarks) are static.
+//!
+//! Every worker keeps its own table, so lookups take no locks. What one
+//! worker hears is offered to the others through bounded lock-free inboxes
+//! ([`NeighborSync`]); they apply it to the entries they have. An inbox that
+//! is full drops the update, which the next probe repeats.
+//!
+//! Callers keep an entry's [`Slot`] (per backend, per flow) and resolve by
+//! index without hashing. A slot names one entry's life: once the entry
+//! is evicted, its slot resolves to [`Resolution::Gone`], never to the
+//! address that took its place.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use arrayvec::ArrayVec;
 use crossbeam_queue::ArrayQueue;
 use hashbrown::HashMap;
 
 use crate::doorbell::Doorbell;
 
-/// How long a binding is trusted before the worker asks again (it keeps
-/// using the old MAC meanwhile).
-pub const REFRESH_MS: u64 = 30_000;
-/// Minimum gap between two requests for the same address.
+/// How long an answer is trusted: the first use after this sends a probe.
+pub const REACHABLE_MS: u64 = 5_000;
+/// Gap between two probes of an entry in use.
+pub const PROBE_GAP_MS: u64 = 500;
+/// Probes sent to the known MAC before asking by broadcast.
+pub const UNICAST_PROBES: u8 = 1;
+/// Broadcast probes after those; unanswered, the entry fails.
+pub const BROADCAST_PROBES: u8 = 2;
+/// Minimum gap between two requests for an incomplete entry.
 pub const RETRY_MS: u64 = 1_000;
+/// How long after a request an answer to it is accepted.
+pub const ANSWER_WINDOW_MS: u64 = 3_000;
 /// Entries per worker table.
-pub const CAPACITY: usize = 4096;
-const _: () = assert!(CAPACITY < u16::MAX as usize);
+pub const CAPACITY: usize = 1 << INDEX_BITS;
+const INDEX_BITS: u32 = 12;
+const INDEX_MASK: u16 = (1 << INDEX_BITS) - 1;
+/// Generations a slot index goes through (the 4 bits above the index; the
+/// 16th is [`Slot::NONE`]'s).
+const GENERATIONS: u8 = 15;
 const INBOX: usize = 1024;
+/// Entries whose probes the clock follows up (more are followed by their
+/// traffic alone).
+pub const PROBING: usize = 64;
+/// Requests remembered across workers (by hash of the address).
+const ASKED: usize = 1024;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `Entry::fresh_until` of a static entry.
+const STATIC: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug)]
 struct Entry {
+    /// The MAC is trusted until then (`0` without one, [`STATIC`] for an
+    /// installed entry).
+    fresh_until: u64,
+    /// The last time a frame was sent (or waited) for this next hop.
+    used_ms: u64,
+    /// The last request or probe sent.
+    asked_ms: Option<u64>,
     ip: IpAddr,
-    mac: Option<[u8; 6]>,
-    learnt_ms: u64,
-    requested_ms: Option<u64>,
+    mac: [u8; 6],
+    /// `mac` holds the next hop's MAC (it may be stale).
+    known: bool,
+    /// Probes sent since the last answer.
+    probes: u8,
+    /// Bumped when the entry is evicted: the slots of its old life no
+    /// longer match.
+    generation: u8,
+    /// In use (not on the free list).
+    live: bool,
+    /// The adoption epoch that pinned it ([`Neighbors::begin_pins`]).
+    pinned: u32,
 }
 
-/// A learnt binding, as passed between workers.
+const DEAD: Entry = Entry {
+    fresh_until: 0,
+    used_ms: 0,
+    asked_ms: None,
+    ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+    mac: [0; 6],
+    known: false,
+    probes: 0,
+    generation: 0,
+    live: false,
+    pinned: 0,
+};
+
+/// A binding passed between workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Binding {
     pub ip: IpAddr,
     pub mac: [u8; 6],
+    pub how: Heard,
+}
+
+/// How a worker came by a binding it shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// Installed ([`Neighbors::learn`]): every worker installs it.
+    Installed,
+    /// An answer: confirms the entry's reachability.
+    Confirmed,
+    /// An announcement or a requester's address: updates the MAC, and the
+    /// entry is probed on its next use when it changed.
+    Unconfirmed,
+}
+
+/// What a binding heard on the wire did to the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Update {
+    /// No entry for the address: nothing heard makes one.
+    NotInTable,
+    /// A static entry: left as it is.
+    Static,
+    /// Same MAC (reachability confirmed when the binding was).
+    Same,
+    /// The entry had no MAC and now has one.
+    Filled,
+    /// The entry moved to another MAC.
+    Changed,
 }
 
 /// What a lookup tells the caller to do.
@@ -45,33 +147,71 @@ pub struct Binding {
 pub enum Resolution {
     /// Send to this MAC.
     Known([u8; 6]),
-    /// Send to this MAC, and also send a request: the binding is getting old.
+    /// Send to this MAC, and also send a probe ([`Neighbors::probe_mac`]
+    /// says to where): the binding is past its reachable time.
     KnownRefresh([u8; 6]),
-    /// Unknown: send a request now (and drop the packet).
+    /// Unknown: send a request now (and let the packet wait or drop it).
     Request,
-    /// Unknown and a request is already out: drop the packet.
+    /// Unknown and a request is already out.
     Pending,
-    /// Unknown and the table is full.
+    /// No entry: the table was full of pinned entries.
     Full,
+    /// The slot's entry was evicted (its address left the configuration
+    /// and the table filled): the slot is no longer any address's.
+    Gone,
 }
 
-/// An address's place in a [`Neighbors`] table. Entries are never removed,
-/// so a slot stays the same address's for the table's life: the fast path
-/// keeps slots (per backend, per flow) and resolves by index, without
-/// hashing. [`Slot::NONE`] stands for an address the full table could not
-/// take (it never will: resolving it gives [`Resolution::Full`]).
+/// An entry's place in a [`Neighbors`] table, for one life of the entry:
+/// the index in the low 12 bits, the entry's generation in the high 4.
+/// [`Slot::NONE`] stands for an address the full table could not take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Slot(u16);
 
 impl Slot {
     /// No entry: the table was full.
     pub const NONE: Slot = Slot(u16::MAX);
+
+    fn new(index: usize, generation: u8) -> Slot {
+        Slot((index as u16 & INDEX_MASK) | u16::from(generation) << INDEX_BITS)
+    }
+
+    #[inline(always)]
+    fn index(self) -> usize {
+        (self.0 & INDEX_MASK) as usize
+    }
+
+    #[inline(always)]
+    fn generation(self) -> u8 {
+        (self.0 >> INDEX_BITS) as u8
+    }
+}
+
+/// Running totals of a table, for the worker's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NeighStats {
+    /// Entries given up for a new one (least recently used first).
+    pub evicted: u64,
+    /// Entries in use whose probes all went unanswered.
+    pub failed: u64,
+    /// Entries that moved to another MAC.
+    pub changed: u64,
 }
 
 pub struct Neighbors {
-    /// Entry slots, in insertion order; never more than [`CAPACITY`].
-    entries: Vec<Entry>,
+    /// Every entry, live or on the free list; never reallocated.
+    entries: Box<[Entry]>,
+    /// Indices of dead entries, the lowest last.
+    free: Vec<u16>,
+    /// Live entries by address; room for twice [`CAPACITY`], so the
+    /// tombstones evictions leave are cleared in place, without allocating.
     index: HashMap<IpAddr, u16, ahash::RandomState>,
+    /// The current adoption epoch: entries pinned with it are kept.
+    epoch: u32,
+    stats: NeighStats,
+    now_ms: u64,
+    /// Entries with a probe out, and the port it left by: probed again
+    /// (or failed) on time even when no frame uses them meanwhile.
+    probing: ArrayVec<(Slot, usize), PROBING>,
 }
 
 impl Default for Neighbors {
@@ -83,159 +223,350 @@ impl Default for Neighbors {
 impl Neighbors {
     pub fn new() -> Self {
         Neighbors {
-            entries: Vec::with_capacity(CAPACITY),
-            index: HashMap::with_capacity_and_hasher(CAPACITY, ahash::RandomState::new()),
+            entries: vec![DEAD; CAPACITY].into_boxed_slice(),
+            free: (0..CAPACITY as u16).rev().collect(),
+            index: HashMap::with_capacity_and_hasher(2 * CAPACITY, ahash::RandomState::new()),
+            epoch: 1,
+            stats: NeighStats::default(),
+            now_ms: 0,
+            probing: ArrayVec::new(),
         }
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        CAPACITY - self.free.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
-    fn insert(&mut self, e: Entry) -> Option<u16> {
-        if self.entries.len() >= CAPACITY {
-            return None;
-        }
-        // CAPACITY < u16::MAX (Slot::NONE), so every index fits.
-        let i = self.entries.len() as u16;
-        self.entries.push(e);
-        self.index.insert(e.ip, i);
+    pub fn stats(&self) -> NeighStats {
+        self.stats
+    }
+
+    /// The slot of the live entry at `i`.
+    fn slot_of(&self, i: u16) -> Slot {
+        Slot::new(i as usize, self.entries[i as usize].generation)
+    }
+
+    /// A new entry for `ip` (at `now_ms`): a free one, else the least
+    /// recently used one that is neither pinned nor static. `None`: none.
+    fn insert(&mut self, ip: IpAddr, now_ms: u64) -> Option<u16> {
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => self.evict()?,
+        };
+        let e = &mut self.entries[i as usize];
+        *e = Entry {
+            ip,
+            used_ms: now_ms,
+            live: true,
+            generation: e.generation,
+            ..DEAD
+        };
+        self.index.insert(ip, i);
         Some(i)
     }
 
-    /// Records a binding. Never grows the table beyond [`CAPACITY`].
+    /// Frees the least recently used evictable entry and returns its index.
+    #[cold]
+    fn evict(&mut self) -> Option<u16> {
+        let epoch = self.epoch;
+        let (i, _) = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.live && e.pinned != epoch && e.fresh_until != STATIC)
+            .min_by_key(|(_, e)| e.used_ms)?;
+        let e = &mut self.entries[i];
+        self.index.remove(&e.ip);
+        e.live = false;
+        e.fresh_until = 0;
+        e.generation = (e.generation + 1) % GENERATIONS;
+        self.stats.evicted += 1;
+        Some(i as u16)
+    }
+
+    /// Installs a static binding (tests, benchmarks: no ARP exchange):
+    /// never probed, evicted or changed by what is heard. True when it
+    /// is new or another MAC than before.
     pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now_ms: u64) -> bool {
-        if let Some(e) = self
-            .index
-            .get(&ip)
-            .and_then(|&i| self.entries.get_mut(i as usize))
-        {
-            let changed = e.mac != Some(mac);
-            e.mac = Some(mac);
-            e.learnt_ms = now_ms;
-            e.requested_ms = None;
-            return changed;
+        let i = match self.index.get(&ip) {
+            Some(&i) => i,
+            None => match self.insert(ip, now_ms) {
+                Some(i) => i,
+                None => return false,
+            },
+        };
+        let e = &mut self.entries[i as usize];
+        let changed = !e.known || e.mac != mac;
+        e.mac = mac;
+        e.known = true;
+        e.fresh_until = STATIC;
+        e.asked_ms = None;
+        e.probes = 0;
+        changed
+    }
+
+    /// Applies a binding heard on the wire (or from another worker) to the
+    /// entry the table has for `ip`; makes none.
+    pub fn heard(&mut self, ip: IpAddr, mac: [u8; 6], how: Heard, now_ms: u64) -> Update {
+        if how == Heard::Installed {
+            self.learn(ip, mac, now_ms);
+            return Update::Same;
         }
-        self.insert(Entry {
-            ip,
-            mac: Some(mac),
-            learnt_ms: now_ms,
-            requested_ms: None,
-        })
-        .is_some()
+        let Some(&i) = self.index.get(&ip) else {
+            return Update::NotInTable;
+        };
+        let e = &mut self.entries[i as usize];
+        if e.fresh_until == STATIC {
+            return Update::Static;
+        }
+        let update = match (e.known, e.mac == mac) {
+            (true, true) => Update::Same,
+            (false, _) => Update::Filled,
+            (true, false) => Update::Changed,
+        };
+        e.mac = mac;
+        e.known = true;
+        if how == Heard::Confirmed {
+            e.fresh_until = now_ms.saturating_add(REACHABLE_MS);
+            e.probes = 0;
+        } else if update != Update::Same {
+            // Trusted to send to now, confirmed by a probe on next use.
+            e.fresh_until = now_ms;
+            e.probes = 0;
+            e.asked_ms = None;
+        }
+        if update == Update::Changed {
+            self.stats.changed += 1;
+        }
+        update
     }
 
     /// The MAC of `ip`, if known.
     pub fn get(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        let i = *self.index.get(&ip)?;
-        self.entries.get(i as usize).and_then(|e| e.mac)
+        let e = &self.entries[*self.index.get(&ip)? as usize];
+        e.known.then_some(e.mac)
     }
 
     /// The slot of `ip`, if it has one.
     pub fn slot(&self, ip: IpAddr) -> Option<Slot> {
-        self.index.get(&ip).map(|&i| Slot(i))
+        self.index.get(&ip).map(|&i| self.slot_of(i))
     }
 
-    /// The slot of `ip`, made for it (unresolved, a request due) if it has
-    /// none; [`Slot::NONE`] when the table is full.
+    /// The time [`Neighbors::slot_for`] makes entries at (the worker's
+    /// clock, set once per poll iteration).
+    pub fn set_now(&mut self, now_ms: u64) {
+        self.now_ms = now_ms;
+    }
+
+    /// [`Neighbors::slot_for_at`] at the time of the last
+    /// [`Neighbors::set_now`].
     pub fn slot_for(&mut self, ip: IpAddr) -> Slot {
+        self.slot_for_at(ip, self.now_ms)
+    }
+
+    /// The slot of `ip`, made for it at `now_ms` (incomplete, a request
+    /// due) if it has none; [`Slot::NONE`] when the table is full of
+    /// pinned entries.
+    pub fn slot_for_at(&mut self, ip: IpAddr, now_ms: u64) -> Slot {
         if let Some(s) = self.slot(ip) {
             return s;
         }
-        let pending = Entry {
-            ip,
-            mac: None,
-            learnt_ms: 0,
-            requested_ms: None,
-        };
-        self.insert(pending).map_or(Slot::NONE, Slot)
+        self.insert(ip, now_ms)
+            .map_or(Slot::NONE, |i| self.slot_of(i))
     }
 
-    /// The address a slot holds (`None` for [`Slot::NONE`]).
+    /// The address a slot holds (`None` for [`Slot::NONE`] and a slot
+    /// whose entry was evicted).
     pub fn ip_at(&self, slot: Slot) -> Option<IpAddr> {
-        self.entries.get(slot.0 as usize).map(|e| e.ip)
+        self.entries
+            .get(slot.index())
+            .filter(|e| e.live && e.generation == slot.generation())
+            .map(|e| e.ip)
     }
 
-    /// Looks `ip` up for sending at `now_ms`, deciding whether a request is due.
-    /// A `Request`/`KnownRefresh` answer records that the caller sends one.
-    pub fn resolve(&mut self, ip: IpAddr, now_ms: u64) -> Resolution {
-        match self.index.get(&ip) {
-            Some(&i) => self.resolve_at(Slot(i), now_ms),
-            None => {
-                let pending = Entry {
-                    ip,
-                    mac: None,
-                    learnt_ms: 0,
-                    requested_ms: Some(now_ms),
-                };
-                match self.insert(pending) {
-                    Some(_) => Resolution::Request,
-                    None => Resolution::Full,
-                }
-            }
+    /// Where the probe just decided on ([`Resolution::KnownRefresh`])
+    /// goes: the known MAC for the first [`UNICAST_PROBES`], else
+    /// broadcast (`None`).
+    pub fn probe_mac(&self, slot: Slot) -> Option<[u8; 6]> {
+        self.entries
+            .get(slot.index())
+            .filter(|e| e.live && e.generation == slot.generation())
+            .filter(|e| e.known && (1..=UNICAST_PROBES).contains(&e.probes))
+            .map(|e| e.mac)
+    }
+
+    /// Starts an adoption: the entries [`Neighbors::pin`] marks from now on
+    /// are the pinned ones; the others pinned before no longer are.
+    pub fn begin_pins(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1).max(1);
+    }
+
+    /// Keeps the entry of `slot` from eviction until the next
+    /// [`Neighbors::begin_pins`] (a configured next hop).
+    pub fn pin(&mut self, slot: Slot) {
+        let epoch = self.epoch;
+        if let Some(e) = self
+            .entries
+            .get_mut(slot.index())
+            .filter(|e| e.live && e.generation == slot.generation())
+        {
+            e.pinned = epoch;
         }
     }
 
-    /// [`Neighbors::resolve`] for the address in `slot`, without hashing.
-    #[inline(always)]
-    /// For an unresolved slot whose last request is at least `gap_ms`
+    /// Looks `ip` up for sending at `now_ms`, making an entry (a request
+    /// due) when it has none. A `Request`/`KnownRefresh` answer records
+    /// that the caller sends one.
+    pub fn resolve(&mut self, ip: IpAddr, now_ms: u64) -> Resolution {
+        let slot = self.slot_for_at(ip, now_ms);
+        self.resolve_at(slot, now_ms)
+    }
+
+    /// For an incomplete slot whose last request is at least `gap_ms`
     /// old: records a new request at `now_ms` and returns true (frames
     /// wait for it, so they ask more often than [`RETRY_MS`]).
     pub fn ask_again(&mut self, slot: Slot, now_ms: u64, gap_ms: u64) -> bool {
-        let Some(e) = self.entries.get_mut(slot.0 as usize) else {
+        let Some(e) = self
+            .entries
+            .get_mut(slot.index())
+            .filter(|e| e.live && e.generation == slot.generation())
+        else {
             return false;
         };
-        let due = e.mac.is_none()
-            && e.requested_ms
+        let due = !e.known
+            && e.asked_ms
                 .is_none_or(|t| now_ms.saturating_sub(t) >= gap_ms);
         if due {
-            e.requested_ms = Some(now_ms);
+            e.asked_ms = Some(now_ms);
         }
         due
     }
 
+    /// [`Neighbors::resolve`] for the address in `slot`, without hashing.
+    #[inline(always)]
     pub fn resolve_at(&mut self, slot: Slot, now_ms: u64) -> Resolution {
-        let Some(e) = self.entries.get_mut(slot.0 as usize) else {
+        let Some(e) = self.entries.get_mut(slot.index()) else {
             return Resolution::Full;
         };
-        // The common case first: a fresh binding.
-        if let Some(mac) = e
-            .mac
-            .filter(|_| now_ms.saturating_sub(e.learnt_ms) < REFRESH_MS)
-        {
-            return Resolution::Known(mac);
+        // The common case first: a fresh binding of this slot's entry.
+        if e.generation == slot.generation() && now_ms < e.fresh_until {
+            e.used_ms = now_ms;
+            return Resolution::Known(e.mac);
         }
-        let due = e
-            .requested_ms
-            .is_none_or(|t| now_ms.saturating_sub(t) >= RETRY_MS);
-        match e.mac {
-            Some(mac) if now_ms.saturating_sub(e.learnt_ms) < REFRESH_MS || !due => {
-                Resolution::Known(mac)
-            }
-            Some(mac) => {
-                e.requested_ms = Some(now_ms);
-                Resolution::KnownRefresh(mac)
-            }
-            None if due => {
-                e.requested_ms = Some(now_ms);
-                Resolution::Request
-            }
-            None => Resolution::Pending,
+        self.resolve_stale(slot, now_ms)
+    }
+
+    #[cold]
+    fn resolve_stale(&mut self, slot: Slot, now_ms: u64) -> Resolution {
+        if slot == Slot::NONE {
+            return Resolution::Full;
         }
+        let Some(e) = self
+            .entries
+            .get_mut(slot.index())
+            .filter(|e| e.live && e.generation == slot.generation())
+        else {
+            return Resolution::Gone;
+        };
+        e.used_ms = now_ms;
+        self.ask_if_due(slot, now_ms)
+    }
+
+    /// What an entry past its reachable time (or without a MAC) needs
+    /// now: a probe, a request, nothing yet, or to fail.
+    fn ask_if_due(&mut self, slot: Slot, now_ms: u64) -> Resolution {
+        let Some(e) = self.entries.get_mut(slot.index()) else {
+            return Resolution::Full;
+        };
+        let since_asked = e.asked_ms.map_or(u64::MAX, |t| now_ms.saturating_sub(t));
+        if e.known {
+            if since_asked < PROBE_GAP_MS {
+                return Resolution::Known(e.mac);
+            }
+            if e.probes < UNICAST_PROBES + BROADCAST_PROBES {
+                e.probes += 1;
+                e.asked_ms = Some(now_ms);
+                return Resolution::KnownRefresh(e.mac);
+            }
+            // Every probe went unanswered: ask as for a new next hop.
+            e.known = false;
+            e.fresh_until = 0;
+            e.probes = 0;
+            self.stats.failed += 1;
+            e.asked_ms = Some(now_ms);
+            return Resolution::Request;
+        }
+        if since_asked >= RETRY_MS {
+            e.asked_ms = Some(now_ms);
+            Resolution::Request
+        } else {
+            Resolution::Pending
+        }
+    }
+
+    /// Has the clock follow up the probe just sent for `slot` out of
+    /// `port` ([`Neighbors::follow_probes`]).
+    pub fn probe_sent(&mut self, slot: Slot, port: usize) {
+        if !self.probing.iter().any(|&(s, _)| s == slot) {
+            let _ = self.probing.try_push((slot, port));
+        }
+    }
+
+    /// Sends (through `send`: slot and port) the probes due at `now_ms`
+    /// for entries still unanswered, and the broadcast request of an
+    /// entry that answered none; forgets the entries that answered.
+    pub fn follow_probes(&mut self, now_ms: u64, mut send: impl FnMut(Slot, usize)) {
+        let mut i = 0;
+        while i < self.probing.len() {
+            let (slot, port) = self.probing[i];
+            let probing = self
+                .entries
+                .get(slot.index())
+                .filter(|e| e.live && e.generation == slot.generation())
+                .is_some_and(|e| e.known && now_ms >= e.fresh_until);
+            let keep = probing
+                && match self.ask_if_due(slot, now_ms) {
+                    Resolution::KnownRefresh(_) => {
+                        send(slot, port);
+                        true
+                    }
+                    Resolution::Request => {
+                        send(slot, port);
+                        false
+                    }
+                    _ => true,
+                };
+            if keep {
+                i += 1;
+            } else {
+                self.probing.swap_remove(i);
+            }
+        }
+    }
+
+    /// Whether probes wait for [`Neighbors::follow_probes`].
+    #[inline(always)]
+    pub fn probing(&self) -> bool {
+        !self.probing.is_empty()
     }
 }
 
-/// The inboxes through which workers share what they learn, and (with
-/// [`NeighborSync::with_doorbells`]) the doorbells that wake a sleeping
-/// worker for it: frames it parked for that next hop leave at once.
+/// The inboxes through which workers share what they hear, the requests
+/// they sent (an answer may reach another worker than the one that
+/// asked), and (with [`NeighborSync::with_doorbells`]) the doorbells that
+/// wake a sleeping worker for it: frames it parked for that next hop
+/// leave at once.
 #[derive(Clone)]
 pub struct NeighborSync {
     inboxes: Arc<Vec<ArrayQueue<Binding>>>,
     doorbells: Option<Arc<Vec<Doorbell>>>,
+    /// Per hash bucket: the asked address's tag (never 0) and the low 32
+    /// bits of the time the request left (0 altogether: none).
+    asked: Arc<[AtomicU64]>,
 }
 
 impl NeighborSync {
@@ -243,6 +574,7 @@ impl NeighborSync {
         NeighborSync {
             inboxes: Arc::new((0..workers).map(|_| ArrayQueue::new(INBOX)).collect()),
             doorbells: None,
+            asked: (0..ASKED).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -252,7 +584,7 @@ impl NeighborSync {
         self
     }
 
-    /// Offers a binding learnt by worker `from` to every other worker.
+    /// Offers a binding heard by worker `from` to every other worker.
     pub fn share(&self, from: usize, b: Binding) {
         for (i, q) in self.inboxes.iter().enumerate() {
             if i != from && q.push(b).is_ok() {
@@ -263,28 +595,65 @@ impl NeighborSync {
         }
     }
 
-    /// Applies what other workers learnt to worker `me`'s table.
+    /// Applies what other workers heard to worker `me`'s table (to the
+    /// entries it has; installed bindings everywhere).
     pub fn drain_into(&self, me: usize, table: &mut Neighbors, now_ms: u64) {
         if let Some(q) = self.inboxes.get(me) {
             while let Some(b) = q.pop() {
-                table.learn(b.ip, b.mac, now_ms);
+                table.heard(b.ip, b.mac, b.how, now_ms);
             }
         }
     }
+
+    /// Records that a request for `ip` left at `now_ms`.
+    pub fn asking(&self, ip: IpAddr, now_ms: u64) {
+        let (bucket, tag) = asked_key(ip);
+        let v = u64::from(tag) << 32 | u64::from(now_ms as u32);
+        self.asked[bucket].store(v, Ordering::Relaxed);
+    }
+
+    /// Whether some worker sent a request for `ip` less than
+    /// [`ANSWER_WINDOW_MS`] before `now_ms`.
+    pub fn was_asked(&self, ip: IpAddr, now_ms: u64) -> bool {
+        let (bucket, tag) = asked_key(ip);
+        let v = self.asked[bucket].load(Ordering::Relaxed);
+        let sent = v as u32;
+        (v >> 32) as u32 == tag && u64::from((now_ms as u32).wrapping_sub(sent)) < ANSWER_WINDOW_MS
+    }
+}
+
+/// The bucket and tag of `ip` in [`NeighborSync`]'s record of requests:
+/// the same on every worker (a fixed mix of the address's bytes).
+fn asked_key(ip: IpAddr) -> (usize, u32) {
+    let b = match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    };
+    let lo = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+    let hi = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+    let mix = |x: u64| {
+        let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    };
+    let h = mix(lo ^ mix(hi ^ u64::from(ip.is_ipv6())));
+    ((h as usize) % ASKED, (h >> 32) as u32 | 1)
 }
 
 /// Writes an ARP request for `target` from (`mac`, `sender`) into `buf`
-/// (at least 60 bytes, padded to the Ethernet minimum). Returns the length.
+/// (at least 60 bytes, padded to the Ethernet minimum), broadcast or (a
+/// probe) to `to`. Returns the length.
 pub fn write_arp_request(
     buf: &mut [u8],
     mac: [u8; 6],
     sender: Ipv4Addr,
     target: Ipv4Addr,
+    to: Option<[u8; 6]>,
 ) -> Option<usize> {
     const LEN: usize = 60;
     let b = buf.get_mut(..LEN)?;
     b.fill(0);
-    b[0..6].copy_from_slice(&[0xff; 6]);
+    b[0..6].copy_from_slice(&to.unwrap_or([0xff; 6]));
     b[6..12].copy_from_slice(&mac);
     b[12..14].copy_from_slice(&[0x08, 0x06]);
     b[14..22].copy_from_slice(&[0, 1, 0x08, 0, 6, 4, 0, 1]);
@@ -294,22 +663,30 @@ pub fn write_arp_request(
     Some(LEN)
 }
 
-/// Writes a neighbour solicitation for `target` from (`mac`, `sender`) to the
-/// target's solicited-node multicast group into `buf`. Returns the length.
+/// Writes a neighbour solicitation for `target` from (`mac`, `sender`)
+/// into `buf`: to the target's solicited-node multicast group, or (a
+/// probe) to the target itself at MAC `to`. Returns the length.
 pub fn write_neighbor_solicitation(
     buf: &mut [u8],
     mac: [u8; 6],
     sender: Ipv6Addr,
     target: Ipv6Addr,
+    to: Option<[u8; 6]>,
 ) -> Option<usize> {
     const LEN: usize = 14 + 40 + 32;
     let b = buf.get_mut(..LEN)?;
     b.fill(0);
     let t = target.octets();
-    let group = Ipv6Addr::from([
-        0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15],
-    ]);
-    b[0..6].copy_from_slice(&[0x33, 0x33, 0xff, t[13], t[14], t[15]]);
+    let (dst, dst_mac) = match to {
+        Some(m) => (target, m),
+        None => (
+            Ipv6Addr::from([
+                0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15],
+            ]),
+            [0x33, 0x33, 0xff, t[13], t[14], t[15]],
+        ),
+    };
+    b[0..6].copy_from_slice(&dst_mac);
     b[6..12].copy_from_slice(&mac);
     b[12..14].copy_from_slice(&[0x86, 0xdd]);
     let ip = &mut b[14..54];
@@ -318,14 +695,14 @@ pub fn write_neighbor_solicitation(
     ip[6] = 58;
     ip[7] = 255;
     ip[8..24].copy_from_slice(&sender.octets());
-    ip[24..40].copy_from_slice(&group.octets());
+    ip[24..40].copy_from_slice(&dst.octets());
     let icmp = &mut b[54..86];
     icmp[0] = 135;
     icmp[8..24].copy_from_slice(&t);
     icmp[24] = 1; // source link-layer address option
     icmp[25] = 1;
     icmp[26..32].copy_from_slice(&mac);
-    let csum = crate::wire::checksum::l4_checksum_v6(&sender, &group, 58, icmp);
+    let csum = crate::wire::checksum::l4_checksum_v6(&sender, &dst, 58, icmp);
     b[56..58].copy_from_slice(&csum.to_be_bytes());
     Some(LEN)
 }
@@ -335,6 +712,11 @@ mod tests {
     use super::*;
 
     const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const MAC2: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    fn v4(n: u32) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::from(n))
+    }
 
     #[test]
     fn resolve_requests_once_per_retry_interval_then_uses_the_answer() {
@@ -343,63 +725,276 @@ mod tests {
         assert_eq!(n.resolve(ip, 0), Resolution::Request);
         assert_eq!(n.resolve(ip, 10), Resolution::Pending);
         assert_eq!(n.resolve(ip, RETRY_MS), Resolution::Request);
-        n.learn(ip, MAC, 1_500);
+        assert_eq!(n.heard(ip, MAC, Heard::Confirmed, 1_500), Update::Filled);
         assert_eq!(n.resolve(ip, 1_600), Resolution::Known(MAC));
-        assert_eq!(
-            n.resolve(ip, 1_500 + REFRESH_MS),
-            Resolution::KnownRefresh(MAC)
-        );
-        assert_eq!(n.resolve(ip, 1_501 + REFRESH_MS), Resolution::Known(MAC));
+        assert_eq!(n.resolve(ip, 1_499 + REACHABLE_MS), Resolution::Known(MAC));
     }
 
     #[test]
-    fn table_never_grows_past_capacity() {
+    fn an_entry_in_use_is_probed_unicast_then_broadcast_then_fails() {
         let mut n = Neighbors::new();
-        for i in 0..CAPACITY as u32 {
-            assert!(n.learn(IpAddr::V4(Ipv4Addr::from(i)), MAC, 0));
+        let ip: IpAddr = "10.0.0.9".parse().unwrap();
+        let s = n.slot_for_at(ip, 0);
+        n.heard(ip, MAC, Heard::Confirmed, 0);
+        let t = REACHABLE_MS;
+        assert_eq!(n.resolve_at(s, t), Resolution::KnownRefresh(MAC));
+        assert_eq!(n.probe_mac(s), Some(MAC), "the first probe is unicast");
+        assert_eq!(n.resolve_at(s, t + 1), Resolution::Known(MAC));
+        assert_eq!(
+            n.resolve_at(s, t + PROBE_GAP_MS),
+            Resolution::KnownRefresh(MAC)
+        );
+        assert_eq!(n.probe_mac(s), None, "then broadcast");
+        assert_eq!(
+            n.resolve_at(s, t + 2 * PROBE_GAP_MS),
+            Resolution::KnownRefresh(MAC)
+        );
+        assert_eq!(n.probe_mac(s), None);
+        assert_eq!(n.stats().failed, 0);
+        // No answer to any: the entry is incomplete again, asked for anew.
+        assert_eq!(n.resolve_at(s, t + 3 * PROBE_GAP_MS), Resolution::Request);
+        assert_eq!(n.stats().failed, 1);
+        assert_eq!(n.get(ip), None);
+        assert_eq!(
+            n.resolve_at(s, t + 3 * PROBE_GAP_MS + 1),
+            Resolution::Pending
+        );
+        // An answer brings it back.
+        assert_eq!(
+            n.heard(ip, MAC2, Heard::Confirmed, t + 2_000),
+            Update::Filled
+        );
+        assert_eq!(n.resolve_at(s, t + 2_001), Resolution::Known(MAC2));
+    }
+
+    #[test]
+    fn the_clock_follows_up_probes_no_frame_asks_for() {
+        let mut n = Neighbors::new();
+        let ip: IpAddr = "10.0.0.9".parse().unwrap();
+        let s = n.slot_for_at(ip, 0);
+        n.heard(ip, MAC, Heard::Confirmed, 0);
+        assert!(!n.probing());
+        assert_eq!(n.resolve_at(s, REACHABLE_MS), Resolution::KnownRefresh(MAC));
+        n.probe_sent(s, 3);
+        let follow = |n: &mut Neighbors, t: u64| {
+            let mut sent = Vec::new();
+            n.follow_probes(t, |slot, port| sent.push((slot, port)));
+            sent
+        };
+        assert_eq!(follow(&mut n, REACHABLE_MS + PROBE_GAP_MS - 1), []);
+        assert_eq!(follow(&mut n, REACHABLE_MS + PROBE_GAP_MS), [(s, 3)]);
+        assert_eq!(n.probe_mac(s), None, "the second probe is broadcast");
+        assert_eq!(follow(&mut n, REACHABLE_MS + 2 * PROBE_GAP_MS), [(s, 3)]);
+        assert_eq!(n.stats().failed, 0);
+        // Unanswered: the entry fails, its request goes out, and the clock
+        // lets it be.
+        assert_eq!(follow(&mut n, REACHABLE_MS + 3 * PROBE_GAP_MS), [(s, 3)]);
+        assert_eq!(n.stats().failed, 1);
+        assert_eq!(n.get(ip), None);
+        assert!(!n.probing());
+        // An answer ends the follow-up.
+        n.heard(ip, MAC, Heard::Confirmed, 10_000);
+        assert_eq!(
+            n.resolve_at(s, 10_000 + REACHABLE_MS),
+            Resolution::KnownRefresh(MAC)
+        );
+        n.probe_sent(s, 3);
+        n.heard(ip, MAC, Heard::Confirmed, 10_001 + REACHABLE_MS);
+        assert_eq!(follow(&mut n, 11_000 + REACHABLE_MS), []);
+        assert!(!n.probing());
+    }
+
+    #[test]
+    fn an_answer_to_a_probe_confirms_or_moves_the_entry() {
+        let mut n = Neighbors::new();
+        let ip: IpAddr = "fd00::9".parse().unwrap();
+        let s = n.slot_for_at(ip, 0);
+        n.heard(ip, MAC, Heard::Confirmed, 0);
+        assert_eq!(n.resolve_at(s, REACHABLE_MS), Resolution::KnownRefresh(MAC));
+        // The next hop moved (a replaced server): its answer moves the entry.
+        let t = REACHABLE_MS + 700;
+        assert_eq!(n.heard(ip, MAC2, Heard::Confirmed, t), Update::Changed);
+        assert_eq!(n.stats().changed, 1);
+        assert_eq!(n.resolve_at(s, t + 1), Resolution::Known(MAC2));
+        assert_eq!(
+            n.resolve_at(s, t + REACHABLE_MS - 1),
+            Resolution::Known(MAC2)
+        );
+        assert_eq!(
+            n.resolve_at(s, t + REACHABLE_MS),
+            Resolution::KnownRefresh(MAC2)
+        );
+        assert_eq!(n.probe_mac(s), Some(MAC2));
+    }
+
+    #[test]
+    fn an_announcement_moves_an_entry_and_has_it_probed_on_its_next_use() {
+        let mut n = Neighbors::new();
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let s = n.slot_for_at(ip, 0);
+        n.heard(ip, MAC, Heard::Confirmed, 0);
+        assert_eq!(n.heard(ip, MAC, Heard::Unconfirmed, 10), Update::Same);
+        assert_eq!(n.resolve_at(s, 11), Resolution::Known(MAC), "still fresh");
+        // A VRRP failover's gratuitous ARP.
+        assert_eq!(n.heard(ip, MAC2, Heard::Unconfirmed, 20), Update::Changed);
+        assert_eq!(n.resolve_at(s, 21), Resolution::KnownRefresh(MAC2));
+        assert_eq!(n.probe_mac(s), Some(MAC2));
+        assert_eq!(n.heard(ip, MAC2, Heard::Confirmed, 22), Update::Same);
+        assert_eq!(n.resolve_at(s, 23), Resolution::Known(MAC2));
+    }
+
+    #[test]
+    fn nothing_heard_makes_an_entry_or_changes_a_static_one() {
+        let mut n = Neighbors::new();
+        let ip: IpAddr = "10.0.0.7".parse().unwrap();
+        for how in [Heard::Confirmed, Heard::Unconfirmed] {
+            assert_eq!(n.heard(ip, MAC, how, 0), Update::NotInTable);
         }
-        let extra = IpAddr::V4(Ipv4Addr::from(u32::MAX));
-        assert!(!n.learn(extra, MAC, 0));
-        assert_eq!(n.resolve(extra, 0), Resolution::Full);
+        assert!(n.is_empty());
+        assert!(n.learn(ip, MAC, 0));
+        assert_eq!(n.heard(ip, MAC2, Heard::Confirmed, 1), Update::Static);
+        assert_eq!(n.get(ip), Some(MAC));
+        let s = n.slot(ip).unwrap();
+        assert_eq!(n.resolve_at(s, u64::MAX - 1), Resolution::Known(MAC));
+    }
+
+    #[test]
+    fn a_full_table_gives_up_its_least_recently_used_entry() {
+        let mut n = Neighbors::new();
+        let slots: Vec<Slot> = (0..CAPACITY as u32)
+            .map(|i| n.slot_for_at(v4(i), u64::from(i)))
+            .collect();
+        assert_eq!(n.len(), CAPACITY);
+        // Entry 0 was made first but is in use; entry 1 is the least
+        // recently used now.
+        n.resolve_at(slots[0], 10_000);
+        let new = v4(u32::MAX);
+        let s = n.slot_for_at(new, 10_001);
+        assert_ne!(s, Slot::NONE);
+        assert_eq!(n.len(), CAPACITY, "bounded");
+        assert_eq!(n.stats().evicted, 1);
+        assert_eq!(n.slot(v4(1)), None);
+        assert!(n.slot(v4(0)).is_some());
+        assert_eq!(n.ip_at(s), Some(new));
+        // The evicted entry's old slot names nothing, not its successor.
+        assert_eq!(s.index(), slots[1].index());
+        assert_eq!(n.ip_at(slots[1]), None);
+        assert_eq!(n.resolve_at(slots[1], 10_002), Resolution::Gone);
+        assert_eq!(n.probe_mac(slots[1]), None);
+        assert!(!n.ask_again(slots[1], 10_002, 0));
+    }
+
+    #[test]
+    fn pinned_and_static_entries_are_never_evicted() {
+        let mut n = Neighbors::new();
+        n.begin_pins();
+        let pinned = n.slot_for_at(v4(7), 0);
+        n.pin(pinned);
+        n.learn(v4(8), MAC, 0);
+        for i in 0..3 * CAPACITY as u32 {
+            assert_ne!(n.slot_for_at(v4(1_000 + i), u64::from(i) + 1), Slot::NONE);
+        }
+        assert_eq!(n.len(), CAPACITY);
+        assert_eq!(n.ip_at(pinned), Some(v4(7)));
+        assert_eq!(n.get(v4(8)), Some(MAC));
+        assert_eq!(
+            n.stats().evicted,
+            3 * CAPACITY as u64 - (CAPACITY as u64 - 2)
+        );
+        // The next adoption no longer configures it: it may go.
+        n.begin_pins();
+        for i in 0..CAPACITY as u32 {
+            n.slot_for_at(v4(100_000 + i), 1_000_000);
+        }
+        assert_eq!(n.ip_at(pinned), None);
+        assert_eq!(n.get(v4(8)), Some(MAC));
+    }
+
+    #[test]
+    fn a_table_of_pinned_entries_takes_no_more() {
+        let mut n = Neighbors::new();
+        n.begin_pins();
+        for i in 0..CAPACITY as u32 {
+            let s = n.slot_for_at(v4(i), 0);
+            n.pin(s);
+        }
+        let extra = v4(u32::MAX);
+        assert_eq!(n.slot_for_at(extra, 1), Slot::NONE);
+        assert_eq!(n.resolve(extra, 1), Resolution::Full);
+        assert_eq!(n.resolve_at(Slot::NONE, 1), Resolution::Full);
+        assert_eq!(n.ip_at(Slot::NONE), None);
         assert_eq!(n.len(), CAPACITY);
     }
 
     #[test]
-    fn slots_resolve_like_addresses_and_never_move() {
+    fn a_slot_reused_many_times_never_becomes_none_or_an_old_slot() {
         let mut n = Neighbors::new();
-        let a: IpAddr = "10.0.0.9".parse().unwrap();
-        let b: IpAddr = "fd00::9".parse().unwrap();
-        assert_eq!(n.slot(a), None);
-        assert_eq!(n.resolve(a, 0), Resolution::Request);
-        n.learn(b, MAC, 0);
-        let (sa, sb) = (n.slot(a).unwrap(), n.slot(b).unwrap());
-        assert_ne!(sa, sb);
-        assert_eq!((n.ip_at(sa), n.ip_at(sb)), (Some(a), Some(b)));
-        assert_eq!(n.resolve_at(sa, 10), Resolution::Pending);
-        assert_eq!(n.resolve_at(sa, RETRY_MS), Resolution::Request);
-        n.learn(a, MAC, 1_500);
-        assert_eq!(n.slot(a), Some(sa));
-        assert_eq!(n.resolve_at(sa, 1_600), Resolution::Known(MAC));
-        assert_eq!(
-            n.resolve_at(sa, 1_500 + REFRESH_MS),
-            Resolution::KnownRefresh(MAC)
-        );
-        assert_eq!(n.resolve(a, 1_501 + REFRESH_MS), Resolution::Known(MAC));
-        assert_eq!(n.resolve_at(Slot::NONE, 0), Resolution::Full);
-        assert_eq!(n.ip_at(Slot::NONE), None);
+        // Fill all but the last index with pinned entries, so every new
+        // address reuses that one.
+        n.begin_pins();
+        for i in 0..CAPACITY as u32 - 1 {
+            let s = n.slot_for_at(v4(i), 0);
+            n.pin(s);
+        }
+        let mut seen = Vec::new();
+        for k in 0..40u32 {
+            let s = n.slot_for_at(v4(1_000_000 + k), u64::from(k));
+            assert_ne!(s, Slot::NONE);
+            assert_eq!(s.index(), CAPACITY - 1);
+            seen.push(s);
+        }
+        let last = *seen.last().unwrap();
+        for old in &seen[..seen.len() - 1] {
+            if *old != last {
+                assert_eq!(n.ip_at(*old), None);
+            }
+        }
+        assert_eq!(n.ip_at(last), Some(v4(1_000_039)));
     }
 
     #[test]
-    fn bindings_reach_the_other_workers() {
+    fn shared_bindings_update_only_the_entries_a_worker_has() {
         let sync = NeighborSync::new(3);
         let ip: IpAddr = "fd00::5".parse().unwrap();
-        sync.share(1, Binding { ip, mac: MAC });
+        let other: IpAddr = "fd00::6".parse().unwrap();
         let mut t0 = Neighbors::new();
         let mut t1 = Neighbors::new();
+        let mut t2 = Neighbors::new();
+        let s0 = t0.slot_for_at(ip, 0);
+        sync.share(
+            1,
+            Binding {
+                ip,
+                mac: MAC,
+                how: Heard::Confirmed,
+            },
+        );
+        sync.share(
+            1,
+            Binding {
+                ip: other,
+                mac: MAC,
+                how: Heard::Unconfirmed,
+            },
+        );
         sync.drain_into(0, &mut t0, 5);
         sync.drain_into(1, &mut t1, 5);
-        assert_eq!(t0.get(ip), Some(MAC));
-        assert_eq!(t1.get(ip), None, "the sender is not told its own binding");
+        sync.drain_into(2, &mut t2, 5);
+        assert_eq!(t0.resolve_at(s0, 6), Resolution::Known(MAC));
+        assert_eq!(t0.slot(other), None, "heard bindings make no entry");
+        assert!(t1.is_empty(), "the sender is not told its own binding");
+        assert!(t2.is_empty());
+        // Installed bindings reach every worker.
+        sync.share(
+            0,
+            Binding {
+                ip: other,
+                mac: MAC2,
+                how: Heard::Installed,
+            },
+        );
+        sync.drain_into(2, &mut t2, 7);
+        assert_eq!(t2.get(other), Some(MAC2));
     }
 
     #[test]
@@ -409,55 +1004,91 @@ mod tests {
         bells[0].going_to_sleep();
         bells[1].going_to_sleep();
         let ip: IpAddr = "10.0.0.9".parse().unwrap();
-        sync.share(1, Binding { ip, mac: MAC });
+        sync.share(
+            1,
+            Binding {
+                ip,
+                mac: MAC,
+                how: Heard::Confirmed,
+            },
+        );
         assert!(!bells[0].is_sleeping(), "worker 0 was not woken");
         assert!(bells[1].is_sleeping(), "the sender rang itself");
     }
 
     #[test]
+    fn requests_are_remembered_for_the_answer_window_across_workers() {
+        let sync = NeighborSync::new(2);
+        let other = sync.clone();
+        let ip: IpAddr = "10.0.0.9".parse().unwrap();
+        assert!(!other.was_asked(ip, 0));
+        sync.asking(ip, 0);
+        assert!(other.was_asked(ip, 0), "at time 0 too");
+        sync.asking(ip, 1_000);
+        assert!(other.was_asked(ip, 1_000));
+        assert!(other.was_asked(ip, 999 + ANSWER_WINDOW_MS));
+        assert!(!other.was_asked(ip, 1_000 + ANSWER_WINDOW_MS));
+        assert!(!other.was_asked("10.0.0.10".parse().unwrap(), 1_001));
+        assert!(!other.was_asked("::ffff:10.0.0.9".parse().unwrap(), 1_001));
+        // Across the 32-bit wrap of the clock.
+        let t = u64::from(u32::MAX) - 10;
+        sync.asking(ip, t);
+        assert!(other.was_asked(ip, t + 20));
+    }
+
+    #[test]
     fn requests_parse_as_what_they_claim() {
         let mut buf = [0u8; 128];
-        let len = write_arp_request(
-            &mut buf,
-            MAC,
-            "10.0.0.1".parse().unwrap(),
-            "10.0.0.9".parse().unwrap(),
-        )
-        .unwrap();
-        let p = crate::wire::parse_frame(&buf[..len]).unwrap();
-        assert_eq!(p.l3, crate::wire::L3Kind::Arp);
-
-        let len = write_neighbor_solicitation(
-            &mut buf,
-            MAC,
-            "fd00::1".parse().unwrap(),
-            "fd00::1:2:3".parse().unwrap(),
-        )
-        .unwrap();
-        let frame = &buf[..len];
-        let parsed = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
-        match parsed.net {
-            Some(etherparse::NetSlice::Ipv6(ref ip)) => {
-                assert_eq!(
-                    ip.header().destination_addr(),
-                    "ff02::1:ff02:3".parse::<Ipv6Addr>().unwrap()
-                );
-                assert_eq!(ip.header().hop_limit(), 255);
-            }
-            ref other => panic!("not IPv6: {other:?}"),
+        for to in [None, Some(MAC2)] {
+            let len = write_arp_request(
+                &mut buf,
+                MAC,
+                "10.0.0.1".parse().unwrap(),
+                "10.0.0.9".parse().unwrap(),
+                to,
+            )
+            .unwrap();
+            let p = crate::wire::parse_frame(&buf[..len]).unwrap();
+            assert_eq!(p.l3, crate::wire::L3Kind::Arp);
+            assert_eq!(buf[..6], to.unwrap_or([0xff; 6]));
         }
-        match parsed.transport {
-            Some(etherparse::TransportSlice::Icmpv6(icmp)) => {
-                assert_eq!(icmp.type_u8(), 135);
-                let ip = etherparse::Ipv6HeaderSlice::from_slice(&frame[14..]).unwrap();
-                assert_eq!(
-                    icmp.checksum(),
-                    icmp.icmp_type()
-                        .calc_checksum(ip.source(), ip.destination(), icmp.payload())
-                        .unwrap()
-                );
+
+        let target: Ipv6Addr = "fd00::1:2:3".parse().unwrap();
+        for (to, dst) in [
+            (None, "ff02::1:ff02:3".parse::<Ipv6Addr>().unwrap()),
+            (Some(MAC2), target),
+        ] {
+            let len =
+                write_neighbor_solicitation(&mut buf, MAC, "fd00::1".parse().unwrap(), target, to)
+                    .unwrap();
+            let frame = &buf[..len];
+            let parsed = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+            match parsed.link {
+                Some(etherparse::LinkSlice::Ethernet2(ref e)) => {
+                    assert_eq!(e.destination(), to.unwrap_or([0x33, 0x33, 0xff, 2, 0, 3]))
+                }
+                ref other => panic!("not Ethernet: {other:?}"),
             }
-            other => panic!("not ICMPv6: {other:?}"),
+            match parsed.net {
+                Some(etherparse::NetSlice::Ipv6(ref ip)) => {
+                    assert_eq!(ip.header().destination_addr(), dst);
+                    assert_eq!(ip.header().hop_limit(), 255);
+                }
+                ref other => panic!("not IPv6: {other:?}"),
+            }
+            match parsed.transport {
+                Some(etherparse::TransportSlice::Icmpv6(icmp)) => {
+                    assert_eq!(icmp.type_u8(), 135);
+                    let ip = etherparse::Ipv6HeaderSlice::from_slice(&frame[14..]).unwrap();
+                    assert_eq!(
+                        icmp.checksum(),
+                        icmp.icmp_type()
+                            .calc_checksum(ip.source(), ip.destination(), icmp.payload())
+                            .unwrap()
+                    );
+                }
+                other => panic!("not ICMPv6: {other:?}"),
+            }
         }
     }
 }

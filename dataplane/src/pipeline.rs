@@ -110,7 +110,8 @@ impl Pipeline {
         self.lb.adopt(t);
     }
 
-    /// Learns a neighbour binding (and tells the other workers).
+    /// Installs a static neighbour binding (and tells the other workers):
+    /// for tests and benchmarks without an ARP exchange.
     pub fn learn(&mut self, ip: std::net::IpAddr, mac: [u8; 6]) {
         self.lb.learn(ip, mac);
     }
@@ -311,7 +312,12 @@ impl Pipeline {
         replied: Counter,
     ) -> Verdict {
         if let Some(n) = o.learn() {
-            self.lb.learn(n.ip.into(), n.mac);
+            let n = slowpath::Neighbor {
+                ip: n.ip.into(),
+                mac: n.mac,
+                heard: n.heard,
+            };
+            self.lb.hear(in_port, n, &mut self.counters);
         }
         match o {
             Outcome::Replied { len, .. } => {

@@ -12,8 +12,10 @@
 //! alike) through a closure or an [`OwnedAddrs`] implementation. Besides the
 //! verdict, every outcome can carry a [`Neighbor`] binding (sender IP/MAC
 //! from ARP, source IP + source link-layer option from NS, target +
-//! target link-layer option from NA) for a future neighbour table; the
-//! responders only report it, they remember nothing.
+//! target link-layer option from NA) and what kind of message it came in
+//! ([`Hearing`]); the responders only report it, they remember nothing.
+//! What the neighbour table may take from each kind is the load
+//! balancer's call (see [`crate::neigh`]).
 //!
 //! Policy in one place:
 //! - ARP request for an owned address: reply. For another address:
@@ -109,6 +111,24 @@ pub struct Neighbor<A> {
     pub ip: A,
     /// Its link-layer address (always unicast).
     pub mac: MacAddr,
+    /// The kind of message it came in.
+    pub heard: Hearing,
+}
+
+/// The kind of message a [`Neighbor`] binding came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hearing {
+    /// An ARP reply to an owned address, or a solicited NA with the
+    /// override flag to an owned address: it may answer a request of ours.
+    Answer,
+    /// A gratuitous ARP (request or reply), an unsolicited NA, or an NA
+    /// without the override flag: the neighbour announces itself.
+    Announcement,
+    /// The sender of an ARP request or NS for an owned address (RFC 826's
+    /// merge, RFC 4861 §7.2.3).
+    Requester,
+    /// A request or answer meant for another host.
+    Overheard,
 }
 
 /// What to do with a frame handed to the slow path.
@@ -169,6 +189,7 @@ impl<A> Outcome<A> {
             l.map(|n| Neighbor {
                 ip: f(n.ip),
                 mac: n.mac,
+                heard: n.heard,
             })
         };
         match self {
@@ -261,15 +282,28 @@ pub fn arp_parsed(
     if !mac_is_unicast(&sha) || spa.is_broadcast() || spa.is_multicast() {
         return Outcome::drop(Counter::DropArpBadSender);
     }
+    let heard = if spa == tpa {
+        Hearing::Announcement
+    } else if !is_owned(tpa) {
+        Hearing::Overheard
+    } else if op == OP_REPLY {
+        Hearing::Answer
+    } else {
+        Hearing::Requester
+    };
     // An ARP probe (RFC 5227) has sender IP 0.0.0.0: nothing to learn.
-    let learn = (!spa.is_unspecified()).then_some(Neighbor { ip: spa, mac: sha });
+    let learn = (!spa.is_unspecified()).then_some(Neighbor {
+        ip: spa,
+        mac: sha,
+        heard,
+    });
     match op {
         OP_REQUEST => {}
         OP_REPLY => return Outcome::ToHost { learn },
         _ => {
             return Outcome::Drop {
                 reason: Counter::DropArpBadOp,
-                learn,
+                learn: None,
             }
         }
     }
@@ -548,11 +582,19 @@ fn neighbor_solicit(
     {
         return Outcome::drop(Counter::DropNdInvalid);
     }
+    let heard = if is_owned(&target) {
+        Hearing::Requester
+    } else {
+        Hearing::Overheard
+    };
     let learn = if dad {
         None
     } else {
-        slla.filter(mac_is_unicast)
-            .map(|mac| Neighbor { ip: h.src, mac })
+        slla.filter(mac_is_unicast).map(|mac| Neighbor {
+            ip: h.src,
+            mac,
+            heard,
+        })
     };
     if !is_owned(&target) {
         return Outcome::Drop {
@@ -639,9 +681,20 @@ fn neighbor_advert(buf: &[u8], p: &Parsed, h: &V6Hdr, for_host: bool) -> Icmpv6O
             Err(_) => return Outcome::drop(Counter::DropNdBadOption),
         }
     }
-    let learn = tlla
-        .filter(mac_is_unicast)
-        .map(|mac| Neighbor { ip: target, mac });
+    let flags = icmp.na_flags();
+    let heard = if !for_host {
+        Hearing::Overheard
+    } else if flags & na_flags::SOLICITED == 0 || flags & na_flags::OVERRIDE == 0 {
+        // (A solicited NA to a multicast group was refused above.)
+        Hearing::Announcement
+    } else {
+        Hearing::Answer
+    };
+    let learn = tlla.filter(mac_is_unicast).map(|mac| Neighbor {
+        ip: target,
+        mac,
+        heard,
+    });
     if for_host {
         Outcome::ToHost { learn }
     } else {

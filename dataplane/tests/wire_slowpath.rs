@@ -6,7 +6,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use conf::counters::Counter;
 
-use dataplane::slowpath::{self, arp, icmpv4, icmpv6, respond, Neighbor, Outcome, OwnedFn};
+use dataplane::slowpath::{
+    self, arp, icmpv4, icmpv6, respond, Hearing, Neighbor, Outcome, OwnedFn,
+};
 use dataplane::wire::checksum;
 use dataplane::wire::icmpv6::solicited_node;
 use dataplane::wire::{parse_frame, Icmpv4Packet, Icmpv6Packet, Ipv6Packet, L3Kind, Malformed};
@@ -35,10 +37,11 @@ fn owned6(ip: &Ipv6Addr) -> bool {
     *ip == PORT_V6 || *ip == VIP_V6
 }
 
-fn client4() -> Option<Neighbor<Ipv4Addr>> {
+fn client4(heard: Hearing) -> Option<Neighbor<Ipv4Addr>> {
     Some(Neighbor {
         ip: CLIENT_V4,
         mac: CLIENT_MAC,
+        heard,
     })
 }
 
@@ -145,7 +148,7 @@ fn arp_request_for_owned_addresses_is_answered() {
                 out,
                 Outcome::Replied {
                     len: min,
-                    learn: client4()
+                    learn: client4(Hearing::Requester)
                 }
             );
             assert_eq!(
@@ -162,7 +165,7 @@ fn arp_request_for_owned_addresses_is_answered() {
         arp(&mut buf, PORT_MAC, owned4),
         Outcome::Replied {
             len: 42,
-            learn: client4()
+            learn: client4(Hearing::Requester)
         }
     );
     assert_eq!(buf, arp_reply_expected(None, PORT_V4));
@@ -178,7 +181,7 @@ fn arp_classification() {
         out,
         Outcome::Drop {
             reason: Counter::DropArpNotOurs,
-            learn: client4()
+            learn: client4(Hearing::Overheard)
         }
     );
     assert_eq!(drop_reason(&out), Some("arp_not_ours"));
@@ -196,7 +199,9 @@ fn arp_classification() {
     );
     assert_eq!(
         arp(&mut buf, PORT_MAC, owned4),
-        Outcome::ToHost { learn: client4() }
+        Outcome::ToHost {
+            learn: client4(Hearing::Announcement)
+        }
     );
     let mut buf = arp_frame(
         None,
@@ -209,7 +214,9 @@ fn arp_classification() {
     );
     assert_eq!(
         arp(&mut buf, PORT_MAC, owned4),
-        Outcome::ToHost { learn: client4() }
+        Outcome::ToHost {
+            learn: client4(Hearing::Answer)
+        }
     );
 
     // Probe (RFC 5227) for our address: answered, nothing learned.
@@ -270,6 +277,44 @@ fn arp_classification() {
     assert_eq!(
         drop_reason(&arp(&mut buf, PORT_MAC, owned4)),
         Some("arp_bad_sender")
+    );
+
+    // What each ARP message may teach the neighbour table.
+    let other = Ipv4Addr::new(192, 0, 2, 1);
+    let cases = [
+        // A reply to another host (overheard on a shared segment).
+        (ArpOperation::REPLY, other, Hearing::Overheard),
+        // A gratuitous reply (sender = target), as VRRP sends them.
+        (ArpOperation::REPLY, CLIENT_V4, Hearing::Announcement),
+        // A reply to an owned address: it may answer a request of ours.
+        (ArpOperation::REPLY, VIP_V4, Hearing::Answer),
+    ];
+    for (op, target, heard) in cases {
+        let mut buf = arp_frame(None, PORT_MAC, op, CLIENT_MAC, CLIENT_V4, PORT_MAC, target);
+        assert_eq!(
+            arp(&mut buf, PORT_MAC, owned4),
+            Outcome::ToHost {
+                learn: client4(heard)
+            },
+            "{op:?} to {target}"
+        );
+    }
+    // Nothing is taken from an ARP message of an unknown operation.
+    let mut buf = arp_frame(
+        None,
+        BCAST,
+        ArpOperation(3),
+        CLIENT_MAC,
+        CLIENT_V4,
+        [0; 6],
+        PORT_V4,
+    );
+    assert_eq!(
+        arp(&mut buf, PORT_MAC, owned4),
+        Outcome::Drop {
+            reason: Counter::DropArpBadOp,
+            learn: None
+        }
     );
 
     // Wrong protocol, malformed.
@@ -702,10 +747,11 @@ fn ns(src: Ipv6Addr, dst: Ipv6Addr, target: Ipv6Addr, opts: &[u8]) -> Vec<u8> {
     )
 }
 
-fn client6() -> Option<Neighbor<Ipv6Addr>> {
+fn client6(heard: Hearing) -> Option<Neighbor<Ipv6Addr>> {
     Some(Neighbor {
         ip: CLIENT_V6,
         mac: CLIENT_MAC,
+        heard,
     })
 }
 
@@ -724,7 +770,7 @@ fn neighbor_solicitation_is_answered() {
             icmpv6(&mut buf, PORT_MAC, owned6),
             Outcome::Replied {
                 len: n,
-                learn: client6()
+                learn: client6(Hearing::Requester)
             }
         );
         assert_eq!(buf, na_expected(CLIENT_MAC, CLIENT_V6, target, true, true));
@@ -795,7 +841,7 @@ fn neighbor_solicitation_is_answered() {
         icmpv6(&mut buf, PORT_MAC, owned6),
         Outcome::Replied {
             len: n - 8,
-            learn: client6()
+            learn: client6(Hearing::Requester)
         }
     );
     assert_eq!(
@@ -814,7 +860,7 @@ fn neighbor_discovery_classification() {
         out,
         Outcome::Drop {
             reason: Counter::DropNdNotOurs,
-            learn: client6()
+            learn: client6(Hearing::Overheard)
         }
     );
     assert_eq!(drop_reason(&out), Some("nd_not_ours"));
@@ -878,7 +924,55 @@ fn neighbor_discovery_classification() {
     );
     assert_eq!(
         icmpv6(&mut buf, PORT_MAC, owned6),
-        Outcome::ToHost { learn: client6() }
+        Outcome::ToHost {
+            learn: client6(Hearing::Answer)
+        }
+    );
+    // Unsolicited (to all nodes) or without the override flag: an
+    // announcement, which only moves an entry the table has.
+    for (dst, solicited, over) in [
+        (slowpath::ALL_NODES, false, true),
+        (PORT_V6, true, false),
+        (PORT_V6, false, true),
+    ] {
+        let na = Icmpv6Type::NeighborAdvertisement(NeighborAdvertisementHeader {
+            router: false,
+            solicited,
+            r#override: over,
+        });
+        let mut buf = nd_frame(
+            (CLIENT_MAC, PORT_MAC),
+            (CLIENT_V6, dst, 255),
+            na,
+            CLIENT_V6,
+            &[2, 1, 0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee],
+        );
+        assert_eq!(
+            icmpv6(&mut buf, PORT_MAC, owned6),
+            Outcome::ToHost {
+                learn: client6(Hearing::Announcement)
+            },
+            "to {dst}, S {solicited}, O {over}"
+        );
+    }
+    // A solicited NA to another host: overheard.
+    let mut buf = nd_frame(
+        (CLIENT_MAC, PORT_MAC),
+        (
+            CLIENT_V6,
+            Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x77),
+            255,
+        ),
+        na,
+        CLIENT_V6,
+        &[2, 1, 0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee],
+    );
+    assert_eq!(
+        icmpv6(&mut buf, PORT_MAC, owned6),
+        Outcome::Drop {
+            reason: Counter::DropIcmpNotOurs,
+            learn: client6(Hearing::Overheard)
+        }
     );
     // Solicited NA to a multicast group is invalid.
     let mut buf = nd_frame(

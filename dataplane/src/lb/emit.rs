@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 
+use arrayvec::ArrayVec;
 use conf::counters::Counter;
 
 use super::count_drop;
@@ -15,9 +16,10 @@ use crate::conntrack::{Dir, EntryId};
 use crate::counters::Counters;
 use crate::io::Frame;
 use crate::nat;
-use crate::neigh::{self, Binding, Resolution, Slot};
+use crate::neigh::{self, Binding, Heard, Resolution, Slot, Update};
 use crate::neigh_queue;
 use crate::port::PortDesc;
+use crate::slowpath::{Hearing, Neighbor};
 use crate::verdict::Verdict;
 use crate::wire::Parsed;
 
@@ -78,27 +80,112 @@ impl Routes {
     }
 }
 
-/// An ARP request or neighbour solicitation the worker should send.
+impl Lb {
+    /// Whether `ip` is on the link of data port `port`: in one of its
+    /// subnets (IPv6 link-local addresses are on every link).
+    pub(super) fn on_link(&self, port: usize, ip: IpAddr) -> bool {
+        if let IpAddr::V6(a) = ip {
+            if a.is_unicast_link_local() {
+                return true;
+            }
+        }
+        self.tables.as_ref().is_some_and(|t| {
+            t.routes
+                .ports
+                .iter()
+                .any(|(p, nets, _)| *p == port && nets.iter().any(|n| n.contains(ip)))
+        })
+    }
+}
+
+/// An ARP request or neighbour solicitation the worker should send:
+/// broadcast (multicast), or to the MAC `to`; `probe` when it checks a
+/// next hop in use past its reachable time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeighRequest {
     pub port: usize,
     pub target: IpAddr,
+    pub to: Option<[u8; 6]>,
+    pub probe: bool,
 }
 
 impl Lb {
     pub(super) fn want_neighbor(&mut self, port: usize, ip: IpAddr) {
-        match self.neighbors.resolve(ip, self.now_ms) {
-            Resolution::Request | Resolution::KnownRefresh(_) => {
-                let _ = self.requests.try_push(NeighRequest { port, target: ip });
-            }
+        let slot = self.neighbors.slot_for(ip);
+        match self.neighbors.resolve_at(slot, self.now_ms) {
+            Resolution::Request | Resolution::KnownRefresh(_) => self.request(port, slot),
             _ => {}
         }
     }
 
-    /// Learns a binding seen on the wire and tells the other workers.
+    /// The slot of configured next hop `ip` (a backend's, a gateway's)
+    /// reached through `port`, kept from eviction until the next
+    /// adoption, with a request out if its MAC is not known. `hop` is the
+    /// slot it had (kept when it still names `ip`).
+    pub(super) fn configured_hop(&mut self, port: usize, ip: IpAddr, hop: Slot) -> Slot {
+        let hop = if self.neighbors.ip_at(hop) == Some(ip) {
+            hop
+        } else {
+            self.neighbors.slot_for(ip)
+        };
+        self.neighbors.pin(hop);
+        if self.neighbors.get(ip).is_none() {
+            self.want_neighbor(port, ip);
+        }
+        hop
+    }
+
+    /// Installs a static binding (tests and benchmarks without an ARP
+    /// exchange) and tells the other workers.
     pub(crate) fn learn(&mut self, ip: IpAddr, mac: [u8; 6]) {
+        let how = Heard::Installed;
         if self.neighbors.learn(ip, mac, self.now_ms) && self.workers > 1 {
-            self.sync.share(self.worker, Binding { ip, mac });
+            self.sync.share(self.worker, Binding { ip, mac, how });
+        }
+    }
+
+    /// Applies a binding heard on data port `in_port` (see [`crate::neigh`]
+    /// for what may write into the table), counting every refusal, and
+    /// tells the other workers what it changed.
+    pub(crate) fn hear(&mut self, in_port: usize, n: Neighbor<IpAddr>, counters: &mut Counters) {
+        if n.heard == Hearing::Overheard {
+            counters.inc(Counter::NeighRefusedOverheard);
+            return;
+        }
+        if !self.on_link(in_port, n.ip) {
+            counters.inc(Counter::NeighRefusedOffSubnet);
+            return;
+        }
+        let asked = n.heard == Hearing::Answer && self.sync.was_asked(n.ip, self.now_ms);
+        let how = if asked {
+            Heard::Confirmed
+        } else {
+            Heard::Unconfirmed
+        };
+        let update = self.neighbors.heard(n.ip, n.mac, how, self.now_ms);
+        self.publish_neighbor_stats(counters);
+        match update {
+            // Another worker asked: the answer is for its table.
+            Update::NotInTable if asked => {}
+            Update::NotInTable if n.heard == Hearing::Answer => {
+                counters.inc(Counter::NeighRefusedUnsolicited);
+                return;
+            }
+            Update::NotInTable => {
+                counters.inc(Counter::NeighRefusedNotInTable);
+                return;
+            }
+            Update::Static => return,
+            Update::Same if !asked => return,
+            Update::Same | Update::Filled | Update::Changed => {}
+        }
+        if self.workers > 1 {
+            let b = Binding {
+                ip: n.ip,
+                mac: n.mac,
+                how,
+            };
+            self.sync.share(self.worker, b);
         }
     }
 
@@ -155,17 +242,9 @@ impl Lb {
         }
         let slot = match self.neighbors.slot(hop) {
             Some(slot) => slot,
-            // Unknown: a new pending entry with the request due now, or none
-            // for a full table.
-            None => {
-                if self.neighbors.resolve(hop, self.now_ms) == Resolution::Request {
-                    let _ = self.requests.try_push(NeighRequest {
-                        port: out,
-                        target: hop,
-                    });
-                }
-                return count_drop(counters, Counter::DropNeighborUnresolved);
-            }
+            // Unknown: a new incomplete entry with the request due now
+            // (the frame waits for it), or none for a full table.
+            None => self.neighbors.slot_for(hop),
         };
         self.send_to_hop(frame, out, slot, ports, counters)
     }
@@ -203,6 +282,7 @@ impl Lb {
             Resolution::Full => {
                 return count_drop(counters, Counter::DropNeighborUnresolved);
             }
+            Resolution::Gone => return count_drop(counters, Counter::DropNeighborGone),
         };
         nat::set_macs(frame, port.mac, mac);
         Verdict::Send {
@@ -222,8 +302,12 @@ impl Lb {
         waited_ms: u64,
     ) -> neigh_queue::Fate {
         match self.neighbors.resolve_at(hop, self.now_ms) {
-            Resolution::Known(m) | Resolution::KnownRefresh(m) => neigh_queue::Fate::Send(m),
-            Resolution::Full => neigh_queue::Fate::Expire,
+            Resolution::Known(m) => neigh_queue::Fate::Send(m),
+            Resolution::KnownRefresh(m) => {
+                self.request(port, hop);
+                neigh_queue::Fate::Send(m)
+            }
+            Resolution::Full | Resolution::Gone => neigh_queue::Fate::Expire,
             _ if waited_ms >= neigh_queue::WAIT_MS => neigh_queue::Fate::Expire,
             Resolution::Request => {
                 self.request(port, hop);
@@ -241,10 +325,36 @@ impl Lb {
         }
     }
 
+    /// Queues the request or probe just decided on for the next hop in
+    /// `hop` (to the MAC [`neigh::Neighbors::probe_mac`] says, or broadcast).
     #[cold]
     pub(super) fn request(&mut self, port: usize, hop: Slot) {
         if let Some(target) = self.neighbors.ip_at(hop) {
-            let _ = self.requests.try_push(NeighRequest { port, target });
+            let to = self.neighbors.probe_mac(hop);
+            let probe = self.neighbors.get(target).is_some();
+            if probe {
+                self.neighbors.probe_sent(hop, port);
+            }
+            let req = NeighRequest {
+                port,
+                target,
+                to,
+                probe,
+            };
+            let _ = self.requests.try_push(req);
+        }
+    }
+
+    /// Sends the probes due for next hops no frame used since their last
+    /// probe: a next hop that moved or died is found on time.
+    #[cold]
+    pub(super) fn follow_probes(&mut self) {
+        let mut due = ArrayVec::<(Slot, usize), { neigh::PROBING }>::new();
+        self.neighbors.follow_probes(self.now_ms, |slot, port| {
+            let _ = due.try_push((slot, port));
+        });
+        for (slot, port) in due {
+            self.request(port, slot);
         }
     }
 }
@@ -283,11 +393,16 @@ impl Lb {
                 counters.inc(Counter::DropNoAllocation);
                 continue;
             };
-            let Some(len) = write_request(frame.data_mut(), info, req.target) else {
+            let Some(len) = write_request(frame.data_mut(), info, req.target, req.to) else {
                 continue;
             };
             frame.set_len(len);
             counters.inc(Counter::NeighborRequests);
+            if req.probe {
+                counters.inc(Counter::NeighProbes);
+            }
+            // Its answer may reach another worker: they all know it is due.
+            self.sync.asking(req.target, self.now_ms);
             return Some((req.port, frame));
         }
         while let Some((port, bytes)) = self.proxy_out.emits.front() {
@@ -316,20 +431,25 @@ impl Lb {
 }
 
 /// Writes the ARP request or neighbour solicitation for `target` out of
-/// port `info` into `buf`: its length, or `None` when the port has no
-/// address of the family to ask from.
-fn write_request(buf: &mut [u8], info: &PortDesc, target: IpAddr) -> Option<usize> {
+/// port `info` into `buf` (broadcast, or a probe to `to`): its length, or
+/// `None` when the port has no address of the family to ask from.
+fn write_request(
+    buf: &mut [u8],
+    info: &PortDesc,
+    target: IpAddr,
+    to: Option<[u8; 6]>,
+) -> Option<usize> {
     let mac = info.mac;
     match target {
         IpAddr::V4(t) => info
             .addrs_v4
             .first()
-            .and_then(|s| neigh::write_arp_request(buf, mac, *s, t)),
+            .and_then(|s| neigh::write_arp_request(buf, mac, *s, t, to)),
         IpAddr::V6(t) => info
             .addrs_v6
             .iter()
             .find(|a| !a.is_unicast_link_local())
             .or(info.addrs_v6.first())
-            .and_then(|s| neigh::write_neighbor_solicitation(buf, mac, *s, t)),
+            .and_then(|s| neigh::write_neighbor_solicitation(buf, mac, *s, t, to)),
     }
 }

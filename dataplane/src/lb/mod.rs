@@ -186,14 +186,9 @@ impl Lb {
             v.stat_slot = self.vip_stats.slot_for(v.stat_key).unwrap_or(u32::MAX);
             for b in &mut v.backends {
                 b.stat_slot = self.backend_stats.slot_for(b.id).unwrap_or(u32::MAX);
-                // Make sure the next hop gets resolved before the first
-                // packet needs it, and keep its neighbour slot.
-                if b.out_port != usize::MAX && self.neighbors.get(b.next_hop).is_none() {
-                    self.want_neighbor(b.out_port, b.next_hop);
-                }
-                b.hop = self.neighbors.slot(b.next_hop).unwrap_or(Slot::NONE);
             }
         }
+        self.pin_next_hops(&mut t);
         t.finish_dnat(old.as_mut().filter(|_| in_place), &built);
         if !self.local_ports.built_for(&t.routes) {
             self.local_ports = LocalPorts::build(
@@ -204,6 +199,28 @@ impl Lb {
             );
         }
         self.tables = Some(t);
+    }
+
+    /// Pins the configured next hops of `t` (every backend's, every
+    /// port's gateway) in the neighbour table, asking for those not known
+    /// yet, before the first packet needs them: junk cannot push them out.
+    /// Next hops the previous tables had and `t` has not are no longer
+    /// pinned. Keeps each backend's neighbour slot (a carried VIP's
+    /// without hashing).
+    fn pin_next_hops(&mut self, t: &mut Adopted<'static>) {
+        self.neighbors.begin_pins();
+        for v in &mut t.vips {
+            for b in &mut v.backends {
+                if b.out_port != usize::MAX {
+                    b.hop = self.configured_hop(b.out_port, b.next_hop, b.hop);
+                }
+            }
+        }
+        for i in 0..t.routes.ports.len() {
+            if let (port, _, Some(gw)) = t.routes.ports[i] {
+                self.configured_hop(port, gw, Slot::NONE);
+            }
+        }
     }
 
     /// Shows the use of each full-NAT local address there from now on
@@ -256,18 +273,29 @@ impl Lb {
         self.now_ms
     }
 
-    /// A neighbour binding known before any traffic (tests and benchmarks
-    /// that have no ARP exchange), not shared with the other workers.
+    /// A static neighbour binding known before any traffic (tests and
+    /// benchmarks that have no ARP exchange), not shared with the other
+    /// workers.
     pub fn seed_neighbor(&mut self, ip: std::net::IpAddr, mac: [u8; 6]) {
         self.neighbors.learn(ip, mac, self.now_ms);
+    }
+
+    /// The MAC the neighbour table has for `ip` (inspection: tests).
+    pub fn neighbor(&self, ip: std::net::IpAddr) -> Option<[u8; 6]> {
+        self.neighbors.get(ip)
     }
 
     /// Housekeeping once per poll iteration: bindings from other workers, expiry.
     pub(crate) fn tick(&mut self, now_ms: u64, counters: &mut Counters) {
         self.now_ms = now_ms;
+        self.neighbors.set_now(now_ms);
         self.sync
             .drain_into(self.worker, &mut self.neighbors, now_ms);
+        if self.neighbors.probing() {
+            self.follow_probes();
+        }
         self.expire(EXPIRE_BUDGET, counters);
+        self.publish_neighbor_stats(counters);
         counters.set(Counter::ConntrackEntries, self.conntrack.len() as u64);
         counters.set(Counter::ConntrackCapacity, self.conntrack.capacity() as u64);
         if let Some(r) = &self.records {
@@ -295,6 +323,15 @@ impl Lb {
             &mut out.emits,
             counters,
         );
+    }
+
+    /// Shows the neighbour table's size and running totals.
+    pub(super) fn publish_neighbor_stats(&self, counters: &mut Counters) {
+        let neigh = self.neighbors.stats();
+        counters.set(Counter::NeighEntries, self.neighbors.len() as u64);
+        counters.set(Counter::NeighEvicted, neigh.evicted);
+        counters.set(Counter::NeighFailed, neigh.failed);
+        counters.set(Counter::NeighMacChanged, neigh.changed);
     }
 
     /// Writes the last scan's figures per local address (once a second).

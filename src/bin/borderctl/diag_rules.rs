@@ -10,6 +10,9 @@ use serde::Serialize;
 
 /// Share of a worker's connection table from which diag warns, in percent.
 pub const CONNTRACK_HIGH_PCT: u64 = 80;
+/// ARP/NDP bindings refused per second (from senders off the port's
+/// subnets, or answers nobody asked for) from which diag names spoofing.
+pub const NEIGH_SPOOF_PER_S: f64 = 10.0;
 /// A backend whose health verdict changed this many times ...
 pub const FLAP_CHANGES: usize = 3;
 /// ... within this many milliseconds flaps.
@@ -112,6 +115,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Diagnosis {
         mgmt_findings(i.last, &mut d.findings);
         port_misses(i, &mut d.findings);
         records_lost(i, &mut d.findings);
+        neighbour_spoofing(i, &mut d.findings);
     }
     vips(i.last, &mut d.findings);
     if let Some(h) = i.health {
@@ -223,7 +227,10 @@ fn drop_kind(counter: &str) -> (&'static str, Severity, &'static str) {
             Problem,
             "borderctl status (which VIP has no backend in its ring); borderctl undrain / weight, or fix the backends' health",
         ),
-        "drop_neighbor_unresolved" | "drop_neighbor_queue_full" | "drop_neighbor_queue_timeout" => (
+        "drop_neighbor_unresolved"
+        | "drop_neighbor_queue_full"
+        | "drop_neighbor_queue_timeout"
+        | "drop_neighbor_gone" => (
             "drops_neighbour_unresolved",
             Problem,
             "check that the backends / next hop answer ARP or NDP on the port's segment (`ip neigh` on them); borderctl stats --all (neighbor_requests)",
@@ -492,6 +499,38 @@ fn records_lost(i: &Inputs<'_>, out: &mut Vec<Finding>) {
         ),
         "systemctl status border-mgmt@INSTANCE; the border_records_* metrics; raise [records] \
          ring_slots (restart); docs/records.md",
+    ));
+}
+
+/// ARP/NDP that tried to write into the neighbour table and was refused,
+/// at a rate no honest segment sends: bindings from senders outside the
+/// port's subnets, answers to requests border never sent.
+fn neighbour_spoofing(i: &Inputs<'_>, out: &mut Vec<Finding>) {
+    let names = [
+        "neigh_learn_refused_off_subnet",
+        "neigh_learn_refused_unsolicited",
+    ];
+    let refused: Vec<(&str, u64)> = names
+        .iter()
+        .map(|n| (*n, moved(total(&i.first.stats, n), total(&i.last.stats, n))))
+        .collect();
+    let sum: u64 = refused.iter().map(|(_, n)| n).sum();
+    let rate = per_second(sum, i.window_ms);
+    if sum == 0 || rate < NEIGH_SPOOF_PER_S {
+        return;
+    }
+    let each: Vec<String> = refused.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    out.push(finding(
+        "neighbour_spoofing",
+        Severity::Problem,
+        "neighbour table",
+        format!(
+            "{sum} ARP/NDP bindings refused in the window ({rate}/s): {}; the table kept \
+             its entries",
+            each.join(", ")
+        ),
+        "capture ARP/NDP on the ports (borderctl capture, or tcpdump on a mirror) to find \
+         the sender; borderctl stats --all (neigh_*)",
     ));
 }
 

@@ -19,6 +19,9 @@ const COUNTERS: &[(&str, bool, bool)] = &[
     ("drop_reply_wrong_port", true, false),
     ("drop_tcp_rst_no_conntrack", true, false),
     ("conn_records_ring_full", false, false),
+    ("neigh_learn_refused_off_subnet", false, false),
+    ("neigh_learn_refused_unsolicited", false, false),
+    ("neigh_learn_refused_overheard", false, false),
 ];
 
 fn idx(name: &str) -> usize {
@@ -152,6 +155,37 @@ fn lost_connection_records_are_named() {
     assert!(d.findings[0]
         .evidence
         .starts_with("40 connection records lost"));
+}
+
+#[test]
+fn arp_spoofing_at_a_high_rate_is_named() {
+    let first = sample(&[
+        ("neigh_learn_refused_off_subnet", 100),
+        ("neigh_learn_refused_unsolicited", 0),
+    ]);
+    // 2 s window: 15 refusals are 7.5/s, below the threshold.
+    let slow = sample(&[
+        ("neigh_learn_refused_off_subnet", 110),
+        ("neigh_learn_refused_unsolicited", 5),
+    ]);
+    assert!(diagnose_pair(&first, &slow, None).findings.is_empty());
+    let fast = sample(&[
+        ("neigh_learn_refused_off_subnet", 2_100),
+        ("neigh_learn_refused_unsolicited", 40),
+        ("neigh_learn_refused_overheard", 9_000),
+    ]);
+    let d = diagnose_pair(&first, &fast, None);
+    assert_eq!(
+        kinds(&d),
+        vec![("neighbour_spoofing", "neighbour table", Severity::Problem)]
+    );
+    assert!(
+        d.findings[0]
+            .evidence
+            .starts_with("2040 ARP/NDP bindings refused in the window (1020/s)"),
+        "{:?}",
+        d.findings
+    );
 }
 
 fn diagnose_pair(
