@@ -130,7 +130,10 @@ maglev_table_size = 2
     fn vip_block_len(v: &VipTable) -> u64 {
         let name_end = 96 + v.name.len() as u64;
         let backends = name_end.div_ceil(8) * 8;
-        (backends + 32 * v.backends.len() as u64 + 4 * v.ring.len() as u64).div_ceil(8) * 8
+        let prefixes = (v.limits.allow.len() + v.limits.deny.len()) as u64;
+        let limits = 32 + 24 * prefixes;
+        (backends + 32 * v.backends.len() as u64 + limits + 4 * v.ring.len() as u64).div_ceil(8)
+            * 8
     }
 
     fn root_len(n: usize) -> u64 {
@@ -469,6 +472,7 @@ maglev_table_size = 2
                 port: 80,
                 weight: stamp,
                 state: BackendState::Up,
+                max_connections: 0,
             })
             .collect();
         Generation {
@@ -484,6 +488,7 @@ maglev_table_size = 2
                 pp_max_len: 107,
                 backends,
                 ring: (0..m).map(|j| (j as u32 + stamp) % 4).collect(),
+                limits: Default::default(),
             })],
         }
     }
@@ -775,6 +780,7 @@ maglev_table_size = 2
                 port: 80,
                 weight: if i == 0 { s } else { 1 },
                 state: BackendState::Up,
+                max_connections: 0,
             })
             .collect();
         Arc::new(VipTable {
@@ -788,6 +794,7 @@ maglev_table_size = 2
             pp_max_len: 107,
             backends,
             ring: (0..61u32).map(|j| (j + s) % 4).collect(),
+            limits: Default::default(),
         })
     }
 

@@ -151,6 +151,7 @@ fn new_region_id() -> u64 {
 struct VipLayout {
     name_off: u64,
     backends_off: u64,
+    limits_off: u64,
     ring_off: u64,
     /// Bytes before the ring (header, record, name, padding, backends).
     head_len: u64,
@@ -160,11 +161,14 @@ struct VipLayout {
 fn vip_layout(v: &VipTable) -> VipLayout {
     let name_off = VIP_FIXED_END;
     let backends_off = round_up(name_off + v.name.len() as u64, 8);
-    let ring_off = backends_off + v.backends.len() as u64 * 32;
+    let limits_off = backends_off + v.backends.len() as u64 * 32;
+    let n_prefixes = (v.limits.allow.len() + v.limits.deny.len()) as u64;
+    let ring_off = limits_off + 32 + n_prefixes * 24;
     let len = round_up(ring_off + v.ring.len() as u64 * 4, 8);
     VipLayout {
         name_off,
         backends_off,
+        limits_off,
         ring_off,
         head_len: ring_off,
         len,
@@ -203,6 +207,12 @@ fn check_vip(v: &VipTable) -> Result<(), TablesError> {
         return bad(format!(
             "{} backends (at most {MAX_BACKENDS})",
             v.backends.len()
+        ));
+    }
+    let prefixes = v.limits.allow.len() + v.limits.deny.len();
+    if prefixes > MAX_PREFIXES as usize {
+        return bad(format!(
+            "{prefixes} allow/deny prefixes (at most {MAX_PREFIXES})"
         ));
     }
     if v.ring.len() > MAX_RING as usize {
@@ -255,7 +265,8 @@ fn vip_head(v: &VipTable, born: u64, out: &mut Vec<u8>) -> VipLayout {
         ring_off: l.ring_off as u32,
         name_off: l.name_off as u32,
         name_len: v.name.len() as u32,
-        reserved1: [0; 8],
+        limits_off: l.limits_off as u32,
+        n_prefixes: (v.limits.allow.len() + v.limits.deny.len()) as u32,
     };
     out[BLOCK_HEADER_LEN as usize..VIP_FIXED_END as usize].copy_from_slice(rec.as_bytes());
     let n = l.name_off as usize;
@@ -264,6 +275,34 @@ fn vip_head(v: &VipTable, born: u64, out: &mut Vec<u8>) -> VipLayout {
     for b in &v.backends {
         out[o..o + 32].copy_from_slice(backend_record(b).as_bytes());
         o += 32;
+    }
+    let lim = &v.limits;
+    let rec = LimitsRecord {
+        max_connections: lim.max_connections,
+        new_per_second: lim.new_connections_per_second,
+        new_burst: lim.new_connections_burst,
+        source_per_second: lim.per_source_per_second,
+        source_burst: lim.per_source_burst,
+        source_table: lim.source_table_size,
+        source_prefix_v4: lim.source_prefix_v4,
+        source_prefix_v6: lim.source_prefix_v6,
+        reserved: [0; 6],
+    };
+    let mut o = l.limits_off as usize;
+    out[o..o + 32].copy_from_slice(rec.as_bytes());
+    o += 32;
+    let tagged = lim.allow.iter().map(|n| (n, 0)).chain(lim.deny.iter().map(|n| (n, 1)));
+    for (net, deny) in tagged {
+        let (family, addr) = addr16(net.network());
+        let p = PrefixRecord {
+            addr,
+            len: net.prefix_len,
+            family,
+            deny,
+            reserved: [0; 5],
+        };
+        out[o..o + 24].copy_from_slice(p.as_bytes());
+        o += 24;
     }
     l
 }
@@ -277,7 +316,7 @@ fn backend_record(b: &BackendEntry) -> BackendRecord {
         port: b.port,
         family,
         state: b.state.to_u8(),
-        reserved: [0; 4],
+        max_connections: b.max_connections,
     }
 }
 
