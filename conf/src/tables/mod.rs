@@ -139,8 +139,8 @@ mod writer;
 use std::path::PathBuf;
 
 pub use layout::{
-    block_checksum, xxh64, BackendRecord, BlockHeader, RootFixed, VipRecord, VipSlot,
-    BLOCK_HEADER_LEN, HEADER_LEN, MAX_BACKENDS, MAX_GENERATION, MAX_NAME_LEN, MAX_REGION_LEN,
+    block_checksum, xxh64, BackendRecord, BlockHeader, LimitsRecord, PrefixRecord, RootFixed,
+    VipRecord, VipSlot, BLOCK_HEADER_LEN, HEADER_LEN, MAX_BACKENDS, MAX_PREFIXES, MAX_GENERATION, MAX_NAME_LEN, MAX_REGION_LEN,
     MAX_RING, MAX_VIPS, REGION_MAGIC, ROOT_BITS, ROOT_FIXED_END, ROOT_MAGIC, TABLES_LAYOUT_VERSION,
     UNIT, VIP_FIXED_END, VIP_MAGIC,
 };
@@ -153,7 +153,7 @@ pub use reader::{
     view_bytes, BlockId, Published, TablesReader, TablesView, ValidationStats, VipView,
     DEFAULT_CACHE_CAPACITY,
 };
-pub use writer::{PublishStats, TablesWriter};
+pub use writer::{limits_record, prefix_records, PublishStats, TablesWriter};
 
 use crate::maglev::MaglevError;
 

@@ -18,7 +18,7 @@ use super::reader::{check_header, header_word, validate, Region};
 use super::{
     file_error, BackendEntry, Generation, Published, TablesError, VipTable, PROTO_TCP, PROTO_UDP,
 };
-use crate::config::Mode;
+use crate::config::{Mode, VipLimits};
 use crate::os::files::{self, Access};
 use crate::os::LockError;
 
@@ -276,8 +276,19 @@ fn vip_head(v: &VipTable, born: u64, out: &mut Vec<u8>) -> VipLayout {
         out[o..o + 32].copy_from_slice(backend_record(b).as_bytes());
         o += 32;
     }
-    let lim = &v.limits;
-    let rec = LimitsRecord {
+    let mut o = l.limits_off as usize;
+    out[o..o + 32].copy_from_slice(limits_record(&v.limits).as_bytes());
+    o += 32;
+    for p in prefix_records(&v.limits) {
+        out[o..o + 24].copy_from_slice(p.as_bytes());
+        o += 24;
+    }
+    l
+}
+
+/// The limits record of `[vip.limits]`.
+pub fn limits_record(lim: &VipLimits) -> LimitsRecord {
+    LimitsRecord {
         max_connections: lim.max_connections,
         new_per_second: lim.new_connections_per_second,
         new_burst: lim.new_connections_burst,
@@ -287,24 +298,24 @@ fn vip_head(v: &VipTable, born: u64, out: &mut Vec<u8>) -> VipLayout {
         source_prefix_v4: lim.source_prefix_v4,
         source_prefix_v6: lim.source_prefix_v6,
         reserved: [0; 6],
-    };
-    let mut o = l.limits_off as usize;
-    out[o..o + 32].copy_from_slice(rec.as_bytes());
-    o += 32;
-    let tagged = lim.allow.iter().map(|n| (n, 0)).chain(lim.deny.iter().map(|n| (n, 1)));
-    for (net, deny) in tagged {
-        let (family, addr) = addr16(net.network());
-        let p = PrefixRecord {
-            addr,
-            len: net.prefix_len,
-            family,
-            deny,
-            reserved: [0; 5],
-        };
-        out[o..o + 24].copy_from_slice(p.as_bytes());
-        o += 24;
     }
-    l
+}
+
+/// The prefix records of `[vip.limits]`: `allow`, then `deny`.
+pub fn prefix_records(lim: &VipLimits) -> Vec<PrefixRecord> {
+    let tagged = lim.allow.iter().map(|n| (n, 0)).chain(lim.deny.iter().map(|n| (n, 1)));
+    tagged
+        .map(|(net, deny)| {
+            let (family, addr) = addr16(net.network());
+            PrefixRecord {
+                addr,
+                len: net.prefix_len,
+                family,
+                deny,
+                reserved: [0; 5],
+            }
+        })
+        .collect()
 }
 
 fn backend_record(b: &BackendEntry) -> BackendRecord {

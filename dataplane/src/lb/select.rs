@@ -127,6 +127,15 @@ impl Lb {
         frame: &[u8],
         counters: &mut Counters,
     ) -> Result<Picked, Verdict> {
+        // `[vip.limits]` first: a refused flow evicts nothing.
+        if let Some(v) = self.tables.as_mut().and_then(|t| t.vips.get_mut(vi as usize)) {
+            if v.admit.active {
+                let counts = &self.admission.counts;
+                if let Err(c) = v.admit.before_pick(orig, self.now_ms, counts, counters) {
+                    return Err(count_drop(counters, c));
+                }
+            }
+        }
         let room = if self.conntrack.is_full() {
             self.make_room(counters)
         } else {
@@ -138,15 +147,23 @@ impl Lb {
         let Some(vip) = tables.vips.get(vi as usize) else {
             return Err(count_drop(counters, Counter::DropNotLocal));
         };
-        let Some(b) = tables
+        let Some((bi, b)) = tables
             .pick_key(vip, orig)
-            .and_then(|bi| vip.backends.get(bi as usize))
+            .and_then(|bi| Some((bi, vip.backends.get(bi as usize)?)))
         else {
             return Err(count_drop(counters, Counter::DropNoBackend));
         };
         if b.out_port == usize::MAX {
             return Err(count_drop(counters, Counter::DropNoRoute));
         }
+        let held = if vip.admit.active {
+            match vip.admit.take(bi, &self.admission.counts) {
+                Ok(held) => held,
+                Err(c) => return Err(count_drop(counters, c)),
+            }
+        } else {
+            0
+        };
         let mut client_mac = [0u8; 6];
         if let Some(m) = frame.get(6..12) {
             client_mac.copy_from_slice(m);
@@ -170,7 +187,7 @@ impl Lb {
             backend_port: b.out_port as u8,
             client_mac,
             mode: vip.mode,
-            bits: if proxy.is_on() { FLOW_PP } else { 0 },
+            bits: if proxy.is_on() { FLOW_PP | held } else { held },
             ts_delta: 0,
             fwd: nat::Deltas::default(),
             rev: nat::Deltas::default(),
@@ -182,7 +199,8 @@ impl Lb {
         let state = if tcp { State::SynSent } else { State::Udp };
         let b_v6 = b.addr.is_ipv6();
         let mut rec = rec;
-        let picked = match vip.mode {
+        let placed = 'place: {
+            Ok(match vip.mode {
             Mode::Dnat => {
                 let reply = FlowKey {
                     src: b.addr16,
@@ -199,6 +217,7 @@ impl Lb {
                     &mut self.local_ports,
                     &self.state_timeouts_ms,
                     self.records.as_mut(),
+                    &self.admission,
                 );
                 let inserted = self
                     .conntrack
@@ -207,27 +226,27 @@ impl Lb {
                     Ok(id) => Picked::Tracked(id),
                     // A stateless PROXY flow could carry no header.
                     Err(InsertError::Full) if rec.pp_on() => {
-                        return Err(count_drop(counters, Counter::DropPpConntrackFull));
+                        break 'place Err(Counter::DropPpConntrackFull);
                     }
                     Err(InsertError::Full) => {
                         counters.inc(Counter::ConntrackFullStateless);
                         Picked::Stateless(rec, reply)
                     }
                     Err(_) => {
-                        return Err(count_drop(counters, Counter::DropReplyKeyInUse));
+                        break 'place Err(Counter::DropReplyKeyInUse);
                     }
                 }
             }
             Mode::FullNat => {
                 let Some(set) = b.local_set else {
-                    return Err(count_drop(counters, Counter::DropNoLocalPort));
+                    break 'place Err(Counter::DropNoLocalPort);
                 };
                 if self.conntrack.is_full() {
                     let why = match room {
                         Eviction::TooYoung => Counter::DropSynFlood,
                         _ => Counter::DropConntrackFull,
                     };
-                    return Err(count_drop(counters, why));
+                    break 'place Err(why);
                 }
                 let reply = FlowKey {
                     src: b.addr16,
@@ -239,8 +258,22 @@ impl Lb {
                 };
                 match self.take_local_tuple(set, orig, reply, &mut rec, state, counters) {
                     Ok(id) => Picked::Tracked(id),
-                    Err(c) => return Err(count_drop(counters, c)),
+                    Err(c) => break 'place Err(c),
                 }
+            }
+        })
+        };
+        let picked = match placed {
+            Ok(Picked::Stateless(mut r, reply)) if held != 0 => {
+                // Nothing tracks it: nothing could give its places back later.
+                self.admission.release(held, r.vip_slot, r.backend_slot);
+                r.bits &= !held;
+                Picked::Stateless(r, reply)
+            }
+            Ok(p) => p,
+            Err(c) => {
+                self.admission.release(held, rec.vip_slot, rec.backend_slot);
+                return Err(count_drop(counters, c));
             }
         };
         if matches!(picked, Picked::Tracked(_)) {
@@ -314,6 +347,7 @@ impl Lb {
                 &mut self.local_ports,
                 &self.state_timeouts_ms,
                 self.records.as_mut(),
+                &self.admission,
             );
             let inserted = self
                 .conntrack
