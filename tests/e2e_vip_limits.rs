@@ -119,7 +119,9 @@ impl Topo {
         self.cli.spawn(&[
             "socat",
             &format!("TCP:{VIP}:80,bind={ALLOWED}"),
-            "SYSTEM:sleep 120",
+            // nofork: the client process is the one holding the socket, so
+            // killing it closes the connection.
+            "EXEC:sleep 120,nofork",
         ])
     }
 
