@@ -49,9 +49,13 @@
 //! unchanged)                                              VipRecord
 //! 32   VipRecord (64 bytes): id, flags, addr[16], port, pp_max_len, family,
 //!      proto, mode, n_backends, ring_len, backends_off, ring_off,
-//!      name_off, name_len (offsets from the block start)
+//!      name_off, name_len, limits_off, n_prefixes (offsets from the
+//!      block start)
 //! 96   name         UTF-8, padded to 8
-//! ..   backends     [BackendRecord; n_backends]   (32 bytes each)
+//! ..   backends     [BackendRecord; n_backends]   (32 bytes each; the last
+//!                   4 hold the backend's max_connections)
+//! ..   limits       LimitsRecord                  (32 bytes: [vip.limits])
+//! ..   prefixes     [PrefixRecord; n_prefixes]    (24 bytes each: allow, deny)
 //! ..   ring         [u32; ring_len]               (indices into backends)
 //! ```
 //!
