@@ -167,11 +167,7 @@ fn a_denied_prefix_and_max_connections_hold_and_an_apply_changes_the_limit() {
         &format!("telnet://{VIP}:80"),
     ]);
     assert!(!denied.status.success(), "denied source connected");
-    assert!(
-        t.dp.counter(Counter::DropVipAclDenied) >= 1,
-        "{}",
-        t.logs()
-    );
+    assert!(t.dp.counter(Counter::DropVipAclDenied) >= 1, "{}", t.logs());
 
     // max_connections = 2: two socat clients hold their connections, a
     // third connection is refused and counted.

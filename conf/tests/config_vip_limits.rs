@@ -105,7 +105,12 @@ fn limits_parse_with_their_defaults() {
     .unwrap();
     let l = &c.vips[0].limits;
     assert_eq!(
-        (l.per_source_per_second, l.per_source_burst, l.source_prefix_v4, l.source_table_size),
+        (
+            l.per_source_per_second,
+            l.per_source_burst,
+            l.source_prefix_v4,
+            l.source_table_size
+        ),
         (5, 50, 32, 1024)
     );
 }
@@ -182,11 +187,7 @@ fn contradictory_limits_are_refused_at_their_key() {
         "10.1.0.0/16 is also allow[0]",
     );
     // A backend allowed more than its VIP.
-    let text = vip(
-        "tcp",
-        "max_connections = 11",
-        "max_connections = 10",
-    );
+    let text = vip("tcp", "max_connections = 11", "max_connections = 10");
     refused(
         &text,
         "max_connections = 11",
@@ -251,11 +252,16 @@ fn contradictory_limits_are_refused_at_their_key() {
     let e = parse(&text).unwrap_err();
     let (line, _) = at(&text, "max_conns");
     assert!(
-        e.starts_with(&format!("border.toml:{line}:1: vip[0].limits.max_conns: unknown key")),
+        e.starts_with(&format!(
+            "border.toml:{line}:1: vip[0].limits.max_conns: unknown key"
+        )),
         "{e}"
     );
     let e = Config::from_toml_str(
-        &HEAD.replace("worker_lcores = [1]", "worker_lcores = [1]\nicmp_echo_per_second = 0"),
+        &HEAD.replace(
+            "worker_lcores = [1]",
+            "worker_lcores = [1]\nicmp_echo_per_second = 0",
+        ),
         "border.toml",
     )
     .unwrap_err()

@@ -132,8 +132,7 @@ maglev_table_size = 2
         let backends = name_end.div_ceil(8) * 8;
         let prefixes = (v.limits.allow.len() + v.limits.deny.len()) as u64;
         let limits = 32 + 24 * prefixes;
-        (backends + 32 * v.backends.len() as u64 + limits + 4 * v.ring.len() as u64).div_ceil(8)
-            * 8
+        (backends + 32 * v.backends.len() as u64 + limits + 4 * v.ring.len() as u64).div_ceil(8) * 8
     }
 
     fn root_len(n: usize) -> u64 {

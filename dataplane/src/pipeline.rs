@@ -426,7 +426,8 @@ impl Pipeline {
                 if port.owns_v4(dst) {
                     let vip = !port.addrs_v4.contains(&dst);
                     if parsed.l4_proto == ip_proto::ICMP {
-                        if slowpath::is_echo_request(parsed) && !self.echo.answer(self.lb.now_ms()) {
+                        if slowpath::is_echo_request(parsed) && !self.echo.answer(self.lb.now_ms())
+                        {
                             return self.drop(Counter::IcmpEchoRateLimited);
                         }
                         let o = slowpath::icmpv4_parsed(frame, parsed, mac, |ip| port.owns_v4(ip));

@@ -113,16 +113,20 @@ fn the_lists_refuse_by_longest_prefix_and_count() {
     );
     assert!(syn(&mut n, client(60, 5000)), "allowed");
     assert!(!syn(&mut n, client(50, 5000)), "inside the deny");
-    assert!(syn(&mut n, client(52, 5000)), "a longer allow inside the deny");
+    assert!(
+        syn(&mut n, client(52, 5000)),
+        "a longer allow inside the deny"
+    );
     // Outside every prefix while an allow list exists.
     assert!(!syn(&mut n, sa(Ipv4Addr::new(192, 0, 2, 9), 5000)));
     assert_eq!(n.counter(Counter::DropVipAclDenied), 2);
-    assert_eq!(n.w.pipeline.lb().conntrack().len(), 2, "refusals hold no entry");
-    // Other VIPs have no list.
-    let (_, int) = n.exchange(
-        EXT,
-        &Pkt::udp(client(50, 5000), sa(VIP4, 53), b"q").build(),
+    assert_eq!(
+        n.w.pipeline.lb().conntrack().len(),
+        2,
+        "refusals hold no entry"
     );
+    // Other VIPs have no list.
+    let (_, int) = n.exchange(EXT, &Pkt::udp(client(50, 5000), sa(VIP4, 53), b"q").build());
     assert_eq!(int.len(), 1);
 }
 

@@ -165,7 +165,9 @@ pub struct VipRecord {
 
 /// A VIP's `[vip.limits]` (32 bytes; 0 = no limit).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
 pub struct LimitsRecord {
     /// Open connections at most.
     pub max_connections: u32,

@@ -303,7 +303,11 @@ pub fn limits_record(lim: &VipLimits) -> LimitsRecord {
 
 /// The prefix records of `[vip.limits]`: `allow`, then `deny`.
 pub fn prefix_records(lim: &VipLimits) -> Vec<PrefixRecord> {
-    let tagged = lim.allow.iter().map(|n| (n, 0)).chain(lim.deny.iter().map(|n| (n, 1)));
+    let tagged = lim
+        .allow
+        .iter()
+        .map(|n| (n, 0))
+        .chain(lim.deny.iter().map(|n| (n, 1)));
     tagged
         .map(|(net, deny)| {
             let (family, addr) = addr16(net.network());

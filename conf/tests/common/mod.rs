@@ -82,7 +82,10 @@ pub fn region_vip(
 /// an allow list with a narrower deny inside it, of `addr`'s family.
 pub fn fixture_limits(addr: std::net::IpAddr) -> conf::VipLimits {
     let net = |len: u8| {
-        let n = conf::IpNet { addr, prefix_len: len };
+        let n = conf::IpNet {
+            addr,
+            prefix_len: len,
+        };
         conf::IpNet {
             addr: n.network(),
             prefix_len: len,

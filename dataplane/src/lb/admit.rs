@@ -161,7 +161,9 @@ impl Acl {
         };
         // Prefixes nest or are disjoint: a stack of the open ones.
         let mut open: Vec<(u128, Rule)> = Vec::new();
-        let close = |open: &mut Vec<(u128, Rule)>, before: Option<u128>, put: &mut dyn FnMut(u128, Rule)| {
+        let close = |open: &mut Vec<(u128, Rule)>,
+                     before: Option<u128>,
+                     put: &mut dyn FnMut(u128, Rule)| {
             while let Some(&(last, _)) = open.last() {
                 if before.is_some_and(|b| last >= b) {
                     break;
@@ -498,8 +500,7 @@ impl VipAdmit {
         if l.new_per_second > 0 && !self.bucket.take(now_ms, l.new_per_second, l.new_burst) {
             return Err(Counter::DropVipRateLimited);
         }
-        if l.max_connections > 0 && counts.open(self.vip_counter) >= i64::from(l.max_connections)
-        {
+        if l.max_connections > 0 && counts.open(self.vip_counter) >= i64::from(l.max_connections) {
             return Err(Counter::DropVipMaxConnections);
         }
         Ok(())
@@ -785,16 +786,17 @@ mod tests {
             let s = src(&format!("10.{}.{}.1", i >> 8, i & 0xff));
             for _ in 0..2 {
                 match t.charge(&s, false, 1000, rate, burst) {
-                    SourceVerdict::PassOverflow | SourceVerdict::LimitedOverflow => {
-                        overflowed += 1
-                    }
+                    SourceVerdict::PassOverflow | SourceVerdict::LimitedOverflow => overflowed += 1,
                     _ => {}
                 }
             }
         }
         assert!(overflowed > 300, "{overflowed}");
         // The prefix already tracked keeps its own (empty) bucket.
-        assert_eq!(t.charge(&s1, false, 1000, rate, burst), SourceVerdict::Limited);
+        assert_eq!(
+            t.charge(&s1, false, 1000, rate, burst),
+            SourceVerdict::Limited
+        );
         // Later, idle ways are taken over again.
         assert_eq!(
             t.charge(&src("172.16.0.1"), false, 100_000, rate, burst),

@@ -128,7 +128,11 @@ impl Lb {
         counters: &mut Counters,
     ) -> Result<Picked, Verdict> {
         // `[vip.limits]` first: a refused flow evicts nothing.
-        if let Some(v) = self.tables.as_mut().and_then(|t| t.vips.get_mut(vi as usize)) {
+        if let Some(v) = self
+            .tables
+            .as_mut()
+            .and_then(|t| t.vips.get_mut(vi as usize))
+        {
             if v.admit.active {
                 let counts = &self.admission.counts;
                 if let Err(c) = v.admit.before_pick(orig, self.now_ms, counts, counters) {
@@ -201,67 +205,67 @@ impl Lb {
         let mut rec = rec;
         let placed = 'place: {
             Ok(match vip.mode {
-            Mode::Dnat => {
-                let reply = FlowKey {
-                    src: b.addr16,
-                    dst: orig.src,
-                    sport: b.port,
-                    dport: orig.sport,
-                    proto: orig.proto,
-                    v6: b_v6 || orig.v6,
-                };
-                (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
-                let mut release = Release::of(
-                    self.vip_stats,
-                    self.backend_stats,
-                    &mut self.local_ports,
-                    &self.state_timeouts_ms,
-                    self.records.as_mut(),
-                    &self.admission,
-                );
-                let inserted = self
-                    .conntrack
-                    .insert(*orig, reply, rec, state, now, |id, e| release.entry(id, e));
-                match inserted {
-                    Ok(id) => Picked::Tracked(id),
-                    // A stateless PROXY flow could carry no header.
-                    Err(InsertError::Full) if rec.pp_on() => {
-                        break 'place Err(Counter::DropPpConntrackFull);
-                    }
-                    Err(InsertError::Full) => {
-                        counters.inc(Counter::ConntrackFullStateless);
-                        Picked::Stateless(rec, reply)
-                    }
-                    Err(_) => {
-                        break 'place Err(Counter::DropReplyKeyInUse);
-                    }
-                }
-            }
-            Mode::FullNat => {
-                let Some(set) = b.local_set else {
-                    break 'place Err(Counter::DropNoLocalPort);
-                };
-                if self.conntrack.is_full() {
-                    let why = match room {
-                        Eviction::TooYoung => Counter::DropSynFlood,
-                        _ => Counter::DropConntrackFull,
+                Mode::Dnat => {
+                    let reply = FlowKey {
+                        src: b.addr16,
+                        dst: orig.src,
+                        sport: b.port,
+                        dport: orig.sport,
+                        proto: orig.proto,
+                        v6: b_v6 || orig.v6,
                     };
-                    break 'place Err(why);
+                    (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
+                    let mut release = Release::of(
+                        self.vip_stats,
+                        self.backend_stats,
+                        &mut self.local_ports,
+                        &self.state_timeouts_ms,
+                        self.records.as_mut(),
+                        &self.admission,
+                    );
+                    let inserted = self
+                        .conntrack
+                        .insert(*orig, reply, rec, state, now, |id, e| release.entry(id, e));
+                    match inserted {
+                        Ok(id) => Picked::Tracked(id),
+                        // A stateless PROXY flow could carry no header.
+                        Err(InsertError::Full) if rec.pp_on() => {
+                            break 'place Err(Counter::DropPpConntrackFull);
+                        }
+                        Err(InsertError::Full) => {
+                            counters.inc(Counter::ConntrackFullStateless);
+                            Picked::Stateless(rec, reply)
+                        }
+                        Err(_) => {
+                            break 'place Err(Counter::DropReplyKeyInUse);
+                        }
+                    }
                 }
-                let reply = FlowKey {
-                    src: b.addr16,
-                    dst: [0; 16],
-                    sport: b.port,
-                    dport: 0,
-                    proto: orig.proto,
-                    v6: b_v6,
-                };
-                match self.take_local_tuple(set, orig, reply, &mut rec, state, counters) {
-                    Ok(id) => Picked::Tracked(id),
-                    Err(c) => break 'place Err(c),
+                Mode::FullNat => {
+                    let Some(set) = b.local_set else {
+                        break 'place Err(Counter::DropNoLocalPort);
+                    };
+                    if self.conntrack.is_full() {
+                        let why = match room {
+                            Eviction::TooYoung => Counter::DropSynFlood,
+                            _ => Counter::DropConntrackFull,
+                        };
+                        break 'place Err(why);
+                    }
+                    let reply = FlowKey {
+                        src: b.addr16,
+                        dst: [0; 16],
+                        sport: b.port,
+                        dport: 0,
+                        proto: orig.proto,
+                        v6: b_v6,
+                    };
+                    match self.take_local_tuple(set, orig, reply, &mut rec, state, counters) {
+                        Ok(id) => Picked::Tracked(id),
+                        Err(c) => break 'place Err(c),
+                    }
                 }
-            }
-        })
+            })
         };
         let picked = match placed {
             Ok(Picked::Stateless(mut r, reply)) if held != 0 => {

@@ -273,9 +273,10 @@ fn drops(rates: &[DropRate], stats: &pb::GetStatsResponse, out: &mut Vec<Finding
             .find(|c| c.name == name)
             .map_or(String::new(), |c| c.help.clone())
     };
-    for r in rates.iter().filter(|r| {
-        !parts.contains(&r.counter.as_str()) && !REFUSALS.contains(&r.counter.as_str())
-    }) {
+    for r in rates
+        .iter()
+        .filter(|r| !parts.contains(&r.counter.as_str()) && !REFUSALS.contains(&r.counter.as_str()))
+    {
         let (kind, severity, next) = drop_kind(&r.counter);
         let mut evidence = format!(
             "{} dropped in the window ({}/s): {}",

@@ -50,7 +50,12 @@ impl V {
             } else {
                 MAX_RATE
             };
-            self.nonzero(val, &format!("{lkey}.{k}"), max, "; leave it out for no limit");
+            self.nonzero(
+                val,
+                &format!("{lkey}.{k}"),
+                max,
+                "; leave it out for no limit",
+            );
         }
         self.burst_needs_rate(
             &lkey,
@@ -66,8 +71,7 @@ impl V {
             "syn_per_source_per_second or udp_flows_per_source_per_second",
         );
         let source_prefix_v4 = self.prefix_len(&l.source_prefix_v4, &lkey, "source_prefix_v4", 32);
-        let source_prefix_v6 =
-            self.prefix_len(&l.source_prefix_v6, &lkey, "source_prefix_v6", 128);
+        let source_prefix_v6 = self.prefix_len(&l.source_prefix_v6, &lkey, "source_prefix_v6", 128);
         let source_table_size = self.source_table_size(l, &lkey);
         let allow = self.prefix_list(&l.allow, &lkey, "allow", address);
         let deny = self.prefix_list(&l.deny, &lkey, "deny", address);
@@ -90,13 +94,7 @@ impl V {
     }
 
     /// A burst without its rate limits nothing: refused rather than ignored.
-    fn burst_needs_rate(
-        &mut self,
-        lkey: &str,
-        (k, burst): Keyed<'_>,
-        has_rate: bool,
-        rate: &str,
-    ) {
+    fn burst_needs_rate(&mut self, lkey: &str, (k, burst): Keyed<'_>, has_rate: bool, rate: &str) {
         if let (Some(b), false) = (burst, has_rate) {
             self.err(
                 at(b),
