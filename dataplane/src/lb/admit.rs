@@ -545,9 +545,14 @@ pub struct Admission {
     backend_by_stat: Vec<u32>,
 }
 
+/// Slots of the counts a worker keeps alone, until
+/// [`super::Lb::share_conn_counts`] gives it the process's (tests and
+/// benchmarks build many workers: they get a small table).
+const ALONE_SLOTS: usize = 1024;
+
 impl Default for Admission {
     fn default() -> Self {
-        Admission::new(Arc::new(ConnCounts::default()))
+        Admission::new(Arc::new(ConnCounts::new(ALONE_SLOTS)))
     }
 }
 
