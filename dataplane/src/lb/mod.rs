@@ -45,7 +45,10 @@ mod select;
 mod tables;
 mod track;
 
-pub use admit::{ConnCounts, TokenBucket, FLOW_COUNTED_BACKEND, FLOW_COUNTED_VIP};
+pub use admit::{
+    Acl, Admission, ConnCounts, SourceTable, TokenBucket, VipAdmit, FLOW_COUNTED_BACKEND,
+    FLOW_COUNTED_VIP,
+};
 pub use emit::{LocalPool, NeighRequest, Routes};
 pub use express::Prepared;
 pub use flood::HALF_OPEN_MIN_AGE_MS;
