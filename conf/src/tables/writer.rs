@@ -215,6 +215,25 @@ fn check_vip(v: &VipTable) -> Result<(), TablesError> {
             "{prefixes} allow/deny prefixes (at most {MAX_PREFIXES})"
         ));
     }
+    let lim = &v.limits;
+    for net in lim.allow.iter().chain(&lim.deny) {
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        if net.is_ipv4() != v.addr.is_ipv4() || net.prefix_len == 0 || net.prefix_len > max {
+            return bad(format!("prefix {net} does not fit the VIP {}", v.addr));
+        }
+    }
+    let t = lim.source_table_size;
+    if lim.per_source_per_second > 0
+        && (!t.is_power_of_two()
+            || t > crate::config::VipLimits::MAX_SOURCE_TABLE
+            || !(1..=32).contains(&lim.source_prefix_v4)
+            || !(1..=128).contains(&lim.source_prefix_v6))
+    {
+        return bad(format!(
+            "per-source table of {t} for /{} and /{} prefixes",
+            lim.source_prefix_v4, lim.source_prefix_v6
+        ));
+    }
     if v.ring.len() > MAX_RING as usize {
         return bad(format!("ring of {} (at most {MAX_RING})", v.ring.len()));
     }
