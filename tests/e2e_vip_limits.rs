@@ -207,3 +207,68 @@ fn a_denied_prefix_and_max_connections_hold_and_an_apply_changes_the_limit() {
     });
     drop(third);
 }
+
+/// `border-dp --standalone` publishes its own tables: the limits of its
+/// file apply, and a SIGHUP reload changes them. Namespaces `vs-*`,
+/// subnets 10.173.0.0/24 and 10.174.0.0/24.
+#[test]
+fn standalone_border_dp_enforces_the_lists_and_reloads_them() {
+    const T: &str = "vs";
+    const INST: &str = "e2evs";
+    let config = |deny: &str| {
+        let mut c = two_port_config(
+            INST,
+            T,
+            "10.173.0.1/24",
+            "10.174.0.1/24",
+            "unix:///run/border/e2evs.sock",
+        );
+        c += &format!(
+            "\n[[vip]]\nname = \"v\"\naddress = \"10.173.0.100\"\nport = 80\nmaglev_table_size = 1021\n\n[[vip.backend]]\naddress = \"10.174.0.11\"\nport = 8080\n\n[vip.limits]\ndeny = [\"{deny}\"]\n"
+        );
+        c
+    };
+    clean_instance(INST);
+    let lb = Netns::new(&format!("{T}-lb"));
+    let cli = Netns::new(&format!("{T}-cli"));
+    let bk = Netns::new(&format!("{T}-bk"));
+    let dir = TempDir::new(T);
+    let mut dp = BorderDp::start(&lb, &dir, INST, &config("10.173.0.2/32"));
+    wait_iface(&lb, &format!("{T}-ext"));
+    wait_iface(&lb, &format!("{T}-int"));
+    cli.adopt(&lb, &format!("{T}-ext"), &["10.173.0.2/24"]);
+    bk.adopt(&lb, &format!("{T}-int"), &["10.174.0.11/24"]);
+    cli.run(&["ip", "route", "add", "default", "via", "10.173.0.1"]);
+    let backend = SocketAddr::new("10.174.0.11".parse().unwrap(), 8080);
+    let _backend = TcpBackends::start(&bk.name, &[("b0", backend)]);
+    let curl = |cli: &Netns| {
+        cli.try_run(&[
+            "curl",
+            "-sS",
+            "--connect-timeout",
+            "2",
+            "--max-time",
+            "3",
+            "telnet://10.173.0.100:80",
+        ])
+    };
+    // The client's own address is denied: nothing gets through.
+    let out = curl(&cli);
+    assert!(!out.status.success(), "a denied client connected");
+    assert!(
+        dp.counter(Counter::DropVipAclDenied) >= 1,
+        "{}",
+        dp.log_text()
+    );
+
+    // Another prefix denied instead: the client gets the backend's greeting.
+    let pid = dp.pid();
+    dp.reload(&config("192.0.2.0/24"));
+    wait_until("the reloaded limits", Duration::from_secs(15), || {
+        let out = curl(&cli);
+        String::from_utf8_lossy(&out.stdout).starts_with("b0 ")
+    });
+    assert_eq!(dp.pid(), pid, "border-dp restarted");
+    drop(dp);
+    clean_instance(INST);
+}
