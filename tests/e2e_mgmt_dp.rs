@@ -981,7 +981,7 @@ fn forged_tables_and_bad_api_input_are_refused_and_the_running_config_stays() {
     assert_eq!(
         e,
         format!(
-            "{}:{line}:1: vip[0].backend[0].weigth: unknown key (expected one of `address`, `port`, `weight`, `zone`)",
+            "{}:{line}:1: vip[0].backend[0].weigth: unknown key (expected one of `address`, `port`, `weight`, `zone`, `max_connections`)",
             bad.display()
         )
     );

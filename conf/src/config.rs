@@ -140,6 +140,9 @@ pub struct Dataplane {
     /// multi-process: no `--no-shconf`, `--in-memory` or `--no-huge` in
     /// `eal_args` (docs/capture.md).
     pub capture: bool,
+    /// ICMP echo requests each worker answers per second at most (to port
+    /// addresses and VIPs; default 1000); the rest are dropped and counted.
+    pub icmp_echo_per_second: u32,
 }
 
 /// How workers poll.
@@ -523,6 +526,79 @@ pub struct Vip {
     pub health: Option<Health>,
     /// `[[vip.backend]]`, in file order; same address family as `address`.
     pub backends: Vec<Backend>,
+    /// `[vip.limits]`: admission of new flows (default: none).
+    pub limits: VipLimits,
+}
+
+/// `[vip.limits]`: which new flows a VIP admits (docs/config.md). A 0
+/// means no limit; border-dp's workers enforce them
+/// (`dataplane/src/lb/admit.rs`), and a change takes effect with the next
+/// table generation, without a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VipLimits {
+    /// Open connections at most (all workers together; a connection stops
+    /// counting once it closes).
+    pub max_connections: u32,
+    /// New flows per second admitted by each worker's token bucket.
+    pub new_connections_per_second: u32,
+    /// That bucket's depth (default: the rate).
+    pub new_connections_burst: u32,
+    /// New flows per second from one source prefix (`syn_per_source_per_second`
+    /// on a TCP VIP, `udp_flows_per_source_per_second` on a UDP VIP).
+    pub per_source_per_second: u32,
+    /// Depth of each source prefix's bucket (default: the rate).
+    pub per_source_burst: u32,
+    /// Length of the IPv4 source prefix one bucket covers (default 24).
+    pub source_prefix_v4: u8,
+    /// Length of the IPv6 source prefix one bucket covers (default 64).
+    pub source_prefix_v6: u8,
+    /// Source prefixes each worker tracks at most (a power of two).
+    pub source_table_size: u32,
+    /// Sources allowed to open flows (empty: all but `deny`); the longest
+    /// matching prefix of `allow` and `deny` decides.
+    pub allow: Vec<IpNet>,
+    /// Sources refused.
+    pub deny: Vec<IpNet>,
+}
+
+impl Default for VipLimits {
+    /// No limit, no list; the defaults of the per-source table.
+    fn default() -> Self {
+        VipLimits {
+            max_connections: 0,
+            new_connections_per_second: 0,
+            new_connections_burst: 0,
+            per_source_per_second: 0,
+            per_source_burst: 0,
+            source_prefix_v4: Self::DEFAULT_PREFIX_V4,
+            source_prefix_v6: Self::DEFAULT_PREFIX_V6,
+            source_table_size: Self::DEFAULT_SOURCE_TABLE,
+            allow: Vec::new(),
+            deny: Vec::new(),
+        }
+    }
+}
+
+impl VipLimits {
+    /// Default `source_prefix_v4`.
+    pub const DEFAULT_PREFIX_V4: u8 = 24;
+    /// Default `source_prefix_v6`.
+    pub const DEFAULT_PREFIX_V6: u8 = 64;
+    /// Default `source_table_size`.
+    pub const DEFAULT_SOURCE_TABLE: u32 = 16_384;
+    /// Largest `source_table_size`.
+    pub const MAX_SOURCE_TABLE: u32 = 1 << 22;
+    /// Most entries of `allow` and `deny` together.
+    pub const MAX_PREFIXES: usize = 65_536;
+
+    /// Whether any limit or list is set.
+    pub fn any(&self) -> bool {
+        self.max_connections > 0
+            || self.new_connections_per_second > 0
+            || self.per_source_per_second > 0
+            || !self.allow.is_empty()
+            || !self.deny.is_empty()
+    }
 }
 
 /// `vip.announce`: when border-mgmt announces the VIP's host route over BGP.
@@ -654,6 +730,9 @@ pub struct Backend {
     pub weight: u32,
     /// Availability zone of the backend.
     pub zone: Option<String>,
+    /// Open connections at most (0: no limit); `[vip.limits]`'s
+    /// `max_connections` semantics.
+    pub max_connections: u32,
 }
 
 macro_rules! names {

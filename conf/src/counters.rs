@@ -175,6 +175,15 @@ counters! {
     // SYN flood defence (issue 14): a full table gives up its oldest half-open entry.
     ConntrackHalfOpenEvicted => "conntrack_half_open_evicted", "half-open TCP entries (handshake not completed, at least 1 s old) removed, oldest first, to make room for a new flow in a full table";
     DropSynFlood => "drop_syn_flood", "new full-NAT flow refused because the table is full and every half-open entry in it is younger than 1 s (SYNs arriving faster than the table turns over)";
+    // Per-VIP admission (issue 23, [vip.limits]): each refusal of a new flow.
+    DropVipAclDenied => "drop_vip_acl_denied", "new flows from a source the VIP's allow/deny lists refuse ([vip.limits] allow, deny)";
+    DropVipMaxConnections => "drop_vip_max_connections", "new flows refused because the VIP has max_connections open connections";
+    DropBackendMaxConnections => "drop_backend_max_connections", "new flows refused because the backend Maglev picked has max_connections open connections";
+    DropVipRateLimited => "drop_vip_rate_limited", "new flows over the VIP's new_connections_per_second";
+    DropSourceRateLimited => "drop_source_rate_limited", "SYNs over syn_per_source_per_second from one source prefix";
+    DropUdpSourceRateLimited => "drop_udp_source_rate_limited", "new UDP flows over udp_flows_per_source_per_second from one source prefix";
+    SourceTableFull => "source_table_full", "new flows of a source prefix the per-source table had no room for: charged to the table's shared overflow bucket";
+    IcmpEchoRateLimited => "icmp_echo_rate_limited", "ICMP and ICMPv6 echo requests not answered: over dataplane.icmp_echo_per_second on this worker";
     // Connection records (issue 15, docs/records.md).
     ConnRecords => "conn_records", "connection records written to the worker's records ring (one per ended connection that carried payload)";
     ConnRecordsEmpty => "conn_records_empty", "ended connections that carried no payload (health checks, port scans): counted, not recorded (records.log_empty = false)";

@@ -130,7 +130,9 @@ maglev_table_size = 2
     fn vip_block_len(v: &VipTable) -> u64 {
         let name_end = 96 + v.name.len() as u64;
         let backends = name_end.div_ceil(8) * 8;
-        (backends + 32 * v.backends.len() as u64 + 4 * v.ring.len() as u64).div_ceil(8) * 8
+        let prefixes = (v.limits.allow.len() + v.limits.deny.len()) as u64;
+        let limits = 32 + 24 * prefixes;
+        (backends + 32 * v.backends.len() as u64 + limits + 4 * v.ring.len() as u64).div_ceil(8) * 8
     }
 
     fn root_len(n: usize) -> u64 {
@@ -139,6 +141,54 @@ maglev_table_size = 2
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    /// Limits the reader would refuse are refused by the writer, before
+    /// anything is written; good ones come back as they went in.
+    #[test]
+    fn limits_round_trip_and_bad_ones_are_refused_before_writing() {
+        let path = TmpPath::new("limits");
+        let mut w = TablesWriter::create(&path.0, 1 << 20).unwrap();
+        let mut g = stamped(1, 61);
+        let v = Arc::make_mut(&mut g.vips[0]);
+        v.limits.max_connections = 7;
+        v.limits.per_source_per_second = 3;
+        v.limits.deny = vec!["10.9.0.0/16".parse().unwrap()];
+        v.limits.allow = vec!["10.0.0.0/8".parse().unwrap()];
+        v.backends[2].max_connections = 5;
+        w.publish(&g, &[]).unwrap();
+        let r = TablesReader::open(&path.0).unwrap();
+        let view = r.view_current().unwrap();
+        assert_eq!(view.to_generation(), g);
+        let vv = view.vip(0).unwrap();
+        assert_eq!(vv.limits().max_connections, 7);
+        assert_eq!(vv.prefixes().len(), 2);
+        assert_eq!(vv.backends()[2].max_connections, 5);
+
+        for (what, bad) in [
+            ("wrong family", {
+                let mut b = g.clone();
+                Arc::make_mut(&mut b.vips[0]).limits.deny = vec!["2001:db8::/32".parse().unwrap()];
+                b
+            }),
+            ("table not a power of two", {
+                let mut b = g.clone();
+                Arc::make_mut(&mut b.vips[0]).limits.source_table_size = 1000;
+                b
+            }),
+            ("prefix length 0", {
+                let mut b = g.clone();
+                Arc::make_mut(&mut b.vips[0]).limits.source_prefix_v4 = 0;
+                b
+            }),
+        ] {
+            let e = w.publish(&bad, &[1]).unwrap_err();
+            assert!(
+                matches!(e, TablesError::InvalidGeneration(_)),
+                "{what}: {e}"
+            );
+            assert_eq!(w.published_generation(), 1, "{what}");
+        }
     }
 
     #[test]
@@ -469,6 +519,7 @@ maglev_table_size = 2
                 port: 80,
                 weight: stamp,
                 state: BackendState::Up,
+                max_connections: 0,
             })
             .collect();
         Generation {
@@ -484,6 +535,7 @@ maglev_table_size = 2
                 pp_max_len: 107,
                 backends,
                 ring: (0..m).map(|j| (j as u32 + stamp) % 4).collect(),
+                limits: Default::default(),
             })],
         }
     }
@@ -775,6 +827,7 @@ maglev_table_size = 2
                 port: 80,
                 weight: if i == 0 { s } else { 1 },
                 state: BackendState::Up,
+                max_connections: 0,
             })
             .collect();
         Arc::new(VipTable {
@@ -788,6 +841,7 @@ maglev_table_size = 2
             pp_max_len: 107,
             backends,
             ring: (0..61u32).map(|j| (j + s) % 4).collect(),
+            limits: Default::default(),
         })
     }
 

@@ -36,11 +36,16 @@ pub enum Lane<'p> {
 
 /// One worker's packet path: the ports, the counters, and the
 /// load-balancing state, behind the calls a worker loop makes.
+/// `dataplane.icmp_echo_per_second` when nobody set it.
+const DEFAULT_ICMP_ECHO_PER_SECOND: u32 = 1000;
+
 pub struct Pipeline {
     ports: Vec<PortDesc>,
     counters: Counters,
     lb: Lb,
     last_in_port: usize,
+    /// Echo requests this worker still answers.
+    echo: slowpath::EchoLimiter,
 }
 
 impl Pipeline {
@@ -50,7 +55,14 @@ impl Pipeline {
             counters: Counters::default(),
             lb,
             last_in_port: 0,
+            echo: slowpath::EchoLimiter::new(DEFAULT_ICMP_ECHO_PER_SECOND),
         }
+    }
+
+    /// Answers at most `per_second` ICMP echo requests per second
+    /// (`dataplane.icmp_echo_per_second`).
+    pub fn set_icmp_echo_rate(&mut self, per_second: u32) {
+        self.echo = slowpath::EchoLimiter::new(per_second);
     }
 
     /// The port of the frame handled last (for frames handed to another worker).
@@ -422,6 +434,10 @@ impl Pipeline {
                 if port.owns_v4(dst) {
                     let vip = !port.addrs_v4.contains(&dst);
                     if parsed.l4_proto == ip_proto::ICMP {
+                        if slowpath::is_echo_request(parsed) && !self.echo.answer(self.lb.now_ms())
+                        {
+                            return self.drop(Counter::IcmpEchoRateLimited);
+                        }
                         let o = slowpath::icmpv4_parsed(frame, parsed, mac, |ip| port.owns_v4(ip));
                         return self.slow(in_port, twin, len, vip, o, Counter::IcmpEchoReplies);
                     }
@@ -447,6 +463,12 @@ impl Pipeline {
                         Some((135, _)) => Counter::NdpAdvertisements,
                         _ => Counter::Icmpv6EchoReplies,
                     };
+                    if slowpath::is_echo_request(parsed)
+                        && port.owns_v6(&dst)
+                        && !self.echo.answer(self.lb.now_ms())
+                    {
+                        return self.drop(Counter::IcmpEchoRateLimited);
+                    }
                     let o = slowpath::icmpv6_parsed(frame, parsed, mac, |ip| port.owns_v6(ip));
                     return self.slow(in_port, twin, len, vip, o, replied);
                 }

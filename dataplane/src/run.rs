@@ -576,6 +576,8 @@ struct Crew {
     /// The records region (`[records]`) and `log_empty`; it lives as long
     /// as the process, like the workers' writers into it.
     records: Option<(&'static RecordsRegion, bool)>,
+    /// Open connections of capped VIPs and backends, counted across workers.
+    conn_counts: Arc<crate::lb::ConnCounts>,
 }
 
 /// Everything one worker needs, moved onto its lcore.
@@ -597,6 +599,8 @@ struct WorkerSetup {
     poll: Poll,
     per_ms: u64,
     records: Option<(&'static RecordsRegion, bool)>,
+    conn_counts: Arc<crate::lb::ConnCounts>,
+    icmp_echo_per_second: u32,
 }
 
 impl WorkerSetup {
@@ -617,6 +621,7 @@ impl WorkerSetup {
             leak_stats(&self.state, w, true),
             leak_stats(&self.state, w, false),
         );
+        lb.share_conn_counts(self.conn_counts);
         let region: &'static StateRegion = Box::leak(Box::new(self.state.clone()));
         if let Some(b) = region.worker(w) {
             lb.set_local_pool_stats(b.local_pools());
@@ -627,7 +632,8 @@ impl WorkerSetup {
                 None => return -1,
             }
         }
-        let pipeline = Pipeline::new(self.ports_info, lb);
+        let mut pipeline = Pipeline::new(self.ports_info, lb);
+        pipeline.set_icmp_echo_rate(self.icmp_echo_per_second);
         let counters = block.counters();
         let clock = TscClock {
             per_ms: self.per_ms,
@@ -756,6 +762,8 @@ fn launch_worker(
         poll: crew.poll,
         per_ms: crew.per_ms,
         records: crew.records,
+        conn_counts: crew.conn_counts.clone(),
+        icmp_echo_per_second: cfg.dataplane.icmp_echo_per_second,
     };
     dpdk_ffi::launch_on(cfg.dataplane.worker_lcores[w], move || setup.run())?;
     Ok(())
@@ -1077,6 +1085,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         poll,
         per_ms,
         records,
+        conn_counts: Arc::new(crate::lb::ConnCounts::default()),
     };
     let mut launched = Vec::new();
     let mut outcome = Ok(());

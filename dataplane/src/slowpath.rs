@@ -48,6 +48,43 @@ use crate::wire::{
     ip_proto, mac_is_unicast, parse_frame, rd_mac, wr16, Fragment, L3Kind, MacAddr, Parsed,
 };
 
+/// How many echo requests one worker answers: a token bucket of
+/// `dataplane.icmp_echo_per_second` per second, one second deep, so a ping
+/// flood costs at most that many replies (the rest count as
+/// `icmp_echo_rate_limited`).
+#[derive(Clone, Copy, Debug)]
+pub struct EchoLimiter {
+    bucket: crate::lb::TokenBucket,
+    per_second: u32,
+}
+
+impl EchoLimiter {
+    /// Answers up to `per_second` requests per second (at least 1).
+    pub fn new(per_second: u32) -> Self {
+        let per_second = per_second.max(1);
+        EchoLimiter {
+            bucket: crate::lb::TokenBucket::full(per_second, 0),
+            per_second,
+        }
+    }
+
+    /// Whether an echo request seen at `now_ms` may be answered.
+    #[inline]
+    pub fn answer(&mut self, now_ms: u64) -> bool {
+        self.bucket.take(now_ms, self.per_second, self.per_second)
+    }
+}
+
+/// Whether `p` is an ICMPv4 or ICMPv6 echo request.
+#[inline]
+pub fn is_echo_request(p: &Parsed) -> bool {
+    match (p.l4_proto, p.icmp) {
+        (ip_proto::ICMP, Some((t, _))) => t == icmpv4::msg_type::ECHO_REQUEST,
+        (ip_proto::ICMPV6, Some((t, _))) => t == icmpv6::msg_type::ECHO_REQUEST,
+        _ => false,
+    }
+}
+
 /// TTL / hop limit of echo replies.
 pub const REPLY_TTL: u8 = 64;
 /// Hop limit of every NDP message (RFC 4861).

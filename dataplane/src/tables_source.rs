@@ -60,6 +60,9 @@ pub fn inputs_from_view(view: &TablesView<'static>, region_id: u64) -> Vec<VipIn
             backends: Vec::new(),
             proxy_protocol: pp_from_flags(v.flags(), v.proto(), v.pp_max_len()),
             translate_timestamps: !v.flags().contains(VipFlags::TIMESTAMPS_PASS),
+            limits: *v.limits(),
+            prefixes: v.prefixes(),
+            backend_max: Vec::new(),
             block: Some((
                 VipSrc {
                     region: region_id,
@@ -87,6 +90,9 @@ pub fn inputs_from_generation(gen: &Generation) -> Vec<VipInput<'static>> {
             backends: v.backends.iter().map(|b| (b.id, b.addr, b.port)).collect(),
             proxy_protocol: pp_from_flags(v.flags, v.proto, v.pp_max_len),
             translate_timestamps: !v.flags.contains(VipFlags::TIMESTAMPS_PASS),
+            limits: conf::tables::limits_record(&v.limits),
+            prefixes: Box::leak(conf::tables::prefix_records(&v.limits).into_boxed_slice()),
+            backend_max: v.backends.iter().map(|b| b.max_connections).collect(),
             block: None,
         })
         .collect()

@@ -96,7 +96,7 @@ async fn invalid_config_is_refused_with_its_position_and_the_old_one_stays() {
     assert_eq!(e.code(), Code::InvalidArgument);
     assert_eq!(
         e.message(),
-        format!("<api>:{line}:1: vip[0].backend[0].weigth: unknown key (expected one of `address`, `port`, `weight`, `zone`)")
+        format!("<api>:{line}:1: vip[0].backend[0].weigth: unknown key (expected one of `address`, `port`, `weight`, `zone`, `max_connections`)")
     );
     let now = c
         .get_config(pb::GetConfigRequest {})

@@ -81,6 +81,7 @@ fn vip(
             } else {
                 BackendState::Up
             },
+            max_connections: 0,
         })
         .collect();
     let members: Vec<MaglevBackend> = backends
@@ -104,6 +105,7 @@ fn vip(
         pp_max_len: 107,
         backends,
         ring,
+        limits: Default::default(),
     }))
 }
 

@@ -58,6 +58,7 @@ pub(super) struct RawDataplane {
     pub flow_hash_key: S<String>,
     pub timeouts: Option<S<RawTimeouts>>,
     pub capture: Option<S<bool>>,
+    pub icmp_echo_per_second: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -169,6 +170,23 @@ pub(super) struct RawVip {
     pub announce: Option<S<String>>,
     pub health: Option<S<RawHealth>>,
     pub backend: Option<List<RawBackend>>,
+    pub limits: Option<S<RawVipLimits>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawVipLimits {
+    pub max_connections: Option<S<u32>>,
+    pub new_connections_per_second: Option<S<u32>>,
+    pub new_connections_burst: Option<S<u32>>,
+    pub syn_per_source_per_second: Option<S<u32>>,
+    pub udp_flows_per_source_per_second: Option<S<u32>>,
+    pub per_source_burst: Option<S<u32>>,
+    pub source_prefix_v4: Option<S<u32>>,
+    pub source_prefix_v6: Option<S<u32>>,
+    pub source_table_size: Option<S<u32>>,
+    pub allow: Option<List<String>>,
+    pub deny: Option<List<String>>,
 }
 
 #[derive(Deserialize)]
@@ -195,6 +213,7 @@ pub(super) struct RawBackend {
     pub port: S<u16>,
     pub weight: Option<S<u32>>,
     pub zone: Option<S<String>>,
+    pub max_connections: Option<S<u32>>,
 }
 
 /// One `[[vip]]` entry parsed on its own (see `reparse`).

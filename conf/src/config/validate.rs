@@ -28,6 +28,12 @@ mod agent;
 mod bgp;
 mod limits;
 mod records;
+mod vip_limits;
+
+pub(super) use vip_limits::MAX_RATE;
+
+/// Default `dataplane.icmp_echo_per_second`.
+const DEFAULT_ICMP_ECHO_PER_SECOND: u32 = 1000;
 
 pub(super) use limits::rings_fit;
 
@@ -435,6 +441,13 @@ impl V {
 
         let flow_hash_key = self.flow_hash_key(d);
         let capture = self.capture(d, &eal_args);
+        self.nonzero(
+            &d.icmp_echo_per_second,
+            "dataplane.icmp_echo_per_second",
+            MAX_RATE,
+            " per second",
+        );
+        let icmp_echo_per_second = or(&d.icmp_echo_per_second, DEFAULT_ICMP_ECHO_PER_SECOND);
 
         let timeouts = match &d.timeouts {
             Some(t) => self.timeouts(t.get_ref()),
@@ -451,6 +464,7 @@ impl V {
             flow_hash_key,
             timeouts,
             capture,
+            icmp_echo_per_second,
         }
     }
 
@@ -1267,6 +1281,7 @@ impl V {
         }
         let pp = self.vip_proxy_protocol(sv, key, (protocol, proxy_protocol), address);
         let (backends, configured) = self.vip_backends(v, key, address);
+        let limits = self.vip_limits(sv, key, (protocol, address), &backends);
         let maglev_table_size = self.maglev_table_size(sv, key, configured);
 
         let zone_affinity = or(&v.zone_affinity, false);
@@ -1299,6 +1314,7 @@ impl V {
             announce: self.announce(&v.announce, key),
             health,
             backends,
+            limits,
         }
     }
 
@@ -1600,11 +1616,18 @@ impl V {
             self.name(z, &format!("{key}.zone"), MAX_ZONE, true);
             z.get_ref().clone()
         });
+        self.nonzero(
+            &b.max_connections,
+            &format!("{key}.max_connections"),
+            u32::MAX,
+            " connections; leave it out for no limit",
+        );
         Some(Backend {
             address: address?,
             port,
             weight,
             zone,
+            max_connections: or(&b.max_connections, 0),
         })
     }
 

@@ -16,7 +16,7 @@ const _: () = assert!(
 
 /// Bumped whenever the byte layout changes. Readers and writers refuse a
 /// region of another version.
-pub const TABLES_LAYOUT_VERSION: u32 = 1;
+pub const TABLES_LAYOUT_VERSION: u32 = 2;
 
 /// First 8 bytes of the region.
 pub const REGION_MAGIC: [u8; 8] = *b"BRDTABLE";
@@ -51,6 +51,9 @@ pub const MAX_BACKENDS: u32 = 1 << 16;
 
 /// Longest ring (the config allows M up to 2^24).
 pub const MAX_RING: u32 = 1 << 24;
+
+/// Most `allow` and `deny` prefixes of one VIP.
+pub const MAX_PREFIXES: u32 = 1 << 16;
 
 /// Longest VIP name in bytes.
 pub const MAX_NAME_LEN: u32 = 255;
@@ -153,8 +156,50 @@ pub struct VipRecord {
     pub name_off: u32,
     /// Bytes of the name.
     pub name_len: u32,
+    /// Offset of the [`LimitsRecord`] (multiple of 8), followed by
+    /// `n_prefixes` [`PrefixRecord`]s.
+    pub limits_off: u32,
+    /// Number of [`PrefixRecord`]s (`allow` and `deny` together).
+    pub n_prefixes: u32,
+}
+
+/// A VIP's `[vip.limits]` (32 bytes; 0 = no limit).
+#[repr(C)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+pub struct LimitsRecord {
+    /// Open connections at most.
+    pub max_connections: u32,
+    /// New flows per second (per worker's bucket) and the bucket's depth.
+    pub new_per_second: u32,
+    pub new_burst: u32,
+    /// New flows per second per source prefix and the bucket's depth.
+    pub source_per_second: u32,
+    pub source_burst: u32,
+    /// Source prefixes tracked per worker (a power of two).
+    pub source_table: u32,
+    /// Source prefix lengths of a bucket.
+    pub source_prefix_v4: u8,
+    pub source_prefix_v6: u8,
     /// 0.
-    pub reserved1: [u8; 8],
+    pub reserved: [u8; 6],
+}
+
+/// One entry of a VIP's `allow` or `deny` list (24 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct PrefixRecord {
+    /// The network address: IPv4 in bytes 0..4 (rest zero) or IPv6.
+    pub addr: [u8; 16],
+    /// Prefix length (1..=32 or 1..=128).
+    pub len: u8,
+    /// 4 or 6.
+    pub family: u8,
+    /// 0 = allow, 1 = deny.
+    pub deny: u8,
+    /// 0.
+    pub reserved: [u8; 5],
 }
 
 /// One backend of a VIP, as workers see it (32 bytes, zero-copy).
@@ -173,8 +218,8 @@ pub struct BackendRecord {
     pub family: u8,
     /// [`super::BackendState`] as u8: 0 up, 1 down, 2 draining.
     pub state: u8,
-    /// 0.
-    pub reserved: [u8; 4],
+    /// Open connections at most (0: no limit).
+    pub max_connections: u32,
 }
 
 const _: () = {
@@ -183,6 +228,8 @@ const _: () = {
     assert!(core::mem::size_of::<VipSlot>() == 32);
     assert!(core::mem::size_of::<VipRecord>() == 64);
     assert!(core::mem::size_of::<BackendRecord>() == 32);
+    assert!(core::mem::size_of::<LimitsRecord>() == 32);
+    assert!(core::mem::size_of::<PrefixRecord>() == 24);
     assert!(BLOCK_HEADER_LEN + 32 == ROOT_FIXED_END);
     assert!(BLOCK_HEADER_LEN + 64 == VIP_FIXED_END);
     assert!(HEADER_LEN.is_multiple_of(UNIT));

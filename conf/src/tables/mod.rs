@@ -49,9 +49,13 @@
 //! unchanged)                                              VipRecord
 //! 32   VipRecord (64 bytes): id, flags, addr[16], port, pp_max_len, family,
 //!      proto, mode, n_backends, ring_len, backends_off, ring_off,
-//!      name_off, name_len (offsets from the block start)
+//!      name_off, name_len, limits_off, n_prefixes (offsets from the
+//!      block start)
 //! 96   name         UTF-8, padded to 8
-//! ..   backends     [BackendRecord; n_backends]   (32 bytes each)
+//! ..   backends     [BackendRecord; n_backends]   (32 bytes each; the last
+//!                   4 hold the backend's max_connections)
+//! ..   limits       LimitsRecord                  (32 bytes: [vip.limits])
+//! ..   prefixes     [PrefixRecord; n_prefixes]    (24 bytes each: allow, deny)
 //! ..   ring         [u32; ring_len]               (indices into backends)
 //! ```
 //!
@@ -139,10 +143,10 @@ mod writer;
 use std::path::PathBuf;
 
 pub use layout::{
-    block_checksum, xxh64, BackendRecord, BlockHeader, RootFixed, VipRecord, VipSlot,
-    BLOCK_HEADER_LEN, HEADER_LEN, MAX_BACKENDS, MAX_GENERATION, MAX_NAME_LEN, MAX_REGION_LEN,
-    MAX_RING, MAX_VIPS, REGION_MAGIC, ROOT_BITS, ROOT_FIXED_END, ROOT_MAGIC, TABLES_LAYOUT_VERSION,
-    UNIT, VIP_FIXED_END, VIP_MAGIC,
+    block_checksum, xxh64, BackendRecord, BlockHeader, LimitsRecord, PrefixRecord, RootFixed,
+    VipRecord, VipSlot, BLOCK_HEADER_LEN, HEADER_LEN, MAX_BACKENDS, MAX_GENERATION, MAX_NAME_LEN,
+    MAX_PREFIXES, MAX_REGION_LEN, MAX_RING, MAX_VIPS, REGION_MAGIC, ROOT_BITS, ROOT_FIXED_END,
+    ROOT_MAGIC, TABLES_LAYOUT_VERSION, UNIT, VIP_FIXED_END, VIP_MAGIC,
 };
 pub use model::{
     backend_ids, build_generation, config_flags, no_overrides, proto_number, BackendEntry,
@@ -153,7 +157,7 @@ pub use reader::{
     view_bytes, BlockId, Published, TablesReader, TablesView, ValidationStats, VipView,
     DEFAULT_CACHE_CAPACITY,
 };
-pub use writer::{PublishStats, TablesWriter};
+pub use writer::{limits_record, prefix_records, PublishStats, TablesWriter};
 
 use crate::maglev::MaglevError;
 

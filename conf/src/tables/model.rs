@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::config::{Config, Mode, PpTlv, Protocol, ProxyProtocol, Vip};
+use crate::config::{Config, Mode, PpTlv, Protocol, ProxyProtocol, Vip, VipLimits};
 use crate::flowhash::siphash24;
 use crate::maglev::{build_into, BackendId, MaglevBackend, MaglevScratch};
 
@@ -63,6 +63,8 @@ pub struct VipTable {
     /// The Maglev ring: indices into `backends`. Empty for a VIP without
     /// backends.
     pub ring: Vec<u32>,
+    /// `[vip.limits]`: what the VIP admits.
+    pub limits: VipLimits,
 }
 
 /// One backend of a VIP.
@@ -78,6 +80,8 @@ pub struct BackendEntry {
     pub weight: u32,
     /// Health / operator state.
     pub state: BackendState,
+    /// Open connections at most (0: no limit).
+    pub max_connections: u32,
 }
 
 /// Whether a backend takes new flows.
@@ -444,6 +448,7 @@ impl GenerationBuilder {
                     port: b.port,
                     weight,
                     state,
+                    max_connections: b.max_connections,
                 }
             })
             .collect();
@@ -498,6 +503,7 @@ impl GenerationBuilder {
             pp_max_len: v.proxy_protocol_max_len,
             backends,
             ring: Vec::new(),
+            limits: v.limits.clone(),
         };
 
         // Same ring inputs as last time: reuse (the whole VIP if nothing else
@@ -513,7 +519,8 @@ impl GenerationBuilder {
                     && old.mode == table.mode
                     && old.flags == table.flags
                     && old.pp_max_len == table.pp_max_len
-                    && old.backends == table.backends;
+                    && old.backends == table.backends
+                    && old.limits == table.limits;
                 if same_rest {
                     return Ok(Arc::clone(&c.vip));
                 }

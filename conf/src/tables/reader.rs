@@ -139,6 +139,8 @@ pub(crate) struct CachedVip {
     name: (u32, u32),
     backends: (u32, u32),
     ring: (u32, u32),
+    /// (offset of the limits record, count of prefixes after it).
+    limits: (u32, u32),
 }
 
 /// The VIP blocks of the last generation this reader validated, in root
@@ -216,6 +218,8 @@ pub struct VipView<'a> {
     name: &'a [u8],
     backends: &'a [BackendRecord],
     ring: &'a [u32],
+    limits: &'a LimitsRecord,
+    prefixes: &'a [PrefixRecord],
     pub(crate) block: BlockRef,
 }
 
@@ -293,6 +297,15 @@ impl<'a> VipView<'a> {
     pub fn ring(&self) -> &'a [u32] {
         self.ring
     }
+    /// `[vip.limits]`'s values (validated).
+    pub fn limits(&self) -> &'a LimitsRecord {
+        self.limits
+    }
+    /// The `allow` list, then the `deny` list (validated: network
+    /// addresses of the VIP's family, lengths in range).
+    pub fn prefixes(&self) -> &'a [PrefixRecord] {
+        self.prefixes
+    }
     /// The backend a flow hash selects: `(index, record)`, or `None` for an
     /// empty ring.
     #[inline]
@@ -337,6 +350,34 @@ impl<'a> VipView<'a> {
             pp_max_len: self.pp_max_len(),
             backends: self.backends.iter().map(BackendRecord::to_entry).collect(),
             ring: self.ring.to_vec(),
+            limits: self.limits_model(),
+        }
+    }
+
+    /// `[vip.limits]` back as the model.
+    fn limits_model(&self) -> crate::config::VipLimits {
+        let l = self.limits;
+        let nets = |deny: u8| {
+            self.prefixes
+                .iter()
+                .filter(|p| p.deny == deny)
+                .map(|p| crate::config::IpNet {
+                    addr: ip_of(p.family, &p.addr),
+                    prefix_len: p.len,
+                })
+                .collect()
+        };
+        crate::config::VipLimits {
+            max_connections: l.max_connections,
+            new_connections_per_second: l.new_per_second,
+            new_connections_burst: l.new_burst,
+            per_source_per_second: l.source_per_second,
+            per_source_burst: l.source_burst,
+            source_prefix_v4: l.source_prefix_v4,
+            source_prefix_v6: l.source_prefix_v6,
+            source_table_size: l.source_table,
+            allow: nets(0),
+            deny: nets(1),
         }
     }
 }
@@ -358,6 +399,7 @@ impl BackendRecord {
             port: self.port,
             weight: self.weight,
             state: self.backend_state(),
+            max_connections: self.max_connections,
         }
     }
 }
@@ -618,6 +660,9 @@ fn from_cache<'a>(region: &Region<'a>, e: &CachedVip) -> Option<VipView<'a>> {
         name: part(e.name, 1)?,
         backends: <[BackendRecord]>::ref_from_bytes(part(e.backends, 32)?).ok()?,
         ring: <[u32]>::ref_from_bytes(part(e.ring, 4)?).ok()?,
+        limits: LimitsRecord::ref_from_bytes(part((e.limits.0, 1), 32)?).ok()?,
+        prefixes: <[PrefixRecord]>::ref_from_bytes(part((e.limits.0 + 32, e.limits.1), 24)?)
+            .ok()?,
         block: e.block,
     })
 }
@@ -713,6 +758,7 @@ fn vip<'a>(
         offset: at,
         section: "ring",
     })?;
+    let (limits, prefixes) = limits_of(blk, at, rec)?;
     for be in backends {
         check_addr(be.family, &be.addr).map_err(|v| field("backend family/addr", v))?;
         if BackendState::from_u8(be.state).is_none() {
@@ -736,6 +782,7 @@ fn vip<'a>(
         name: (rec.name_off, rec.name_len),
         backends: (rec.backends_off, rec.n_backends),
         ring: (rec.ring_off, rec.ring_len),
+        limits: (rec.limits_off, rec.n_prefixes),
     };
     Ok((
         entry,
@@ -744,9 +791,71 @@ fn vip<'a>(
             name,
             backends,
             ring,
+            limits,
+            prefixes,
             block: b,
         },
     ))
+}
+
+/// The limits record and the prefixes of a VIP block, checked: rates and
+/// the per-source table in range, prefixes of the VIP's family with no host
+/// bits.
+fn limits_of<'a>(
+    blk: &'a [u8],
+    at: u64,
+    rec: &VipRecord,
+) -> Result<(&'a LimitsRecord, &'a [PrefixRecord]), Corruption> {
+    let field = |field: &'static str, value: u64| Corruption::Field {
+        offset: at,
+        field,
+        value,
+    };
+    if rec.n_prefixes > MAX_PREFIXES {
+        return Err(field("n_prefixes", rec.n_prefixes.into()));
+    }
+    let bad = || Corruption::Section {
+        offset: at,
+        section: "limits",
+    };
+    let r = section(blk, at, rec.limits_off, 32, 8, "limits")?;
+    let limits = LimitsRecord::ref_from_bytes(&blk[r]).map_err(|_| bad())?;
+    let r = section(
+        blk,
+        at,
+        rec.limits_off.checked_add(32).ok_or_else(bad)?,
+        u64::from(rec.n_prefixes) * 24,
+        8,
+        "prefixes",
+    )?;
+    let prefixes = <[PrefixRecord]>::ref_from_bytes(&blk[r]).map_err(|_| bad())?;
+    if limits.source_per_second > 0 {
+        let t = limits.source_table;
+        if !t.is_power_of_two() || t > crate::config::VipLimits::MAX_SOURCE_TABLE {
+            return Err(field("source_table", t.into()));
+        }
+        if !(1..=32).contains(&limits.source_prefix_v4) {
+            return Err(field("source_prefix_v4", limits.source_prefix_v4.into()));
+        }
+        if !(1..=128).contains(&limits.source_prefix_v6) {
+            return Err(field("source_prefix_v6", limits.source_prefix_v6.into()));
+        }
+    }
+    for p in prefixes {
+        let max = if p.family == 4 { 32 } else { 128 };
+        if p.family != rec.family || p.len == 0 || p.len > max || p.deny > 1 {
+            return Err(field("prefix family/len", p.len.into()));
+        }
+        check_addr(p.family, &p.addr).map_err(|v| field("prefix family/addr", v))?;
+        let net = crate::config::IpNet {
+            addr: ip_of(p.family, &p.addr),
+            prefix_len: p.len,
+        };
+        if net.network() != net.addr {
+            return Err(field("prefix host bits", p.len.into()));
+        }
+    }
+    Ok((limits, prefixes))
 }
 
 /// Family 4 with bytes 4..16 zero, or family 6. Err(family) otherwise.

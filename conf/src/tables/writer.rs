@@ -18,7 +18,7 @@ use super::reader::{check_header, header_word, validate, Region};
 use super::{
     file_error, BackendEntry, Generation, Published, TablesError, VipTable, PROTO_TCP, PROTO_UDP,
 };
-use crate::config::Mode;
+use crate::config::{Mode, VipLimits};
 use crate::os::files::{self, Access};
 use crate::os::LockError;
 
@@ -151,6 +151,7 @@ fn new_region_id() -> u64 {
 struct VipLayout {
     name_off: u64,
     backends_off: u64,
+    limits_off: u64,
     ring_off: u64,
     /// Bytes before the ring (header, record, name, padding, backends).
     head_len: u64,
@@ -160,11 +161,14 @@ struct VipLayout {
 fn vip_layout(v: &VipTable) -> VipLayout {
     let name_off = VIP_FIXED_END;
     let backends_off = round_up(name_off + v.name.len() as u64, 8);
-    let ring_off = backends_off + v.backends.len() as u64 * 32;
+    let limits_off = backends_off + v.backends.len() as u64 * 32;
+    let n_prefixes = (v.limits.allow.len() + v.limits.deny.len()) as u64;
+    let ring_off = limits_off + 32 + n_prefixes * 24;
     let len = round_up(ring_off + v.ring.len() as u64 * 4, 8);
     VipLayout {
         name_off,
         backends_off,
+        limits_off,
         ring_off,
         head_len: ring_off,
         len,
@@ -203,6 +207,31 @@ fn check_vip(v: &VipTable) -> Result<(), TablesError> {
         return bad(format!(
             "{} backends (at most {MAX_BACKENDS})",
             v.backends.len()
+        ));
+    }
+    let prefixes = v.limits.allow.len() + v.limits.deny.len();
+    if prefixes > MAX_PREFIXES as usize {
+        return bad(format!(
+            "{prefixes} allow/deny prefixes (at most {MAX_PREFIXES})"
+        ));
+    }
+    let lim = &v.limits;
+    for net in lim.allow.iter().chain(&lim.deny) {
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        if net.is_ipv4() != v.addr.is_ipv4() || net.prefix_len == 0 || net.prefix_len > max {
+            return bad(format!("prefix {net} does not fit the VIP {}", v.addr));
+        }
+    }
+    let t = lim.source_table_size;
+    if lim.per_source_per_second > 0
+        && (!t.is_power_of_two()
+            || t > crate::config::VipLimits::MAX_SOURCE_TABLE
+            || !(1..=32).contains(&lim.source_prefix_v4)
+            || !(1..=128).contains(&lim.source_prefix_v6))
+    {
+        return bad(format!(
+            "per-source table of {t} for /{} and /{} prefixes",
+            lim.source_prefix_v4, lim.source_prefix_v6
         ));
     }
     if v.ring.len() > MAX_RING as usize {
@@ -255,7 +284,8 @@ fn vip_head(v: &VipTable, born: u64, out: &mut Vec<u8>) -> VipLayout {
         ring_off: l.ring_off as u32,
         name_off: l.name_off as u32,
         name_len: v.name.len() as u32,
-        reserved1: [0; 8],
+        limits_off: l.limits_off as u32,
+        n_prefixes: (v.limits.allow.len() + v.limits.deny.len()) as u32,
     };
     out[BLOCK_HEADER_LEN as usize..VIP_FIXED_END as usize].copy_from_slice(rec.as_bytes());
     let n = l.name_off as usize;
@@ -265,7 +295,50 @@ fn vip_head(v: &VipTable, born: u64, out: &mut Vec<u8>) -> VipLayout {
         out[o..o + 32].copy_from_slice(backend_record(b).as_bytes());
         o += 32;
     }
+    let mut o = l.limits_off as usize;
+    out[o..o + 32].copy_from_slice(limits_record(&v.limits).as_bytes());
+    o += 32;
+    for p in prefix_records(&v.limits) {
+        out[o..o + 24].copy_from_slice(p.as_bytes());
+        o += 24;
+    }
     l
+}
+
+/// The limits record of `[vip.limits]`.
+pub fn limits_record(lim: &VipLimits) -> LimitsRecord {
+    LimitsRecord {
+        max_connections: lim.max_connections,
+        new_per_second: lim.new_connections_per_second,
+        new_burst: lim.new_connections_burst,
+        source_per_second: lim.per_source_per_second,
+        source_burst: lim.per_source_burst,
+        source_table: lim.source_table_size,
+        source_prefix_v4: lim.source_prefix_v4,
+        source_prefix_v6: lim.source_prefix_v6,
+        reserved: [0; 6],
+    }
+}
+
+/// The prefix records of `[vip.limits]`: `allow`, then `deny`.
+pub fn prefix_records(lim: &VipLimits) -> Vec<PrefixRecord> {
+    let tagged = lim
+        .allow
+        .iter()
+        .map(|n| (n, 0))
+        .chain(lim.deny.iter().map(|n| (n, 1)));
+    tagged
+        .map(|(net, deny)| {
+            let (family, addr) = addr16(net.network());
+            PrefixRecord {
+                addr,
+                len: net.prefix_len,
+                family,
+                deny,
+                reserved: [0; 5],
+            }
+        })
+        .collect()
 }
 
 fn backend_record(b: &BackendEntry) -> BackendRecord {
@@ -277,7 +350,7 @@ fn backend_record(b: &BackendEntry) -> BackendRecord {
         port: b.port,
         family,
         state: b.state.to_u8(),
-        reserved: [0; 4],
+        max_connections: b.max_connections,
     }
 }
 

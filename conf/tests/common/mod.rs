@@ -70,9 +70,37 @@ pub fn region_vip(
                 } else {
                     BackendState::Up
                 },
+                max_connections: 10 * i as u32,
             })
             .collect(),
         ring,
+        limits: fixture_limits(addr),
+    }
+}
+
+/// Limits that round-trip every field: a connection cap, both rates and
+/// an allow list with a narrower deny inside it, of `addr`'s family.
+pub fn fixture_limits(addr: std::net::IpAddr) -> conf::VipLimits {
+    let net = |len: u8| {
+        let n = conf::IpNet {
+            addr,
+            prefix_len: len,
+        };
+        conf::IpNet {
+            addr: n.network(),
+            prefix_len: len,
+        }
+    };
+    let (wide, narrow) = if addr.is_ipv4() { (8, 24) } else { (32, 64) };
+    conf::VipLimits {
+        max_connections: 1000,
+        new_connections_per_second: 500,
+        new_connections_burst: 50,
+        per_source_per_second: 20,
+        per_source_burst: 40,
+        allow: vec![net(wide)],
+        deny: vec![net(narrow)],
+        ..conf::VipLimits::default()
     }
 }
 

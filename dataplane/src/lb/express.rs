@@ -329,6 +329,9 @@ impl Lb {
             }
             // No RST comes here: nothing is refused.
             let _ = self.conntrack.update_tcp(id, dir, &seg, now);
+            if flags & 0x01 != 0 {
+                self.note_closed(id); // a FIN may end the connection: [vip.limits]
+            }
         }
         let e = self.conntrack.get_mut(id);
         let headers = nat::Headers::Layout(at);

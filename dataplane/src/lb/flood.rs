@@ -34,6 +34,7 @@ impl Lb {
             &mut self.local_ports,
             &self.state_timeouts_ms,
             self.records.as_mut(),
+            &self.admission,
         )
         .ending(Ending::Evicted);
         let r = self

@@ -33,6 +33,7 @@ use crate::wire::Parsed;
 use records::FlowRecords;
 use track::Release;
 
+mod admit;
 mod classify;
 mod emit;
 mod express;
@@ -44,6 +45,10 @@ mod select;
 mod tables;
 mod track;
 
+pub use admit::{
+    Acl, Admission, ConnCounts, SourceTable, TokenBucket, VipAdmit, FLOW_COUNTED_BACKEND,
+    FLOW_COUNTED_VIP,
+};
 pub use emit::{LocalPool, NeighRequest, Routes};
 pub use express::Prepared;
 pub use flood::HALF_OPEN_MIN_AGE_MS;
@@ -118,6 +123,8 @@ pub struct Lb {
     proxy_out: PpWorker,
     /// Connection meters and records (`[records]`; none: off).
     records: Option<FlowRecords>,
+    /// Open-connection counts of capped VIPs and backends (`[vip.limits]`).
+    admission: admit::Admission,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -155,6 +162,7 @@ impl Lb {
             conn_counter: 0,
             proxy_out: PpWorker::default(),
             records: None,
+            admission: admit::Admission::default(),
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]
@@ -176,6 +184,7 @@ impl Lb {
         // Every carried VIP kept its position, and which VIPs were built.
         let mut in_place = true;
         let mut built = Vec::new();
+        let key = t.flow_hash_key();
         for i in 0..t.vips.len() {
             if let Some(j) = t.resolve_vip(i, old.as_mut(), &mut by_src) {
                 in_place &= j == i;
@@ -187,6 +196,8 @@ impl Lb {
             for b in &mut v.backends {
                 b.stat_slot = self.backend_stats.slot_for(b.id).unwrap_or(u32::MAX);
             }
+            let seed = admit::source_seed(&key, self.worker, v.id);
+            v.build_admit(&mut self.admission, seed, self.now_ms);
         }
         self.pin_next_hops(&mut t);
         t.finish_dnat(old.as_mut().filter(|_| in_place), &built);
@@ -221,6 +232,18 @@ impl Lb {
                 self.configured_hop(port, gw, Slot::NONE);
             }
         }
+    }
+
+    /// Counts open connections of capped VIPs and backends in `counts`,
+    /// shared with the other workers of the process (before the first
+    /// adoption; alone, a worker counts only its own connections).
+    pub fn share_conn_counts(&mut self, counts: std::sync::Arc<ConnCounts>) {
+        self.admission = admit::Admission::new(counts);
+    }
+
+    /// The open-connection counts (tests, inspection).
+    pub fn conn_counts(&self) -> &ConnCounts {
+        &self.admission.counts
     }
 
     /// Shows the use of each full-NAT local address there from now on
@@ -358,6 +381,7 @@ impl Lb {
             &mut self.local_ports,
             &self.state_timeouts_ms,
             self.records.as_mut(),
+            &self.admission,
         );
         let freed = self
             .conntrack

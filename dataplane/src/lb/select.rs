@@ -108,6 +108,16 @@ pub(super) enum Picked {
     Stateless(FlowRec, FlowKey),
 }
 
+/// Where a new flow goes: the backend's mode, address, port and local set.
+#[derive(Clone, Copy)]
+struct Target {
+    mode: Mode,
+    addr16: [u8; 16],
+    port: u16,
+    v6: bool,
+    local_set: Option<SetId>,
+}
+
 /// Which worker owns full-NAT local port `port` among `workers`.
 pub fn port_owner(port: u16, workers: usize) -> usize {
     let mask = (workers.next_power_of_two() - 1) as u16;
@@ -127,6 +137,19 @@ impl Lb {
         frame: &[u8],
         counters: &mut Counters,
     ) -> Result<Picked, Verdict> {
+        // `[vip.limits]` first: a refused flow evicts nothing.
+        if let Some(v) = self
+            .tables
+            .as_mut()
+            .and_then(|t| t.vips.get_mut(vi as usize))
+        {
+            if v.admit.active {
+                let counts = &self.admission.counts;
+                if let Err(c) = v.admit.before_pick(orig, self.now_ms, counts, counters) {
+                    return Err(count_drop(counters, c));
+                }
+            }
+        }
         let room = if self.conntrack.is_full() {
             self.make_room(counters)
         } else {
@@ -138,15 +161,23 @@ impl Lb {
         let Some(vip) = tables.vips.get(vi as usize) else {
             return Err(count_drop(counters, Counter::DropNotLocal));
         };
-        let Some(b) = tables
+        let Some((bi, b)) = tables
             .pick_key(vip, orig)
-            .and_then(|bi| vip.backends.get(bi as usize))
+            .and_then(|bi| Some((bi, vip.backends.get(bi as usize)?)))
         else {
             return Err(count_drop(counters, Counter::DropNoBackend));
         };
         if b.out_port == usize::MAX {
             return Err(count_drop(counters, Counter::DropNoRoute));
         }
+        let held = if vip.admit.active {
+            match vip.admit.take(bi, &self.admission.counts) {
+                Ok(held) => held,
+                Err(c) => return Err(count_drop(counters, c)),
+            }
+        } else {
+            0
+        };
         let mut client_mac = [0u8; 6];
         if let Some(m) = frame.get(6..12) {
             client_mac.copy_from_slice(m);
@@ -170,7 +201,7 @@ impl Lb {
             backend_port: b.out_port as u8,
             client_mac,
             mode: vip.mode,
-            bits: if proxy.is_on() { FLOW_PP } else { 0 },
+            bits: if proxy.is_on() { FLOW_PP | held } else { held },
             ts_delta: 0,
             fwd: nat::Deltas::default(),
             rev: nat::Deltas::default(),
@@ -178,69 +209,27 @@ impl Lb {
             proxy,
         };
         self.conn_counter += 1;
-        let now = self.now_ms;
         let state = if tcp { State::SynSent } else { State::Udp };
-        let b_v6 = b.addr.is_ipv6();
         let mut rec = rec;
-        let picked = match vip.mode {
-            Mode::Dnat => {
-                let reply = FlowKey {
-                    src: b.addr16,
-                    dst: orig.src,
-                    sport: b.port,
-                    dport: orig.sport,
-                    proto: orig.proto,
-                    v6: b_v6 || orig.v6,
-                };
-                (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
-                let mut release = Release::of(
-                    self.vip_stats,
-                    self.backend_stats,
-                    &mut self.local_ports,
-                    &self.state_timeouts_ms,
-                    self.records.as_mut(),
-                );
-                let inserted = self
-                    .conntrack
-                    .insert(*orig, reply, rec, state, now, |id, e| release.entry(id, e));
-                match inserted {
-                    Ok(id) => Picked::Tracked(id),
-                    // A stateless PROXY flow could carry no header.
-                    Err(InsertError::Full) if rec.pp_on() => {
-                        return Err(count_drop(counters, Counter::DropPpConntrackFull));
-                    }
-                    Err(InsertError::Full) => {
-                        counters.inc(Counter::ConntrackFullStateless);
-                        Picked::Stateless(rec, reply)
-                    }
-                    Err(_) => {
-                        return Err(count_drop(counters, Counter::DropReplyKeyInUse));
-                    }
-                }
+        let to = Target {
+            mode: vip.mode,
+            addr16: b.addr16,
+            port: b.port,
+            v6: b.addr.is_ipv6(),
+            local_set: b.local_set,
+        };
+        let placed = self.place(to, orig, &mut rec, (state, room), counters);
+        let picked = match placed {
+            Ok(Picked::Stateless(mut r, reply)) if held != 0 => {
+                // Nothing tracks it: nothing could give its places back later.
+                self.admission.release(held, r.vip_slot, r.backend_slot);
+                r.bits &= !held;
+                Picked::Stateless(r, reply)
             }
-            Mode::FullNat => {
-                let Some(set) = b.local_set else {
-                    return Err(count_drop(counters, Counter::DropNoLocalPort));
-                };
-                if self.conntrack.is_full() {
-                    let why = match room {
-                        Eviction::TooYoung => Counter::DropSynFlood,
-                        _ => Counter::DropConntrackFull,
-                    };
-                    return Err(count_drop(counters, why));
-                }
-                let reply = FlowKey {
-                    src: b.addr16,
-                    dst: [0; 16],
-                    sport: b.port,
-                    dport: 0,
-                    proto: orig.proto,
-                    v6: b_v6,
-                };
-                match self.take_local_tuple(set, orig, reply, &mut rec, state, counters) {
-                    Ok(id) => Picked::Tracked(id),
-                    Err(c) => return Err(count_drop(counters, c)),
-                }
+            Ok(p) => p,
+            Err(c) => {
+                self.admission.release(held, rec.vip_slot, rec.backend_slot);
+                return Err(count_drop(counters, c));
             }
         };
         if matches!(picked, Picked::Tracked(_)) {
@@ -254,6 +243,83 @@ impl Lb {
             .add(rec.vip_slot, FlowStat::NewConnections, 1);
         self.backend_stats
             .add(rec.backend_slot, FlowStat::NewConnections, 1);
+        Ok(picked)
+    }
+
+    /// Tracks a new flow to the backend `to` (DNAT: its entry, or stateless
+    /// when the table is full; full-NAT: a local tuple): what the pick
+    /// produced, or why it failed.
+    fn place(
+        &mut self,
+        to: Target,
+        orig: &FlowKey,
+        rec: &mut FlowRec,
+        (state, room): (State, Eviction),
+        counters: &mut Counters,
+    ) -> Result<Picked, Counter> {
+        let now = self.now_ms;
+        let picked = match to.mode {
+            Mode::Dnat => {
+                let reply = FlowKey {
+                    src: to.addr16,
+                    dst: orig.src,
+                    sport: to.port,
+                    dport: orig.sport,
+                    proto: orig.proto,
+                    v6: to.v6 || orig.v6,
+                };
+                (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
+                let mut release = Release::of(
+                    self.vip_stats,
+                    self.backend_stats,
+                    &mut self.local_ports,
+                    &self.state_timeouts_ms,
+                    self.records.as_mut(),
+                    &self.admission,
+                );
+                let inserted = self
+                    .conntrack
+                    .insert(*orig, reply, *rec, state, now, |id, e| release.entry(id, e));
+                match inserted {
+                    Ok(id) => Picked::Tracked(id),
+                    // A stateless PROXY flow could carry no header.
+                    Err(InsertError::Full) if rec.pp_on() => {
+                        return Err(Counter::DropPpConntrackFull);
+                    }
+                    Err(InsertError::Full) => {
+                        counters.inc(Counter::ConntrackFullStateless);
+                        Picked::Stateless(*rec, reply)
+                    }
+                    Err(_) => {
+                        return Err(Counter::DropReplyKeyInUse);
+                    }
+                }
+            }
+            Mode::FullNat => {
+                let Some(set) = to.local_set else {
+                    return Err(Counter::DropNoLocalPort);
+                };
+                if self.conntrack.is_full() {
+                    let why = match room {
+                        Eviction::TooYoung => Counter::DropSynFlood,
+                        _ => Counter::DropConntrackFull,
+                    };
+                    return Err(why);
+                }
+                let reply = FlowKey {
+                    src: to.addr16,
+                    dst: [0; 16],
+                    sport: to.port,
+                    dport: 0,
+                    proto: orig.proto,
+                    v6: to.v6,
+                };
+                match self.take_local_tuple(set, orig, reply, rec, state, counters) {
+                    Ok(id) => Picked::Tracked(id),
+                    Err(c) => return Err(c),
+                }
+            }
+        };
         Ok(picked)
     }
 
@@ -314,6 +380,7 @@ impl Lb {
                 &mut self.local_ports,
                 &self.state_timeouts_ms,
                 self.records.as_mut(),
+                &self.admission,
             );
             let inserted = self
                 .conntrack

@@ -6,10 +6,11 @@
 use std::net::IpAddr;
 
 use conf::flowhash::FlowHasher;
-use conf::tables::{BackendRecord, BlockId};
+use conf::tables::{BackendRecord, BlockId, LimitsRecord, PrefixRecord};
 use conf::Mode;
 use hashbrown::HashMap;
 
+use super::admit::{Admission, VipAdmit};
 use super::classify::{to16, AddrClass, RawKey, RawMap};
 use super::ResetKey;
 use super::Routes;
@@ -66,6 +67,40 @@ pub struct VipRt<'t> {
     /// `backends`: [`Lb::adopt`] carries them over from the previous
     /// generation or builds them (then empty).
     records: &'t [BackendRecord],
+    /// What the VIP admits (`[vip.limits]`), this worker's buckets and
+    /// tables: carried over with the backends, or built by [`Lb::adopt`]
+    /// from `admit_src`.
+    pub admit: VipAdmit,
+    admit_src: AdmitSrc<'t>,
+}
+
+/// What a VIP's [`VipAdmit`] is built from.
+#[derive(Clone, Debug, Default)]
+struct AdmitSrc<'t> {
+    limits: LimitsRecord,
+    prefixes: &'t [PrefixRecord],
+    /// The block's backend records (their caps), or
+    records: &'t [BackendRecord],
+    /// the caps of an in-process VIP's backends.
+    backend_max: Vec<u32>,
+}
+
+impl VipRt<'_> {
+    /// Builds the VIP's admission state (a VIP whose backends were just
+    /// built) and binds its caps to the shared counts.
+    pub(super) fn build_admit(&mut self, admission: &mut Admission, seed: u64, now_ms: u64) {
+        let src = &self.admit_src;
+        let maxes: Vec<u32> = if src.records.is_empty() {
+            src.backend_max.clone()
+        } else {
+            src.records.iter().map(|r| r.max_connections).collect()
+        };
+        self.admit = VipAdmit::new(src.limits, src.prefixes, maxes.into_iter(), seed, now_ms);
+        if self.admit.active {
+            let backends = self.backends.iter().map(|b| (b.id, b.stat_slot));
+            admission.bind(&mut self.admit, (self.stat_key, self.stat_slot), backends);
+        }
+    }
 }
 
 /// Where a VIP of an adopted generation was read from: a block of the
@@ -97,6 +132,12 @@ pub struct VipInput<'t> {
     /// PROXY protocol v2 settings; `PpConfig::default()` is off.
     pub proxy_protocol: PpConfig,
     pub translate_timestamps: bool,
+    /// `[vip.limits]`: the values, the allow/deny prefixes, and (in-process
+    /// VIPs; empty for a block's, whose records carry them) the caps of
+    /// the backends, in `backends` order.
+    pub limits: LimitsRecord,
+    pub prefixes: &'t [PrefixRecord],
+    pub backend_max: Vec<u32>,
     /// A VIP read in place from a validated tables-region block: its source
     /// and its backend records. Its backends are built (or carried over from
     /// the previous generation) by [`Lb::adopt`], not by [`Adopted::new`].
@@ -185,6 +226,7 @@ pub struct Adopted<'t> {
     /// instead of building one.
     pub dnat_patched: bool,
     pub(super) hasher: FlowHasher,
+    flow_hash_key: [u8; 16],
     pub routes: Routes,
     /// VIPs whose ring points outside their backend list: refused (empty
     /// ring) when their backends are built.
@@ -254,6 +296,13 @@ impl<'t> Adopted<'t> {
                 translate_timestamps: v.translate_timestamps,
                 src: v.block.map(|(src, _)| src),
                 records,
+                admit: VipAdmit::default(),
+                admit_src: AdmitSrc {
+                    limits: v.limits,
+                    prefixes: v.prefixes,
+                    records,
+                    backend_max: v.backend_max,
+                },
             });
         }
         for pool in &routes.pools {
@@ -270,6 +319,7 @@ impl<'t> Adopted<'t> {
             dnat_stale,
             dnat_patched: false,
             hasher: FlowHasher::new(flow_hash_key),
+            flow_hash_key,
             routes,
             refused,
             carried: 0,
@@ -330,6 +380,7 @@ impl<'t> Adopted<'t> {
                     // Taken: it cannot match a second VIP.
                     ov.src = None;
                     v.backends = std::mem::take(&mut ov.backends);
+                    v.admit = std::mem::take(&mut ov.admit);
                     v.stat_slot = ov.stat_slot;
                     v.records = &[];
                     if ov.ring.is_empty() && !v.ring.is_empty() {
@@ -417,6 +468,11 @@ impl<'t> Adopted<'t> {
             }
         }
         true
+    }
+
+    /// The key of the flow hash (seeds per-source tables).
+    pub(super) fn flow_hash_key(&self) -> [u8; 16] {
+        self.flow_hash_key
     }
 
     pub fn vip_index(&self, addr: IpAddr, port: u16, proto: u8) -> Option<u32> {

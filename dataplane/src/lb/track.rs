@@ -6,6 +6,7 @@ use conf::counters::Counter;
 use conf::state::{FlowStat, FlowStats};
 use conf::Mode;
 
+use super::admit::{Admission, FLOW_COUNTED};
 use super::classify::{flags_of, to16};
 use super::count_drop;
 use super::records::{Ending, FlowRecords};
@@ -173,6 +174,7 @@ pub(super) struct Release<'a> {
     local_ports: &'a mut LocalPorts,
     state_timeouts_ms: &'a [u64; 7],
     records: Option<&'a mut FlowRecords>,
+    admission: &'a Admission,
     ending: Ending,
 }
 
@@ -183,6 +185,7 @@ impl<'a> Release<'a> {
         local_ports: &'a mut LocalPorts,
         state_timeouts_ms: &'a [u64; 7],
         records: Option<&'a mut FlowRecords>,
+        admission: &'a Admission,
     ) -> Self {
         Release {
             vip_stats,
@@ -190,6 +193,7 @@ impl<'a> Release<'a> {
             local_ports,
             state_timeouts_ms,
             records,
+            admission,
             ending: Ending::AsItsState,
         }
     }
@@ -202,6 +206,9 @@ impl<'a> Release<'a> {
 
     pub(super) fn entry(&mut self, id: EntryId, e: &crate::conntrack::Entry<FlowRec>) {
         let v = &e.value;
+        if v.bits & FLOW_COUNTED != 0 {
+            self.admission.release(v.bits, v.vip_slot, v.backend_slot);
+        }
         self.vip_stats
             .sub(v.vip_slot, FlowStat::ActiveConnections, 1);
         self.backend_stats
@@ -238,7 +245,11 @@ impl Lb {
         const RST: u8 = 0x04;
         let was_open = seg.flags & RST != 0 && self.conntrack.get(id).state() != State::Closed;
         match self.conntrack.update_tcp(id, dir, seg, self.now_ms) {
-            Ok(State::Closed) if was_open => counters.inc(Counter::TcpRstAccepted),
+            Ok(State::Closed) if was_open => {
+                counters.inc(Counter::TcpRstAccepted);
+                self.note_closed(id);
+            }
+            Ok(_) if seg.flags & 0x01 != 0 => self.note_closed(id),
             Ok(_) => {}
             Err(Refused::Rst(RstFit::InWindow)) => counters.inc(Counter::TcpRstNotExact),
             Err(Refused::Rst(_)) => {
@@ -631,6 +642,7 @@ impl Lb {
                 &mut self.local_ports,
                 &self.state_timeouts_ms,
                 self.records.as_mut(),
+                &self.admission,
             )
             .ending(ending)
             .entry(id, &e);

@@ -116,6 +116,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Diagnosis {
         port_misses(i, &mut d.findings);
         records_lost(i, &mut d.findings);
         neighbour_spoofing(i, &mut d.findings);
+        refusals(i, &mut d.findings);
     }
     vips(i.last, &mut d.findings);
     if let Some(h) = i.health {
@@ -293,7 +294,7 @@ fn drops(rates: &[DropRate], stats: &pb::GetStatsResponse, out: &mut Vec<Finding
     };
     for r in rates
         .iter()
-        .filter(|r| !parts.contains(&r.counter.as_str()))
+        .filter(|r| !parts.contains(&r.counter.as_str()) && !REFUSALS.contains(&r.counter.as_str()))
     {
         let (kind, severity, next) = drop_kind(&r.counter);
         let mut evidence = format!(
@@ -477,6 +478,52 @@ fn port_misses(i: &Inputs<'_>, out: &mut Vec<Finding>) {
             "borderctl counters (PORT table; rx_packets per worker): add workers or cores \
              ([dataplane] worker_lcores, restart), use poll = \"busy\" on dedicated cores, or \
              spread the traffic over more Rx queues",
+        ));
+    }
+}
+
+/// What `[vip.limits]` and `dataplane.icmp_echo_per_second` refuse
+/// (issue 23): one finding family of their own, not `drops_other`.
+const REFUSALS: [&str; 8] = [
+    "drop_vip_acl_denied",
+    "drop_vip_max_connections",
+    "drop_backend_max_connections",
+    "drop_vip_rate_limited",
+    "drop_source_rate_limited",
+    "drop_udp_source_rate_limited",
+    "source_table_full",
+    "icmp_echo_rate_limited",
+];
+
+/// Refusals per second from which they are a finding: below it a limit
+/// that turns away the odd client is doing its job.
+const REFUSAL_FINDING_RATE: f64 = 10.0;
+
+/// Limits refusing at a high rate: a flood being held off, or a limit too
+/// tight for the traffic.
+fn refusals(i: &Inputs<'_>, out: &mut Vec<Finding>) {
+    for name in REFUSALS {
+        let n = moved(total(&i.first.stats, name), total(&i.last.stats, name));
+        let rate = per_second(n, i.window_ms);
+        if n == 0 || rate < REFUSAL_FINDING_RATE {
+            continue;
+        }
+        let help = i
+            .last
+            .stats
+            .counters
+            .iter()
+            .find(|c| c.name == name)
+            .map_or(String::new(), |c| c.help.clone());
+        out.push(finding(
+            "limits_refusing",
+            Severity::Note,
+            name,
+            format!("{n} refused in the window ({rate}/s): {help}"),
+            "a flood held off, or a limit too tight for the traffic: borderctl stats --all \
+             (drop_vip_*, drop_*source_rate_limited, icmp_echo_rate_limited); raise the VIP's \
+             [vip.limits] and borderctl apply (no restart), or \
+             [dataplane] icmp_echo_per_second (restart); docs/config.md",
         ));
     }
 }

@@ -22,6 +22,9 @@ const COUNTERS: &[(&str, bool, bool)] = &[
     ("neigh_learn_refused_off_subnet", false, false),
     ("neigh_learn_refused_unsolicited", false, false),
     ("neigh_learn_refused_overheard", false, false),
+    ("drop_vip_acl_denied", true, false),
+    ("drop_vip_max_connections", true, false),
+    ("icmp_echo_rate_limited", false, false),
 ];
 
 fn idx(name: &str) -> usize {
@@ -522,4 +525,38 @@ fn spoofed_segments_refused_are_one_family() {
         "{}",
         d.findings[0].evidence
     );
+}
+
+#[test]
+fn limits_refusing_at_a_high_rate_are_one_family() {
+    let first = sample(&[
+        ("drop_vip_acl_denied", 0),
+        ("drop_vip_max_connections", 10),
+        ("icmp_echo_rate_limited", 0),
+    ]);
+    let last = sample(&[
+        ("drop_vip_acl_denied", 400),
+        // 5 in 2 s: below the finding rate.
+        ("drop_vip_max_connections", 15),
+        ("icmp_echo_rate_limited", 1000),
+    ]);
+    let d = diagnose_pair(&first, &last, None);
+    assert_eq!(
+        kinds(&d),
+        [
+            ("limits_refusing", "drop_vip_acl_denied", Severity::Note),
+            ("limits_refusing", "icmp_echo_rate_limited", Severity::Note),
+        ],
+        "{:?}",
+        d.findings
+    );
+    assert!(
+        d.findings[0]
+            .evidence
+            .starts_with("400 refused in the window (200/s)"),
+        "{}",
+        d.findings[0].evidence
+    );
+    // Still listed among the drops, just not as drops_other.
+    assert!(d.drops.iter().any(|r| r.counter == "drop_vip_acl_denied"));
 }
