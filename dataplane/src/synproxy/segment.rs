@@ -400,7 +400,7 @@ mod tests {
         FlowKey::v6(s, d, 40000, 80, 6)
     }
 
-    fn answer(f: &mut Vec<u8>, len: usize, now: u64) -> usize {
+    fn answer(f: &mut [u8], len: usize, now: u64) -> usize {
         let key = key_of(&f[..len]);
         let p = parse_frame(&f[..len]).unwrap();
         let s = locate(&f[..len], &p).unwrap();
