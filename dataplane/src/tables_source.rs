@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use conf::state::vip_stat_key;
 use conf::tables::{BackendState, Generation, Published, TablesReader, TablesView, VipFlags};
+use conf::SynProxy;
 use crossbeam_queue::ArrayQueue;
 
 use crate::lb::{Adopted, ResetKey, Routes, VipInput, VipSrc};
@@ -60,6 +61,7 @@ pub fn inputs_from_view(view: &TablesView<'static>, region_id: u64) -> Vec<VipIn
             backends: Vec::new(),
             proxy_protocol: pp_from_flags(v.flags(), v.proto(), v.pp_max_len()),
             translate_timestamps: !v.flags().contains(VipFlags::TIMESTAMPS_PASS),
+            syn_proxy: syn_proxy_of(v.flags()),
             block: Some((
                 VipSrc {
                     region: region_id,
@@ -87,9 +89,21 @@ pub fn inputs_from_generation(gen: &Generation) -> Vec<VipInput<'static>> {
             backends: v.backends.iter().map(|b| (b.id, b.addr, b.port)).collect(),
             proxy_protocol: pp_from_flags(v.flags, v.proto, v.pp_max_len),
             translate_timestamps: !v.flags.contains(VipFlags::TIMESTAMPS_PASS),
+            syn_proxy: syn_proxy_of(v.flags),
             block: None,
         })
         .collect()
+}
+
+/// A VIP's `syn_proxy` from its flags (both bits: the stronger).
+fn syn_proxy_of(flags: VipFlags) -> SynProxy {
+    if flags.contains(VipFlags::SYN_PROXY_ALWAYS) {
+        SynProxy::Always
+    } else if flags.contains(VipFlags::SYN_PROXY_AUTO) {
+        SynProxy::Auto
+    } else {
+        SynProxy::Off
+    }
 }
 
 /// Whether a VIP with these flags resets the established flows of its

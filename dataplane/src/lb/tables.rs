@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use conf::flowhash::FlowHasher;
 use conf::tables::{BackendRecord, BlockId};
-use conf::Mode;
+use conf::{Mode, SynProxy};
 use hashbrown::HashMap;
 
 use super::classify::{to16, AddrClass, RawKey, RawMap};
@@ -58,6 +58,8 @@ pub struct VipRt<'t> {
     pub proxy_protocol: PpConfig,
     /// Full-NAT TCP flows get their timestamps translated ([`tstamp`]).
     pub translate_timestamps: bool,
+    /// `syn_proxy`: when the worker answers SYNs with cookies.
+    pub syn_proxy: SynProxy,
     /// The tables-region block the VIP was read from (`None`: built in
     /// process). [`Lb::adopt`] keeps the runtime of a VIP whose block the
     /// previous generation had too, instead of deriving it again.
@@ -97,6 +99,7 @@ pub struct VipInput<'t> {
     /// PROXY protocol v2 settings; `PpConfig::default()` is off.
     pub proxy_protocol: PpConfig,
     pub translate_timestamps: bool,
+    pub syn_proxy: SynProxy,
     /// A VIP read in place from a validated tables-region block: its source
     /// and its backend records. Its backends are built (or carried over from
     /// the previous generation) by [`Lb::adopt`], not by [`Adopted::new`].
@@ -252,6 +255,7 @@ impl<'t> Adopted<'t> {
                 backends,
                 proxy_protocol: v.proxy_protocol,
                 translate_timestamps: v.translate_timestamps,
+                syn_proxy: v.syn_proxy,
                 src: v.block.map(|(src, _)| src),
                 records,
             });
