@@ -283,11 +283,14 @@ impl Lb {
         // PROXY protocol flows once past their header: only sequence or
         // acknowledgement numbers move (no SYN: the SYN-ACK's MSS is clamped
         // on the general path; replies need the ACK they translate).
-        if e.value.pp_on()
-            && !(e.value.proxy.steady()
-                && !at.udp
-                && flags & TCP_SYN == 0
-                && (dir == Dir::Original || flags & TCP_ACK != 0))
+        // (SYN proxy flows, FLOW_SP, take the general path: one test of
+        // `bits` covers both.)
+        if e.value.bits & (super::FLOW_PP | super::FLOW_SP) != 0
+            && (e.value.bits & super::FLOW_SP != 0
+                || !(e.value.proxy.steady()
+                    && !at.udp
+                    && flags & TCP_SYN == 0
+                    && (dir == Dir::Original || flags & TCP_ACK != 0)))
         {
             return None;
         }

@@ -41,6 +41,7 @@ mod records;
 mod reset;
 mod rewrite;
 mod select;
+mod synproxy;
 mod tables;
 mod track;
 
@@ -50,7 +51,7 @@ pub use flood::HALF_OPEN_MIN_AGE_MS;
 pub use reset::ResetKey;
 pub use select::{port_owner, Flow4or6};
 pub use tables::{Adopted, BackendRt, VipInput, VipRt, VipSrc};
-pub use track::{FlowRec, FLOW_PP, FLOW_TS, FLOW_TS_ECHOED};
+pub use track::{FlowRec, FLOW_PP, FLOW_SP, FLOW_TS, FLOW_TS_ECHOED};
 
 /// Full-NAT local tuples counted for the pool gauges per poll iteration.
 const LOCAL_TUPLE_SCAN_BUDGET: usize = 512;
@@ -118,6 +119,8 @@ pub struct Lb {
     proxy_out: PpWorker,
     /// Connection meters and records (`[records]`; none: off).
     records: Option<FlowRecords>,
+    /// SYN cookies and the splice of cookie connections (`syn_proxy`).
+    syn_proxy: synproxy::SynProxyWorker,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -155,6 +158,7 @@ impl Lb {
             conn_counter: 0,
             proxy_out: PpWorker::default(),
             records: None,
+            syn_proxy: synproxy::SynProxyWorker::new(),
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]
@@ -195,6 +199,10 @@ impl Lb {
             }
         }
         t.finish_dnat(old.as_mut().filter(|_| in_place), &built);
+        // SYN proxy: its per-slot state, the first time a VIP wants it.
+        if t.vips.iter().any(|v| v.syn_proxy != conf::SynProxy::Off) {
+            self.syn_proxy.prepare(self.conntrack.capacity());
+        }
         if !self.local_ports.built_for(&t.routes) {
             self.local_ports = LocalPorts::build(
                 &t.routes,
@@ -268,6 +276,7 @@ impl Lb {
         self.sync
             .drain_into(self.worker, &mut self.neighbors, now_ms);
         self.expire(EXPIRE_BUDGET, counters);
+        self.syn_proxy_tick(counters);
         counters.set(Counter::ConntrackEntries, self.conntrack.len() as u64);
         counters.set(Counter::ConntrackCapacity, self.conntrack.capacity() as u64);
         if let Some(r) = &self.records {

@@ -76,6 +76,10 @@ pub const FLOW_TS: u8 = 2;
 /// so its local tuple may be reused soon after it closes (RFC 6191).
 pub const FLOW_TS_ECHOED: u8 = 4;
 
+/// A SYN proxy connection: the client's handshake was with border's
+/// cookie, the backend's numbers are spliced (`lb/synproxy.rs`).
+pub const FLOW_SP: u8 = 8;
+
 impl FlowRec {
     #[inline(always)]
     pub fn pp_on(&self) -> bool {
@@ -228,7 +232,7 @@ impl Lb {
     /// its window it goes on to the endpoint (counted), outside it is
     /// dropped (the verdict returned).
     #[inline(always)]
-    fn track_tcp(
+    pub(super) fn track_tcp(
         &mut self,
         id: EntryId,
         dir: Dir,
@@ -294,6 +298,12 @@ impl Lb {
                 return self.client_miss(rx, vi, key, None, Out { ports, counters });
             }
         };
+        // SYN proxy: held until the backend's handshake, then spliced.
+        if self.conntrack.get(id).value.bits & FLOW_SP != 0 {
+            if let Some(v) = self.syn_proxy_client(id, buf, len, p, counters) {
+                return v;
+            }
+        }
         // Its backend went down and the VIP resets such flows (a RST ends
         // the connection by itself: it goes on as usual).
         if self.tables.as_ref().is_some_and(|t| t.reset_pending)
@@ -342,14 +352,30 @@ impl Lb {
     ) -> Verdict {
         let (buf, len, p, in_port) = rx.parts();
         let Out { ports, counters } = out;
-        let Some(frame) = buf.get_mut(..len) else {
-            return count_drop(counters, Counter::DropSlowpathUnhandled);
-        };
         let tcp = key.proto == ip_proto::TCP;
         let syn_only = tcp && flags_of(p) & 0x12 == 0x02;
         if let Some(id) = closing {
             self.forget(id, Ending::AsItsState);
         }
+        // SYN proxy: a SYN answered with a cookie, a cookie ACK opening.
+        if tcp {
+            let rx = Rx {
+                buf: &mut *buf,
+                len,
+                p,
+                in_port,
+            };
+            let out = Out {
+                ports,
+                counters: &mut *counters,
+            };
+            if let Some(v) = self.syn_proxy_miss(rx, vi, key, out) {
+                return v;
+            }
+        }
+        let Some(frame) = buf.get_mut(..len) else {
+            return count_drop(counters, Counter::DropSlowpathUnhandled);
+        };
         // Mid-stream packet of a connection this worker never saw
         // (restart, table full earlier): DNAT can forward it where
         // Maglev sends it; full-NAT has no source port to use. On a PROXY
@@ -443,6 +469,12 @@ impl Lb {
                 {
                     return self.reset_backend(frame, p, in_port, id, ports, counters);
                 }
+                // SYN proxy: the backend's SYN-ACK splices, unsent.
+                if self.conntrack.get(id).value.bits & FLOW_SP != 0 {
+                    if let Some(v) = self.syn_proxy_backend(id, frame, p, ports, counters) {
+                        return v;
+                    }
+                }
                 if key.proto == ip_proto::TCP {
                     let mut seg = seg_of(frame, p);
                     seg.ack = client_space(&self.conntrack.get(id).value, seg.ack);
@@ -486,6 +518,9 @@ impl Lb {
             if let Err(c) = rec.proxy.backend_segment(frame, p, counters) {
                 return count_drop(counters, c);
             }
+        }
+        if rec.bits & FLOW_SP != 0 {
+            self.syn_proxy.to_client(id, frame, p);
         }
         let out = rec.client_port as usize;
         let Some(port) = ports.get(out) else {
