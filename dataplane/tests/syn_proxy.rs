@@ -201,6 +201,7 @@ struct Conn {
 /// SYN, the cookie SYN-ACK (checked), then the ACK carrying `first` data:
 /// the backend's SYN comes out (checked).
 fn open(n: &mut Node, client: SocketAddr, vip: SocketAddr, first: &[u8]) -> Conn {
+    let new_flows = n.counter(Counter::NewFlows);
     let syn = Seg::new(client, vip, SYN, ISN, 0).opts(&linux_syn_opts(CTS));
     let (ext, int) = n.exchange(EXT, &syn.build());
     assert!(int.is_empty(), "a SYN reaches no backend");
@@ -214,7 +215,11 @@ fn open(n: &mut Node, client: SocketAddr, vip: SocketAddr, first: &[u8]) -> Conn
     assert!(sa.sack_ok);
     let (our_ts, echo) = sa.ts.expect("timestamps answered");
     assert_eq!(echo, CTS);
-    assert_eq!(n.w.pipeline.lb().conntrack().len(), 0, "no entry for a SYN");
+    assert_eq!(
+        n.counter(Counter::NewFlows),
+        new_flows,
+        "no entry for a SYN"
+    );
     let cookie = sa.seen.seq;
 
     let ack = Seg::new(
@@ -235,7 +240,7 @@ fn open(n: &mut Node, client: SocketAddr, vip: SocketAddr, first: &[u8]) -> Conn
     assert!(s.seen.payload.is_empty());
     assert_eq!((s.mss, s.ws, s.sack_ok), (Some(1460), Some(7), true));
     assert!(s.ts.is_some());
-    assert_eq!(n.w.pipeline.lb().conntrack().len(), 1);
+    assert_eq!(n.counter(Counter::NewFlows), new_flows + 1);
     Conn {
         client,
         vip,
@@ -340,4 +345,277 @@ fn a_cookie_connection_is_spliced_both_ways_fullnat_v4_and_v6() {
         assert_eq!(state_of(&n, client, vip), Some(State::Established));
         assert_eq!(n.drops(), vec![], "nothing dropped");
     }
+}
+
+#[test]
+fn dnat_and_syns_without_timestamps_keep_window_scale_and_sack() {
+    use TcpOptionElement::*;
+    let mut n = appliance("always");
+    let (vip, client) = (sa(DNAT4, 80), sa(CLIENT4, 40_001));
+    // Window scale and SACK-permitted without timestamps: Linux's cookies
+    // lose both; border's keep them.
+    let syn = Seg::new(client, vip, SYN, ISN, 0).opts(&[
+        MaximumSegmentSize(1440),
+        Noop,
+        WindowScale(5),
+        SelectiveAcknowledgementPermitted,
+    ]);
+    let (ext, int) = n.exchange(EXT, &syn.build());
+    assert!(int.is_empty());
+    let sa_ = got(&ext[0]);
+    assert_eq!(
+        (sa_.mss, sa_.ws, sa_.sack_ok, sa_.ts),
+        (Some(1460), Some(7), true, None)
+    );
+    let cookie = sa_.seen.seq;
+    let ack = Seg::new(
+        client,
+        vip,
+        ACK,
+        ISN.wrapping_add(1),
+        cookie.wrapping_add(1),
+    );
+    let s = got(&n.forward(EXT, &ack.build(), INT));
+    assert_eq!(s.seen.tcp, Some(SYN));
+    assert_eq!(
+        (s.mss, s.ws, s.sack_ok, s.ts),
+        (Some(1440), Some(5), true, None)
+    );
+    assert_eq!(s.seen.src, client, "DNAT keeps the client's address");
+    let backend = s.seen.dst;
+    assert_eq!(backend.port(), 8080);
+    // The backend accepts without window scaling: then the client's
+    // windows are unscaled for it, and its own read at border's scale.
+    let synack = Seg::new(backend, client, SYN | ACK, BISN, ISN.wrapping_add(1))
+        .opts(&[MaximumSegmentSize(1460)])
+        .by_backend();
+    let (ext, int) = n.exchange(INT, &synack.build());
+    assert!(ext.is_empty());
+    assert_eq!(int.len(), 1, "the held ACK");
+    let g = got(&int[0]);
+    assert_eq!((g.seen.tcp, g.seen.ack), (Some(ACK), BISN + 1));
+    assert_eq!(g.window, 502 << 5, "client window unscaled for the backend");
+    let reply = Seg::new(backend, client, ACK, BISN + 1, ISN.wrapping_add(1))
+        .window(64000)
+        .data(b"hi")
+        .by_backend();
+    let g = got(&n.forward(INT, &reply.build(), EXT));
+    assert_eq!((g.seen.src, g.seen.dst), (vip, client));
+    assert_eq!(g.seen.seq, cookie.wrapping_add(1));
+    assert_eq!(g.window, 500, "64000 read at scale 7");
+    assert_eq!(n.drops(), vec![]);
+}
+
+#[test]
+fn a_proxy_v2_vip_gets_its_header_in_the_first_released_segment() {
+    let mut n = Setup {
+        syn_proxy: Some("always"),
+        edit: Some((
+            "name = \"tcp4\"\n",
+            "name = \"tcp4\"\nproxy_protocol = \"v2\"\n",
+        )),
+        ..Setup::default()
+    }
+    .node();
+    let (vip, client) = (sa(VIP4, 80), sa(CLIENT4, 40_002));
+    let c = open(&mut n, client, vip, b"hello");
+    let out = backend_accepts(&mut n, &c);
+    assert_eq!(out.len(), 1);
+    let p = &out[0].seen.payload;
+    assert!(p.starts_with(b"\r\n\r\n\0\r\nQUIT\n"), "PROXY v2 signature");
+    assert!(p.ends_with(b"hello"));
+    let hdr = (p.len() - 5) as u32;
+    // The header carries the real client.
+    let h = ppp::v2::Header::try_from(&p[..hdr as usize]).expect("a PROXY v2 header");
+    match h.addresses {
+        ppp::v2::Addresses::IPv4(a) => {
+            assert_eq!(IpAddr::from(a.source_address), client.ip());
+            assert_eq!(a.source_port, client.port());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(out[0].seen.seq, ISN.wrapping_add(1));
+    // The backend acknowledges header and data: the client sees its 5 bytes.
+    let ack = Seg::new(
+        c.backend,
+        c.peer,
+        ACK,
+        BISN + 1,
+        ISN.wrapping_add(1 + hdr + 5),
+    )
+    .ts(BTS + 1, CTS + 1)
+    .by_backend();
+    let g = got(&n.forward(INT, &ack.build(), EXT));
+    assert_eq!(g.seen.ack, ISN.wrapping_add(6));
+    assert_eq!(g.seen.seq, c.cookie.wrapping_add(1));
+    assert_eq!(n.drops(), vec![]);
+}
+
+#[test]
+fn forged_altered_and_corrupted_acks_make_nothing() {
+    let mut n = appliance("always");
+    let (vip, client) = (sa(VIP4, 80), sa(CLIENT4, 40_003));
+    let syn = Seg::new(client, vip, SYN, ISN, 0).opts(&linux_syn_opts(CTS));
+    let (ext, _) = n.exchange(EXT, &syn.build());
+    let sa_ = got(&ext[0]);
+    let (cookie, our_ts) = (sa_.seen.seq, sa_.ts.unwrap().0);
+    let ack = |ack: u32, tsecr: u32| {
+        Seg::new(client, vip, ACK, ISN.wrapping_add(1), ack).ts(CTS + 1, tsecr)
+    };
+    // A guessed cookie, options altered in the echo, another client ISN.
+    n.swallow(EXT, &ack(cookie.wrapping_add(2), our_ts).build());
+    n.swallow(EXT, &ack(cookie.wrapping_add(1), our_ts ^ 1).build());
+    let other = Seg::new(
+        client,
+        vip,
+        ACK,
+        ISN.wrapping_add(2),
+        cookie.wrapping_add(1),
+    )
+    .ts(CTS + 1, our_ts);
+    n.swallow(EXT, &other.build());
+    assert_eq!(n.counter(Counter::DropSynProxyCookieBad), 3);
+    // The right cookie with a corrupted checksum.
+    let mut bad = ack(cookie.wrapping_add(1), our_ts).data(b"x").build();
+    let last = bad.len() - 1;
+    bad[last] ^= 0x55;
+    n.swallow(EXT, &bad);
+    assert_eq!(n.counter(Counter::DropSynProxyBadChecksum), 1);
+    // A SYN with a bad checksum gets no answer.
+    let mut bad = syn.build();
+    bad[14 + 20 + 4] ^= 1;
+    n.swallow(EXT, &bad);
+    assert_eq!(n.counter(Counter::DropSynProxyBadChecksum), 2);
+    assert_eq!(n.w.pipeline.lb().conntrack().len(), 0);
+    assert_eq!(n.counter(Counter::NewFlows), 0);
+    // The cookie is still good: the real ACK opens.
+    let (_, int) = n.exchange(EXT, &ack(cookie.wrapping_add(1), our_ts).build());
+    assert_eq!(int.len(), 1);
+    assert_eq!(n.counter(Counter::SynProxyCookiesAccepted), 1);
+}
+
+#[test]
+fn a_backend_that_refuses_resets_the_client() {
+    let mut n = appliance("always");
+    let (vip, client) = (sa(VIP6, 80), sa(CLIENT6, 40_004));
+    let c = open(&mut n, client, vip, b"data");
+    let rst = Seg::new(c.backend, c.peer, RST | ACK, 0, ISN.wrapping_add(1)).by_backend();
+    let g = got(&n.forward(INT, &rst.build(), EXT));
+    assert_eq!(g.seen.tcp.map(|f| f & RST), Some(RST));
+    assert_eq!(
+        g.seen.seq,
+        c.cookie.wrapping_add(1),
+        "in the client's window"
+    );
+    assert_eq!((g.seen.src, g.seen.dst), (vip, client));
+    assert_eq!(n.counter(Counter::SynProxyBackendResets), 1);
+    assert_eq!(state_of(&n, client, vip), Some(State::Closed));
+    // A stray segment before the SYN-ACK is no SYN-ACK.
+    let mut m = appliance("always");
+    let c = open(&mut m, sa(CLIENT4, 40_005), sa(VIP4, 80), b"");
+    let stray = Seg::new(c.backend, c.peer, ACK, BISN, ISN.wrapping_add(1)).by_backend();
+    m.swallow(INT, &stray.build());
+    let wrong = Seg::new(c.backend, c.peer, SYN | ACK, BISN, ISN.wrapping_add(9)).by_backend();
+    m.swallow(INT, &wrong.build());
+    assert_eq!(m.counter(Counter::DropSynProxyBadSynAck), 2);
+}
+
+#[test]
+fn held_segments_are_bounded_per_connection() {
+    let mut n = appliance("always");
+    let (vip, client) = (sa(VIP4, 80), sa(CLIENT4, 40_006));
+    let c = open(&mut n, client, vip, b"0");
+    for i in 1..12u32 {
+        let more = Seg::new(
+            client,
+            vip,
+            ACK,
+            ISN.wrapping_add(1 + i),
+            c.cookie.wrapping_add(1),
+        )
+        .ts(CTS + 1, c.our_ts)
+        .data(b"x");
+        n.swallow(EXT, &more.build());
+    }
+    // 8 held (the ACK and 7 more), 4 dropped for the client to resend.
+    assert_eq!(n.counter(Counter::SynProxyHeld), 8);
+    assert_eq!(n.counter(Counter::DropSynProxyHoldFull), 4);
+    let out = backend_accepts(&mut n, &c);
+    assert_eq!(out.len(), 8);
+}
+
+#[test]
+fn off_and_udp_vips_pass_syns_on() {
+    let mut n = appliance("off");
+    let syn = Seg::new(sa(CLIENT4, 40_007), sa(VIP4, 80), SYN, ISN, 0);
+    let (ext, int) = n.exchange(EXT, &syn.build());
+    assert!(ext.is_empty());
+    assert_eq!(int.len(), 1);
+    assert_eq!(n.counter(Counter::SynProxyCookiesSent), 0);
+}
+
+#[test]
+fn auto_switches_on_under_half_open_pressure() {
+    let mut n = Setup {
+        syn_proxy: Some("auto"),
+        conntrack: 64,
+        ..Setup::default()
+    }
+    .node();
+    let vip = sa(VIP4, 80);
+    let spoofed = |i: u16| {
+        sa(
+            std::net::Ipv4Addr::new(198, 51, 100, (i % 250) as u8 + 1),
+            1024 + i,
+        )
+    };
+    let mut reached = 0;
+    for i in 0..80u16 {
+        let (_, int) = n.exchange(EXT, &Seg::new(spoofed(i), vip, SYN, ISN, 0).build());
+        reached += int.len();
+    }
+    assert_eq!(reached, 64, "off: the flood fills the table");
+    // The other 16 were refused for a table of young half-open entries.
+    assert_eq!(n.counter(Counter::DropSynFlood), 16);
+    assert!(!n.w.pipeline.lb().syn_proxy_auto_on());
+    // The window's end decides: more than 8 of those switch cookies on.
+    n.advance_ms(249);
+    n.poll();
+    assert!(!n.w.pipeline.lb().syn_proxy_auto_on());
+    n.advance_ms(1);
+    n.poll();
+    assert!(n.w.pipeline.lb().syn_proxy_auto_on());
+    assert_eq!(n.counter(Counter::SynProxyAutoOn), 1);
+    assert_eq!(n.counter(Counter::SynProxyAutoSwitches), 1);
+    // From now on the flood gets cookies and reaches no backend; a real
+    // client gets through.
+    for i in 88..200u16 {
+        let (ext, int) = n.exchange(EXT, &Seg::new(spoofed(i), vip, SYN, ISN, 0).build());
+        assert!(int.is_empty());
+        assert_eq!(ext.len(), 1);
+    }
+    // The flood's entries age; a real client takes the place of one.
+    n.advance_ms(dataplane::lb::HALF_OPEN_MIN_AGE_MS);
+    let c = open(&mut n, sa(CLIENT4, 40_008), vip, b"real");
+    assert_eq!(backend_accepts(&mut n, &c).len(), 1);
+    // The flood goes on: cookies unanswered keep it on.
+    for w in 0..40u16 {
+        for i in 0..50u16 {
+            n.exchange(
+                EXT,
+                &Seg::new(spoofed(1000 + w * 50 + i), vip, SYN, ISN, 0).build(),
+            );
+        }
+        n.advance_ms(250);
+        n.poll();
+    }
+    assert!(n.w.pipeline.lb().syn_proxy_auto_on());
+    // It stops; once the table drained, 5 calm seconds switch it off.
+    n.advance_ms(60_000);
+    for _ in 0..200 {
+        n.advance_ms(250);
+        n.poll();
+    }
+    assert!(!n.w.pipeline.lb().syn_proxy_auto_on());
+    assert_eq!(n.counter(Counter::SynProxyAutoOn), 0);
 }
