@@ -9,7 +9,8 @@
 //!   its namespace counts the SYNs that arrive, and they are no more than
 //!   the real connections; its `SyncookiesSent` stays 0;
 //! - border's table holds no entry for the flood (`conntrack_entries`
-//!   stays small) and `syn_proxy_cookies_sent` counts the answers.
+//!   stays at most the real connections) and `syn_proxy_cookies_sent`
+//!   counts the answers.
 //!
 //! Data sent with the handshake-completing ACK arrives intact (a client
 //! that writes right after connect, TCP Fast Open style, is the common
@@ -213,6 +214,10 @@ fn a_spoofed_syn_flood_reaches_no_backend_and_real_clients_get_in() {
         "{syns} SYNs at the backend"
     );
     assert_eq!(moved("SyncookiesSent"), 0);
-    assert!(cookies > 10 * total, "the flood was answered: {cookies}");
-    assert!(max_entries < 64, "the flood made entries: {max_entries}");
+    // The flood got its cookies (hping3 sends far more SYNs than the real
+    // clients make connections) and no entry: entries are at most the
+    // real connections (each until its closing timeout).
+    assert!(cookies > total, "the flood was answered: {cookies}");
+    let attempts = total + curl_ok + curl_err.len() as u64;
+    assert!(max_entries <= attempts + 4, "the flood made entries: {max_entries}");
 }
