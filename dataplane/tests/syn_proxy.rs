@@ -278,7 +278,7 @@ fn a_cookie_connection_is_spliced_both_ways_fullnat_v4_and_v6() {
     ] {
         let mut n = appliance("always");
         let c = open(&mut n, client, vip, b"GET / HTTP/1.1\r\n");
-        assert_eq!(c.peer.port() >= POOL.0, true, "full-NAT: a local tuple");
+        assert!(c.peer.port() >= POOL.0, "full-NAT: a local tuple");
         // More data before the backend answered: held too.
         let more = Seg::new(
             client,

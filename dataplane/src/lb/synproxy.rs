@@ -444,13 +444,12 @@ impl Lb {
             return;
         };
         let mut scratch = std::mem::take(&mut self.syn_proxy.scratch);
-        loop {
-            let Some(h) = self.syn_proxy.hold.as_mut() else {
-                break;
-            };
-            let Some(n) = h.take_next(id.index(), conn_id, &mut scratch) else {
-                break;
-            };
+        while let Some(n) = self
+            .syn_proxy
+            .hold
+            .as_mut()
+            .and_then(|h| h.take_next(id.index(), conn_id, &mut scratch))
+        {
             let Ok(p) = parse_frame(&scratch[..n]) else {
                 counters.inc(Counter::DropSynProxyHoldExpired);
                 continue;
