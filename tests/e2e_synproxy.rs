@@ -219,5 +219,8 @@ fn a_spoofed_syn_flood_reaches_no_backend_and_real_clients_get_in() {
     // real connections (each until its closing timeout).
     assert!(cookies > total, "the flood was answered: {cookies}");
     let attempts = total + curl_ok + curl_err.len() as u64;
-    assert!(max_entries <= attempts + 4, "the flood made entries: {max_entries}");
+    assert!(
+        max_entries <= attempts + 4,
+        "the flood made entries: {max_entries}"
+    );
 }

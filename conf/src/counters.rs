@@ -183,6 +183,7 @@ counters! {
     DropSynProxyHoldExpired => "drop_syn_proxy_hold_expired", "held client segments dropped because their backend never completed the handshake";
     SynProxyBackendSynAcks => "syn_proxy_backend_synacks", "backend SYN-ACKs taken by border to splice a cookie connection (not sent on to the client)";
     DropSynProxyBadSynAck => "drop_syn_proxy_bad_synack", "backend segments of a cookie connection before its SYN-ACK that are neither a SYN-ACK acknowledging border's SYN nor a RST";
+    SynProxySynsResent => "syn_proxy_syns_resent", "SYNs border sent a backend again for a cookie connection (no SYN-ACK a second after the last, and the client sent more)";
     SynProxyBackendResets => "syn_proxy_backend_resets", "backends that refused a cookie connection's SYN: the client got a RST";
     SynProxyAutoOn => "syn_proxy_auto_on", "gauge: 1 while this worker answers SYNs to syn_proxy = \"auto\" VIPs with cookies (half-open pressure), else 0";
     SynProxyAutoSwitches => "syn_proxy_auto_switches", "times this worker switched syn_proxy = \"auto\" VIPs to cookies";

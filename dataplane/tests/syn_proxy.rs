@@ -619,3 +619,35 @@ fn auto_switches_on_under_half_open_pressure() {
     assert!(!n.w.pipeline.lb().syn_proxy_auto_on());
     assert_eq!(n.counter(Counter::SynProxyAutoOn), 0);
 }
+
+#[test]
+fn a_backend_that_lost_the_syn_gets_it_again() {
+    let mut n = appliance("always");
+    let (vip, client) = (sa(VIP4, 80), sa(CLIENT4, 40_009));
+    let c = open(&mut n, client, vip, b"req");
+    let again = Seg::new(
+        client,
+        vip,
+        ACK,
+        ISN.wrapping_add(1),
+        c.cookie.wrapping_add(1),
+    )
+    .ts(CTS + 5, c.our_ts)
+    .data(b"req");
+    // Within a second: held, nothing sent.
+    n.advance_ms(999);
+    n.swallow(EXT, &again.build());
+    // A second after border's SYN: the SYN goes again (same ISN, options).
+    n.advance_ms(1);
+    let s = got(&n.forward(EXT, &again.build(), INT));
+    assert_eq!((s.seen.tcp, s.seen.seq), (Some(SYN), ISN));
+    assert_eq!((s.seen.src, s.seen.dst), (c.peer, c.backend));
+    assert_eq!((s.mss, s.ws, s.sack_ok), (Some(1460), Some(7), true));
+    assert_eq!(n.counter(Counter::SynProxySynsResent), 1);
+    // Its SYN-ACK releases everything held, in order.
+    let out = backend_accepts(&mut n, &c);
+    assert_eq!(out.len(), 3);
+    assert!(out
+        .iter()
+        .all(|g| g.seen.payload == b"req" && g.seen.ack == BISN + 1));
+}

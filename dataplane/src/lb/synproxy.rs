@@ -249,12 +249,14 @@ impl Lb {
             rec.bits |= FLOW_SP;
             rec.conn_id
         };
-        let sp = SpFlow::new(ack.wrapping_sub(1), seq.wrapping_sub(1), tsecr, opts.wscale);
+        let mut sp = SpFlow::new(ack.wrapping_sub(1), seq.wrapping_sub(1), tsecr, opts.wscale);
+        sp.opts = Some(opts);
+        sp.syn_at_ms = self.now_ms;
         if let Some(f) = self.syn_proxy.flows.get_mut(id.index() as usize) {
             *f = sp;
         }
         self.hold_frame(id, conn_id, frame, counters);
-        let Some(n) = segment::ack_into_syn(buf, &s, &opts) else {
+        let Some(n) = segment::ack_into_syn(buf, &s, &opts, seq.wrapping_sub(1)) else {
             self.forget(id, Ending::AsItsState);
             return Some(count_drop(counters, Counter::DropSynProxyNoRoom));
         };
@@ -262,11 +264,13 @@ impl Lb {
             self.forget(id, Ending::AsItsState);
             return Some(count_drop(counters, Counter::DropSynProxyNoRoom));
         };
-        Some(self.send_backend_syn(id, vi, buf, n, &p, Out { ports, counters }))
+        Some(self.send_backend_syn(id, vi, buf, n, &p, true, Out { ports, counters }))
     }
 
     /// The backend's SYN in `buf[..len]` goes out as a client's first SYN
-    /// of a tracked flow does in `client_miss`.
+    /// of a tracked flow does in `client_miss` (`first`: its timestamps
+    /// start the flow's translation; a retransmission keeps it).
+    #[allow(clippy::too_many_arguments)]
     fn send_backend_syn(
         &mut self,
         id: EntryId,
@@ -274,6 +278,7 @@ impl Lb {
         buf: &mut [u8],
         len: usize,
         p: &Parsed,
+        first: bool,
         out: Out<'_>,
     ) -> Verdict {
         let Out { ports, counters } = out;
@@ -286,7 +291,7 @@ impl Lb {
             .as_ref()
             .and_then(|t| t.vips.get(vi as usize))
             .is_some_and(|v| v.translate_timestamps);
-        if translate {
+        if translate && first {
             self.start_timestamps(id, &buf[..len], p);
         }
         let e = self.conntrack.get(id);
@@ -328,6 +333,40 @@ impl Lb {
         }
     }
 
+    /// Border's SYN once more, made from a client segment (already held):
+    /// the backend lost the first or its SYN-ACK was lost.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn resend_syn(
+        &mut self,
+        id: EntryId,
+        vi: u32,
+        buf: &mut [u8],
+        len: usize,
+        p: &Parsed,
+        opts: cookie::SynOptions,
+        out: Out<'_>,
+    ) -> Verdict {
+        let Out { ports, counters } = out;
+        let now = self.now_ms;
+        let Some(f) = self.syn_proxy.flows.get_mut(id.index() as usize) else {
+            return count_drop(counters, Counter::DropSynProxyNoRoom);
+        };
+        f.syn_at_ms = now;
+        let isn = f.client_isn;
+        let Some(s) = buf.get(..len).and_then(|f| seg::locate(f, p)) else {
+            return count_drop(counters, Counter::DropSynProxyNoRoom);
+        };
+        let Some(n) = segment::ack_into_syn(buf, &s, &opts, isn) else {
+            return count_drop(counters, Counter::DropSynProxyNoRoom);
+        };
+        let Ok(p) = parse_frame(&buf[..n]) else {
+            return count_drop(counters, Counter::DropSynProxyNoRoom);
+        };
+        counters.inc(Counter::SynProxySynsResent);
+        self.send_backend_syn(id, vi, buf, n, &p, false, Out { ports, counters })
+    }
+
     #[cold]
     fn expire_held(&mut self) -> usize {
         let now = self.now_ms;
@@ -335,23 +374,31 @@ impl Lb {
     }
 
     /// A client segment of a tracked [`FLOW_SP`] flow, before anything
-    /// else looks at it: held until the splice, then moved into the
-    /// backend's numbers (`None`: go on as usual).
+    /// else looks at it: held until the splice (and, when the backend has
+    /// been silent for [`crate::synproxy::splice::SYN_RETRY_MS`], turned
+    /// into border's SYN once more), then moved into the backend's numbers
+    /// (`None`: go on as usual).
     #[inline(never)]
     pub(super) fn syn_proxy_client(
         &mut self,
         id: EntryId,
+        vi: u32,
         buf: &mut [u8],
         len: usize,
         p: &Parsed,
-        counters: &mut Counters,
+        out: Out<'_>,
     ) -> Option<Verdict> {
+        let Out { ports, counters } = out;
         let sp = *self.syn_proxy.flow(id)?;
-        let frame = buf.get_mut(..len)?;
         if !sp.spliced() {
             let conn_id = self.conntrack.get(id).value.conn_id;
-            return Some(self.hold_frame(id, conn_id, frame, counters));
+            let held = self.hold_frame(id, conn_id, buf.get(..len)?, counters);
+            let (Some(opts), true) = (sp.opts, sp.syn_due(self.now_ms)) else {
+                return Some(held);
+            };
+            return Some(self.resend_syn(id, vi, buf, len, p, opts, Out { ports, counters }));
         }
+        let frame = buf.get_mut(..len)?;
         if let Some(s) = seg::locate(frame, p) {
             sp.to_backend(frame, &s);
         }

@@ -300,7 +300,11 @@ impl Lb {
         };
         // SYN proxy: held until the backend's handshake, then spliced.
         if self.conntrack.get(id).value.bits & FLOW_SP != 0 {
-            if let Some(v) = self.syn_proxy_client(id, buf, len, p, counters) {
+            let out = Out {
+                ports,
+                counters: &mut *counters,
+            };
+            if let Some(v) = self.syn_proxy_client(id, vi, buf, len, p, out) {
                 return v;
             }
         }

@@ -281,14 +281,14 @@ pub fn write_syn_ack(
     Some(end)
 }
 
-/// Rewrites the client's ACK `s` in `buf` (which proved cookie options
-/// `opts`) into the SYN the client would have sent the backend: same
-/// addresses and ports, the client's ISN (`seq - 1`), the options from the
-/// cookie, the ACK's TSval with a zero TSecr, no payload. The frame then
-/// goes the way of every client segment (NAT, PROXY). Returns its length.
-pub fn ack_into_syn(buf: &mut [u8], s: &Seg, opts: &SynOptions) -> Option<usize> {
+/// Rewrites a client segment `s` in `buf` (of a connection whose cookie
+/// carried `opts`, ISN `isn`) into the SYN the client would have sent the
+/// backend: same addresses and ports, the client's ISN, the options from
+/// the cookie, the segment's TSval with a zero TSecr, no payload. The
+/// frame then goes the way of every client segment (NAT, PROXY). Returns
+/// its length.
+pub fn ack_into_syn(buf: &mut [u8], s: &Seg, opts: &SynOptions, isn: u32) -> Option<usize> {
     let tcp = &buf[s.l4..s.end];
-    let seq = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
     let (sport, dport) = ([tcp[0], tcp[1]], [tcp[2], tcp[3]]);
     let window = u16::from_be_bytes([tcp[14], tcp[15]]);
     let ts = if opts.ts {
@@ -302,7 +302,7 @@ pub fn ack_into_syn(buf: &mut [u8], s: &Seg, opts: &SynOptions) -> Option<usize>
     let head = TcpHead {
         sport,
         dport,
-        seq: seq.wrapping_sub(1),
+        seq: isn,
         ack: 0,
         flags: SYN,
         // The client's window from its ACK, unscaled: the best guess of
@@ -495,7 +495,7 @@ mod tests {
                 sack: true,
                 ts: true,
             };
-            let n = ack_into_syn(&mut f, &s, &opts).unwrap();
+            let n = ack_into_syn(&mut f, &s, &opts, 0xFFFF_FFEF).unwrap();
             let p = parse_frame(&f[..n]).unwrap();
             let s = locate(&f[..n], &p).unwrap();
             assert!(checksum_ok(&f, &s));

@@ -13,6 +13,7 @@
 //! (border's SYN carried the client's ISN): nothing else moves. Checksums
 //! are updated incrementally.
 
+use super::cookie::SynOptions;
 use crate::ppv2::seg::{self, Seg};
 use crate::tstamp;
 use crate::wire::checksum;
@@ -49,7 +50,16 @@ pub struct SpFlow {
     /// The client's window scale (`None`: no scaling).
     pub client_ws: Option<u8>,
     bits: u8,
+    /// What the cookie carried: the options of border's SYN, and when it
+    /// last went to the backend (a retransmission is due after
+    /// [`SYN_RETRY_MS`]).
+    pub opts: Option<SynOptions>,
+    pub syn_at_ms: u64,
 }
+
+/// Border's SYN to the backend goes again when a client segment arrives
+/// this long after it and the backend has not answered.
+pub const SYN_RETRY_MS: u64 = 1_000;
 
 /// What a backend's SYN-ACK says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +86,11 @@ impl SpFlow {
             bits: if our_tsval.is_some() { bit::TS } else { 0 },
             ..SpFlow::default()
         }
+    }
+
+    /// Whether border's SYN should go to the backend again at `now`.
+    pub fn syn_due(&self, now: u64) -> bool {
+        !self.spliced() && now.saturating_sub(self.syn_at_ms) >= SYN_RETRY_MS
     }
 
     pub fn spliced(&self) -> bool {
