@@ -651,3 +651,89 @@ fn a_backend_that_lost_the_syn_gets_it_again() {
         .iter()
         .all(|g| g.seen.payload == b"req" && g.seen.ack == BISN + 1));
 }
+
+mod fuzz {
+    use super::*;
+    use dataplane::wire::parse_frame;
+    use proptest::prelude::*;
+
+    /// The frames of one proxied connection, in order: SYN, cookie ACK with
+    /// data, the backend's SYN-ACK, a reply, and a RST.
+    fn seeds(n: &mut Node) -> Vec<(usize, Vec<u8>)> {
+        let (vip, client) = (sa(VIP4, 80), sa(CLIENT4, 41_000));
+        let syn = Seg::new(client, vip, SYN, ISN, 0)
+            .opts(&linux_syn_opts(CTS))
+            .build();
+        let (ext, _) = n.exchange(EXT, &syn);
+        let sa_ = got(&ext[0]);
+        let (cookie, our_ts) = (sa_.seen.seq, sa_.ts.unwrap().0);
+        let ack = Seg::new(
+            client,
+            vip,
+            ACK,
+            ISN.wrapping_add(1),
+            cookie.wrapping_add(1),
+        )
+        .ts(CTS + 1, our_ts)
+        .data(b"GET /")
+        .build();
+        let (_, int) = n.exchange(EXT, &ack);
+        let s = got(&int[0]);
+        let (backend, peer) = (s.seen.dst, s.seen.src);
+        let synack = Seg::new(backend, peer, SYN | ACK, BISN, ISN.wrapping_add(1))
+            .opts(&linux_syn_opts(BTS))
+            .by_backend()
+            .build();
+        let reply = Seg::new(backend, peer, ACK, BISN + 1, ISN.wrapping_add(6))
+            .ts(BTS + 1, CTS + 1)
+            .data(b"200")
+            .by_backend()
+            .build();
+        let rst = Seg::new(
+            client,
+            vip,
+            RST | ACK,
+            ISN.wrapping_add(6),
+            cookie.wrapping_add(4),
+        )
+        .build();
+        vec![
+            (EXT, syn),
+            (EXT, ack),
+            (INT, synack),
+            (INT, reply),
+            (EXT, rst),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Mutated frames of proxied connections, in any order, at any
+        /// time: no panic, and everything sent parses and leaves by a port.
+        #[test]
+        fn mutated_handshakes_never_panic(
+            steps in prop::collection::vec(
+                (any::<prop::sample::Index>(), 0usize..64, any::<u8>(), 0u64..1500),
+                1..24,
+            ),
+        ) {
+            // The seeds' connection is open on `n`: its cookie is `n`'s.
+            let mut n = appliance("always");
+            let seeds = seeds(&mut n);
+            for (which, at, x, ms) in steps {
+                let (port, seed) = &seeds[which.index(seeds.len())];
+                let mut f = seed.clone();
+                if x != 0 {
+                    let i = at % f.len();
+                    f[i] ^= x;
+                }
+                n.advance_ms(ms);
+                let (ext, int) = n.exchange(*port, &f);
+                for out in ext.iter().chain(&int) {
+                    prop_assert!(parse_frame(out).is_ok(), "{out:02x?}");
+                }
+            }
+        }
+    }
+}
