@@ -737,3 +737,22 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn a_new_generation_turns_the_proxy_on_without_a_restart() {
+    let mut n = appliance("off");
+    let client = sa(CLIENT4, 40_010);
+    let syn = |port: u16| Seg::new(sa(CLIENT4, port), sa(VIP4, 80), SYN, ISN, 0).build();
+    let (ext, int) = n.exchange(EXT, &syn(client.port()));
+    assert_eq!((ext.len(), int.len()), (0, 1), "off: to the backend");
+    let text = config_text(&[1, 1, 1]).replace(
+        "protocol = \"tcp\"\n",
+        "protocol = \"tcp\"\nsyn_proxy = \"always\"\n",
+    );
+    let cfg = conf::Config::from_toml_str(&text, "lbtest.toml").unwrap();
+    n.publish(dataplane::standalone::adopted_from_config(&cfg, 2).unwrap());
+    n.poll();
+    let (ext, int) = n.exchange(EXT, &syn(40_011));
+    assert_eq!((ext.len(), int.len()), (1, 0), "always: a cookie");
+    assert_eq!(got(&ext[0]).seen.tcp, Some(SYN | ACK));
+}
