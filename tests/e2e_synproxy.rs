@@ -16,8 +16,11 @@
 //! that writes right after connect, TCP Fast Open style, is the common
 //! case: the request rides the ACK or follows it at once).
 //!
+//! IPv6 (no flood: hping3 has no IPv6): full-NAT and DNAT cookie
+//! connections carry data both ways.
+//!
 //! Namespaces `sk-lb`, `sk-cli`, `sk-bk`; subnets 10.57.0.0/24 (clients)
-//! and 10.58.0.0/24 (backends). SYNPROXY_PACE (hping3 `-i` value or
+//! and 10.58.0.0/24 (backends); `sk6-*` on fd00:57::/64 and fd00:58::/64. SYNPROXY_PACE (hping3 `-i` value or
 //! "--flood") and SYNPROXY_SECONDS override the flood.
 
 mod common;
@@ -223,4 +226,53 @@ fn a_spoofed_syn_flood_reaches_no_backend_and_real_clients_get_in() {
         max_entries <= attempts + 4,
         "the flood made entries: {max_entries}"
     );
+}
+
+/// IPv6 (hping3 has no IPv6: no flood): a full-NAT and a DNAT VIP with
+/// `syn_proxy = "always"`, data written right after connect echoed intact,
+/// the backend's greeting naming the address it saw. Namespaces `sk6-*`,
+/// subnets fd00:57::/64 and fd00:58::/64.
+#[test]
+fn ipv6_cookie_connections_carry_data_both_ways() {
+    let mut c = two_port_config(
+        "e2esk6",
+        "sk6",
+        "fd00:57::1/64",
+        "fd00:58::1/64",
+        "unix:///run/border/e2esk6.sock",
+    );
+    for (name, port, mode) in [("web6", 80, "fullnat"), ("dnat6", 81, "dnat")] {
+        c.push_str(&format!(
+            "\n[[vip]]\nname = \"{name}\"\naddress = \"fd00:57::100\"\nport = {port}\nmode = \"{mode}\"\n\
+             syn_proxy = \"always\"\nmaglev_table_size = 101\n\
+             [[vip.backend]]\naddress = \"fd00:58::11\"\nport = 8080\n"
+        ));
+    }
+    let t = ClientBackend::start("sk6", &c, "fd00:57::2/64", "fd00:58::11/64");
+    t.cli
+        .run(&["ip", "-6", "route", "add", "default", "via", "fd00:57::1"]);
+    // DNAT: the backend answers the client through border.
+    t.bk.run(&["ip", "-6", "route", "add", "default", "via", "fd00:58::1"]);
+    let _echo = TcpBackends::start("sk6-bk", &[("b6", "[fd00:58::11]:8080".parse().unwrap())]);
+    for (vip, seen) in [
+        ("[fd00:57::100]:80", "fd00:58::1"),
+        ("[fd00:57::100]:81", "fd00:57::2"),
+    ] {
+        let vip: SocketAddr = vip.parse().unwrap();
+        let (greeting, echo) = in_netns("sk6-cli", move || {
+            let mut s = connect_retry(vip, Duration::from_secs(20)).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.write_all(b"right after connect\n").unwrap();
+            let g = read_greeting(&mut s).unwrap();
+            let mut echo = [0u8; 20];
+            s.read_exact(&mut echo).unwrap();
+            (g, echo)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(greeting.trim(), format!("b6 {seen}"), "{vip}");
+        assert_eq!(&echo, b"right after connect\n");
+    }
+    assert!(t.counter(Counter::SynProxyCookiesAccepted) >= 2);
+    assert!(t.counter(Counter::SynProxyCookiesSent) >= 2);
 }
