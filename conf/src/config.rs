@@ -519,6 +519,9 @@ pub struct Vip {
     /// Full-NAT TCP: move the client's timestamps onto the appliance's
     /// clock so a backend accepts a reused local tuple (default true).
     pub translate_timestamps: bool,
+    /// TCP: whether border answers clients' SYNs with SYN cookies itself
+    /// (default [`SynProxy::Off`]).
+    pub syn_proxy: SynProxy,
     /// When the VIP is announced over BGP (default [`Announce::Healthy`]);
     /// meaningful only with `[mgmt.bgp]`.
     pub announce: Announce,
@@ -630,6 +633,19 @@ pub enum Mode {
     FullNat,
     /// Destination rewrite only; backends route replies through the appliance.
     Dnat,
+}
+
+/// `vip.syn_proxy`: border answers a client's SYN with a SYN cookie and
+/// opens the backend's connection only once the client's ACK proved it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SynProxy {
+    /// Every SYN goes to a backend.
+    #[default]
+    Off,
+    /// Cookies while the worker's half-open connections are under pressure.
+    Auto,
+    /// Cookies for every SYN.
+    Always,
 }
 
 /// PROXY protocol towards backends.
@@ -754,6 +770,7 @@ names!(PollMode { Busy => "busy", Adaptive => "adaptive" });
 names!(Protocol { Tcp => "tcp", Udp => "udp" });
 names!(Mode { FullNat => "fullnat", Dnat => "dnat" });
 names!(ProxyProtocol { None => "none", V2 => "v2" });
+names!(SynProxy { Off => "off", Auto => "auto", Always => "always" });
 names!(PpTlv { UniqueId => "unique_id", Crc32c => "crc32c", Authority => "authority" });
 names!(Announce { Healthy => "healthy", Always => "always", Never => "never" });
 names!(HealthKind { Tcp => "tcp", Tls => "tls", Http => "http", Https => "https", Agent => "agent" });

@@ -200,6 +200,21 @@ counters! {
     NeighFailed => "neigh_failed", "next hops in use that answered no probe: their MAC forgotten, asked for again";
     NeighMacChanged => "neigh_mac_changed", "neighbour entries that moved to another MAC (an answer or an announcement: VRRP failover, a replaced server)";
     DropNeighborGone => "drop_neighbor_gone", "frames of a flow whose next hop's entry was evicted (its backend left the configuration and the table filled since)";
+    SynProxyCookiesSent => "syn_proxy_cookies_sent", "client SYNs to a syn_proxy VIP answered with a cookie SYN-ACK (no entry, nothing sent to a backend)";
+    SynProxyCookiesAccepted => "syn_proxy_cookies_accepted", "client ACKs that proved a SYN cookie: an entry made and the SYN sent to the backend";
+    DropSynProxyCookieBad => "drop_syn_proxy_cookie_bad", "ACKs with no entry to a syn_proxy VIP whose acknowledgement is no valid cookie (forged, too old, or the options altered)";
+    DropSynProxyBadChecksum => "drop_syn_proxy_bad_checksum", "SYNs and cookie ACKs to a syn_proxy VIP whose TCP checksum does not verify (nothing answered, nothing made)";
+    DropSynProxyNoRoom => "drop_syn_proxy_no_room", "cookie SYN-ACKs or backend SYNs that did not fit the received frame's buffer";
+    SynProxyHeld => "syn_proxy_held", "client segments held until the backend's handshake completed (the cookie ACK and data sent with or right after it)";
+    SynProxyReleased => "syn_proxy_released", "held client segments sent on to the backend once its handshake completed";
+    DropSynProxyHoldFull => "drop_syn_proxy_hold_full", "client segments not held: the flow or the worker had no hold slot left (the client retransmits them)";
+    DropSynProxyHoldExpired => "drop_syn_proxy_hold_expired", "held client segments dropped because their backend never completed the handshake";
+    SynProxyBackendSynAcks => "syn_proxy_backend_synacks", "backend SYN-ACKs taken by border to splice a cookie connection (not sent on to the client)";
+    DropSynProxyBadSynAck => "drop_syn_proxy_bad_synack", "backend segments of a cookie connection before its SYN-ACK that are neither a SYN-ACK acknowledging border's SYN nor a RST";
+    SynProxySynsResent => "syn_proxy_syns_resent", "SYNs border sent a backend again for a cookie connection (no SYN-ACK a second after the last, and the client sent more)";
+    SynProxyBackendResets => "syn_proxy_backend_resets", "backends that refused a cookie connection's SYN: the client got a RST";
+    SynProxyAutoOn => "syn_proxy_auto_on", "gauge: 1 while this worker answers SYNs to syn_proxy = \"auto\" VIPs with cookies (half-open pressure), else 0";
+    SynProxyAutoSwitches => "syn_proxy_auto_switches", "times this worker switched syn_proxy = \"auto\" VIPs to cookies";
 }
 
 #[cfg(test)]

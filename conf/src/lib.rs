@@ -16,5 +16,5 @@ pub use config::{
     check_config_file, Agent, Announce, Backend, Bgp, ClientRole, Config, ConfigError, ConfigText,
     Dataplane, GatewayAddr, Health, HealthKind, IpNet, IpfixCollector, JsonLog, Listen, Mgmt,
     MgmtLimits, MgmtTls, Mode, OnDown, Peer, PollMode, Port, PpTlv, Protocol, ProxyProtocol,
-    Records, Timeouts, Vip, VipLimits,
+    Records, SynProxy, Timeouts, Vip, VipLimits,
 };

@@ -369,6 +369,41 @@ maglev_table_size = 2
         assert_eq!(v.vip(0).unwrap().to_table(), *gen.vips[0]);
     }
 
+    /// `syn_proxy` becomes the VIP's SYN_PROXY_* bit, readers see it, and a
+    /// change of it alone is a new block for that VIP only (applied without
+    /// a restart).
+    #[test]
+    fn syn_proxy_flags() {
+        let text = CONFIG.replacen(
+            "zone_affinity = true\n",
+            "zone_affinity = true\nsyn_proxy = \"always\"\n",
+            1,
+        );
+        let cfg = Config::from_toml_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        let mut b = GenerationBuilder::new();
+        let gen = b.build(&cfg, &no_overrides).unwrap();
+        assert!(gen.vips[0].flags.contains(VipFlags::SYN_PROXY_ALWAYS));
+        assert!(!gen.vips[0].flags.contains(VipFlags::SYN_PROXY_AUTO));
+        assert!(!gen.vips[1].flags.contains(VipFlags::SYN_PROXY_ALWAYS));
+        let path = TmpPath::new("syn-proxy");
+        let mut w = TablesWriter::create(&path.0, 1 << 20).unwrap();
+        w.publish(&gen, &[]).unwrap();
+        let r = TablesReader::open(&path.0).unwrap();
+        let v = r.view_current().unwrap();
+        assert!(v
+            .vip(0)
+            .unwrap()
+            .flags()
+            .contains(VipFlags::SYN_PROXY_ALWAYS));
+        assert_eq!(v.vip(0).unwrap().to_table(), *gen.vips[0]);
+        let auto = text.replacen("syn_proxy = \"always\"", "syn_proxy = \"auto\"", 1);
+        let cfg2 = Config::from_toml_str(&auto, "t.toml").unwrap();
+        let gen2 = b.build(&cfg2, &no_overrides).unwrap();
+        assert!(gen2.vips[0].flags.contains(VipFlags::SYN_PROXY_AUTO));
+        assert!(!Arc::ptr_eq(&gen.vips[0], &gen2.vips[0]));
+        assert!(Arc::ptr_eq(&gen.vips[1], &gen2.vips[1]));
+    }
+
     #[test]
     fn builder_reuses_unchanged_vips() {
         let cfg = big_config(20, 8, 1021);

@@ -28,6 +28,7 @@ pub(crate) mod reset;
 pub mod run;
 pub mod slowpath;
 pub mod standalone;
+pub mod synproxy;
 pub mod tables_source;
 pub mod telemetry;
 pub(crate) mod tstamp;

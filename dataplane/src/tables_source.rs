@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use conf::state::vip_stat_key;
 use conf::tables::{BackendState, Generation, Published, TablesReader, TablesView, VipFlags};
+use conf::SynProxy;
 use crossbeam_queue::ArrayQueue;
 
 use crate::lb::{Adopted, ResetKey, Routes, VipInput, VipSrc};
@@ -63,6 +64,7 @@ pub fn inputs_from_view(view: &TablesView<'static>, region_id: u64) -> Vec<VipIn
             limits: *v.limits(),
             prefixes: v.prefixes(),
             backend_max: Vec::new(),
+            syn_proxy: syn_proxy_of(v.flags()),
             block: Some((
                 VipSrc {
                     region: region_id,
@@ -93,9 +95,21 @@ pub fn inputs_from_generation(gen: &Generation) -> Vec<VipInput<'static>> {
             limits: conf::tables::limits_record(&v.limits),
             prefixes: Box::leak(conf::tables::prefix_records(&v.limits).into_boxed_slice()),
             backend_max: v.backends.iter().map(|b| b.max_connections).collect(),
+            syn_proxy: syn_proxy_of(v.flags),
             block: None,
         })
         .collect()
+}
+
+/// A VIP's `syn_proxy` from its flags (both bits: the stronger).
+fn syn_proxy_of(flags: VipFlags) -> SynProxy {
+    if flags.contains(VipFlags::SYN_PROXY_ALWAYS) {
+        SynProxy::Always
+    } else if flags.contains(VipFlags::SYN_PROXY_AUTO) {
+        SynProxy::Auto
+    } else {
+        SynProxy::Off
+    }
 }
 
 /// Whether a VIP with these flags resets the established flows of its

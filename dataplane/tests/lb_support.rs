@@ -234,6 +234,8 @@ pub struct Setup {
     pub timeouts: Timeouts,
     /// A replacement made in the config text (`from`, `to`).
     pub edit: Option<(&'static str, &'static str)>,
+    /// `syn_proxy` of every TCP VIP (default: not set, "off").
+    pub syn_proxy: Option<&'static str>,
     /// Connection records into this region (worker `w` writes ring `w`),
     /// and `log_empty`.
     pub records: Option<(&'static conf::records::RecordsRegion, bool)>,
@@ -262,6 +264,7 @@ impl Default for Setup {
             pool: POOL,
             timeouts: Timeouts::default(),
             edit: None,
+            syn_proxy: None,
             records: None,
         }
     }
@@ -289,7 +292,7 @@ impl Setup {
     /// The workers, sharing handoff queues and neighbour inboxes, each with
     /// generation 1 queued in its feed (adopted by the first poll).
     pub fn build(&self) -> Vec<Node> {
-        let (cfg, gen1) = if self.pool != POOL || self.edit.is_some() {
+        let (cfg, gen1) = if self.pool != POOL || self.edit.is_some() || self.syn_proxy.is_some() {
             let mut text = config_text(&self.tcp4_weights).replace(
                 "local_port_range = [1024, 32767]",
                 &format!("local_port_range = [{}, {}]", self.pool.0, self.pool.1),
@@ -297,6 +300,10 @@ impl Setup {
             if let Some((from, to)) = self.edit {
                 assert!(text.contains(from), "config edit: {from:?} not found");
                 text = text.replacen(from, to, 1);
+            }
+            if let Some(sp) = self.syn_proxy {
+                let with = format!("protocol = \"tcp\"\nsyn_proxy = \"{sp}\"\n");
+                text = text.replace("protocol = \"tcp\"\n", &with);
             }
             let cfg = Config::from_toml_str(&text, "lbtest.toml").expect("test config");
             let gen1 = adopted_from_config(&cfg, 1).expect("tables");

@@ -16,7 +16,10 @@
 //!   table is sized for them). The first sample fills a never-touched table
 //!   (page faults included) and is reported on its own row; the others
 //!   reuse a table whose previous flows expired (a running appliance's
-//!   steady state).
+//!   steady state);
+//! - cookie SYN-ACKs: the same SYNs to a `syn_proxy = "always"` VIP, each
+//!   answered with a SYN cookie (no entry); goal (issue 23): at least twice
+//!   the stateful new-flow rate of the same run.
 //!
 //! Goals (issue 3): established <= 150 cycles/packet on top of the bare
 //! loop; >= 1 M new flows/s per core. Cycles are TSC ticks.
@@ -415,6 +418,8 @@ enum Vip {
     FullNat6,
     /// Full-NAT IPv4 with a PROXY protocol v2 header in the client's stream.
     Proxy4,
+    /// Full-NAT IPv4 with `syn_proxy = "always"`: SYNs get cookie SYN-ACKs.
+    SynProxy4,
 }
 
 impl Vip {
@@ -424,6 +429,7 @@ impl Vip {
             Vip::Dnat4 => Ipv4Addr::new(10, 1, 0, 101).into(),
             Vip::FullNat6 => Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x100).into(),
             Vip::Proxy4 => Ipv4Addr::new(10, 1, 0, 102).into(),
+            Vip::SynProxy4 => Ipv4Addr::new(10, 1, 0, 103).into(),
         }
     }
     fn name(self) -> &'static str {
@@ -432,6 +438,7 @@ impl Vip {
             Vip::Dnat4 => "DNAT IPv4",
             Vip::FullNat6 => "full-NAT IPv6",
             Vip::Proxy4 => "full-NAT IPv4 + PROXY v2",
+            Vip::SynProxy4 => "full-NAT IPv4 + SYN proxy",
         }
     }
 }
@@ -461,14 +468,15 @@ local_port_range = [1024, 65535]
 listen = "unix:///run/border/bench.sock"
 "#,
     );
-    for (name, vip, mode, proxy) in [
-        ("fnat4", Vip::FullNat4, "fullnat", "none"),
-        ("dnat4", Vip::Dnat4, "dnat", "none"),
-        ("fnat6", Vip::FullNat6, "fullnat", "none"),
-        ("pp4", Vip::Proxy4, "fullnat", "v2"),
+    for (name, vip, mode, proxy, syn_proxy) in [
+        ("fnat4", Vip::FullNat4, "fullnat", "none", "off"),
+        ("dnat4", Vip::Dnat4, "dnat", "none", "off"),
+        ("fnat6", Vip::FullNat6, "fullnat", "none", "off"),
+        ("pp4", Vip::Proxy4, "fullnat", "v2", "off"),
+        ("sp4", Vip::SynProxy4, "fullnat", "none", "always"),
     ] {
         c.push_str(&format!(
-            "\n[[vip]]\nname = \"{name}\"\naddress = \"{}\"\nport = 80\nprotocol = \"tcp\"\nmode = \"{mode}\"\nproxy_protocol = \"{proxy}\"\n",
+            "\n[[vip]]\nname = \"{name}\"\naddress = \"{}\"\nport = 80\nprotocol = \"tcp\"\nmode = \"{mode}\"\nproxy_protocol = \"{proxy}\"\nsyn_proxy = \"{syn_proxy}\"\n",
             vip.addr()
         ));
         for k in 0..backends {
@@ -1058,8 +1066,54 @@ fn new_flow_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Vec<Row>>
             drops: 0,
         });
     }
-
+    if let Some(r) = cookie_row(args, cfg, hz)? {
+        rows.push(r);
+    }
     Ok(rows)
+}
+
+/// The case of [`cookie_row`].
+const COOKIE_CASE: &str = "cookie SYN-ACKs full-NAT IPv4 + SYN proxy (SYN)";
+
+/// SYNs to a `syn_proxy = "always"` VIP, each answered with a cookie
+/// SYN-ACK out of the port it came by: no entry, no state.
+fn cookie_row(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Option<Row>> {
+    if !wanted(args, COOKIE_CASE) {
+        return Ok(None);
+    }
+    let n = args.new_flows;
+    let mut rig = Rig::new(cfg, args.backends, 1024, hz)?;
+    let drops0 = rig.drops();
+    let mut samples = Vec::new();
+    let mut bare = Vec::new();
+    // The first sample warms up.
+    for s in 0..=args.samples {
+        let frames = syns(Vip::SynProxy4, 1 + s as u32, n);
+        bare.push(bare_sample(hz, &frames, EXT, n as u64));
+        let sample = pipeline_sample(&mut rig, EXT, &frames, n as u64);
+        if s > 0 {
+            samples.push(sample);
+        }
+    }
+    let drops = rig.drops() - drops0;
+    let sent = rig.w.pipeline.counters().get(Counter::SynProxyCookiesSent);
+    anyhow::ensure!(
+        sent == (n * (args.samples + 1)) as u64 - drops,
+        "syn_proxy_cookies_sent {sent} does not match"
+    );
+    anyhow::ensure!(
+        rig.w.pipeline.lb().conntrack().is_empty(),
+        "a cookie SYN made an entry"
+    );
+    Ok(Some(Row {
+        case: COOKIE_CASE.to_string(),
+        flows: n.to_string(),
+        pipeline: summarize(&samples),
+        wall: summarize_wall(&samples),
+        bare: Some(summarize(&bare[1..])),
+        allocs: samples.iter().map(|s| s.allocs).sum(),
+        drops,
+    }))
 }
 
 /// The table of rows, its notes and the goals' verdicts.
@@ -1155,6 +1209,21 @@ fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
             if worst >= 1e6 { "met" } else { "MISSED" }
         ));
     }
+    let per_s = |case: &str| {
+        rows.iter()
+            .find(|r| r.case == case)
+            .map(|r| hz / r.pipeline.median)
+    };
+    let stateful = per_s("new flows full-NAT IPv4 (SYN), reused table");
+    if let (Some(cookies), Some(stateful)) = (per_s(COOKIE_CASE), stateful) {
+        let ratio = cookies / stateful;
+        t.note(format!(
+            "goal cookie SYN-ACKs >= 2 x stateful new flows (full-NAT IPv4, reused table) per core: {:.2} M/s vs {:.2} M/s, {ratio:.2}x ({})",
+            cookies / 1e6,
+            stateful / 1e6,
+            if ratio >= 2.0 { "met" } else { "MISSED" }
+        ));
+    }
     t
 }
 
@@ -1182,8 +1251,8 @@ mod tests {
         })
         .unwrap();
         // 7 established rows (4 VIPs, 3 with their replies) + 2 rows per
-        // new-flow VIP.
-        assert_eq!(t.rows.len(), 7 + 6);
+        // new-flow VIP + the cookie SYN-ACKs.
+        assert_eq!(t.rows.len(), 7 + 6 + 1);
         for r in &t.rows {
             assert_eq!(r[10], "0", "drops in {}", r[0]);
         }
@@ -1204,7 +1273,7 @@ mod tests {
             memlat_mib: 1,
         })
         .unwrap();
-        assert_eq!(t.rows.len(), 7 + 6);
+        assert_eq!(t.rows.len(), 7 + 6 + 1);
         for r in &t.rows {
             assert_eq!(
                 (r[9].as_str(), r[10].as_str()),

@@ -167,6 +167,7 @@ pub(super) struct RawVip {
     pub maglev_table_size: Option<S<u64>>,
     pub zone_affinity: Option<S<bool>>,
     pub translate_timestamps: Option<S<bool>>,
+    pub syn_proxy: Option<S<String>>,
     pub announce: Option<S<String>>,
     pub health: Option<S<RawHealth>>,
     pub backend: Option<List<RawBackend>>,

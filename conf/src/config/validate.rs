@@ -28,6 +28,7 @@ mod agent;
 mod bgp;
 mod limits;
 mod records;
+mod syn_proxy;
 mod vip_limits;
 
 pub(super) use vip_limits::MAX_RATE;
@@ -1311,6 +1312,7 @@ impl V {
             maglev_table_size,
             zone_affinity,
             translate_timestamps: or(&v.translate_timestamps, true),
+            syn_proxy: self.syn_proxy(v, key, protocol),
             announce: self.announce(&v.announce, key),
             health,
             backends,

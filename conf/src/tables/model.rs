@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::config::{Config, Mode, PpTlv, Protocol, ProxyProtocol, Vip, VipLimits};
+use crate::config::{Config, Mode, PpTlv, Protocol, ProxyProtocol, SynProxy, Vip, VipLimits};
 use crate::flowhash::siphash24;
 use crate::maglev::{build_into, BackendId, MaglevBackend, MaglevScratch};
 
@@ -143,8 +143,13 @@ impl VipFlags {
     /// Full-NAT TCP timestamps pass through untranslated
     /// (`translate_timestamps = false`).
     pub const TIMESTAMPS_PASS: VipFlags = VipFlags(1 << 9);
+    /// `syn_proxy = "auto"`: SYN cookies while the worker's half-open
+    /// connections are under pressure.
+    pub const SYN_PROXY_AUTO: VipFlags = VipFlags(1 << 10);
+    /// `syn_proxy = "always"`: SYN cookies for every SYN.
+    pub const SYN_PROXY_ALWAYS: VipFlags = VipFlags(1 << 11);
     /// Every defined bit.
-    pub const ALL: VipFlags = VipFlags((1 << 10) - 1);
+    pub const ALL: VipFlags = VipFlags((1 << 12) - 1);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -251,6 +256,8 @@ pub fn config_flags(v: &Vip) -> VipFlags {
     }
     f.set(VipFlags::ZONE_AFFINITY, v.zone_affinity);
     f.set(VipFlags::TIMESTAMPS_PASS, !v.translate_timestamps);
+    f.set(VipFlags::SYN_PROXY_AUTO, v.syn_proxy == SynProxy::Auto);
+    f.set(VipFlags::SYN_PROXY_ALWAYS, v.syn_proxy == SynProxy::Always);
     f.set(
         VipFlags::RESET_ON_DOWN,
         v.health

@@ -294,14 +294,10 @@ impl Lb {
         {
             return None;
         }
-        // PROXY protocol flows once past their header: only sequence or
-        // acknowledgement numbers move (no SYN: the SYN-ACK's MSS is clamped
-        // on the general path; replies need the ACK they translate).
-        if e.value.pp_on()
-            && !(e.value.proxy.steady()
-                && !at.udp
-                && flags & TCP_SYN == 0
-                && (dir == Dir::Original || flags & TCP_ACK != 0))
+        // PROXY and SYN proxy flows: one test of `bits` for every flow,
+        // the rest out of line.
+        if e.value.bits & (super::FLOW_PP | super::FLOW_SP) != 0
+            && declines_special(&e.value, at.udp, flags, dir)
         {
             return None;
         }
@@ -385,6 +381,21 @@ impl Lb {
         nat::set_macs(frame, port.mac, rec.client_mac);
         Some(Verdict::Send { port: out, len })
     }
+}
+
+/// Whether the lane leaves a PROXY or SYN proxy flow's packet to the
+/// general path. PROXY protocol flows once past their header take the
+/// lane: only sequence or acknowledgement numbers move (no SYN: the
+/// SYN-ACK's MSS is clamped on the general path; replies need the ACK
+/// they translate). SYN proxy flows (`FLOW_SP`) never do.
+#[cold]
+#[inline(never)]
+fn declines_special(rec: &super::FlowRec, udp: bool, flags: u8, dir: Dir) -> bool {
+    rec.bits & super::FLOW_SP != 0
+        || !(rec.proxy.steady()
+            && !udp
+            && flags & TCP_SYN == 0
+            && (dir == Dir::Original || flags & TCP_ACK != 0))
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ mod records;
 mod reset;
 mod rewrite;
 mod select;
+mod synproxy;
 mod tables;
 mod track;
 
@@ -55,7 +56,7 @@ pub use flood::HALF_OPEN_MIN_AGE_MS;
 pub use reset::ResetKey;
 pub use select::{port_owner, Flow4or6};
 pub use tables::{Adopted, BackendRt, VipInput, VipRt, VipSrc};
-pub use track::{FlowRec, FLOW_PP, FLOW_TS, FLOW_TS_ECHOED};
+pub use track::{FlowRec, FLOW_PP, FLOW_SP, FLOW_TS, FLOW_TS_ECHOED};
 
 /// Full-NAT local tuples counted for the pool gauges per poll iteration.
 const LOCAL_TUPLE_SCAN_BUDGET: usize = 512;
@@ -125,6 +126,8 @@ pub struct Lb {
     records: Option<FlowRecords>,
     /// Open-connection counts of capped VIPs and backends (`[vip.limits]`).
     admission: admit::Admission,
+    /// SYN cookies and the splice of cookie connections (`syn_proxy`).
+    syn_proxy: synproxy::SynProxyWorker,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -163,6 +166,7 @@ impl Lb {
             proxy_out: PpWorker::default(),
             records: None,
             admission: admit::Admission::default(),
+            syn_proxy: synproxy::SynProxyWorker::new(),
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]
@@ -201,6 +205,10 @@ impl Lb {
         }
         self.pin_next_hops(&mut t);
         t.finish_dnat(old.as_mut().filter(|_| in_place), &built);
+        // SYN proxy: its per-slot state, the first time a VIP wants it.
+        if t.vips.iter().any(|v| v.syn_proxy != conf::SynProxy::Off) {
+            self.syn_proxy.prepare(self.conntrack.capacity());
+        }
         if !self.local_ports.built_for(&t.routes) {
             self.local_ports = LocalPorts::build(
                 &t.routes,
@@ -319,6 +327,7 @@ impl Lb {
         }
         self.expire(EXPIRE_BUDGET, counters);
         self.publish_neighbor_stats(counters);
+        self.syn_proxy_tick(counters);
         counters.set(Counter::ConntrackEntries, self.conntrack.len() as u64);
         counters.set(Counter::ConntrackCapacity, self.conntrack.capacity() as u64);
         if let Some(r) = &self.records {

@@ -7,7 +7,7 @@ use std::net::IpAddr;
 
 use conf::flowhash::FlowHasher;
 use conf::tables::{BackendRecord, BlockId, LimitsRecord, PrefixRecord};
-use conf::Mode;
+use conf::{Mode, SynProxy};
 use hashbrown::HashMap;
 
 use super::admit::{Admission, VipAdmit};
@@ -59,6 +59,8 @@ pub struct VipRt<'t> {
     pub proxy_protocol: PpConfig,
     /// Full-NAT TCP flows get their timestamps translated ([`tstamp`]).
     pub translate_timestamps: bool,
+    /// `syn_proxy`: when the worker answers SYNs with cookies.
+    pub syn_proxy: SynProxy,
     /// The tables-region block the VIP was read from (`None`: built in
     /// process). [`Lb::adopt`] keeps the runtime of a VIP whose block the
     /// previous generation had too, instead of deriving it again.
@@ -138,6 +140,7 @@ pub struct VipInput<'t> {
     pub limits: LimitsRecord,
     pub prefixes: &'t [PrefixRecord],
     pub backend_max: Vec<u32>,
+    pub syn_proxy: SynProxy,
     /// A VIP read in place from a validated tables-region block: its source
     /// and its backend records. Its backends are built (or carried over from
     /// the previous generation) by [`Lb::adopt`], not by [`Adopted::new`].
@@ -294,6 +297,7 @@ impl<'t> Adopted<'t> {
                 backends,
                 proxy_protocol: v.proxy_protocol,
                 translate_timestamps: v.translate_timestamps,
+                syn_proxy: v.syn_proxy,
                 src: v.block.map(|(src, _)| src),
                 records,
                 admit: VipAdmit::default(),

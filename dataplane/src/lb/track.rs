@@ -77,6 +77,10 @@ pub const FLOW_TS: u8 = 2;
 /// so its local tuple may be reused soon after it closes (RFC 6191).
 pub const FLOW_TS_ECHOED: u8 = 4;
 
+/// A SYN proxy connection: the client's handshake was with border's
+/// cookie, the backend's numbers are spliced (`lb/synproxy.rs`).
+pub const FLOW_SP: u8 = 8;
+
 impl FlowRec {
     #[inline(always)]
     pub fn pp_on(&self) -> bool {
@@ -235,7 +239,7 @@ impl Lb {
     /// its window it goes on to the endpoint (counted), outside it is
     /// dropped (the verdict returned).
     #[inline(always)]
-    fn track_tcp(
+    pub(super) fn track_tcp(
         &mut self,
         id: EntryId,
         dir: Dir,
@@ -265,7 +269,8 @@ impl Lb {
     /// once its TCP or UDP checksum verifies (the NIC's word, else
     /// computed). One that fails is counted; it goes on as it would have
     /// (the endpoint discards it), changing nothing, except on a PROXY
-    /// flow, whose header and sequence shift a segment may move: there it
+    /// or SYN-proxied flow, whose header, hold or sequence shift a segment
+    /// may move: there it
     /// is dropped (`Err`, the verdict).
     ///
     /// A steady segment (an established flow's, without SYN, FIN or RST,
@@ -293,7 +298,7 @@ impl Lb {
         if (steady && p.nic_l4_checksum != NicChecksum::Bad) || p.l4_checksum_ok(frame) {
             return Ok(true);
         }
-        if self.conntrack.get(id).value.pp_on() {
+        if self.conntrack.get(id).value.bits & (FLOW_PP | FLOW_SP) != 0 {
             return Err(count_drop(counters, Counter::DropBadL4Checksum));
         }
         counters.inc(Counter::BadL4ChecksumIgnored);
@@ -352,6 +357,16 @@ impl Lb {
             Ok(v) => v,
             Err(v) => return v,
         };
+        // SYN proxy: held until the backend's handshake, then spliced.
+        if verified && self.conntrack.get(id).value.bits & FLOW_SP != 0 {
+            let out = Out {
+                ports,
+                counters: &mut *counters,
+            };
+            if let Some(v) = self.syn_proxy_client(id, vi, buf, len, p, out) {
+                return v;
+            }
+        }
         // Its backend went down and the VIP resets such flows (a RST ends
         // the connection by itself: it goes on as usual).
         if verified
@@ -401,9 +416,6 @@ impl Lb {
     ) -> Verdict {
         let (buf, len, p, in_port) = rx.parts();
         let Out { ports, counters } = out;
-        let Some(frame) = buf.get_mut(..len) else {
-            return count_drop(counters, Counter::DropSlowpathUnhandled);
-        };
         let tcp = key.proto == ip_proto::TCP;
         let flags = flags_of(p);
         let syn_only = tcp && flags & 0x12 == 0x02;
@@ -413,13 +425,37 @@ impl Lb {
             return count_drop(counters, Counter::DropTcpRstNoConntrack);
         }
         // Nothing is created, replaced or taken for a packet the endpoint
-        // would discard (a spoofed handshake's cheapest trick).
-        if !p.l4_checksum_ok(frame) {
-            return count_drop(counters, Counter::DropBadL4Checksum);
-        }
+        // would discard (a spoofed handshake's cheapest trick). A SYN
+        // proxy VIP checks its SYNs and cookie ACKs itself (below).
+        let checksum_ok = |buf: &[u8]| p.l4_checksum_ok(buf.get(..len).unwrap_or(&[]));
         if let Some(id) = closing {
+            if !checksum_ok(buf) {
+                return count_drop(counters, Counter::DropBadL4Checksum);
+            }
             self.forget(id, Ending::AsItsState);
         }
+        // SYN proxy: a SYN answered with a cookie, a cookie ACK opening.
+        if tcp {
+            let rx = Rx {
+                buf: &mut *buf,
+                len,
+                p,
+                in_port,
+            };
+            let out = Out {
+                ports,
+                counters: &mut *counters,
+            };
+            if let Some(v) = self.syn_proxy_miss(rx, vi, key, out) {
+                return v;
+            }
+        }
+        if !checksum_ok(buf) {
+            return count_drop(counters, Counter::DropBadL4Checksum);
+        }
+        let Some(frame) = buf.get_mut(..len) else {
+            return count_drop(counters, Counter::DropSlowpathUnhandled);
+        };
         // Mid-stream packet of a connection this worker never saw
         // (restart, table full earlier): DNAT can forward it where
         // Maglev sends it; full-NAT has no source port to use. On a PROXY
@@ -524,6 +560,12 @@ impl Lb {
                 {
                     return self.reset_backend(frame, p, in_port, id, ports, counters);
                 }
+                // SYN proxy: the backend's SYN-ACK splices, unsent.
+                if verified && self.conntrack.get(id).value.bits & FLOW_SP != 0 {
+                    if let Some(v) = self.syn_proxy_backend(id, frame, p, ports, counters) {
+                        return v;
+                    }
+                }
                 if !verified {
                     // Forwarded as it is, the entry untouched.
                 } else if key.proto == ip_proto::TCP {
@@ -569,6 +611,9 @@ impl Lb {
             if let Err(c) = rec.proxy.backend_segment(frame, p, counters) {
                 return count_drop(counters, c);
             }
+        }
+        if rec.bits & FLOW_SP != 0 {
+            self.syn_proxy.to_client(id, frame, p);
         }
         let out = rec.client_port as usize;
         let Some(port) = ports.get(out) else {

@@ -258,6 +258,18 @@ fn drop_kind(counter: &str) -> (&'static str, Severity, &'static str) {
             Problem,
             "spoofed or corrupted segments (a bad checksum, a reply from the client side, a RST off any flow or window): an attack or a broken sender; borderctl capture on the port names the senders; docs/security.md",
         ),
+        // SYN proxy (issue 23): ACKs that prove no cookie are a forged-ACK
+        // flood or corruption; the clients of the VIP lose nothing.
+        "drop_syn_proxy_cookie_bad" | "drop_syn_proxy_bad_checksum" | "drop_syn_proxy_bad_synack" => (
+            "drops_syn_proxy_forged",
+            Note,
+            "nothing for the VIP's clients (segments that prove no SYN cookie: spoofed ACKs, corrupted frames); capture the sender's traffic if it is much",
+        ),
+        "drop_syn_proxy_hold_full" | "drop_syn_proxy_hold_expired" | "drop_syn_proxy_no_room" => (
+            "drops_syn_proxy_hold",
+            Problem,
+            "the backends answer the SYN proxy's SYNs slowly or not at all: check their health and listen backlog (clients resend what was dropped)",
+        ),
         "drop_malformed" => (
             "drops_malformed",
             Problem,

@@ -560,3 +560,27 @@ fn limits_refusing_at_a_high_rate_are_one_family() {
     // Still listed among the drops, just not as drops_other.
     assert!(d.drops.iter().any(|r| r.counter == "drop_vip_acl_denied"));
 }
+
+#[test]
+fn syn_proxy_drops_have_their_own_groups() {
+    for c in [
+        "drop_syn_proxy_cookie_bad",
+        "drop_syn_proxy_bad_checksum",
+        "drop_syn_proxy_bad_synack",
+    ] {
+        assert_eq!(drop_kind(c).0, "drops_syn_proxy_forged", "{c}");
+        assert_eq!(drop_kind(c).1, Severity::Note);
+    }
+    for c in [
+        "drop_syn_proxy_hold_full",
+        "drop_syn_proxy_hold_expired",
+        "drop_syn_proxy_no_room",
+    ] {
+        assert_eq!(drop_kind(c).0, "drops_syn_proxy_hold", "{c}");
+        assert_eq!(drop_kind(c).1, Severity::Problem);
+    }
+    // Each is a counter the dataplane has.
+    for c in ["drop_syn_proxy_cookie_bad", "drop_syn_proxy_hold_full"] {
+        assert!(conf::counters::Counter::from_name(c).is_some(), "{c}");
+    }
+}
