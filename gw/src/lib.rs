@@ -9,12 +9,15 @@
 //! [`metrics`] exports what [`stats`], the tunnels and the registry count.
 #![deny(unsafe_code)]
 
+pub mod admission;
 pub mod agents;
 pub mod api;
 pub mod config;
+pub mod dial;
 pub mod drain;
 pub mod forward;
 pub mod grpc;
+pub mod limits;
 pub mod metrics;
 pub mod peers;
 pub mod registry;

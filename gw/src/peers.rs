@@ -2,7 +2,6 @@
 //! one multiplexed connection per gateway, re-made when it closes): the
 //! `HasTunnel` probe and forwarded calls.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +19,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The other gateways.
 pub struct Peers {
     connector: tokio_rustls::TlsConnector,
-    conns: tokio::sync::Mutex<HashMap<SocketAddr, Sender>>,
+    conns: crate::dial::Dialer<SocketAddr, Sender>,
 }
 
 impl std::fmt::Debug for Peers {
@@ -34,32 +33,32 @@ impl Peers {
     pub fn new(tls: Arc<rustls::ClientConfig>) -> Peers {
         Peers {
             connector: tokio_rustls::TlsConnector::from(tls),
-            conns: tokio::sync::Mutex::new(HashMap::new()),
+            conns: crate::dial::Dialer::default(),
         }
     }
 
-    /// A ready client handle to the gateway at `addr`.
+    /// A ready client handle to the gateway at `addr`: connected outside
+    /// any lock shared with other addresses (issue 24, [`crate::dial`]).
     pub async fn sender(&self, addr: SocketAddr) -> Result<Sender, String> {
-        let mut conns = self.conns.lock().await;
-        if let Some(s) = conns.get(&addr) {
-            if !s.is_closed() {
-                return Ok(s.clone());
-            }
-        }
-        let s = tokio::time::timeout(CONNECT_TIMEOUT, self.connect(addr))
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer within {CONNECT_TIMEOUT:?}")))?;
-        conns.insert(addr, s.clone());
-        Ok(s)
+        let connect = Self::connect(self.connector.clone(), addr);
+        let bounded = async move {
+            tokio::time::timeout(CONNECT_TIMEOUT, connect)
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {CONNECT_TIMEOUT:?}")))
+        };
+        self.conns.get(&addr, |s| !s.is_closed(), bounded).await
     }
 
-    async fn connect(&self, addr: SocketAddr) -> Result<Sender, String> {
+    async fn connect(
+        connector: tokio_rustls::TlsConnector,
+        addr: SocketAddr,
+    ) -> Result<Sender, String> {
         let tcp = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| format!("connect: {e}"))?;
         let _ = tcp.set_nodelay(true);
         let tls = mgmt::tls::connect_primed(
-            &self.connector,
+            &connector,
             ServerName::IpAddress(addr.ip().into()),
             tcp,
             Duration::from_millis(500),

@@ -39,6 +39,7 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         None => None,
     };
     let tunnels = Arc::new(Tunnels::default());
+    let refusals = Arc::new(crate::limits::Refusals::default());
     let registry = Arc::new(Registry::new(
         &cfg.redis,
         &cfg.id,
@@ -51,6 +52,11 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         registry: registry.clone(),
         peers: Arc::new(crate::peers::Peers::new(peer_tls)),
         stats: Arc::default(),
+        refusals: refusals.clone(),
+        budget: Arc::new(mgmt::budget::ByteBudget::new(
+            cfg.limits.request_memory_mib,
+            cfg.limits.operator_reserve_mib,
+        )),
     });
     let (stop_tx, stop) = watch::channel(false);
     if let Some(listener) = metrics {
@@ -64,6 +70,7 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
             agent_tls,
             cfg.clone(),
             tunnels.clone(),
+            refusals,
             stop.clone(),
         )),
         tokio::spawn(crate::api::accept(api, api_tls, gw, stop.clone())),
