@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::AsyncReadExt;
+use std::future::Future;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
@@ -22,8 +22,6 @@ use crate::admission::Handshakes;
 use crate::forward::Gateway;
 use crate::limits::{Limit, Listener};
 
-/// What every HTTP/2 connection starts with (RFC 9113 §3.4).
-const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// The largest header block a call may send (its metadata).
 const MAX_HEADER_LIST: u32 = 64 << 10;
 
@@ -40,15 +38,13 @@ fn role_of(cfg: &crate::config::GwConfig, fingerprint: &str) -> Option<conf::Cli
 
 type Tls = tokio_rustls::server::TlsStream<TcpStream>;
 
-/// TLS, the pinned role, and the HTTP/2 client preface (read here so a
-/// connection idle before it is closed at the handshake timeout; replayed
-/// to hyper).
+/// TLS and the pinned role.
 async fn open(
     acceptor: tokio_rustls::TlsAcceptor,
     tcp: TcpStream,
     gw: &Gateway,
-) -> Result<(mgmt::tls::Primed<Tls>, conf::ClientRole), String> {
-    let mut tls = acceptor
+) -> Result<(Tls, conf::ClientRole), String> {
+    let tls = acceptor
         .accept(tcp)
         .await
         .map_err(|e| format!("TLS handshake refused: {e}"))?;
@@ -56,14 +52,65 @@ async fn open(
     let Some(role) = fp.as_deref().and_then(|f| role_of(&gw.cfg, f)) else {
         return Err(format!("client certificate {} is CA-valid but not pinned in tls.api_fingerprints or tls.reader_fingerprints: refused", fp.as_deref().unwrap_or("-")));
     };
-    let mut head = vec![0u8; H2_PREFACE.len()];
-    tls.read_exact(&mut head)
-        .await
-        .map_err(|e| format!("reading the HTTP/2 preface: {e}"))?;
-    if head != H2_PREFACE {
-        return Err("not HTTP/2 (no client preface): refused".into());
+    Ok((tls, role))
+}
+
+/// A connection that must deliver the HTTP/2 client preface (its first
+/// [`H2_PREFACE_LEN`] bytes) before a deadline: reads fail with `TimedOut`
+/// after it. The server speaks first meanwhile (its SETTINGS), as clients
+/// that wait for the server's first bytes expect.
+struct PrefaceBy<S> {
+    inner: S,
+    missing: usize,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    timed_out: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Bytes of the HTTP/2 client preface (RFC 9113 §3.4).
+const H2_PREFACE_LEN: usize = 24;
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for PrefaceBy<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        if self.missing > 0 && self.deadline.as_mut().poll(cx).is_ready() {
+            self.timed_out
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Poll::Ready(Err(std::io::ErrorKind::TimedOut.into()));
+        }
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let got = buf.filled().len() - before;
+        self.missing = self.missing.saturating_sub(got);
+        r
     }
-    Ok((mgmt::tls::Primed::replaying(head, tls), role))
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for PrefaceBy<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// Accepts calls on `listener` until `shutdown`.
@@ -95,9 +142,10 @@ pub async fn accept(
         let _ = tcp.set_nodelay(true);
         let (acceptor, gw) = (acceptor.clone(), gw.clone());
         tokio::spawn(async move {
-            let opened = tokio::time::timeout(l.handshake_timeout, open(acceptor, tcp, &gw)).await;
+            let deadline = tokio::time::Instant::now() + l.handshake_timeout;
+            let opened = tokio::time::timeout_at(deadline, open(acceptor, tcp, &gw)).await;
             drop(handshake);
-            let (io, role) = match opened {
+            let (tls, role) = match opened {
                 Ok(Ok(x)) => x,
                 Ok(Err(why)) => return tracing::warn!(%peer, "api: {why}"),
                 Err(_) => {
@@ -105,6 +153,14 @@ pub async fn accept(
                     return tracing::warn!(%peer, "api: no TLS handshake and HTTP/2 preface within {:?} (limits.handshake_timeout_ms): closed", l.handshake_timeout);
                 }
             };
+            let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let io = PrefaceBy {
+                inner: tls,
+                missing: H2_PREFACE_LEN,
+                deadline: Box::pin(tokio::time::sleep_until(deadline)),
+                timed_out: timed_out.clone(),
+            };
+            let refusals = gw.refusals.clone();
             let svc = hyper::service::service_fn(move |req| {
                 let gw = gw.clone();
                 async move { Ok::<_, std::convert::Infallible>(gw.handle(req, role).await) }
@@ -117,7 +173,10 @@ pub async fn accept(
                 .serve_connection(TokioIo::new(io), svc)
                 .await;
             drop(connection);
-            if let Err(e) = r {
+            if timed_out.load(std::sync::atomic::Ordering::Relaxed) {
+                refusals.count(Listener::Api, Limit::HandshakeTimeout);
+                tracing::warn!(%peer, "api: no HTTP/2 preface within {:?} of the connection (limits.handshake_timeout_ms): closed", l.handshake_timeout);
+            } else if let Err(e) = r {
                 tracing::debug!(%peer, error = %e, "api: connection ended");
             }
         });

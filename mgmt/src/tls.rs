@@ -226,16 +226,6 @@ pub struct Primed<S> {
 }
 
 impl<S> Primed<S> {
-    /// `inner` whose first bytes, `head`, were read already: they are
-    /// read again first.
-    pub fn replaying(head: Vec<u8>, inner: S) -> Primed<S> {
-        Primed {
-            head,
-            pos: 0,
-            inner,
-        }
-    }
-
     /// The stream underneath.
     pub fn get_ref(&self) -> &S {
         &self.inner
