@@ -201,7 +201,7 @@ impl Gateway {
         role: conf::ClientRole,
     ) -> Result<(Bytes, Charge), Refusal> {
         let mut charge = self.budget.charge(Some(role));
-        let mut buf = bytes::BytesMut::new();
+        let mut buf = Vec::new();
         let timeout = self.cfg.limits.body_read_timeout;
         let read = async {
             while let Some(frame) = body.frame().await {
@@ -222,21 +222,28 @@ impl Gateway {
                         )),
                     ));
                 }
-                if let Err(e) = charge.take(data.len()) {
-                    let limit = match e {
-                        Exceeded::Total => Limit::RequestMemory,
-                        Exceeded::Shared => Limit::ReaderRequestMemory,
-                    };
-                    self.refusals.count(Listener::Api, limit);
-                    let who = format!("border-gw {}", self.cfg.id);
-                    return Err((Outcome::Refused, mgmt::budget::exceeded_status(&who, e)));
+                // The buffer's whole capacity is charged: it doubles up
+                // to MAX_REQUEST.
+                let need = buf.len() + data.len();
+                if need > charge.bytes() {
+                    let target = need.next_power_of_two().min(MAX_REQUEST).max(need);
+                    if let Err(e) = charge.take(target - charge.bytes()) {
+                        let limit = match e {
+                            Exceeded::Total => Limit::RequestMemory,
+                            Exceeded::Shared => Limit::ReaderRequestMemory,
+                        };
+                        self.refusals.count(Listener::Api, limit);
+                        let who = format!("border-gw {}", self.cfg.id);
+                        return Err((Outcome::Refused, mgmt::budget::exceeded_status(&who, e)));
+                    }
+                    buf.reserve_exact(target - buf.len());
                 }
                 buf.extend_from_slice(&data);
             }
             Ok(())
         };
         match tokio::time::timeout(timeout, read).await {
-            Ok(r) => r.map(|()| (buf.freeze(), charge)),
+            Ok(r) => r.map(|()| (Bytes::from(buf), charge)),
             Err(_) => {
                 self.refusals.count(Listener::Api, Limit::BodyReadTimeout);
                 Err((
