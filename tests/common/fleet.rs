@@ -395,26 +395,3 @@ pub fn quantile(samples: &mut [Duration], q: f64) -> Duration {
     let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
     samples[i.min(samples.len() - 1)]
 }
-
-/// Raises this process's descriptor limit (soft and hard) to at least `n`;
-/// children inherit it. Needs root to go above the hard limit.
-pub fn raise_nofile(n: u64) {
-    let mut l = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to an rlimit.
-    unsafe {
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut l), 0);
-        if l.rlim_cur < n {
-            l.rlim_cur = n;
-            l.rlim_max = l.rlim_max.max(n);
-            assert_eq!(
-                libc::setrlimit(libc::RLIMIT_NOFILE, &l),
-                0,
-                "setrlimit(RLIMIT_NOFILE, {n}): {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-}
