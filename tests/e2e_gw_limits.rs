@@ -403,7 +403,7 @@ fn readers_that_never_end_their_bodies_get_bounded_memory_and_operators_still_an
             }
         };
         let mut c = fleet.client(&gw, "ctl", "ams-1").await;
-        while attack.len() > 0 && !over.load(Ordering::Relaxed) {
+        while !attack.is_empty() && !over.load(Ordering::Relaxed) {
             let mut req = tonic::Request::new(mgmt::pb::GetStatusRequest::default());
             req.set_timeout(Duration::from_secs(5));
             let t = Instant::now();
