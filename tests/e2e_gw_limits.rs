@@ -569,3 +569,34 @@ fn a_blackholed_registry_entry_costs_only_its_own_appliances_calls() {
     );
     drop(hole);
 }
+
+#[test]
+fn tunnels_beyond_the_per_appliance_bound_are_refused_with_an_answer() {
+    let fleet = Fleet::new("gl-tun");
+    let gw = fleet.gateway("gw1", "tunnels_per_appliance = 4\ntunnels = 6");
+    let ams1 = fleet.appliance("gl-tun1", "ams-1", &[&gw]);
+    let port = fleet.redis_port;
+    // The agent opens 10 at once: 4 stay, the rest are refused and counted.
+    wait_for("the refusals counted", Duration::from_secs(10), || {
+        gw.scrape().refused("agent", "tunnels_per_appliance") >= 1.0
+    });
+    wait_for("the agent told why", Duration::from_secs(10), || {
+        ams1.log_text()
+            .contains("appliance ams-1 has too many tunnels here (limits.tunnels_per_appliance)")
+    });
+    assert_eq!(registry_count(port, "gw1", "ams-1"), 4);
+    // Another appliance gets the 2 left of the total.
+    let _ams2 = fleet.appliance("gl-tun2", "ams-2", &[&gw]);
+    wait_for("ams-2 at the total", Duration::from_secs(10), || {
+        registry_count(port, "gw1", "ams-2") == 2 && gw.scrape().refused("agent", "tunnels") >= 1.0
+    });
+    assert_eq!(gw.scrape().get("border_gw_tunnels"), 6.0);
+    // Calls still go through the tunnels held.
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = fleet.client(&gw, "ctl", "ams-1").await;
+        c.get_status(mgmt::pb::GetStatusRequest::default())
+            .await
+            .unwrap();
+    });
+}
