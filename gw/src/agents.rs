@@ -136,7 +136,11 @@ async fn open(tcp: TcpStream, shared: &Shared) -> Result<(Stream, Preface, Tunne
         Ok(p) => p,
         Err(e) => {
             if matches!(e, mgmt::agent::preface::PrefaceError::BadId(_)) {
-                shared.tunnels.counters.bad_ids.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .tunnels
+                    .counters
+                    .bad_ids
+                    .fetch_add(1, Ordering::Relaxed);
             }
             refuse(&mut tls, &e.to_string()).await;
             return Err(format!("{e} (fingerprint {fp})"));
