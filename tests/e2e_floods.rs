@@ -272,7 +272,7 @@ fn run_flood(t: &Topo, flood: &Flood, pace: &str, seconds: u64, clients: usize) 
     out.backend_syns = backend_syns(&t.bk) - syns0;
     out.backend_syncookies_sent = backend_nstat(&t.bk, "TcpExtSyncookiesSent") - cookies0;
     let mut moved = drops_rose(&before, &t.dp.drops());
-    moved.sort_by(|a, b| b.1.cmp(&a.1));
+    moved.sort_by_key(|m| std::cmp::Reverse(m.1));
     out.counters_moved = moved
         .into_iter()
         .take(6)
