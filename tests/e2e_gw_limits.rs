@@ -480,8 +480,10 @@ fn a_blackholed_registry_entry_costs_only_its_own_appliances_calls() {
         registry_count(port, "gw1", "ams-1") >= 2
     });
     // A gateway address that never answers: a socket that listens and
-    // never accepts (TCP completes, TLS never does).
-    let hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // never accepts (TCP completes, TLS never does), at gw3's address, a
+    // configured [[peer]] of gw2 whose host has died (an address no
+    // [[peer]] names would get no connection at all).
+    let hole = std::net::TcpListener::bind(("127.0.0.1", fleet.api_port("gw3"))).unwrap();
     let hole_addr = hole.local_addr().unwrap().to_string();
     let forever = (std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

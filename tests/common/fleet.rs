@@ -212,14 +212,19 @@ impl Metrics {
     }
 }
 
+/// The gateways' certificate stems (and ids).
+const GATEWAYS: [&str; 3] = ["gw1", "gw2", "gw3"];
+
 /// A CA, Redis, and the certificates: `ctl` (an operator), `reader`,
-/// `gw1`..`gw3` (gateways, pinned as operators at each other), `ams1`,
-/// `ams2` (appliances).
+/// `gw1`..`gw3` (gateways, pinned as operators and as `[[peer]]`s at each
+/// other, each with an api port chosen up front), `ams1`, `ams2`
+/// (appliances, which pin the three gateways).
 pub struct Fleet {
     pub dir: TempDir,
     pub redis_port: u16,
     pub redis: Proc,
     pins: std::collections::HashMap<String, String>,
+    api_ports: std::collections::HashMap<String, u16>,
 }
 
 impl Fleet {
@@ -230,6 +235,10 @@ impl Fleet {
             .iter()
             .map(|s| (s.to_string(), ca.issue(&dir.0, s)))
             .collect();
+        let api_ports = GATEWAYS
+            .iter()
+            .map(|g| (g.to_string(), free_port()))
+            .collect();
         let redis_port = free_port();
         let redis = start_redis(&dir.0, redis_port);
         Fleet {
@@ -237,6 +246,7 @@ impl Fleet {
             redis_port,
             redis,
             pins,
+            api_ports,
         }
     }
 
@@ -244,13 +254,30 @@ impl Fleet {
         &self.pins[stem]
     }
 
+    /// The api port of gateway `id` (`gw1`..`gw3`), whether it runs or
+    /// not: the other gateways list it as a `[[peer]]`.
+    pub fn api_port(&self, id: &str) -> u16 {
+        self.api_ports[id]
+    }
+
     /// Starts gateway `id` (a certificate stem) with `limits` as its
     /// `[limits]` table; appliances `ams-1` and `ams-2` are configured.
     pub fn gateway(&self, id: &str, limits: &str) -> Gw {
-        let (agent, api, metrics) = (free_port(), free_port(), free_port());
+        let (agent, api, metrics) = (free_port(), self.api_port(id), free_port());
         let ops: Vec<String> = ["ctl", "gw1", "gw2", "gw3"]
             .iter()
             .map(|s| format!("{:?}", self.pin(s)))
+            .collect();
+        let peers: String = GATEWAYS
+            .iter()
+            .filter(|g| **g != id)
+            .map(|g| {
+                format!(
+                    "\n[[peer]]\naddress = \"127.0.0.1:{}\"\nfingerprints = [{:?}]\n",
+                    self.api_port(g),
+                    self.pin(g)
+                )
+            })
             .collect();
         let config = self.dir.path(&format!("{id}.toml"));
         std::fs::write(
@@ -280,7 +307,7 @@ fingerprints = ["{ams1}"]
 [[appliance]]
 id = "ams-2"
 fingerprints = ["{ams2}"]
-"#,
+{peers}"#,
                 redis = self.redis_port,
                 d = self.dir.0.display(),
                 ops = ops.join(", "),
@@ -318,6 +345,10 @@ fingerprints = ["{ams2}"]
             .iter()
             .map(|g| format!("\"tcp://127.0.0.1:{}\"", g.agent))
             .collect();
+        let gw_pins: Vec<String> = GATEWAYS
+            .iter()
+            .map(|g| format!("{:?}", self.pin(g)))
+            .collect();
         std::fs::write(
             &cfg,
             format!(
@@ -348,6 +379,7 @@ gateways = [{gws}]
 idle_timeout_ms = 60000
 backoff_min_ms = 200
 backoff_max_ms = 1000
+gateway_fingerprints = [{gw_pins}]
 
 [[vip]]
 name = "web"
@@ -361,7 +393,8 @@ port = 8080
 "#,
                 d = self.dir.0.display(),
                 ctl = self.pin("ctl"),
-                gws = gws.join(", ")
+                gws = gws.join(", "),
+                gw_pins = gw_pins.join(", ")
             ),
         )
         .unwrap();
