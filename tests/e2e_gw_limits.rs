@@ -569,6 +569,12 @@ fn a_blackholed_registry_entry_costs_only_its_own_appliances_calls() {
         p99_loaded <= p99_base * 2,
         "ams-1's p99 {p99_loaded:?} with the blackholed entry called, {p99_base:?} without"
     );
+    // gw2 did dial the hole as a peer: not ignored as an unknown address.
+    let log = gw2.proc.text();
+    assert!(
+        log.contains(&format!("gateway={hole_addr}")) && !log.contains("not a configured [[peer]]"),
+        "{log}"
+    );
     drop(hole);
 }
 
