@@ -285,6 +285,14 @@ pub struct MgmtLimits {
     /// MiB ([`RING_SLOT_BYTES`] a slot); the tables region holds several
     /// generations, so it can reach a multiple of this.
     pub ring_memory_mib: u32,
+    /// HTTP/2 streams (calls of any kind) open at once on one connection.
+    pub streams_per_connection: u32,
+    /// Request bytes buffered at once, all callers together, in MiB
+    /// (issue 24): a request frame beyond it is `RESOURCE_EXHAUSTED`.
+    pub request_memory_mib: u32,
+    /// Of `request_memory_mib`, what only operators may take (MiB):
+    /// readers and peers share the rest.
+    pub operator_reserve_mib: u32,
 }
 
 impl Default for MgmtLimits {
@@ -297,6 +305,9 @@ impl Default for MgmtLimits {
             metrics_connections: 16,
             note_max_bytes: 1024,
             ring_memory_mib: 512,
+            streams_per_connection: 128,
+            request_memory_mib: 64,
+            operator_reserve_mib: 16,
         }
     }
 }

@@ -93,8 +93,28 @@ fn limits_default_and_are_bounded() {
             metrics_connections: 4,
             note_max_bytes: 64,
             ring_memory_mib: 1,
+            streams_per_connection: 128,
+            request_memory_mib: 64,
+            operator_reserve_mib: 16,
         }
     );
+    let c = parse(
+        "[mgmt]\n[mgmt.limits]\nstreams_per_connection = 5\nrequest_memory_mib = 8\noperator_reserve_mib = 2\n",
+        "",
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            c.mgmt.limits.streams_per_connection,
+            c.mgmt.limits.request_memory_mib,
+            c.mgmt.limits.operator_reserve_mib
+        ),
+        (5, 8, 2)
+    );
+    let e = parse("[mgmt]\n[mgmt.limits]\nrequest_memory_mib = 4\n", "").unwrap_err();
+    assert_eq!(e, "border.toml:12:22: mgmt.limits.request_memory_mib: 4 is out of range (expected 8..=16384 MiB)");
+    let e = parse("[mgmt]\n[mgmt.limits]\nrequest_memory_mib = 16\n", "").unwrap_err();
+    assert_eq!(e, "border.toml:12:22: mgmt.limits.request_memory_mib: operator_reserve_mib (16 MiB) leaves readers and peers nothing of request_memory_mib (16 MiB)");
     let e = parse("[mgmt]\n[mgmt.limits]\nwatch_streams = 0\n", "").unwrap_err();
     assert_eq!(
         e,

@@ -2,6 +2,12 @@
 //! checks the certificate is pinned for the appliance id it claims, answers,
 //! and becomes the HTTP/2 client of the tunnel. Every refusal is one log
 //! line naming the peer, and the claimed id and fingerprint when known.
+//!
+//! `[limits]` (issue 24): a connection beyond `handshakes` (or
+//! `handshakes_per_source`) in progress is closed at once; TLS and the
+//! preface must finish within `handshake_timeout_ms`; a tunnel beyond
+//! `tunnels` or `tunnels_per_appliance` is refused with an answer. Each
+//! refusal is counted by its limit.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -15,13 +21,21 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use crate::admission::{Handshakes, TunnelSlot, TunnelSlots};
 use crate::config::GwConfig;
+use crate::limits::{Limit, Listener, Refusals};
 use crate::tunnels::Tunnels;
 
-/// How long a TLS handshake and the preface may take.
-const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
-
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What the agent listener shares between its connections.
+struct Shared {
+    acceptor: tokio_rustls::TlsAcceptor,
+    cfg: Arc<GwConfig>,
+    tunnels: Arc<Tunnels>,
+    slots: TunnelSlots,
+    refusals: Arc<Refusals>,
+}
 
 /// Accepts tunnels on `listener` until `shutdown`.
 pub async fn accept(
@@ -29,31 +43,63 @@ pub async fn accept(
     tls: Arc<rustls::ServerConfig>,
     cfg: Arc<GwConfig>,
     tunnels: Arc<Tunnels>,
+    refusals: Arc<Refusals>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let l = cfg.limits;
+    let handshakes = Handshakes::new(l.handshakes, l.handshakes_per_source);
+    let shared = Arc::new(Shared {
+        acceptor: tokio_rustls::TlsAcceptor::from(tls),
+        slots: TunnelSlots::new(l.tunnels, l.tunnels_per_appliance),
+        cfg,
+        tunnels,
+        refusals,
+    });
     while let Some((tcp, peer)) =
         mgmt::server::accept_until(&listener, &mut shutdown, "tunnels").await
     {
+        let slot = match handshakes.try_admit(peer) {
+            Ok(s) => s,
+            Err(limit) => {
+                shared.refusals.count(Listener::Agent, limit);
+                shared
+                    .tunnels
+                    .counters
+                    .refused
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%peer, "tunnel refused: limits.{} handshakes in progress: connection closed", limit.as_str());
+                continue;
+            }
+        };
         let _ = tcp.set_nodelay(true);
-        let (acceptor, cfg, tunnels) = (acceptor.clone(), cfg.clone(), tunnels.clone());
+        let shared = shared.clone();
         tokio::spawn(async move {
-            let opened = tokio::time::timeout(
-                PREFACE_TIMEOUT,
-                open(acceptor, tcp, &cfg, &tunnels.counters.bad_ids),
-            )
-            .await;
-            let refused = || tunnels.counters.refused.fetch_add(1, Ordering::Relaxed);
+            let timeout = shared.cfg.limits.handshake_timeout;
+            let opened = tokio::time::timeout(timeout, open(tcp, &shared)).await;
+            drop(slot);
+            let refused = || {
+                shared
+                    .tunnels
+                    .counters
+                    .refused
+                    .fetch_add(1, Ordering::Relaxed)
+            };
             match opened {
                 Err(_) => {
                     refused();
-                    tracing::warn!(%peer, "tunnel refused: no TLS handshake and preface within {PREFACE_TIMEOUT:?}")
+                    shared
+                        .refusals
+                        .count(Listener::Agent, Limit::HandshakeTimeout);
+                    tracing::warn!(%peer, "tunnel refused: no TLS handshake and preface within {timeout:?} (limits.handshake_timeout_ms)")
                 }
                 Ok(Err(why)) => {
                     refused();
                     tracing::warn!(%peer, "tunnel refused: {why}")
                 }
-                Ok(Ok((tls, preface))) => run(tls, preface, peer, tunnels.clone()).await,
+                Ok(Ok((tls, preface, slot))) => {
+                    run(tls, preface, peer, shared.tunnels.clone()).await;
+                    drop(slot);
+                }
             }
         });
     }
@@ -61,14 +107,12 @@ pub async fn accept(
 
 type Stream = tokio_rustls::server::TlsStream<TcpStream>;
 
-/// TLS, preface, pin check, answer: the tunnel ready for HTTP/2.
-async fn open(
-    acceptor: tokio_rustls::TlsAcceptor,
-    tcp: TcpStream,
-    cfg: &GwConfig,
-    bad_ids: &AtomicU64,
-) -> Result<(Stream, Preface), String> {
-    let mut tls = acceptor
+/// TLS, preface, pin check, a tunnel slot, answer: the tunnel ready for
+/// HTTP/2, holding its slot.
+async fn open(tcp: TcpStream, shared: &Shared) -> Result<(Stream, Preface, TunnelSlot), String> {
+    let cfg = &shared.cfg;
+    let mut tls = shared
+        .acceptor
         .accept(tcp)
         .await
         .map_err(|e| format!("TLS handshake: {e}"))?;
@@ -92,7 +136,11 @@ async fn open(
         Ok(p) => p,
         Err(e) => {
             if matches!(e, mgmt::agent::preface::PrefaceError::BadId(_)) {
-                bad_ids.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .tunnels
+                    .counters
+                    .bad_ids
+                    .fetch_add(1, Ordering::Relaxed);
             }
             refuse(&mut tls, &e.to_string()).await;
             return Err(format!("{e} (fingerprint {fp})"));
@@ -118,10 +166,23 @@ async fn open(
         // Logged once, by the caller, with the peer.
         return Err(why);
     }
+    let slot = match shared.slots.try_take(&preface.id) {
+        Ok(s) => s,
+        Err(limit) => {
+            shared.refusals.count(Listener::Agent, limit);
+            let why = format!(
+                "appliance {} has too many tunnels here (limits.{}): try another gateway",
+                preface.id,
+                limit.as_str()
+            );
+            refuse(&mut tls, &why).await;
+            return Err(why);
+        }
+    };
     tls.write_all(&Answer::Accepted.encode())
         .await
         .map_err(|e| format!("answering appliance {}: {e}", preface.id))?;
-    Ok((tls, preface))
+    Ok((tls, preface, slot))
 }
 
 async fn refuse(tls: &mut Stream, why: &str) {

@@ -2,18 +2,28 @@
 //! `tls.client_ca` and pinned in `tls.api_fingerprints`, operators, or
 //! `tls.reader_fingerprints`, readers), HTTP/2, every call handed to
 //! [`crate::forward`] with the caller's role.
+//!
+//! `[limits]` (issue 24): at most `api_connections` open and `handshakes`
+//! (`handshakes_per_source` from one source) in progress, a connection
+//! beyond is closed at once; TLS and the HTTP/2 client preface within
+//! `handshake_timeout_ms`; `streams_per_connection` calls at once on one
+//! connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`: a client queues
+//! the rest). Each refusal is counted by its limit.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use std::future::Future;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
 
+use crate::admission::Handshakes;
 use crate::forward::Gateway;
+use crate::limits::{Limit, Listener};
 
-/// How long a TLS handshake may take.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest header block a call may send (its metadata).
+const MAX_HEADER_LIST: u32 = 64 << 10;
 
 /// The role of a pinned control-plane client, if it is pinned. A pinned
 /// peer gateway (`[[peer]]`) is an operator: it forwards the calls it
@@ -28,6 +38,83 @@ fn role_of(cfg: &crate::config::GwConfig, fingerprint: &str) -> Option<conf::Cli
     }
 }
 
+type Tls = tokio_rustls::server::TlsStream<TcpStream>;
+
+/// TLS, the pinned role and the caller's fingerprint (for the audit line).
+async fn open(
+    acceptor: tokio_rustls::TlsAcceptor,
+    tcp: TcpStream,
+    gw: &Gateway,
+) -> Result<(Tls, conf::ClientRole, Arc<str>), String> {
+    let tls = acceptor
+        .accept(tcp)
+        .await
+        .map_err(|e| format!("TLS handshake refused: {e}"))?;
+    let fp = crate::tls::peer_fingerprint(tls.get_ref().1.peer_certificates());
+    let Some(role) = fp.as_deref().and_then(|f| role_of(&gw.cfg, f)) else {
+        return Err(format!("client certificate {} is CA-valid but not pinned in tls.api_fingerprints or tls.reader_fingerprints: refused", fp.as_deref().unwrap_or("-")));
+    };
+    Ok((tls, role, fp.unwrap_or_default().into()))
+}
+
+/// A connection that must deliver the HTTP/2 client preface (its first
+/// [`H2_PREFACE_LEN`] bytes) before a deadline: reads fail with `TimedOut`
+/// after it. The server speaks first meanwhile (its SETTINGS), as clients
+/// that wait for the server's first bytes expect.
+struct PrefaceBy<S> {
+    inner: S,
+    missing: usize,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    timed_out: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Bytes of the HTTP/2 client preface (RFC 9113 §3.4).
+const H2_PREFACE_LEN: usize = 24;
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for PrefaceBy<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        if self.missing > 0 && self.deadline.as_mut().poll(cx).is_ready() {
+            self.timed_out
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Poll::Ready(Err(std::io::ErrorKind::TimedOut.into()));
+        }
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let got = buf.filled().len() - before;
+        self.missing = self.missing.saturating_sub(got);
+        r
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for PrefaceBy<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 /// Accepts calls on `listener` until `shutdown`.
 pub async fn accept(
     listener: TcpListener,
@@ -36,23 +123,46 @@ pub async fn accept(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let l = gw.cfg.limits;
+    let handshakes = Handshakes::new(l.handshakes, l.handshakes_per_source);
+    let connections = Arc::new(Semaphore::new(l.api_connections as usize));
     while let Some((tcp, peer)) = mgmt::server::accept_until(&listener, &mut shutdown, "api").await
     {
+        let admitted = connections
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Limit::ApiConnections)
+            .and_then(|c| handshakes.try_admit(peer).map(|h| (c, h)));
+        let (connection, handshake) = match admitted {
+            Ok(x) => x,
+            Err(limit) => {
+                gw.refusals.count(Listener::Api, limit);
+                tracing::debug!(%peer, "api: limits.{} reached: connection closed", limit.as_str());
+                continue;
+            }
+        };
         let _ = tcp.set_nodelay(true);
         let (acceptor, gw) = (acceptor.clone(), gw.clone());
         tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    return tracing::warn!(%peer, error = %e, "api: TLS handshake refused")
+            let deadline = tokio::time::Instant::now() + l.handshake_timeout;
+            let opened = tokio::time::timeout_at(deadline, open(acceptor, tcp, &gw)).await;
+            drop(handshake);
+            let (tls, role, caller) = match opened {
+                Ok(Ok(x)) => x,
+                Ok(Err(why)) => return tracing::warn!(%peer, "api: {why}"),
+                Err(_) => {
+                    gw.refusals.count(Listener::Api, Limit::HandshakeTimeout);
+                    return tracing::warn!(%peer, "api: no TLS handshake and HTTP/2 preface within {:?} (limits.handshake_timeout_ms): closed", l.handshake_timeout);
                 }
-                Err(_) => return tracing::warn!(%peer, "api: TLS handshake timed out"),
             };
-            let fp = crate::tls::peer_fingerprint(tls.get_ref().1.peer_certificates());
-            let Some(role) = fp.as_deref().and_then(|f| role_of(&gw.cfg, f)) else {
-                return tracing::warn!(%peer, fingerprint = fp.as_deref().unwrap_or("-"), "api: client certificate is CA-valid but not pinned in tls.api_fingerprints or tls.reader_fingerprints: refused");
+            let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let io = PrefaceBy {
+                inner: tls,
+                missing: H2_PREFACE_LEN,
+                deadline: Box::pin(tokio::time::sleep_until(deadline)),
+                timed_out: timed_out.clone(),
             };
-            let caller: Arc<str> = fp.unwrap_or_default().into();
+            let refusals = gw.refusals.clone();
             let svc = hyper::service::service_fn(move |req| {
                 let (gw, caller) = (gw.clone(), caller.clone());
                 async move { Ok::<_, std::convert::Infallible>(gw.handle(req, role, caller).await) }
@@ -60,9 +170,15 @@ pub async fn accept(
             let r = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .keep_alive_interval(Some(Duration::from_secs(30)))
-                .serve_connection(TokioIo::new(tls), svc)
+                .max_concurrent_streams(l.streams_per_connection)
+                .max_header_list_size(MAX_HEADER_LIST)
+                .serve_connection(TokioIo::new(io), svc)
                 .await;
-            if let Err(e) = r {
+            drop(connection);
+            if timed_out.load(std::sync::atomic::Ordering::Relaxed) {
+                refusals.count(Listener::Api, Limit::HandshakeTimeout);
+                tracing::warn!(%peer, "api: no HTTP/2 preface within {:?} of the connection (limits.handshake_timeout_ms): closed", l.handshake_timeout);
+            } else if let Err(e) = r {
                 tracing::debug!(%peer, error = %e, "api: connection ended");
             }
         });

@@ -52,6 +52,9 @@ pub struct GwConfig {
     /// address gets no call.
     pub peers: HashMap<SocketAddr, Vec<String>>,
     // --- end issue 24 (cp-trust) ---
+    // [limits] (issue 24): see crate::limits.
+    /// `[limits]`: connections, tunnels, streams, body reads, request memory.
+    pub limits: crate::limits::GwLimits,
 }
 
 // --- issue 24 (cp-trust): pinned peers ---
@@ -140,6 +143,8 @@ struct Raw {
     redis_ca: Option<PathBuf>,
     #[serde(default)]
     peer: Vec<RawPeer>,
+    // [limits] (issue 24): see crate::limits.
+    limits: Option<crate::limits::RawLimits>,
 }
 
 #[derive(Deserialize)]
@@ -277,6 +282,8 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
             ));
         }
     }
+    // [limits] (issue 24): see crate::limits.
+    let limits = crate::limits::parse(raw.limits)?;
     Ok(GwConfig {
         id: raw.id,
         agent_listen,
@@ -294,6 +301,7 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
         appliances,
         redis_ca,
         peers,
+        limits,
     })
 }
 
@@ -434,5 +442,23 @@ fingerprints = ["{PIN}"]
         );
         let e = parse(&with("\"sha256:1\"")).unwrap_err();
         assert!(e.starts_with("tls.reader_fingerprints[0]: "), "{e}");
+    }
+
+    // [limits] (issue 24): see crate::limits.
+    #[test]
+    fn the_limits_table_parses_and_its_errors_name_the_key() {
+        let with = |l: &str| text("").replace("[tls]", &format!("[limits]\n{l}\n\n[tls]"));
+        let c = parse(&with("handshakes = 8\ntunnels_per_appliance = 3")).unwrap();
+        assert_eq!(c.limits.handshakes, 8);
+        assert_eq!(c.limits.handshakes_per_source, 8);
+        assert_eq!(c.limits.tunnels_per_appliance, 3);
+        assert_eq!(
+            parse(&text("")).unwrap().limits,
+            crate::limits::GwLimits::default()
+        );
+        let e = parse(&with("tunnels = 0")).unwrap_err();
+        assert!(e.starts_with("limits.tunnels: 0 is out of range"), "{e}");
+        let e = parse(&with("handshake = 3")).unwrap_err();
+        assert!(e.contains("unknown field `handshake`"), "{e}");
     }
 }

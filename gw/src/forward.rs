@@ -10,12 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use mgmt::budget::{ByteBudget, Charge, Exceeded};
 use tonic::Status;
 
 use crate::config::GwConfig;
 use crate::grpc::{self, RespBody};
+use crate::limits::{Limit, Listener, Refusals};
 use crate::peers::Peers;
 use crate::registry::Registry;
 use crate::stats::{CallStats, Outcome};
@@ -45,6 +47,10 @@ pub struct Gateway {
     pub peers: Arc<Peers>,
     /// What the calls came to (the metrics).
     pub stats: Arc<CallStats>,
+    /// What `[limits]` refused (the metrics).
+    pub refusals: Arc<Refusals>,
+    /// Request bytes buffered at once (`limits.request_memory_mib`).
+    pub budget: Arc<ByteBudget>,
 }
 
 /// Why a call was not forwarded: what the metrics count, what the caller sees.
@@ -154,7 +160,7 @@ impl Gateway {
                 // The gateway answers a little before the caller gives up,
                 // so the caller learns why (DEADLINE_EXCEEDED from border-gw).
                 let deadline = timeout.map(|t| Instant::now() + t - (t / 10).min(DEADLINE_MARGIN));
-                let work = self.route(req, &appliance, &path, deadline);
+                let work = self.route(req, role, &appliance, &path, deadline);
                 match deadline {
                     None => work.await,
                     Some(d) => tokio::time::timeout_at(d.into(), work)
@@ -198,6 +204,7 @@ impl Gateway {
     async fn route(
         &self,
         req: hyper::Request<Incoming>,
+        role: conf::ClientRole,
         appliance: &str,
         path: &str,
         deadline: Option<Instant>,
@@ -213,16 +220,8 @@ impl Gateway {
         }
         let hop = req.headers().contains_key(crate::HOP_HEADER);
         let (parts, body) = req.into_parts();
-        let body = Limited::new(body, MAX_REQUEST)
-            .collect()
-            .await
-            .map_err(|e| {
-                (
-                    Outcome::Refused,
-                    Status::resource_exhausted(format!("border-gw: reading the request: {e}")),
-                )
-            })?
-            .to_bytes();
+        // Held until the call is routed: its bytes are in memory till then.
+        let (body, _charge) = self.read_body(body, role).await?;
         match self
             .via_tunnel(&parts, &body, appliance, path, deadline)
             .await
@@ -237,6 +236,70 @@ impl Gateway {
                 )),
             )),
             Err(Fail::NoLocal) => self.via_peer(&parts, body, appliance, deadline).await,
+        }
+    }
+
+    /// The whole request body, charged to the byte budget, within
+    /// `limits.body_read_timeout_ms`; at most [`MAX_REQUEST`] bytes.
+    async fn read_body(
+        &self,
+        mut body: Incoming,
+        role: conf::ClientRole,
+    ) -> Result<(Bytes, Charge), Refusal> {
+        let mut charge = self.budget.charge(Some(role));
+        let mut buf = Vec::new();
+        let timeout = self.cfg.limits.body_read_timeout;
+        let read = async {
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| {
+                    (
+                        Outcome::Refused,
+                        Status::cancelled(format!("border-gw: reading the request: {e}")),
+                    )
+                })?;
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if buf.len() + data.len() > MAX_REQUEST {
+                    return Err((
+                        Outcome::Refused,
+                        Status::resource_exhausted(format!(
+                            "border-gw: the request is over {MAX_REQUEST} bytes"
+                        )),
+                    ));
+                }
+                // The buffer's whole capacity is charged: it doubles up
+                // to MAX_REQUEST.
+                let need = buf.len() + data.len();
+                if need > charge.bytes() {
+                    let target = need.next_power_of_two().min(MAX_REQUEST).max(need);
+                    if let Err(e) = charge.take(target - charge.bytes()) {
+                        let limit = match e {
+                            Exceeded::Total => Limit::RequestMemory,
+                            Exceeded::Shared => Limit::ReaderRequestMemory,
+                        };
+                        self.refusals.count(Listener::Api, limit);
+                        let who = format!("border-gw {}", self.cfg.id);
+                        return Err((Outcome::Refused, mgmt::budget::exceeded_status(&who, e)));
+                    }
+                    buf.reserve_exact(target - buf.len());
+                }
+                buf.extend_from_slice(&data);
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(timeout, read).await {
+            Ok(r) => r.map(|()| (Bytes::from(buf), charge)),
+            Err(_) => {
+                self.refusals.count(Listener::Api, Limit::BodyReadTimeout);
+                Err((
+                    Outcome::Refused,
+                    Status::deadline_exceeded(format!(
+                        "border-gw {}: the request body did not arrive whole within {timeout:?} (limits.body_read_timeout_ms)",
+                        self.cfg.id
+                    )),
+                ))
+            }
         }
     }
 

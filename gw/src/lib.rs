@@ -9,13 +9,16 @@
 //! [`metrics`] exports what [`stats`], the tunnels and the registry count.
 #![deny(unsafe_code)]
 
+pub mod admission;
 pub mod agents;
 pub mod api;
 pub mod audit;
 pub mod config;
+pub mod dial;
 pub mod drain;
 pub mod forward;
 pub mod grpc;
+pub mod limits;
 pub mod metrics;
 pub mod peers;
 pub mod redis_conn;

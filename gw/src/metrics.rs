@@ -40,6 +40,7 @@ pub fn render(gw: &Gateway, refused_scrapes: u64) -> String {
     tunnels(&mut o, gw);
     calls(&mut o, gw);
     registry(&mut o, gw);
+    limits(&mut o, gw);
     o.one(
         "border_gw_metrics_connections_refused_total",
         "counter",
@@ -168,6 +169,29 @@ fn registry(o: &mut Out, gw: &Gateway) {
         "gauge",
         "1 when the last round trip to Redis succeeded",
         load(&c.up),
+    );
+}
+
+/// What `[limits]` refused, and the request memory in use (issue 24).
+fn limits(o: &mut Out, gw: &Gateway) {
+    let name = "border_gw_limit_refusals_total";
+    o.family(
+        name,
+        "counter",
+        "connections closed, tunnels refused and calls refused by a [limits] bound, by listener and limit",
+    );
+    for (listener, limit) in crate::limits::Limit::ALL {
+        o.sample(
+            name,
+            &[("listener", listener.as_str()), ("limit", limit.as_str())],
+            gw.refusals.get(listener, limit),
+        );
+    }
+    o.one(
+        "border_gw_request_memory_bytes",
+        "gauge",
+        "request body bytes buffered now, charged to limits.request_memory_mib",
+        gw.budget.in_use() as u64,
     );
 }
 

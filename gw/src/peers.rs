@@ -21,8 +21,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Peers {
     connector: tokio_rustls::TlsConnector,
     /// `[[peer]]`: the pinned certificates of each peer's api address.
-    pins: HashMap<SocketAddr, Vec<String>>,
-    conns: tokio::sync::Mutex<HashMap<SocketAddr, Sender>>,
+    pins: HashMap<SocketAddr, Arc<[String]>>,
+    conns: crate::dial::Dialer<SocketAddr, Sender>,
 }
 
 impl std::fmt::Debug for Peers {
@@ -36,33 +36,43 @@ impl Peers {
     pub fn new(tls: Arc<rustls::ClientConfig>, pins: HashMap<SocketAddr, Vec<String>>) -> Peers {
         Peers {
             connector: tokio_rustls::TlsConnector::from(tls),
-            pins,
-            conns: tokio::sync::Mutex::new(HashMap::new()),
+            pins: pins.into_iter().map(|(a, p)| (a, p.into())).collect(),
+            conns: crate::dial::Dialer::default(),
         }
     }
 
-    /// A ready client handle to the gateway at `addr`.
+    /// A ready client handle to the gateway at `addr`: connected outside
+    /// any lock shared with other addresses (issue 24, [`crate::dial`]).
+    ///
+    /// Every connection the dialer makes checks the certificate against
+    /// the pins of `addr` (`[[peer]]`); an address with no pins gets no
+    /// connection at all (issue 24, finding 1).
     pub async fn sender(&self, addr: SocketAddr) -> Result<Sender, String> {
-        let mut conns = self.conns.lock().await;
-        if let Some(s) = conns.get(&addr) {
-            if !s.is_closed() {
-                return Ok(s.clone());
-            }
-        }
-        let s = tokio::time::timeout(CONNECT_TIMEOUT, self.connect(addr))
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer within {CONNECT_TIMEOUT:?}")))?;
-        conns.insert(addr, s.clone());
-        Ok(s)
+        let Some(pins) = self.pins.get(&addr).cloned() else {
+            return Err(format!(
+                "{addr} is not a configured peer ([[peer]]): not connected"
+            ));
+        };
+        let connect = Self::connect(self.connector.clone(), addr, pins);
+        let bounded = async move {
+            tokio::time::timeout(CONNECT_TIMEOUT, connect)
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {CONNECT_TIMEOUT:?}")))
+        };
+        self.conns.get(&addr, |s| !s.is_closed(), bounded).await
     }
 
-    async fn connect(&self, addr: SocketAddr) -> Result<Sender, String> {
+    async fn connect(
+        connector: tokio_rustls::TlsConnector,
+        addr: SocketAddr,
+        pins: Arc<[String]>,
+    ) -> Result<Sender, String> {
         let tcp = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| format!("connect: {e}"))?;
         let _ = tcp.set_nodelay(true);
         let tls = mgmt::tls::connect_primed(
-            &self.connector,
+            &connector,
             ServerName::IpAddress(addr.ip().into()),
             tcp,
             Duration::from_millis(500),
@@ -72,7 +82,7 @@ impl Peers {
         // The CA vouches for appliances too: only the certificate pinned
         // for this address in [[peer]] is a gateway (issue 24, finding 1).
         let fp = crate::tls::peer_fingerprint(tls.get_ref().get_ref().1.peer_certificates());
-        if !fp.as_ref().is_some_and(|f| self.is_pinned(addr, f)) {
+        if !fp.as_ref().is_some_and(|f| pins.iter().any(|p| p == f)) {
             return Err(format!(
                 "certificate {} is not pinned for peer {addr} ([[peer]] fingerprints): no call sent",
                 fp.as_deref().unwrap_or("(none)")
@@ -92,12 +102,6 @@ impl Peers {
     /// True when `addr` is a configured peer (`[[peer]]`).
     pub fn is_peer(&self, addr: SocketAddr) -> bool {
         self.pins.contains_key(&addr)
-    }
-
-    fn is_pinned(&self, addr: SocketAddr, fingerprint: &str) -> bool {
-        self.pins
-            .get(&addr)
-            .is_some_and(|pins| pins.iter().any(|p| p == fingerprint))
     }
 
     /// True when the gateway at `addr` says it holds a tunnel of `appliance`.

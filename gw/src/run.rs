@@ -43,6 +43,7 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         Some(ca) => Some(crate::redis_conn::tls_connector(ca, &cfg.cert, &cfg.key)?),
         None => None,
     };
+    let refusals = Arc::new(crate::limits::Refusals::default());
     let registry = Arc::new(Registry::new(
         &cfg.redis,
         redis_tls,
@@ -56,6 +57,11 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         registry: registry.clone(),
         peers: Arc::new(crate::peers::Peers::new(peer_tls, cfg.peers.clone())),
         stats: Arc::default(),
+        refusals: refusals.clone(),
+        budget: Arc::new(mgmt::budget::ByteBudget::new(
+            cfg.limits.request_memory_mib,
+            cfg.limits.operator_reserve_mib,
+        )),
     });
     let (stop_tx, stop) = watch::channel(false);
     if let Some(listener) = metrics {
@@ -69,6 +75,7 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
             agent_tls,
             cfg.clone(),
             tunnels.clone(),
+            refusals,
             stop.clone(),
         )),
         tokio::spawn(crate::api::accept(api, api_tls, gw, stop.clone())),

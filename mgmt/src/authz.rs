@@ -68,17 +68,25 @@ pub enum Limit {
     MetricsConnections,
     /// `note_max_bytes`: an operator note was too long.
     NoteMaxBytes,
+    /// `request_memory_mib`: the budget of request bytes buffered at once
+    /// was taken (issue 24).
+    RequestMemory,
+    /// `request_memory_mib` less `operator_reserve_mib`: the part readers
+    /// and peers may take was taken.
+    ReaderRequestMemory,
 }
 
 impl Limit {
     /// Every limit, in the order of their counters.
-    pub const ALL: [Limit; 6] = [
+    pub const ALL: [Limit; 8] = [
         Limit::WatchStreams,
         Limit::WatchStreamsPerConnection,
         Limit::TlsHandshakes,
         Limit::TlsHandshakeTimeout,
         Limit::MetricsConnections,
         Limit::NoteMaxBytes,
+        Limit::RequestMemory,
+        Limit::ReaderRequestMemory,
     ];
 
     /// The metric label (the `[mgmt.limits]` key, `_ms` left out).
@@ -90,6 +98,8 @@ impl Limit {
             Limit::TlsHandshakeTimeout => "tls_handshake_timeout",
             Limit::MetricsConnections => "metrics_connections",
             Limit::NoteMaxBytes => "note_max_bytes",
+            Limit::RequestMemory => "request_memory",
+            Limit::ReaderRequestMemory => "reader_request_memory",
         }
     }
 }

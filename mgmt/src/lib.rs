@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod authz;
 pub mod bgp;
+pub mod budget;
 pub mod client;
 pub mod dp;
 pub mod findings;

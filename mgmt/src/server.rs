@@ -22,6 +22,7 @@ use tokio_stream::StreamExt as _;
 use conf::os::files::Access;
 
 use crate::authz::{ApiCounters, AuthzLayer, Caller, CallerIo, Identity, Limit};
+use crate::budget::{BudgetLayer, ByteBudget, Exceeded};
 use crate::manager::Manager;
 use crate::peer::PeerPolicy;
 use crate::service::BorderService;
@@ -222,8 +223,6 @@ fn remove_socket(path: &Path, ino: (u64, u64)) {
     }
 }
 
-/// HTTP/2 streams (calls of any kind) open at once on one connection.
-pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
 /// How long a graceful stop waits for open calls.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
@@ -414,7 +413,9 @@ pub async fn serve(
     }
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        .max_concurrent_streams(limits.streams_per_connection)
+        // Request bodies buffered at once, by the callers' roles (issue 24).
+        .layer(request_budget(&limits, &counters))
         // Who may call what: one check in front of every service.
         .layer(AuthzLayer::new(counters.clone()))
         .add_routes(routes);
@@ -465,6 +466,22 @@ pub async fn serve(
         let _ = tokio::time::timeout(STOP_GRACE, r).await;
     }
     result
+}
+
+/// `[mgmt.limits]` `request_memory_mib`/`operator_reserve_mib` as a layer
+/// charging every request body, each refusal counted.
+fn request_budget(limits: &MgmtLimits, counters: &Arc<ApiCounters>) -> BudgetLayer {
+    let budget = ByteBudget::new(limits.request_memory_mib, limits.operator_reserve_mib);
+    let counters = counters.clone();
+    BudgetLayer::new(
+        Arc::new(budget),
+        Arc::new(move |e| {
+            counters.count(match e {
+                Exceeded::Total => Limit::RequestMemory,
+                Exceeded::Shared => Limit::ReaderRequestMemory,
+            })
+        }),
+    )
 }
 
 /// Runs the server future; once shutdown is asked, waits at most

@@ -355,3 +355,110 @@ async fn tls_handshakes_are_bounded_in_number_and_time() {
     drop(idle);
     r.stop().await;
 }
+
+/// A gRPC request body that declares a 4 MiB message, sends `left` bytes
+/// of it and never ends (no END_STREAM).
+struct Endless {
+    head: Option<bytes::Bytes>,
+    left: usize,
+}
+
+impl hyper::body::Body for Endless {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        if let Some(h) = self.head.take() {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(h))));
+        }
+        if self.left == 0 {
+            return std::task::Poll::Pending;
+        }
+        let n = self.left.min(64 << 10);
+        self.left -= n;
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(vec![0u8; n].into()))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        false
+    }
+}
+
+#[tokio::test]
+async fn request_bodies_are_bounded_by_the_byte_budget_and_operators_keep_their_reserve() {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let (mut r, addr, metrics) = start_tls(
+        "budget",
+        "request_memory_mib = 8\noperator_reserve_mib = 4\nstreams_per_connection = 16",
+    )
+    .await;
+    // A reader: 16 streams, each 1 MiB into a 4 MiB message, never ending.
+    let mut cfg = std::sync::Arc::unwrap_or_clone(
+        mgmt::tls::client_config(&client(&r.dir.0, "reader")).unwrap(),
+    );
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+        .connect(
+            rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut head = vec![0u8];
+    head.extend_from_slice(&((4u32 << 20) - 1).to_be_bytes());
+    let mut answers = Vec::new();
+    for _ in 0..16 {
+        send.ready().await.unwrap();
+        let req = hyper::Request::post(format!("http://{addr}/border.v1.Border/GetStatus"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(Endless {
+                head: Some(head.clone().into()),
+                left: 1 << 20,
+            })
+            .unwrap();
+        answers.push(tokio::spawn(tokio::time::timeout(
+            Duration::from_secs(3),
+            send.send_request(req),
+        )));
+    }
+    // An operator's call answers meanwhile (the operators' reserve).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut ops = border(&r, addr, "ops").await;
+    ops.get_status(pb::GetStatusRequest {}).await.unwrap();
+    let mut exhausted = 0;
+    for a in answers {
+        if let Ok(Ok(resp)) = a.await.unwrap() {
+            let status = resp.headers().get("grpc-status").cloned();
+            let message = resp.headers().get("grpc-message").cloned();
+            if status.as_ref().is_some_and(|s| s == "8") {
+                exhausted += 1;
+                let m = message.unwrap();
+                assert!(
+                    m.to_str().unwrap().contains("operator_reserve_mib"),
+                    "{m:?}"
+                );
+            }
+        }
+    }
+    // 4 MiB for readers: at most 4 of the 1 MiB streams fit; the rest are refused.
+    assert!(exhausted >= 12, "{exhausted} of 16 streams refused");
+    let body = scrape(metrics).await;
+    assert_eq!(
+        sample(
+            &body,
+            "border_mgmt_limit_refused_total{limit=\"reader_request_memory\"}"
+        ),
+        exhausted
+    );
+    r.stop().await;
+}

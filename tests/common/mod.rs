@@ -10,6 +10,8 @@
 /// border-dp between a client and a backend namespace, with real servers
 /// in the backend one (the PROXY protocol tests).
 pub mod client_backend;
+/// A fleet on 127.0.0.1: a CA, Redis, border-gw processes, appliances.
+pub mod fleet;
 /// border-mgmt's metrics endpoint: a free port, a scrape.
 pub mod metrics;
 /// A real IPFIX collector (nfcapd) and its flows read back (nfdump).

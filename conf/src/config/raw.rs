@@ -108,6 +108,9 @@ pub(super) struct RawLimits {
     pub metrics_connections: Option<S<u32>>,
     pub note_max_bytes: Option<S<u32>>,
     pub ring_memory_mib: Option<S<u32>>,
+    pub streams_per_connection: Option<S<u32>>,
+    pub request_memory_mib: Option<S<u32>>,
+    pub operator_reserve_mib: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]

@@ -7,7 +7,7 @@ use super::super::{Config, MgmtLimits, Vip, MAX_RING_MEMORY_MIB, RING_SLOT_BYTES
 use super::{at, or, pos, V};
 
 /// Each key of `[mgmt.limits]`: name, lowest and highest value, unit.
-const RANGES: [(&str, u32, u32, &str); 7] = [
+const RANGES: [(&str, u32, u32, &str); 10] = [
     ("watch_streams", 1, 65_536, ""),
     ("watch_streams_per_connection", 1, 65_536, ""),
     ("tls_handshakes", 1, 65_536, ""),
@@ -15,6 +15,10 @@ const RANGES: [(&str, u32, u32, &str); 7] = [
     ("metrics_connections", 1, 65_536, ""),
     ("note_max_bytes", 1, 1 << 20, " bytes"),
     ("ring_memory_mib", 1, MAX_RING_MEMORY_MIB, " MiB"),
+    ("streams_per_connection", 1, 10_000, ""),
+    // At least two of the largest messages (4 MiB).
+    ("request_memory_mib", 8, 16_384, " MiB"),
+    ("operator_reserve_mib", 0, 16_384, " MiB"),
 ];
 
 const MIB: u64 = 1 << 20;
@@ -35,6 +39,9 @@ impl V {
             &l.metrics_connections,
             &l.note_max_bytes,
             &l.ring_memory_mib,
+            &l.streams_per_connection,
+            &l.request_memory_mib,
+            &l.operator_reserve_mib,
         ];
         for (f, (name, lo, hi, unit)) in fields.iter().zip(RANGES) {
             if let Some(s) = f {
@@ -48,7 +55,7 @@ impl V {
                 }
             }
         }
-        MgmtLimits {
+        let limits = MgmtLimits {
             watch_streams: or(&l.watch_streams, d.watch_streams),
             watch_streams_per_connection: or(
                 &l.watch_streams_per_connection,
@@ -59,7 +66,31 @@ impl V {
             metrics_connections: or(&l.metrics_connections, d.metrics_connections),
             note_max_bytes: or(&l.note_max_bytes, d.note_max_bytes),
             ring_memory_mib: or(&l.ring_memory_mib, d.ring_memory_mib),
+            streams_per_connection: or(&l.streams_per_connection, d.streams_per_connection),
+            request_memory_mib: or(&l.request_memory_mib, d.request_memory_mib),
+            operator_reserve_mib: or(&l.operator_reserve_mib, d.operator_reserve_mib),
+        };
+        let reserve_or_budget = l
+            .operator_reserve_mib
+            .as_ref()
+            .map(|s| (s, "operator_reserve_mib"));
+        let reserve_or_budget = reserve_or_budget.or(l
+            .request_memory_mib
+            .as_ref()
+            .map(|s| (s, "request_memory_mib")));
+        if let Some((s, key)) = reserve_or_budget {
+            if limits.operator_reserve_mib >= limits.request_memory_mib {
+                self.err(
+                    at(s),
+                    format!("mgmt.limits.{key}"),
+                    format!(
+                        "operator_reserve_mib ({} MiB) leaves readers and peers nothing of request_memory_mib ({} MiB)",
+                        limits.operator_reserve_mib, limits.request_memory_mib
+                    ),
+                );
+            }
         }
+        limits
     }
 
     /// The Maglev rings of all VIPs fit `mgmt.limits.ring_memory_mib`;
