@@ -3,9 +3,11 @@
 //! source addresses):
 //! - a SYN flood at a TCP port of the VIP's address that no VIP serves: the
 //!   I/O baseline, what border-dp costs when it only has to drop;
-//! - a SYN flood at the full-NAT VIP;
+//! - a SYN flood at the full-NAT VIP, at the same VIP with `syn_proxy =
+//!   "always"` (border answers with SYN cookies), and with `"auto"`; the
+//!   real clients connect to the VIP under attack;
 //! - ACK and RST floods at the VIP (no entry for any of them);
-//! - a UDP flood at the UDP VIP;
+//! - a UDP flood at the UDP VIP (its `new_connections_per_second` holds it);
 //! - an ICMP echo flood at the VIP;
 //! - a flood of fragments at the VIP.
 //!
@@ -32,7 +34,6 @@ use conf::counters::Counter;
 
 const INSTANCE: &str = "e2efl";
 const VIP_ADDR: &str = "10.113.0.100";
-const VIP: &str = "10.113.0.100:80";
 const CLIENT: &str = "10.113.0.2";
 const BACKEND: &str = "10.113.1.11";
 
@@ -61,12 +62,39 @@ address = "{BACKEND}"
 port = 8080
 
 [[vip]]
+name = "web-cookies"
+address = "{VIP_ADDR}"
+port = 443
+mode = "fullnat"
+syn_proxy = "always"
+maglev_table_size = 101
+
+[[vip.backend]]
+address = "{BACKEND}"
+port = 8080
+
+[[vip]]
+name = "web-auto"
+address = "{VIP_ADDR}"
+port = 444
+mode = "fullnat"
+syn_proxy = "auto"
+maglev_table_size = 101
+
+[[vip.backend]]
+address = "{BACKEND}"
+port = 8080
+
+[[vip]]
 name = "dns"
 address = "{VIP_ADDR}"
 port = 53
 protocol = "udp"
 mode = "fullnat"
 maglev_table_size = 101
+
+[vip.limits]
+new_connections_per_second = 1000
 
 [[vip.backend]]
 address = "{BACKEND}"
@@ -76,40 +104,61 @@ port = 5353
     c
 }
 
-/// One flood: its name and hping3's arguments before the pace and target.
+/// One flood: its name, hping3's arguments before the pace and target,
+/// and the VIP port the real clients connect to meanwhile.
 struct Flood {
     name: &'static str,
     args: &'static [&'static str],
+    real_port: u16,
 }
 
+/// The stateful SYN floods last: the spoofed SYNs they let through sit in
+/// the backend's SYN queue for a minute and would weigh on the others.
 const FLOODS: &[Flood] = &[
     Flood {
         name: "syn-no-vip",
         args: &["-S", "-p", "81"],
+        real_port: 80,
     },
     Flood {
-        name: "syn-vip",
-        args: &["-S", "-p", "80"],
+        name: "syn-vip-cookies",
+        args: &["-S", "-p", "443"],
+        real_port: 443,
     },
     Flood {
         name: "ack-vip",
         args: &["-A", "-p", "80"],
+        real_port: 80,
     },
     Flood {
         name: "rst-vip",
         args: &["-R", "-p", "80"],
+        real_port: 80,
     },
     Flood {
         name: "udp-vip",
         args: &["--udp", "-p", "53", "-d", "32"],
+        real_port: 80,
     },
     Flood {
         name: "icmp-echo-vip",
         args: &["--icmp"],
+        real_port: 80,
     },
     Flood {
         name: "fragments-vip",
         args: &["-S", "-p", "80", "-f", "-d", "64"],
+        real_port: 80,
+    },
+    Flood {
+        name: "syn-vip-auto",
+        args: &["-S", "-p", "444"],
+        real_port: 444,
+    },
+    Flood {
+        name: "syn-vip",
+        args: &["-S", "-p", "80"],
+        real_port: 80,
     },
 ];
 
@@ -204,6 +253,8 @@ struct Outcome {
     connect_p50_ms: f64,
     max_conntrack_entries: u64,
     max_local_tuples_in_use: u64,
+    /// Cookie SYN-ACKs border sent (`syn_proxy_cookies_sent`).
+    cookies_sent: u64,
     /// SYNs the backend's kernel received, and SYN cookies it sent.
     backend_syns: u64,
     backend_syncookies_sent: u64,
@@ -223,8 +274,9 @@ fn percentile_ms(sorted_us: &[u64], q: f64) -> f64 {
 fn run_flood(t: &Topo, flood: &Flood, pace: &str, seconds: u64, clients: usize) -> Outcome {
     let before = t.dp.drops();
     let syns0 = backend_syns(&t.bk);
-    let cookies0 = backend_nstat(&t.bk, "TcpExtSyncookiesSent");
+    let backend_cookies0 = backend_nstat(&t.bk, "TcpExtSyncookiesSent");
     let rx0 = t.dp.counter(Counter::RxPackets);
+    let cookies0 = t.dp.counter(Counter::SynProxyCookiesSent);
     let mut args = vec!["hping3", "-q", "--rand-source"];
     args.extend_from_slice(flood.args);
     if pace == "--flood" {
@@ -237,8 +289,9 @@ fn run_flood(t: &Topo, flood: &Flood, pace: &str, seconds: u64, clients: usize) 
     let started = Instant::now();
     // Real clients from the flood's first second on.
     std::thread::sleep(Duration::from_millis(500));
+    let vip: std::net::SocketAddr = format!("{VIP_ADDR}:{}", flood.real_port).parse().unwrap();
     let real: Vec<NewConnections> = (0..clients)
-        .map(|i| NewConnections::start("fl-cli", VIP.parse().unwrap(), 256, 300 + i as u64))
+        .map(|i| NewConnections::start("fl-cli", vip, 256, 300 + i as u64))
         .collect();
     let mut out = Outcome {
         flood: flood.name.to_string(),
@@ -266,11 +319,12 @@ fn run_flood(t: &Topo, flood: &Flood, pace: &str, seconds: u64, clients: usize) 
     }
     drop(hping);
     out.rx_per_s = ((t.dp.counter(Counter::RxPackets) - rx0) as f64 / elapsed) as u64;
+    out.cookies_sent = t.dp.counter(Counter::SynProxyCookiesSent) - cookies0;
     connect_us.sort_unstable();
     out.connect_p99_ms = percentile_ms(&connect_us, 0.99);
     out.connect_p50_ms = percentile_ms(&connect_us, 0.50);
     out.backend_syns = backend_syns(&t.bk) - syns0;
-    out.backend_syncookies_sent = backend_nstat(&t.bk, "TcpExtSyncookiesSent") - cookies0;
+    out.backend_syncookies_sent = backend_nstat(&t.bk, "TcpExtSyncookiesSent") - backend_cookies0;
     let mut moved = drops_rose(&before, &t.dp.drops());
     moved.sort_by_key(|m| std::cmp::Reverse(m.1));
     out.counters_moved = moved
@@ -292,7 +346,6 @@ fn floods_cost_real_clients_little_and_every_refusal_is_counted() {
     let clients: usize = env("FLOODS_CLIENTS", "1").parse().unwrap();
     let only = env("FLOODS_ONLY", "");
     let t = start(table);
-    // The UDP VIP answers before any flood.
     let mut outcomes = Vec::new();
     for flood in FLOODS {
         if !only.is_empty() && !only.split(',').any(|n| n == flood.name) {
@@ -300,7 +353,7 @@ fn floods_cost_real_clients_little_and_every_refusal_is_counted() {
         }
         let o = run_flood(&t, flood, &pace, seconds, clients);
         println!(
-            "flood {:<14} rx {:>7}/s  real {}/{}  connect p50 {} ms p99 {} ms  entries max {}  tuples max {}  backend SYNs {} cookies {}  moved {:?}",
+            "flood {:<16} rx {:>7}/s  real {}/{}  connect p50 {} ms p99 {} ms  entries max {}  tuples max {}  cookies sent {}  backend SYNs {} cookies {}  moved {:?}",
             o.flood,
             o.rx_per_s,
             o.real_ok,
@@ -309,6 +362,7 @@ fn floods_cost_real_clients_little_and_every_refusal_is_counted() {
             o.connect_p99_ms,
             o.max_conntrack_entries,
             o.max_local_tuples_in_use,
+            o.cookies_sent,
             o.backend_syns,
             o.backend_syncookies_sent,
             o.counters_moved,
@@ -341,11 +395,10 @@ fn floods_cost_real_clients_little_and_every_refusal_is_counted() {
             o.real_total,
             o.real_errors
         );
-        // Every flood's frames have a named outcome: a drop counter moved.
-        // Not yet for the SYN flood at the VIP (an entry each, then its
-        // eviction or expiry) and the UDP flood (an entry and a datagram
-        // to the backend each).
-        if !["syn-vip", "udp-vip"].contains(&o.flood.as_str()) {
+        // Every flood's frames have a named outcome: a drop counter moved,
+        // but for the SYN floods (an entry each then its eviction or
+        // expiry, or a cookie SYN-ACK).
+        if !o.flood.starts_with("syn-vip") {
             assert!(
                 !o.counters_moved.is_empty(),
                 "{}: no counter moved",
@@ -362,14 +415,24 @@ fn floods_cost_real_clients_little_and_every_refusal_is_counted() {
             .find(|o| o.flood == name)
             .map(|o| o.connect_p99_ms)
     };
-    if let (Some(vip), Some(base)) = (p99("syn-vip"), p99("syn-no-vip")) {
-        assert!(
-            vip <= 2.0 * base + 10.0,
-            "connect p99 {vip} ms under the SYN flood at the VIP, {base} ms at no VIP"
-        );
+    for flood in ["syn-vip", "syn-vip-cookies"] {
+        if let (Some(vip), Some(base)) = (p99(flood), p99("syn-no-vip")) {
+            assert!(
+                vip <= 2.0 * base + 10.0,
+                "connect p99 {vip} ms under {flood}, {base} ms under the same flood at no VIP"
+            );
+        }
     }
-    // What floods that make no entry may not do: reach the backend.
-    for o in outcomes.iter().filter(|o| o.flood != "syn-vip") {
+    // What floods that make no entry may not do: reach the backend. Under
+    // the cookie VIP's flood the backend sees the real clients' SYNs only.
+    if let Some(o) = outcomes.iter().find(|o| o.flood == "syn-vip-cookies") {
+        assert!(o.cookies_sent > o.real_total, "no cookies: {o:?}");
+    }
+    let stateful = ["syn-vip", "syn-vip-auto"];
+    for o in outcomes
+        .iter()
+        .filter(|o| !stateful.contains(&o.flood.as_str()))
+    {
         assert!(
             o.backend_syns <= o.real_total + 2,
             "{}: the backend got {} SYNs for {} real connections",

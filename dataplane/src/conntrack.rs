@@ -320,6 +320,11 @@ impl State {
     pub const fn is_closing(self) -> bool {
         matches!(self, State::FinWait | State::TimeWait | State::Closed)
     }
+
+    /// `SynSent` or `SynRecv`: the handshake has not completed.
+    pub const fn is_half_open(self) -> bool {
+        matches!(self, State::SynSent | State::SynRecv)
+    }
 }
 
 /// An entry's slot. Valid until the entry is removed or reclaimed; the slot
@@ -455,6 +460,8 @@ pub struct Conntrack<V> {
     keys: [u64; 4],
     free: u32,
     len: usize,
+    /// Live entries in `SynSent` or `SynRecv`.
+    half_open_now: usize,
     capacity: usize,
     cursor: usize,
     timeouts: Timeouts,
@@ -544,6 +551,7 @@ impl<V: Copy> Conntrack<V> {
             keys: [0u64, 1, 2, 3].map(|i| hasher.hash_one(i)),
             free: NIL,
             len: 0,
+            half_open_now: 0,
             capacity,
             cursor: 0,
             timeouts,
@@ -555,6 +563,11 @@ impl<V: Copy> Conntrack<V> {
     /// Live entries, expired ones not yet reclaimed included.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Live entries whose handshake has not completed (`SynSent`, `SynRecv`).
+    pub fn half_open_len(&self) -> usize {
+        self.half_open_now
     }
 
     pub fn is_empty(&self) -> bool {
@@ -802,8 +815,9 @@ impl<V: Copy> Conntrack<V> {
             self.slots.len() - 1
         };
         self.len += 1;
-        if matches!(state, State::SynSent | State::SynRecv) {
+        if state.is_half_open() {
             self.half_open.push(slot, now);
+            self.half_open_now += 1;
         }
 
         self.index.insert(h_orig, index_ref(slot, Dir::Original));
@@ -825,6 +839,9 @@ impl<V: Copy> Conntrack<V> {
             }
         }
         let e = &mut self.slots[slot];
+        if e.state.is_half_open() {
+            self.half_open_now -= 1;
+        }
         e.flags = 0;
         e.next_free = self.free;
         self.free = slot as u32;
@@ -919,6 +936,7 @@ impl<V: Copy> Conntrack<V> {
         now: u64,
     ) -> Result<State, Refused> {
         let e = &mut self.slots[slot];
+        let was_half_open = e.state.is_half_open();
         let (state, refresh) = match e.state {
             State::Udp => (State::Udp, true),
             State::Closed => (State::Closed, false),
@@ -944,6 +962,9 @@ impl<V: Copy> Conntrack<V> {
                 (state, refresh)
             }
         };
+        if was_half_open && !state.is_half_open() {
+            self.half_open_now -= 1;
+        }
         if refresh {
             let at = now.saturating_add(self.timeout_ms[state as usize]);
             self.set_deadline(slot, at);

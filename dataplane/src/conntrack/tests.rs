@@ -62,6 +62,12 @@ impl<V: Copy> Conntrack<V> {
     pub(super) fn check(&self) {
         let used = self.index.buckets.iter().filter(|&&b| b != 0).count();
         assert_eq!(used, 2 * self.len, "two index keys per entry");
+        let half_open = self
+            .slots
+            .iter()
+            .filter(|e| e.is_live() && e.state.is_half_open())
+            .count();
+        assert_eq!(half_open, self.half_open_now, "the half-open count");
         assert!(
             self.index.buckets.len() >= 4 * self.capacity,
             "load stays <= 50 %"

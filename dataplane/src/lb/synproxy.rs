@@ -127,6 +127,7 @@ impl Lb {
             evicted_total: counters.get(Counter::ConntrackHalfOpenEvicted)
                 + counters.get(Counter::DropSynFlood),
             entries: self.conntrack.len(),
+            half_open: self.conntrack.half_open_len(),
             capacity: self.conntrack.capacity(),
             syn_timeout_ms: self.conntrack.timeout_ms(crate::conntrack::State::SynSent),
         };

@@ -5,7 +5,9 @@
 //! Looked at every [`WINDOW_MS`]:
 //! - off -> on when the window saw [`EVICTIONS_ON`] half-open entries
 //!   evicted (or new flows refused for a table full of young half-open
-//!   entries), or the table is 7/8 full;
+//!   entries), the table is 7/8 full, or the worker holds more half-open
+//!   entries than [`half_open_on`] allows (a flood long before the table
+//!   fills: the backends' SYN queues are what overflow first);
 //! - on -> off after [`CALM_WINDOWS`] calm windows in a row: no eviction,
 //!   the table under 3/4 full, and the cookies that got no ACK in the
 //!   window, had each become a half-open entry living `tcp_syn`, would
@@ -20,6 +22,12 @@ pub const EVICTIONS_ON: u64 = 8;
 /// Calm windows in a row that switch cookies off (5 s).
 pub const CALM_WINDOWS: u32 = 20;
 
+/// Half-open entries of one worker that switch cookies on: Linux's default
+/// listen backlog (`somaxconn`), or 1/8 of a smaller table.
+pub fn half_open_on(capacity: usize) -> u64 {
+    (capacity as u64 / 8).clamp(1, 4096)
+}
+
 /// What the worker's table looks like at a window's end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pressure {
@@ -27,6 +35,8 @@ pub struct Pressure {
     /// for a table full of young half-open entries.
     pub evicted_total: u64,
     pub entries: usize,
+    /// Entries whose handshake has not completed.
+    pub half_open: usize,
     pub capacity: usize,
     /// `tcp_syn`: how long a half-open entry would live.
     pub syn_timeout_ms: u64,
@@ -73,7 +83,10 @@ impl Auto {
         let cap = p.capacity.max(1) as u64;
         let entries = p.entries as u64;
         if !self.on {
-            if evicted >= EVICTIONS_ON || entries * 8 >= cap * 7 {
+            if evicted >= EVICTIONS_ON
+                || entries * 8 >= cap * 7
+                || p.half_open as u64 >= half_open_on(p.capacity)
+            {
                 self.on = true;
                 self.calm = 0;
                 return Some(true);
@@ -81,7 +94,10 @@ impl Auto {
             return None;
         }
         let would_hold = unanswered.saturating_mul(p.syn_timeout_ms.max(WINDOW_MS) / WINDOW_MS);
-        let calm = evicted == 0 && entries * 4 < cap * 3 && would_hold * 8 < cap;
+        let calm = evicted == 0
+            && entries * 4 < cap * 3
+            && would_hold * 8 < cap
+            && would_hold < half_open_on(p.capacity);
         self.calm = if calm { self.calm + 1 } else { 0 };
         if self.calm >= CALM_WINDOWS {
             self.on = false;
@@ -99,6 +115,7 @@ mod tests {
         Pressure {
             evicted_total,
             entries,
+            half_open: 0,
             capacity: 1024,
             syn_timeout_ms: 3_000,
         }
@@ -156,5 +173,21 @@ mod tests {
             let want = (i == CALM_WINDOWS).then_some(false);
             assert_eq!(a.tick(t, p(0, 700)), want);
         }
+    }
+
+    #[test]
+    fn many_half_open_entries_switch_on_before_the_table_fills() {
+        let mut a = Auto::default();
+        let cap = 1 << 20;
+        let with = |half_open| Pressure {
+            evicted_total: 0,
+            entries: half_open,
+            half_open,
+            capacity: cap,
+            syn_timeout_ms: 3_000,
+        };
+        assert_eq!(a.tick(0, with(4095)), None);
+        assert_eq!(a.tick(WINDOW_MS, with(4096)), Some(true));
+        assert_eq!(half_open_on(1024), 128, "a small table: 1/8 of it");
     }
 }
