@@ -7,7 +7,8 @@
 //!   evicted (or new flows refused for a table full of young half-open
 //!   entries), the table is 7/8 full, or the worker holds more half-open
 //!   entries than [`half_open_on`] allows (a flood long before the table
-//!   fills: the backends' SYN queues are what overflow first);
+//!   fills: the backends' SYN queues are what overflow first; this one is
+//!   checked at every tick, not only at a window's end);
 //! - on -> off after [`CALM_WINDOWS`] calm windows in a row: no eviction,
 //!   the table under 3/4 full, and the cookies that got no ACK in the
 //!   window, had each become a half-open entry living `tcp_syn`, would
@@ -73,6 +74,13 @@ impl Auto {
     /// when the switch moved.
     #[inline]
     pub fn tick(&mut self, now: u64, p: Pressure) -> Option<bool> {
+        // Too many half-open entries switch on at once, not at the
+        // window's end: a flood fills a backend's SYN queue within it.
+        if !self.on && p.half_open as u64 >= half_open_on(p.capacity) {
+            self.on = true;
+            self.calm = 0;
+            return Some(true);
+        }
         if now < self.window_end {
             return None;
         }
@@ -187,7 +195,7 @@ mod tests {
             syn_timeout_ms: 3_000,
         };
         assert_eq!(a.tick(0, with(4095)), None);
-        assert_eq!(a.tick(WINDOW_MS, with(4096)), Some(true));
+        assert_eq!(a.tick(1, with(4096)), Some(true), "within the window");
         assert_eq!(half_open_on(1024), 128, "a small table: 1/8 of it");
     }
 }
