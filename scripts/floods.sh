@@ -2,7 +2,9 @@
 # The flood figures of docs/reliability.md (outside CI): every flood of
 # tests/e2e_floods.rs at the highest rate hping3 makes here (--flood), on a
 # release build, one worker on TAP, with real clients at the same time.
-# Prints one line per flood and writes the JSON the doc's table is made from.
+# Prints one line per flood, writes the JSON the doc's table is made from and
+# (for the default path and every flood) remakes that table
+# (scripts/floods_table.py).
 #
 #   scripts/floods.sh [SECONDS] [JSON] [ONLY]
 #
@@ -17,3 +19,6 @@ FLOODS_PACE=--flood FLOODS_SECONDS=${1:-10} FLOODS_CLIENTS=2 FLOODS_ONLY=${3:-} 
   flock /tmp/border-e2e.lock \
   cargo test --release --test e2e_floods -- --nocapture floods_cost_real_clients_little
 echo "wrote $json"
+if [ "$json" = docs/reliability-floods.json ] && [ -z "${3:-}" ]; then
+  python3 scripts/floods_table.py --write && echo "updated the table in docs/reliability.md"
+fi
