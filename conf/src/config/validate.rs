@@ -77,6 +77,7 @@ pub(super) fn lone_vip(config: &Config, raw: &S<RawVip>, index: usize) -> Option
     let key = format!("vip[{index}]");
     let vip = v.vip(raw, &key, &config.ports, true, config.zone.is_some());
     v.announce_needs_bgp([(index, raw)], config.mgmt.bgp.is_some());
+    v.syn_proxy_dnat_needs_one_worker([(index, raw)], config.dataplane.worker_lcores.len());
     v.diags.is_empty().then_some(vip)
 }
 
@@ -324,6 +325,10 @@ impl V {
             self.ring_budget(raw_vips, &vips, mgmt.limits.ring_memory_mib);
         }
         self.announce_needs_bgp(raw_vips.iter().enumerate(), mgmt.bgp.is_some());
+        self.syn_proxy_dnat_needs_one_worker(
+            raw_vips.iter().enumerate(),
+            dataplane.worker_lcores.len(),
+        );
         let records = raw.records.as_ref().map(|r| self.records(r));
         Config {
             instance,
