@@ -574,17 +574,12 @@ fn auto_switches_on_under_half_open_pressure() {
         let (_, int) = n.exchange(EXT, &Seg::new(spoofed(i), vip, SYN, ISN, 0).build());
         reached += int.len();
     }
-    assert_eq!(reached, 64, "off: the flood fills the table");
-    // The other 16 were refused for a table of young half-open entries.
-    assert_eq!(n.counter(Counter::DropSynFlood), 16);
-    assert!(!n.w.pipeline.lb().syn_proxy_auto_on());
-    // The window's end decides: more than 8 of those switch cookies on.
-    n.advance_ms(249);
-    n.poll();
-    assert!(!n.w.pipeline.lb().syn_proxy_auto_on());
-    n.advance_ms(1);
-    n.poll();
+    // 1/8 of the table half-open switches cookies on at the next tick,
+    // long before the table fills (evictions switch it on too: the
+    // `synproxy::auto` unit tests).
+    assert_eq!(reached, 8, "off until 8 half-open entries (1/8 of 64)");
     assert!(n.w.pipeline.lb().syn_proxy_auto_on());
+    assert_eq!(n.counter(Counter::DropSynFlood), 0);
     assert_eq!(n.counter(Counter::SynProxyAutoOn), 1);
     assert_eq!(n.counter(Counter::SynProxyAutoSwitches), 1);
     // From now on the flood gets cookies and reaches no backend; a real
