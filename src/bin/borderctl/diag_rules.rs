@@ -514,7 +514,41 @@ const REFUSAL_FINDING_RATE: f64 = 10.0;
 /// Limits refusing at a high rate: a flood being held off, or a limit too
 /// tight for the traffic.
 fn refusals(i: &Inputs<'_>, out: &mut Vec<Finding>) {
-    for name in REFUSALS {
+    rate_findings(
+        i,
+        &REFUSALS,
+        ("limits_refusing", "refused"),
+        "a flood held off, or a limit too tight for the traffic: borderctl stats --all \
+         (drop_vip_*, drop_*source_rate_limited, icmp_echo_rate_limited); raise the VIP's \
+         [vip.limits] and borderctl apply (no restart), or \
+         [dataplane] icmp_echo_per_second (restart); docs/config.md",
+        out,
+    );
+    rate_findings(
+        i,
+        &SPOOF_IGNORED,
+        ("spoofed_segments_ignored", "ignored"),
+        "segments forwarded without changing their flow (a failing checksum, a handshake ACK \
+         of no SYN): a spoofing attack or a broken sender; borderctl capture on the port \
+         names the senders; docs/security.md",
+        out,
+    );
+}
+
+/// Segments of tracked flows forwarded as they are but kept from changing
+/// their flow: not drops, so not in `drops_spoofed`.
+const SPOOF_IGNORED: [&str; 2] = ["bad_l4_checksum_ignored", "tcp_handshake_ack_wrong"];
+
+/// A note for each of `names` whose rate reached [`REFUSAL_FINDING_RATE`]:
+/// `(kind, verb)` name the finding and what the counter counts.
+fn rate_findings(
+    i: &Inputs<'_>,
+    names: &[&str],
+    (kind, verb): (&str, &str),
+    next: &str,
+    out: &mut Vec<Finding>,
+) {
+    for &name in names {
         let n = moved(total(&i.first.stats, name), total(&i.last.stats, name));
         let rate = per_second(n, i.window_ms);
         if n == 0 || rate < REFUSAL_FINDING_RATE {
@@ -528,14 +562,11 @@ fn refusals(i: &Inputs<'_>, out: &mut Vec<Finding>) {
             .find(|c| c.name == name)
             .map_or(String::new(), |c| c.help.clone());
         out.push(finding(
-            "limits_refusing",
+            kind,
             Severity::Note,
             name,
-            format!("{n} refused in the window ({rate}/s): {help}"),
-            "a flood held off, or a limit too tight for the traffic: borderctl stats --all \
-             (drop_vip_*, drop_*source_rate_limited, icmp_echo_rate_limited); raise the VIP's \
-             [vip.limits] and borderctl apply (no restart), or \
-             [dataplane] icmp_echo_per_second (restart); docs/config.md",
+            format!("{n} {verb} in the window ({rate}/s): {help}"),
+            next,
         ));
     }
 }

@@ -18,6 +18,8 @@ const COUNTERS: &[(&str, bool, bool)] = &[
     ("drop_bad_l4_checksum", true, false),
     ("drop_reply_wrong_port", true, false),
     ("drop_tcp_rst_no_conntrack", true, false),
+    ("bad_l4_checksum_ignored", false, false),
+    ("tcp_handshake_ack_wrong", false, false),
     ("conn_records_ring_full", false, false),
     ("neigh_learn_refused_off_subnet", false, false),
     ("neigh_learn_refused_unsolicited", false, false),
@@ -583,4 +585,30 @@ fn syn_proxy_drops_have_their_own_groups() {
     for c in ["drop_syn_proxy_cookie_bad", "drop_syn_proxy_hold_full"] {
         assert!(conf::counters::Counter::from_name(c).is_some(), "{c}");
     }
+}
+
+#[test]
+fn segments_kept_from_changing_a_flow_are_a_note_at_a_high_rate() {
+    let first = sample(&[("bad_l4_checksum_ignored", 0)]);
+    let last = sample(&[
+        ("bad_l4_checksum_ignored", 3000),
+        // 5 in 2 s: below the finding rate.
+        ("tcp_handshake_ack_wrong", 5),
+    ]);
+    let d = diagnose_pair(&first, &last, None);
+    assert_eq!(
+        kinds(&d),
+        [(
+            "spoofed_segments_ignored",
+            "bad_l4_checksum_ignored",
+            Severity::Note
+        )]
+    );
+    assert!(
+        d.findings[0]
+            .evidence
+            .starts_with("3000 ignored in the window (1500/s)"),
+        "{}",
+        d.findings[0].evidence
+    );
 }
