@@ -4,69 +4,17 @@
 //! under a counting global allocator that must see zero allocations and
 //! zero frees on this thread.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::Arc;
+
+#[path = "counting_alloc.rs"]
+mod counting_alloc;
+
+use counting_alloc::count;
 
 use conf::tables::{LimitsRecord, PrefixRecord};
 use dataplane::conntrack::{FlowKey, State};
 use dataplane::counters::Counters;
 use dataplane::lb::{Admission, ConnCounts, VipAdmit, FLOW_COUNTED_BACKEND, FLOW_COUNTED_VIP};
-
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-    static FREES: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(counter: &'static std::thread::LocalKey<Cell<usize>>) {
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        let _ = counter.try_with(|c| c.set(c.get() + 1));
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged, so `System`'s guarantees are ours; the counting touches only
-// const-initialised thread-local `Cell`s, which never allocate.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(&ALLOCS);
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(&ALLOCS);
-        // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(&ALLOCS);
-        // SAFETY: forwarded unchanged; `ptr` came from this allocator, i.e. from `System`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        note(&FREES);
-        // SAFETY: forwarded unchanged; `ptr` came from this allocator, i.e. from `System`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn count<R>(f: impl FnOnce() -> R) -> (R, usize, usize) {
-    let (a0, f0) = (ALLOCS.with(Cell::get), FREES.with(Cell::get));
-    COUNTING.with(|c| c.set(true));
-    let r = f();
-    COUNTING.with(|c| c.set(false));
-    let (a1, f1) = (ALLOCS.with(Cell::get), FREES.with(Cell::get));
-    (r, a1 - a0, f1 - f0)
-}
 
 fn prefix(a: [u8; 4], len: u8, deny: bool) -> PrefixRecord {
     let mut addr = [0u8; 16];
