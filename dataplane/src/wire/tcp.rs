@@ -510,6 +510,63 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
     }
 }
 
+/// The fields of a TCP header without options, as values: what
+/// [`TcpRepr::emit`] writes and [`TcpRepr::parse`] reads (smoltcp's
+/// `TcpRepr`, without options or payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpRepr {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Sequence number.
+    pub seq_number: u32,
+    /// Acknowledgment number.
+    pub ack_number: u32,
+    /// Flags.
+    pub flags: TcpFlags,
+    /// Window.
+    pub window: u16,
+    /// Urgent pointer.
+    pub urgent_ptr: u16,
+}
+
+impl TcpRepr {
+    /// The fields of `segment`'s header (options are not part of the
+    /// representation).
+    pub fn parse<T: AsRef<[u8]>>(segment: &TcpPacket<T>) -> TcpRepr {
+        TcpRepr {
+            src_port: segment.src_port(),
+            dst_port: segment.dst_port(),
+            seq_number: segment.seq_number(),
+            ack_number: segment.ack_number(),
+            flags: segment.flags(),
+            window: segment.window(),
+            urgent_ptr: segment.urgent_ptr(),
+        }
+    }
+
+    /// Writes the header into the first [`MIN_HEADER_LEN`] bytes of `buf`
+    /// (data offset 5, checksum 0) and returns a view over the whole of
+    /// `buf` as the segment, so the caller fills the checksum once the
+    /// data after the header is in place (`fill_checksum_v4`/`_v6`).
+    /// `Err(Truncated)`, writing nothing, when `buf` is shorter than the
+    /// header.
+    pub fn emit<'a>(&self, buf: &'a mut [u8]) -> Result<TcpPacket<&'a mut [u8]>, WireError> {
+        let h = buf.get_mut(..MIN_HEADER_LEN).ok_or(WireError::Truncated)?;
+        wr16(h, 0, self.src_port);
+        wr16(h, 2, self.dst_port);
+        wr32(h, 4, self.seq_number);
+        wr32(h, 8, self.ack_number);
+        h[12] = ((MIN_HEADER_LEN / 4) as u8) << 4;
+        h[13] = self.flags.0;
+        wr16(h, 14, self.window);
+        wr16(h, 16, 0);
+        wr16(h, 18, self.urgent_ptr);
+        TcpPacket::new_checked(buf)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,6 +628,54 @@ mod tests {
         assert_eq!(TcpPacket::new_checked(&s[..]).unwrap().options().len(), 4);
         assert_eq!(
             TcpPacket::new_checked(&s[..19]).unwrap_err(),
+            WireError::Truncated
+        );
+    }
+
+    const REPR: TcpRepr = TcpRepr {
+        src_port: 80,
+        dst_port: 40000,
+        seq_number: 5000,
+        ack_number: 0,
+        flags: TcpFlags::RST,
+        window: 0,
+        urgent_ptr: 0,
+    };
+
+    #[test]
+    fn emit_writes_the_fixture_bytes() {
+        let mut b = [0xAAu8; 20];
+        let mut seg = REPR.emit(&mut b[..]).unwrap();
+        seg.fill_checksum_v4(Ipv4Addr::new(10, 1, 0, 100), Ipv4Addr::new(10, 1, 0, 50));
+        assert_eq!(
+            b,
+            [0, 80, 0x9c, 0x40, 0, 0, 0x13, 0x88, 0, 0, 0, 0, 0x50, 0x04, 0, 0, 0xeb, 0x30, 0, 0]
+        );
+    }
+
+    #[test]
+    fn emit_then_parse_round_trips() {
+        let r = TcpRepr {
+            src_port: 0xFFFF,
+            dst_port: 1,
+            seq_number: u32::MAX,
+            ack_number: 0x0102_0304,
+            flags: TcpFlags::SYN | TcpFlags::ACK | TcpFlags::CWR,
+            window: 64_240,
+            urgent_ptr: 7,
+        };
+        // The options and checksum of the old bytes are overwritten; what
+        // follows the header is the segment's data.
+        let mut b = [0xFFu8; 25];
+        let mut seg = r.emit(&mut b[..]).unwrap();
+        assert_eq!((seg.header_len(), seg.payload().len()), (20, 5));
+        let (src, dst) = (Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED);
+        seg.fill_checksum_v6(&src, &dst);
+        let seg = TcpPacket::new_checked(&b[..]).unwrap();
+        assert!(seg.verify_checksum_v6(&src, &dst));
+        assert_eq!(TcpRepr::parse(&seg), r);
+        assert_eq!(
+            REPR.emit(&mut [0u8; 19][..]).unwrap_err(),
             WireError::Truncated
         );
     }
