@@ -86,8 +86,7 @@ pub fn is_echo_request(p: &Parsed) -> bool {
 
 /// TTL / hop limit of echo replies.
 pub const REPLY_TTL: u8 = 64;
-/// Hop limit of every NDP message (RFC 4861).
-pub const ND_HOP_LIMIT: u8 = 255;
+pub use crate::wire::icmpv6::ND_HOP_LIMIT;
 /// ff02::1, all nodes.
 pub const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 

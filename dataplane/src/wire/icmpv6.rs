@@ -14,6 +14,9 @@ use super::{rd16, rd32, rd_mac, rd_v6, wr16, wr32, MacAddr, WireError};
 pub const HEADER_LEN: usize = 8;
 /// Length of a Neighbor Solicitation/Advertisement without options.
 pub const ND_NEIGHBOR_LEN: usize = 24;
+/// Hop limit of every NDP message (RFC 4861): a receiver drops one that
+/// crossed a router.
+pub const ND_HOP_LIMIT: u8 = 255;
 
 /// Message types.
 pub mod msg_type {

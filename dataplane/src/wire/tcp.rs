@@ -12,6 +12,8 @@ use super::{rd16, rd32, wr16, wr32, WireError};
 
 /// Length of a TCP header without options.
 pub const MIN_HEADER_LEN: usize = 20;
+/// Length of the longest TCP header (data offset 15).
+pub const MAX_HEADER_LEN: usize = 60;
 
 /// The TCP flags byte (CWR ECE URG ACK PSH RST SYN FIN).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -553,16 +555,34 @@ impl TcpRepr {
     /// `Err(Truncated)`, writing nothing, when `buf` is shorter than the
     /// header.
     pub fn emit<'a>(&self, buf: &'a mut [u8]) -> Result<TcpPacket<&'a mut [u8]>, WireError> {
-        let h = buf.get_mut(..MIN_HEADER_LEN).ok_or(WireError::Truncated)?;
+        self.emit_with_options(buf, &[])
+    }
+
+    /// [`emit`](Self::emit) with `options` (already laid out and padded)
+    /// after the fixed header, the data offset counting them.
+    /// `Err(BadOption)` when they are not a whole number of 32-bit words or
+    /// longer than 40 bytes, `Err(Truncated)` when `buf` has no room for
+    /// the header and them; nothing is written then.
+    pub fn emit_with_options<'a>(
+        &self,
+        buf: &'a mut [u8],
+        options: &[u8],
+    ) -> Result<TcpPacket<&'a mut [u8]>, WireError> {
+        if !options.len().is_multiple_of(4) || options.len() > MAX_HEADER_LEN - MIN_HEADER_LEN {
+            return Err(WireError::BadOption);
+        }
+        let header_len = MIN_HEADER_LEN + options.len();
+        let h = buf.get_mut(..header_len).ok_or(WireError::Truncated)?;
         wr16(h, 0, self.src_port);
         wr16(h, 2, self.dst_port);
         wr32(h, 4, self.seq_number);
         wr32(h, 8, self.ack_number);
-        h[12] = ((MIN_HEADER_LEN / 4) as u8) << 4;
+        h[12] = ((header_len / 4) as u8) << 4;
         h[13] = self.flags.0;
         wr16(h, 14, self.window);
         wr16(h, 16, 0);
         wr16(h, 18, self.urgent_ptr);
+        h[MIN_HEADER_LEN..].copy_from_slice(options);
         TcpPacket::new_checked(buf)
     }
 }
@@ -676,6 +696,39 @@ mod tests {
         assert_eq!(TcpRepr::parse(&seg), r);
         assert_eq!(
             REPR.emit(&mut [0u8; 19][..]).unwrap_err(),
+            WireError::Truncated
+        );
+    }
+
+    #[test]
+    fn emit_with_options_counts_them_in_the_data_offset() {
+        let r = TcpRepr {
+            flags: TcpFlags::SYN | TcpFlags::ACK,
+            ..REPR
+        };
+        let opts = [2, 4, 0x05, 0xb4, 1, 3, 3, 7];
+        let mut b = [0xFFu8; 30];
+        let seg = r.emit_with_options(&mut b[..], &opts).unwrap();
+        assert_eq!((seg.header_len(), seg.payload().len()), (28, 2));
+        let v: Vec<_> = seg.options_iter().collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            v,
+            [
+                TcpOption::Mss(1460),
+                TcpOption::Nop,
+                TcpOption::WindowScale(7)
+            ]
+        );
+        assert_eq!(TcpRepr::parse(&seg), r);
+        assert_eq!(b[12], 7 << 4);
+        for bad in [&[1u8, 1, 1][..], &[1; 44][..]] {
+            assert_eq!(
+                r.emit_with_options(&mut [0u8; 80][..], bad).unwrap_err(),
+                WireError::BadOption
+            );
+        }
+        assert_eq!(
+            r.emit_with_options(&mut [0u8; 27][..], &opts).unwrap_err(),
             WireError::Truncated
         );
     }
