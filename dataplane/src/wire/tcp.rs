@@ -416,6 +416,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
         self.set_checksum(c);
     }
 
+    /// Set the window, updating the checksum incrementally.
+    pub fn rewrite_window(&mut self, v: u16) {
+        let c = checksum::update16(self.checksum(), self.window(), v);
+        self.set_window(v);
+        self.set_checksum(c);
+    }
+
     /// Set the sequence number, updating the checksum incrementally.
     pub fn rewrite_seq_number(&mut self, v: u32) {
         let c = checksum::update32(self.checksum(), self.seq_number(), v);
@@ -731,5 +738,17 @@ mod tests {
             r.emit_with_options(&mut [0u8; 27][..], &opts).unwrap_err(),
             WireError::Truncated
         );
+    }
+
+    #[test]
+    fn rewrite_window_keeps_the_checksum_valid() {
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let mut b = [0u8; 23];
+        b[20..].copy_from_slice(b"abc");
+        let mut seg = REPR.emit(&mut b[..]).unwrap();
+        seg.fill_checksum_v4(src, dst);
+        seg.rewrite_window(0xFFFF);
+        assert_eq!(seg.window(), 0xFFFF);
+        assert!(seg.verify_checksum_v4(src, dst));
     }
 }
