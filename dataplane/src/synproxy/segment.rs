@@ -133,25 +133,30 @@ fn write_options(
     ts: Option<(u32, u32)>,
 ) -> usize {
     let mut n = 0;
-    let mut put = |b: &[u8]| {
-        out[n..n + b.len()].copy_from_slice(b);
-        n += b.len();
+    // At most 20 bytes in all: every option fits.
+    let mut put = |o: TcpOption| {
+        n += out.get_mut(n..).map_or(0, |b| o.emit(b).unwrap_or(0));
     };
-    let m = mss.to_be_bytes();
-    put(&[2, 4, m[0], m[1]]);
+    put(TcpOption::Mss(mss));
     match (sack, ts) {
-        (true, Some(_)) => put(&[4, 2]),
-        (false, Some(_)) => put(&[1, 1]),
-        (true, None) => put(&[1, 1, 4, 2]),
+        (true, Some(_)) => put(TcpOption::SackPermitted),
+        (false, Some(_)) => {
+            put(TcpOption::Nop);
+            put(TcpOption::Nop);
+        }
+        (true, None) => {
+            put(TcpOption::Nop);
+            put(TcpOption::Nop);
+            put(TcpOption::SackPermitted);
+        }
         (false, None) => {}
     }
-    if let Some((v, e)) = ts {
-        put(&[8, 10]);
-        put(&v.to_be_bytes());
-        put(&e.to_be_bytes());
+    if let Some((tsval, tsecr)) = ts {
+        put(TcpOption::Timestamps { tsval, tsecr });
     }
-    if let Some(s) = wscale {
-        put(&[1, 3, 3, s]);
+    if let Some(shift) = wscale {
+        put(TcpOption::Nop);
+        put(TcpOption::WindowScale(shift));
     }
     n
 }

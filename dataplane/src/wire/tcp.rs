@@ -109,6 +109,56 @@ pub enum TcpOption<'a> {
     },
 }
 
+impl TcpOption<'_> {
+    /// Bytes the option takes in a header.
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            TcpOption::EndOfList | TcpOption::Nop => 1,
+            TcpOption::Mss(_) => 4,
+            TcpOption::WindowScale(_) => 3,
+            TcpOption::SackPermitted => 2,
+            TcpOption::Sack(blocks) => 2 + blocks.data.len(),
+            TcpOption::Timestamps { .. } => 10,
+            TcpOption::Unknown { data, .. } => 2 + data.len(),
+        }
+    }
+
+    /// Writes the option at the start of `buf` and returns its length
+    /// (smoltcp's `TcpOption::emit`). `Err(Truncated)`, writing nothing,
+    /// when `buf` is shorter than [`buffer_len`](Self::buffer_len);
+    /// `Err(BadOption)` when an option's length does not fit its byte.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        let len = self.buffer_len();
+        let len_byte = u8::try_from(len).map_err(|_| WireError::BadOption)?;
+        let b = buf.get_mut(..len).ok_or(WireError::Truncated)?;
+        let (kind, data): (u8, &[u8]) = match self {
+            TcpOption::EndOfList => (option_kind::END, &[]),
+            TcpOption::Nop => (option_kind::NOP, &[]),
+            TcpOption::Mss(_) => (option_kind::MSS, &[]),
+            TcpOption::WindowScale(_) => (option_kind::WINDOW_SCALE, &[]),
+            TcpOption::SackPermitted => (option_kind::SACK_PERMITTED, &[]),
+            TcpOption::Sack(blocks) => (option_kind::SACK, blocks.data),
+            TcpOption::Timestamps { .. } => (option_kind::TIMESTAMPS, &[]),
+            TcpOption::Unknown { kind, data } => (*kind, data),
+        };
+        b[0] = kind;
+        if len == 1 {
+            return Ok(1);
+        }
+        b[1] = len_byte;
+        match *self {
+            TcpOption::Mss(mss) => wr16(b, 2, mss),
+            TcpOption::WindowScale(shift) => b[2] = shift,
+            TcpOption::Timestamps { tsval, tsecr } => {
+                wr32(b, 2, tsval);
+                wr32(b, 6, tsecr);
+            }
+            _ => b[2..].copy_from_slice(data),
+        }
+        Ok(len)
+    }
+}
+
 /// The blocks of a SACK option, as `(left edge, right edge)` pairs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SackBlocks<'a> {
@@ -750,5 +800,45 @@ mod tests {
         seg.rewrite_window(0xFFFF);
         assert_eq!(seg.window(), 0xFFFF);
         assert!(seg.verify_checksum_v4(src, dst));
+    }
+
+    #[test]
+    fn options_emit_then_decode() {
+        let sack = [0u8, 0, 0, 10, 0, 0, 0, 20];
+        let opts = [
+            TcpOption::Mss(1460),
+            TcpOption::Nop,
+            TcpOption::WindowScale(7),
+            TcpOption::SackPermitted,
+            TcpOption::Timestamps { tsval: 1, tsecr: 2 },
+            TcpOption::Sack(SackBlocks { data: &sack }),
+            TcpOption::Unknown {
+                kind: 30,
+                data: &[9, 9],
+            },
+            TcpOption::EndOfList,
+        ];
+        let mut b = [0xAAu8; 40];
+        let mut n = 0;
+        for o in &opts {
+            n += o.emit(&mut b[n..]).unwrap();
+        }
+        assert_eq!(n, 35);
+        assert_eq!(
+            b[..20],
+            [2, 4, 0x05, 0xb4, 1, 3, 3, 7, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]
+        );
+        let back: Vec<_> = TcpOptions::new(&b[..n]).collect::<Result<_, _>>().unwrap();
+        assert_eq!(back, opts);
+        assert_eq!(
+            TcpOption::Mss(1).emit(&mut b[..3]),
+            Err(WireError::Truncated)
+        );
+        let long = [0u8; 254];
+        let unknown = TcpOption::Unknown {
+            kind: 30,
+            data: &long,
+        };
+        assert_eq!(unknown.emit(&mut [0u8; 300]), Err(WireError::BadOption));
     }
 }
