@@ -17,7 +17,7 @@ pub const PANIC_FILE_ENV: &str = "BORDER_TEST_PANIC_FILE";
 /// The environment variable naming the trigger file of an empty mbuf pool:
 /// when it appears holding a number of milliseconds, the workers take every
 /// mbuf they can get and hold them that long, then give them back
-/// (`run.rs` `PoolHold`, `io_dpdk.rs`).
+/// (`run/supervise.rs` `PoolHold`, `io_dpdk.rs`).
 pub const HOLD_MBUFS_FILE_ENV: &str = "BORDER_TEST_HOLD_MBUFS_FILE";
 
 #[cfg(debug_assertions)]

@@ -40,6 +40,11 @@ use crossbeam_queue::ArrayQueue;
 use hashbrown::HashMap;
 
 use crate::doorbell::Doorbell;
+use crate::wire::arp::{self, ArpRepr};
+use crate::wire::ethernet::{self, ethertype, EthernetRepr, MIN_FRAME_LEN};
+use crate::wire::icmpv6::{self, NdiscRepr, ND_HOP_LIMIT};
+use crate::wire::ipv6::{self, Ipv6Repr};
+use crate::wire::{ip_proto, MacAddr, BROADCAST_MAC};
 
 /// How long an answer is trusted: the first use after this sends a probe.
 pub const REACHABLE_MS: u64 = 5_000;
@@ -645,22 +650,27 @@ fn asked_key(ip: IpAddr) -> (usize, u32) {
 /// probe) to `to`. Returns the length.
 pub fn write_arp_request(
     buf: &mut [u8],
-    mac: [u8; 6],
+    mac: MacAddr,
     sender: Ipv4Addr,
     target: Ipv4Addr,
-    to: Option<[u8; 6]>,
+    to: Option<MacAddr>,
 ) -> Option<usize> {
-    const LEN: usize = 60;
-    let b = buf.get_mut(..LEN)?;
+    let b = buf.get_mut(..MIN_FRAME_LEN)?;
     b.fill(0);
-    b[0..6].copy_from_slice(&to.unwrap_or([0xff; 6]));
-    b[6..12].copy_from_slice(&mac);
-    b[12..14].copy_from_slice(&[0x08, 0x06]);
-    b[14..22].copy_from_slice(&[0, 1, 0x08, 0, 6, 4, 0, 1]);
-    b[22..28].copy_from_slice(&mac);
-    b[28..32].copy_from_slice(&sender.octets());
-    b[38..42].copy_from_slice(&target.octets());
-    Some(LEN)
+    let eth = EthernetRepr {
+        src_addr: mac,
+        dst_addr: to.unwrap_or(BROADCAST_MAC),
+        ethertype: ethertype::ARP,
+    };
+    let request = ArpRepr {
+        operation: arp::OP_REQUEST,
+        sender_hw: mac,
+        sender_ip: sender,
+        target_hw: [0; 6],
+        target_ip: target,
+    };
+    request.emit(eth.emit(b).ok()?.payload_mut()).ok()?;
+    Some(MIN_FRAME_LEN)
 }
 
 /// Writes a neighbour solicitation for `target` from (`mac`, `sender`)
@@ -668,43 +678,43 @@ pub fn write_arp_request(
 /// probe) to the target itself at MAC `to`. Returns the length.
 pub fn write_neighbor_solicitation(
     buf: &mut [u8],
-    mac: [u8; 6],
+    mac: MacAddr,
     sender: Ipv6Addr,
     target: Ipv6Addr,
-    to: Option<[u8; 6]>,
+    to: Option<MacAddr>,
 ) -> Option<usize> {
-    const LEN: usize = 14 + 40 + 32;
-    let b = buf.get_mut(..LEN)?;
+    let ns = NdiscRepr::NeighborSolicit {
+        target_addr: target,
+        lladdr: Some(mac),
+    };
+    let len = ethernet::HEADER_LEN + ipv6::HEADER_LEN + ns.buffer_len();
+    let b = buf.get_mut(..len)?;
     b.fill(0);
-    let t = target.octets();
     let (dst, dst_mac) = match to {
         Some(m) => (target, m),
-        None => (
-            Ipv6Addr::from([
-                0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, t[13], t[14], t[15],
-            ]),
-            [0x33, 0x33, 0xff, t[13], t[14], t[15]],
-        ),
+        None => {
+            let group = icmpv6::solicited_node(&target);
+            (group, icmpv6::multicast_mac(&group))
+        }
     };
-    b[0..6].copy_from_slice(&dst_mac);
-    b[6..12].copy_from_slice(&mac);
-    b[12..14].copy_from_slice(&[0x86, 0xdd]);
-    let ip = &mut b[14..54];
-    ip[0] = 0x60;
-    ip[4..6].copy_from_slice(&32u16.to_be_bytes());
-    ip[6] = 58;
-    ip[7] = 255;
-    ip[8..24].copy_from_slice(&sender.octets());
-    ip[24..40].copy_from_slice(&dst.octets());
-    let icmp = &mut b[54..86];
-    icmp[0] = 135;
-    icmp[8..24].copy_from_slice(&t);
-    icmp[24] = 1; // source link-layer address option
-    icmp[25] = 1;
-    icmp[26..32].copy_from_slice(&mac);
-    let csum = crate::wire::checksum::l4_checksum_v6(&sender, &dst, 58, icmp);
-    b[56..58].copy_from_slice(&csum.to_be_bytes());
-    Some(LEN)
+    let eth = EthernetRepr {
+        src_addr: mac,
+        dst_addr: dst_mac,
+        ethertype: ethertype::IPV6,
+    };
+    let ip = Ipv6Repr {
+        src_addr: sender,
+        dst_addr: dst,
+        next_header: ip_proto::ICMPV6,
+        hop_limit: ND_HOP_LIMIT,
+        traffic_class: 0,
+        flow_label: 0,
+        payload_len: ns.buffer_len(),
+    };
+    let mut eth = eth.emit(b).ok()?;
+    let mut ip = ip.emit(eth.payload_mut()).ok()?;
+    ns.emit(ip.payload_mut(), &sender, &dst).ok()?;
+    Some(len)
 }
 
 #[cfg(test)]
@@ -1090,5 +1100,42 @@ mod tests {
                 other => panic!("not ICMPv6: {other:?}"),
             }
         }
+    }
+
+    /// The requests' bytes, as they were when written by byte offset.
+    #[test]
+    fn requests_are_the_fixture_bytes() {
+        let mut buf = [0xAAu8; 128];
+        let n = write_arp_request(
+            &mut buf,
+            MAC,
+            "10.0.0.1".parse().unwrap(),
+            "10.0.0.9".parse().unwrap(),
+            Some(MAC2),
+        )
+        .unwrap();
+        let mut arp = vec![
+            2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 6, 0, 1, 8, 0, 6, 4, 0, 1,
+        ];
+        arp.extend_from_slice(&[2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 9]);
+        arp.resize(60, 0);
+        assert_eq!(buf[..n], arp[..]);
+
+        let mut buf = [0xAAu8; 128];
+        let n = write_neighbor_solicitation(
+            &mut buf,
+            MAC,
+            "fd00::1".parse().unwrap(),
+            "fd00::1:2:3".parse().unwrap(),
+            None,
+        )
+        .unwrap();
+        let ns: [u8; 86] = [
+            51, 51, 255, 2, 0, 3, 2, 0, 0, 0, 0, 1, 134, 221, 96, 0, 0, 0, 0, 32, 58, 255, 253, 0,
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 255, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 255, 2,
+            0, 3, 135, 0, 125, 144, 0, 0, 0, 0, 253, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2, 0, 3,
+            1, 1, 2, 0, 0, 0, 0, 1,
+        ];
+        assert_eq!(buf[..n], ns);
     }
 }

@@ -11,18 +11,14 @@
 //!
 //! Sans-IO: bytes in, bytes out, no allocation.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
-
-use crate::wire::checksum::{checksum, l4_checksum_v4, l4_checksum_v6};
-use crate::wire::{ip_proto, Fragment, L3Kind, Parsed};
+use crate::wire::ethernet;
+use crate::wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
+use crate::wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
+use crate::wire::tcp::{self, TcpPacket, TcpRepr};
+use crate::wire::{ip_proto, Fragment, L3Kind, MacAddr, Parsed, TcpFlags, WireError};
 
 /// TTL / hop limit of a generated RST.
 pub const RST_TTL: u8 = 64;
-
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const RST: u8 = 0x04;
-const ACK: u8 = 0x10;
 
 /// Why a segment gets no RST.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,14 +36,14 @@ pub enum NoRst {
 /// `ack`, flags `flags` and `data_len` bytes of data: with ACK set,
 /// `<SEQ=SEG.ACK><CTL=RST>`; otherwise `<SEQ=0><ACK=SEG.SEQ+SEG.LEN>
 /// <CTL=RST,ACK>`, where SEG.LEN counts SYN and FIN.
-pub fn rst_numbers(seq: u32, ack: u32, flags: u8, data_len: u32) -> (u32, u32, u8) {
-    if flags & ACK != 0 {
-        (ack, 0, RST)
+pub fn rst_numbers(seq: u32, ack: u32, flags: TcpFlags, data_len: u32) -> (u32, u32, TcpFlags) {
+    if flags.contains(TcpFlags::ACK) {
+        (ack, 0, TcpFlags::RST)
     } else {
         let len = data_len
-            .wrapping_add(u32::from(flags & SYN != 0))
-            .wrapping_add(u32::from(flags & FIN != 0));
-        (0, seq.wrapping_add(len), RST | ACK)
+            .wrapping_add(u32::from(flags.contains(TcpFlags::SYN)))
+            .wrapping_add(u32::from(flags.contains(TcpFlags::FIN)));
+        (0, seq.wrapping_add(len), TcpFlags::RST | TcpFlags::ACK)
     }
 }
 
@@ -59,7 +55,7 @@ pub fn rst_numbers(seq: u32, ack: u32, flags: u8, data_len: u32) -> (u32, u32, u
 /// options (window 0), no data, both checksums computed. Returns the new
 /// frame length (never more than the old one: a segment has at least the
 /// headers the RST has).
-pub fn rst_reply(frame: &mut [u8], p: &Parsed, our_mac: [u8; 6]) -> Result<usize, NoRst> {
+pub fn rst_reply(frame: &mut [u8], p: &Parsed, our_mac: MacAddr) -> Result<usize, NoRst> {
     if p.l4_proto != ip_proto::TCP || p.fragment != Fragment::None {
         return Err(NoRst::NotTcp);
     }
@@ -70,88 +66,102 @@ pub fn rst_reply(frame: &mut [u8], p: &Parsed, our_mac: [u8; 6]) -> Result<usize
     };
     let (l3, l4) = (p.l3_offset, p.l4_offset);
     let seg = frame.get(l4..p.l3_end).ok_or(NoRst::Truncated)?;
-    let tcp = seg.get(..20).ok_or(NoRst::Truncated)?;
-    let doff = usize::from(tcp[12] >> 4) * 4;
-    if doff < 20 || doff > seg.len() {
-        return Err(NoRst::Truncated);
-    }
-    let flags = tcp[13];
-    if flags & RST != 0 {
+    let seg = TcpPacket::new_checked(seg).map_err(|_| NoRst::Truncated)?;
+    let flags = seg.flags();
+    if flags.contains(TcpFlags::RST) {
         return Err(NoRst::IsRst);
     }
-    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    let (sport, dport) = ([tcp[0], tcp[1]], [tcp[2], tcp[3]]);
-    let data_len = (seg.len() - doff) as u32;
-    let (seq, ack, rflags) = rst_numbers(be32(&tcp[4..8]), be32(&tcp[8..12]), flags, data_len);
+    let data_len = seg.payload().len() as u32;
+    let (seq, ack, rst_flags) = rst_numbers(seg.seq_number(), seg.ack_number(), flags, data_len);
+    let rst = TcpRepr {
+        src_port: seg.dst_port(),
+        dst_port: seg.src_port(),
+        seq_number: seq,
+        ack_number: ack,
+        flags: rst_flags,
+        window: 0,
+        urgent_ptr: 0,
+    };
 
-    // The sender's addresses, before anything is overwritten.
-    let (alen, aoff) = if v4 { (4, 12) } else { (16, 8) };
-    let ip = frame
-        .get(l3..l3 + aoff + 2 * alen)
-        .ok_or(NoRst::Truncated)?;
-    let mut src = [0u8; 16];
-    let mut dst = [0u8; 16];
-    src[..alen].copy_from_slice(&ip[aoff..aoff + alen]);
-    dst[..alen].copy_from_slice(&ip[aoff + alen..aoff + 2 * alen]);
-    let ip_len = if v4 { 20 } else { 40 };
-    let end = l3 + ip_len + 20;
-    if frame.len() < end || l3 < 14 {
+    // The IP header from the segment's destination back to its source,
+    // read before anything is overwritten.
+    let ip = frame.get(l3..).ok_or(NoRst::Truncated)?;
+    let reply = if v4 {
+        let h = Ipv4Packet::new_checked_truncated(ip).map_err(|_| NoRst::Truncated)?;
+        IpReply::V4(Ipv4Repr {
+            src_addr: h.dst_addr(),
+            dst_addr: h.src_addr(),
+            protocol: ip_proto::TCP,
+            ttl: RST_TTL,
+            tos: 0,
+            ident: 0,
+            dont_frag: true,
+            payload_len: tcp::MIN_HEADER_LEN,
+        })
+    } else {
+        let h = Ipv6Packet::new_checked_truncated(ip).map_err(|_| NoRst::Truncated)?;
+        IpReply::V6(Ipv6Repr {
+            src_addr: h.dst_addr(),
+            dst_addr: h.src_addr(),
+            next_header: ip_proto::TCP,
+            hop_limit: RST_TTL,
+            traffic_class: 0,
+            flow_label: 0,
+            payload_len: tcp::MIN_HEADER_LEN,
+        })
+    };
+    let end = l3 + reply.header_len() + tcp::MIN_HEADER_LEN;
+    if frame.len() < end || l3 < ethernet::HEADER_LEN {
         return Err(NoRst::Truncated);
     }
-
-    // Ethernet: back to the sender.
-    let (d, s) = frame.split_at_mut(6);
-    d.swap_with_slice(&mut s[..6]);
-    frame[6..12].copy_from_slice(&our_mac);
-
-    // TCP: ports swapped, the RST's numbers, no options, no data.
-    let t = l3 + ip_len;
-    {
-        let h = &mut frame[t..t + 20];
-        h[0..2].copy_from_slice(&dport);
-        h[2..4].copy_from_slice(&sport);
-        h[4..8].copy_from_slice(&seq.to_be_bytes());
-        h[8..12].copy_from_slice(&ack.to_be_bytes());
-        h[12] = 5 << 4;
-        h[13] = rflags;
-        h[14..20].fill(0); // window, checksum, urgent pointer
-    }
-
-    // IP: from the segment's destination to its source.
-    if v4 {
-        let (a, b) = (to4(&dst), to4(&src));
-        let h = &mut frame[l3..l3 + 20];
-        h[0] = 0x45;
-        h[1] = 0;
-        h[2..4].copy_from_slice(&40u16.to_be_bytes());
-        h[4..6].fill(0);
-        h[6..8].copy_from_slice(&0x4000u16.to_be_bytes());
-        h[8] = RST_TTL;
-        h[9] = ip_proto::TCP;
-        h[10..12].fill(0);
-        h[12..16].copy_from_slice(&a.octets());
-        h[16..20].copy_from_slice(&b.octets());
-        let c = checksum(h);
-        h[10..12].copy_from_slice(&c.to_be_bytes());
-        let c = l4_checksum_v4(a, b, ip_proto::TCP, &frame[t..t + 20]);
-        frame[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
-    } else {
-        let (a, b) = (Ipv6Addr::from(dst), Ipv6Addr::from(src));
-        let h = &mut frame[l3..l3 + 40];
-        h[0..4].copy_from_slice(&(6u32 << 28).to_be_bytes());
-        h[4..6].copy_from_slice(&20u16.to_be_bytes());
-        h[6] = ip_proto::TCP;
-        h[7] = RST_TTL;
-        h[8..24].copy_from_slice(&a.octets());
-        h[24..40].copy_from_slice(&b.octets());
-        let c = l4_checksum_v6(&a, &b, ip_proto::TCP, &frame[t..t + 20]);
-        frame[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
-    }
+    let peer = ethernet::src_addr(frame).map_err(|_| NoRst::Truncated)?;
+    write_rst(&mut frame[..end], l3, [peer, our_mac], &reply, &rst)
+        .map_err(|_| NoRst::Truncated)?;
     Ok(end)
 }
 
-fn to4(a: &[u8; 16]) -> Ipv4Addr {
-    Ipv4Addr::new(a[0], a[1], a[2], a[3])
+/// The IP header of a RST.
+enum IpReply {
+    V4(Ipv4Repr),
+    V6(Ipv6Repr),
+}
+
+impl IpReply {
+    fn header_len(&self) -> usize {
+        match self {
+            IpReply::V4(_) => ipv4::MIN_HEADER_LEN,
+            IpReply::V6(_) => ipv6::HEADER_LEN,
+        }
+    }
+}
+
+/// Writes the RST over `frame`, which ends where the RST does: Ethernet
+/// addresses `[dst, src]`, the IP header at `l3`, the TCP header after it
+/// with its checksum.
+fn write_rst(
+    frame: &mut [u8],
+    l3: usize,
+    [dst, src]: [MacAddr; 2],
+    ip: &IpReply,
+    rst: &TcpRepr,
+) -> Result<(), WireError> {
+    ethernet::set_addrs(frame, dst, src)?;
+    let ip_frame = frame.get_mut(l3..).ok_or(WireError::Truncated)?;
+    let segment = ip_frame
+        .get_mut(ip.header_len()..)
+        .ok_or(WireError::Truncated)?;
+    let mut segment = rst.emit(segment)?;
+    match ip {
+        IpReply::V4(h) => {
+            segment.fill_checksum_v4(h.src_addr, h.dst_addr);
+            h.emit(ip_frame)?;
+        }
+        IpReply::V6(h) => {
+            segment.fill_checksum_v6(&h.src_addr, &h.dst_addr);
+            h.emit(ip_frame)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -162,6 +172,11 @@ mod tests {
         IpNumber, Ipv4Header, Ipv6FragmentHeader, NetSlice, PacketBuilder, SlicedPacket, TcpHeader,
         TcpOptionElement, TransportSlice,
     };
+
+    const FIN: u8 = TcpFlags::FIN.0;
+    const SYN: u8 = TcpFlags::SYN.0;
+    const RST: u8 = TcpFlags::RST.0;
+    const ACK: u8 = TcpFlags::ACK.0;
 
     const OUR: [u8; 6] = [2, 0, 0, 0, 1, 1];
     const PEER: [u8; 6] = [2, 0, 0, 0, 0xc1, 1];
@@ -503,9 +518,13 @@ mod tests {
 
     #[test]
     fn rst_numbers_follow_rfc_793() {
-        assert_eq!(rst_numbers(1, 99, ACK, 10), (99, 0, RST));
-        assert_eq!(rst_numbers(1, 99, ACK | FIN, 10), (99, 0, RST));
-        assert_eq!(rst_numbers(1, 99, SYN, 0), (0, 2, RST | ACK));
-        assert_eq!(rst_numbers(u32::MAX, 0, FIN, 0), (0, 0, RST | ACK));
+        let numbers = |seq, ack, flags, len| {
+            let (s, a, f) = rst_numbers(seq, ack, TcpFlags(flags), len);
+            (s, a, f.0)
+        };
+        assert_eq!(numbers(1, 99, ACK, 10), (99, 0, RST));
+        assert_eq!(numbers(1, 99, ACK | FIN, 10), (99, 0, RST));
+        assert_eq!(numbers(1, 99, SYN, 0), (0, 2, RST | ACK));
+        assert_eq!(numbers(u32::MAX, 0, FIN, 0), (0, 0, RST | ACK));
     }
 }

@@ -38,14 +38,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use conf::counters::Counter;
 
 use crate::wire::arp::{ArpPacket, OP_REPLY, OP_REQUEST, PACKET_LEN as ARP_LEN};
-use crate::wire::checksum;
-use crate::wire::ethernet::{MIN_FRAME_LEN, VLAN_TAG_LEN};
+use crate::wire::ethernet::{self, MIN_FRAME_LEN, VLAN_TAG_LEN};
 use crate::wire::icmpv4::{self, Icmpv4Packet};
-use crate::wire::icmpv6::{self, na_flags, Icmpv6Packet, NdOption};
-use crate::wire::ipv4::{self, Ipv4Packet};
-use crate::wire::ipv6::{self, Ipv6Packet};
+use crate::wire::icmpv6::{self, na_flags, Icmpv6Packet, NdOption, NdiscRepr};
+use crate::wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
+use crate::wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
 use crate::wire::{
-    ip_proto, mac_is_unicast, parse_frame, rd_mac, wr16, Fragment, L3Kind, MacAddr, Parsed,
+    ip_proto, mac_is_unicast, parse_frame, Fragment, L3Kind, MacAddr, Parsed, WireError,
 };
 
 /// How many echo requests one worker answers: a token bucket of
@@ -87,8 +86,7 @@ pub fn is_echo_request(p: &Parsed) -> bool {
 
 /// TTL / hop limit of echo replies.
 pub const REPLY_TTL: u8 = 64;
-/// Hop limit of every NDP message (RFC 4861).
-pub const ND_HOP_LIMIT: u8 = 255;
+pub use crate::wire::icmpv6::ND_HOP_LIMIT;
 /// ff02::1, all nodes.
 pub const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 
@@ -362,7 +360,9 @@ pub fn arp_parsed(
     r.set_sender_ip(tpa);
     r.set_target_hw(sha);
     r.set_target_ip(spa);
-    set_macs(buf, sha, port_mac);
+    if ethernet::set_addrs(buf, sha, port_mac).is_err() {
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
+    }
     let len = finish(buf, l3 + ARP_LEN, p);
     Outcome::Replied { len, learn }
 }
@@ -407,13 +407,8 @@ pub fn icmpv4_parsed(
     if p.l4_offset != l3 + ip.header_len() {
         return Outcome::drop(Counter::DropSlowpathUnhandled);
     }
-    let (src, dst, tos, ident, df) = (
-        ip.src_addr(),
-        ip.dst_addr(),
-        ip.tos(),
-        ip.ident(),
-        ip.dont_frag(),
-    );
+    let request = Ipv4Repr::parse(&ip);
+    let (src, dst) = (request.src_addr, request.dst_addr);
     if !is_owned(dst) {
         return Outcome::drop(Counter::DropIcmpNotOurs);
     }
@@ -426,48 +421,51 @@ pub fn icmpv4_parsed(
     if icmp.msg_type() != icmpv4::msg_type::ECHO_REQUEST || icmp.code() != 0 {
         return Outcome::ToHost { learn: None };
     }
-    let eth_src = rd_mac(buf, 6);
+    let Ok(eth_src) = ethernet::src_addr(buf) else {
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
+    };
     if !v4_source_ok(src) || !mac_is_unicast(&eth_src) {
         return Outcome::drop(Counter::DropIcmpBadSource);
     }
     if !icmp.verify_checksum() {
         return Outcome::drop(Counter::DropIcmpBadChecksum);
     }
-    let old_csum = icmp.checksum();
 
+    // The message moves up over any IP options; the reply's header has
+    // none (its total length is at most the request's).
     let icmp_len = p.l3_end - p.l4_offset;
     let new_l4 = l3 + ipv4::MIN_HEADER_LEN;
     if p.l4_offset != new_l4 {
         buf.copy_within(p.l4_offset..p.l3_end, new_l4);
     }
-    let total = ipv4::MIN_HEADER_LEN + icmp_len; // <= the old total length
-    {
-        let h = &mut buf[l3..new_l4];
-        h[0] = 0x45;
-        h[1] = tos;
-        wr16(h, 2, u16::try_from(total).unwrap_or(u16::MAX));
-        wr16(h, 4, ident);
-        h[6] = if df { 0x40 } else { 0 };
-        h[7] = 0;
-        h[8] = REPLY_TTL;
-        h[9] = ip_proto::ICMP;
-        h[10] = 0;
-        h[11] = 0;
-        h[12..16].copy_from_slice(&dst.octets());
-        h[16..20].copy_from_slice(&src.octets());
-        let c = checksum::checksum(h);
-        wr16(h, 10, c);
+    let reply = Ipv4Repr {
+        src_addr: dst,
+        dst_addr: src,
+        protocol: ip_proto::ICMP,
+        ttl: REPLY_TTL,
+        payload_len: icmp_len,
+        ..request
+    };
+    if write_echo_reply_v4(buf, l3, &reply, [eth_src, port_mac]).is_err() {
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     }
-    // Type 8 -> 0 with code 0: the first word goes 0x0800 -> 0x0000.
-    buf[new_l4] = icmpv4::msg_type::ECHO_REPLY;
-    wr16(
-        buf,
-        new_l4 + 2,
-        checksum::update16(old_csum, 0x0800, 0x0000),
-    );
-    set_macs(buf, eth_src, port_mac);
     let len = finish(buf, new_l4 + icmp_len, p);
     Outcome::Replied { len, learn: None }
+}
+
+/// Writes the header `ip` at `l3` over an echo request whose message
+/// already follows it, turns the message into the reply (type 0, checksum
+/// updated) and addresses the frame `[dst, src]`.
+fn write_echo_reply_v4(
+    buf: &mut [u8],
+    l3: usize,
+    ip: &Ipv4Repr,
+    [dst, src]: [MacAddr; 2],
+) -> Result<(), WireError> {
+    let end = l3 + ipv4::MIN_HEADER_LEN + ip.payload_len;
+    let mut packet = ip.emit(buf.get_mut(l3..end).ok_or(WireError::Truncated)?)?;
+    Icmpv4Packet::new_checked(packet.payload_mut())?.rewrite_msg_type(icmpv4::msg_type::ECHO_REPLY);
+    ethernet::set_addrs(buf, dst, src)
 }
 
 /// Answer an ICMPv6 echo request to an owned address, or an NDP neighbor
@@ -505,6 +503,7 @@ pub fn icmpv6_parsed(
         src: ip.src_addr(),
         dst: ip.dst_addr(),
         hop: ip.hop_limit(),
+        request: Ipv6Repr::parse(&ip),
     };
     let dst_owned = is_owned(&h.dst);
     let for_host = dst_owned || h.dst.is_multicast();
@@ -531,6 +530,9 @@ struct V6Hdr {
     src: Ipv6Addr,
     dst: Ipv6Addr,
     hop: u8,
+    /// The whole fixed header, whose traffic class and flow label an echo
+    /// reply keeps.
+    request: Ipv6Repr,
 }
 
 fn echo_v6(buf: &mut [u8], p: &Parsed, port_mac: MacAddr, h: &V6Hdr) -> Icmpv6Outcome {
@@ -540,7 +542,9 @@ fn echo_v6(buf: &mut [u8], p: &Parsed, port_mac: MacAddr, h: &V6Hdr) -> Icmpv6Ou
     if icmp.code() != 0 {
         return Outcome::ToHost { learn: None };
     }
-    let eth_src = rd_mac(buf, 6);
+    let Ok(eth_src) = ethernet::src_addr(buf) else {
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
+    };
     if h.src.is_unspecified()
         || h.src.is_multicast()
         || h.src.is_loopback()
@@ -551,33 +555,41 @@ fn echo_v6(buf: &mut [u8], p: &Parsed, port_mac: MacAddr, h: &V6Hdr) -> Icmpv6Ou
     if !icmp.verify_checksum(&h.src, &h.dst) {
         return Outcome::drop(Counter::DropIcmpBadChecksum);
     }
-    let old_csum = icmp.checksum();
     let l3 = p.l3_offset;
     let icmp_len = p.l3_end - p.l4_offset;
     let new_l4 = l3 + ipv6::HEADER_LEN;
     if p.l4_offset != new_l4 {
         buf.copy_within(p.l4_offset..p.l3_end, new_l4);
     }
-    {
-        // Version, traffic class and flow label are kept.
-        let hdr = &mut buf[l3..new_l4];
-        wr16(hdr, 4, u16::try_from(icmp_len).unwrap_or(u16::MAX));
-        hdr[6] = ip_proto::ICMPV6;
-        hdr[7] = REPLY_TTL;
-        hdr[8..24].copy_from_slice(&h.dst.octets());
-        hdr[24..40].copy_from_slice(&h.src.octets());
+    // Traffic class and flow label are kept; extension headers are not.
+    let reply = Ipv6Repr {
+        src_addr: h.dst,
+        dst_addr: h.src,
+        next_header: ip_proto::ICMPV6,
+        hop_limit: REPLY_TTL,
+        payload_len: icmp_len,
+        ..h.request
+    };
+    if write_echo_reply_v6(buf, l3, &reply, [eth_src, port_mac]).is_err() {
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     }
-    // Swapping the addresses leaves the pseudo-header sum unchanged; only
-    // the first word changes, 0x8000 -> 0x8100.
-    buf[new_l4] = icmpv6::msg_type::ECHO_REPLY;
-    wr16(
-        buf,
-        new_l4 + 2,
-        checksum::update16(old_csum, 0x8000, 0x8100),
-    );
-    set_macs(buf, eth_src, port_mac);
     let len = finish(buf, new_l4 + icmp_len, p);
     Outcome::Replied { len, learn: None }
+}
+
+/// [`write_echo_reply_v4`] for IPv6. Swapping the addresses leaves the
+/// pseudo-header sum unchanged, so only the type's change enters the
+/// checksum.
+fn write_echo_reply_v6(
+    buf: &mut [u8],
+    l3: usize,
+    ip: &Ipv6Repr,
+    [dst, src]: [MacAddr; 2],
+) -> Result<(), WireError> {
+    let end = l3 + ipv6::HEADER_LEN + ip.payload_len;
+    let mut packet = ip.emit(buf.get_mut(l3..end).ok_or(WireError::Truncated)?)?;
+    Icmpv6Packet::new_checked(packet.payload_mut())?.rewrite_msg_type(icmpv6::msg_type::ECHO_REPLY);
+    ethernet::set_addrs(buf, dst, src)
 }
 
 fn neighbor_solicit(
@@ -639,7 +651,7 @@ fn neighbor_solicit(
             learn,
         };
     }
-    let eth_src = rd_mac(buf, 6);
+    let eth_src = ethernet::src_addr(buf).unwrap_or_default();
     if !mac_is_unicast(&eth_src) {
         return Outcome::Drop {
             reason: Counter::DropNdInvalid,
@@ -660,35 +672,40 @@ fn neighbor_solicit(
     } else {
         (h.src, eth_src)
     };
-    let flags = na_flags::OVERRIDE | if dad { 0 } else { na_flags::SOLICITED };
-    {
-        let hdr = &mut buf[l3..na_l4];
-        hdr[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
-        wr16(hdr, 4, icmp_len as u16);
-        hdr[6] = ip_proto::ICMPV6;
-        hdr[7] = ND_HOP_LIMIT;
-        hdr[8..24].copy_from_slice(&target.octets());
-        hdr[24..40].copy_from_slice(&reply_ip.octets());
+    let na = NdiscRepr::NeighborAdvert {
+        flags: na_flags::OVERRIDE | if dad { 0 } else { na_flags::SOLICITED },
+        target_addr: target,
+        lladdr: with_tlla.then_some(port_mac),
+    };
+    let ip = Ipv6Repr {
+        src_addr: target,
+        dst_addr: reply_ip,
+        next_header: ip_proto::ICMPV6,
+        hop_limit: ND_HOP_LIMIT,
+        traffic_class: 0,
+        flow_label: 0,
+        payload_len: icmp_len,
+    };
+    if write_neighbor_advert(buf, l3, &ip, &na, [reply_mac, port_mac]).is_err() {
+        return Outcome::drop(Counter::DropSlowpathUnhandled);
     }
-    {
-        let m = &mut buf[na_l4..na_l4 + icmp_len];
-        m[0] = icmpv6::msg_type::NEIGHBOR_ADVERT;
-        m[1] = 0;
-        m[2..4].fill(0);
-        m[4] = flags;
-        m[5..8].fill(0);
-        m[8..24].copy_from_slice(&target.octets());
-        if with_tlla {
-            m[24] = icmpv6::nd_option::TARGET_LL_ADDR;
-            m[25] = 1;
-            m[26..32].copy_from_slice(&port_mac);
-        }
-        let c = checksum::l4_checksum_v6(&target, &reply_ip, ip_proto::ICMPV6, m);
-        wr16(m, 2, c);
-    }
-    set_macs(buf, reply_mac, port_mac);
     let len = finish(buf, na_l4 + icmp_len, p);
     Outcome::Replied { len, learn }
+}
+
+/// Writes a Neighbor Advertisement `na` under the header `ip` at `l3`,
+/// addressed `[dst, src]`.
+fn write_neighbor_advert(
+    buf: &mut [u8],
+    l3: usize,
+    ip: &Ipv6Repr,
+    na: &NdiscRepr,
+    [dst, src]: [MacAddr; 2],
+) -> Result<(), WireError> {
+    let end = l3 + ipv6::HEADER_LEN + ip.payload_len;
+    let mut packet = ip.emit(buf.get_mut(l3..end).ok_or(WireError::Truncated)?)?;
+    na.emit(packet.payload_mut(), &ip.src_addr, &ip.dst_addr)?;
+    ethernet::set_addrs(buf, dst, src)
 }
 
 fn neighbor_advert(buf: &[u8], p: &Parsed, h: &V6Hdr, for_host: bool) -> Icmpv6Outcome {
@@ -750,11 +767,6 @@ fn consistent(buf: &[u8], p: &Parsed) -> bool {
         && p.l4_offset <= p.l3_end
         && p.l4_offset + p.l4_len == p.l3_end
         && p.l3_end <= buf.len()
-}
-
-fn set_macs(buf: &mut [u8], dst: MacAddr, src: MacAddr) {
-    buf[0..6].copy_from_slice(&dst);
-    buf[6..12].copy_from_slice(&src);
 }
 
 /// Zero-pad a reply ending at `end` up to the Ethernet minimum (60 bytes,

@@ -19,9 +19,9 @@
 //! are in flight together instead of one after the other. While a port
 //! delivers full bursts (up to [`MAX_BURSTS_PER_POLL`] per iteration), the
 //! next burst is received and prepared between the entry prefetches of a
-//! burst and its run, so those loads have a burst's time to land
-//! (`border-perf pipeline`, 100k flows: 360-420 -> 309-339 ticks on top of
-//! the bare loop). The passes change nothing before the third, which looks
+//! burst and its run, so those loads have a burst's time to land (what
+//! that saves: docs/performance.md#worker-loop-figures). The passes change
+//! nothing before the third, which looks
 //! every frame up again, so a frame sees what the frames before it did,
 //! in its own burst and in the one before.
 
@@ -65,9 +65,8 @@ const SPIN_BEFORE_SLEEP: u32 = 512;
 /// replies, neighbour bindings, new table generations and stop ring its
 /// doorbell), so this bounds only what runs on the worker's clock: PROXY
 /// header retransmissions (first after 200 ms) and parked frames' timeouts
-/// fire at most this late, and the connection table keeps expiring.
-/// 100 wake-ups a second cost ~0.25-0.4% of a core (release build, four
-/// TAP queues; `border-perf wake`, `tests/e2e_idle.rs`).
+/// fire at most this late, and the connection table keeps expiring. What
+/// 100 wake-ups a second cost: docs/performance.md#worker-loop-figures.
 pub const IDLE_WAIT: Duration = Duration::from_millis(10);
 const MIN_IDLE_SLEEP: Duration = Duration::from_micros(10);
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
@@ -656,7 +655,8 @@ fn hand_off<F: Frame>(
 /// (neighbour requests, the rest of a split segment, PROXY headers) right
 /// behind what it sent, so a split segment's parts leave in order.
 /// Cold: most packets have nothing to send after them, and the packet loop
-/// stays tight without it (measured with callgrind).
+/// stays tight without it (instructions per packet by callgrind:
+/// docs/performance.md#instructions-per-packet-callgrind).
 #[cold]
 #[inline(never)]
 fn transmit<P: PortIo>(io: &mut P, pipeline: &mut Pipeline, tx: &mut [TxQueue<P::Frame>]) {

@@ -12,16 +12,14 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use super::cookie::{self, CookieSecret, SynOptions};
 use crate::conntrack::FlowKey;
 use crate::ppv2::seg::Seg;
-use crate::wire::checksum::{
-    checksum, l4_checksum_v4, l4_checksum_v6, pseudo_header_v4, pseudo_header_v6,
-};
-use crate::wire::{ip_proto, TcpOption};
+use crate::wire::ethernet;
+use crate::wire::ipv4::{self, Ipv4Packet, Ipv4Repr};
+use crate::wire::ipv6::{self, Ipv6Packet, Ipv6Repr};
+use crate::wire::tcp::{self, TcpPacket, TcpRepr};
+use crate::wire::{ip_proto, TcpFlags, TcpOption};
 
 /// TTL / hop limit of the segments border writes.
 pub const TTL: u8 = 64;
-
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
 
 /// What border announces in its SYN-ACK.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,31 +82,43 @@ pub fn timestamps(tcp: &[u8]) -> Option<(u32, u32)> {
 
 /// Whether the TCP checksum of segment `s` in `frame` verifies.
 pub fn checksum_ok(frame: &[u8], s: &Seg) -> bool {
-    let data = &frame[s.l4..s.end];
-    let len = data.len();
-    let pseudo = if s.v6 {
-        let (src, dst) = addrs6(frame, s.l3);
-        pseudo_header_v6(&src, &dst, ip_proto::TCP, len as u32)
+    let Ok(seg) = TcpPacket::new_checked(&frame[s.l4..s.end]) else {
+        return false;
+    };
+    match addrs(frame, s) {
+        Some(Addrs::V4(src, dst)) => seg.verify_checksum_v4(src, dst),
+        Some(Addrs::V6(src, dst)) => seg.verify_checksum_v6(&src, &dst),
+        None => false,
+    }
+}
+
+/// The source and destination of an IP packet.
+#[derive(Clone, Copy)]
+enum Addrs {
+    V4(Ipv4Addr, Ipv4Addr),
+    V6(Ipv6Addr, Ipv6Addr),
+}
+
+impl Addrs {
+    /// The other way round: a reply's addresses.
+    fn reversed(self) -> Addrs {
+        match self {
+            Addrs::V4(s, d) => Addrs::V4(d, s),
+            Addrs::V6(s, d) => Addrs::V6(d, s),
+        }
+    }
+}
+
+/// The addresses of the IP packet of segment `s` in `f`.
+fn addrs(f: &[u8], s: &Seg) -> Option<Addrs> {
+    let ip = f.get(s.l3..)?;
+    Some(if s.v6 {
+        let h = Ipv6Packet::new_checked_truncated(ip).ok()?;
+        Addrs::V6(h.src_addr(), h.dst_addr())
     } else {
-        let (src, dst) = addrs4(frame, s.l3);
-        pseudo_header_v4(src, dst, ip_proto::TCP, len as u16)
-    };
-    let sum = crate::wire::checksum::add(pseudo, crate::wire::checksum::sum(data));
-    sum == 0xFFFF
-}
-
-fn addrs4(f: &[u8], l3: usize) -> (Ipv4Addr, Ipv4Addr) {
-    let a = |o: usize| Ipv4Addr::new(f[l3 + o], f[l3 + o + 1], f[l3 + o + 2], f[l3 + o + 3]);
-    (a(12), a(16))
-}
-
-fn addrs6(f: &[u8], l3: usize) -> (Ipv6Addr, Ipv6Addr) {
-    let a = |o: usize| {
-        let mut b = [0u8; 16];
-        b.copy_from_slice(&f[l3 + o..l3 + o + 16]);
-        Ipv6Addr::from(b)
-    };
-    (a(8), a(24))
+        let h = Ipv4Packet::new_checked_truncated(ip).ok()?;
+        Addrs::V4(h.src_addr(), h.dst_addr())
+    })
 }
 
 /// TCP options as Linux lays them out in a SYN or SYN-ACK: MSS, then
@@ -123,117 +133,84 @@ fn write_options(
     ts: Option<(u32, u32)>,
 ) -> usize {
     let mut n = 0;
-    let mut put = |b: &[u8]| {
-        out[n..n + b.len()].copy_from_slice(b);
-        n += b.len();
+    // At most 20 bytes in all: every option fits.
+    let mut put = |o: TcpOption| {
+        n += out.get_mut(n..).map_or(0, |b| o.emit(b).unwrap_or(0));
     };
-    let m = mss.to_be_bytes();
-    put(&[2, 4, m[0], m[1]]);
+    put(TcpOption::Mss(mss));
     match (sack, ts) {
-        (true, Some(_)) => put(&[4, 2]),
-        (false, Some(_)) => put(&[1, 1]),
-        (true, None) => put(&[1, 1, 4, 2]),
+        (true, Some(_)) => put(TcpOption::SackPermitted),
+        (false, Some(_)) => {
+            put(TcpOption::Nop);
+            put(TcpOption::Nop);
+        }
+        (true, None) => {
+            put(TcpOption::Nop);
+            put(TcpOption::Nop);
+            put(TcpOption::SackPermitted);
+        }
         (false, None) => {}
     }
-    if let Some((v, e)) = ts {
-        put(&[8, 10]);
-        put(&v.to_be_bytes());
-        put(&e.to_be_bytes());
+    if let Some((tsval, tsecr)) = ts {
+        put(TcpOption::Timestamps { tsval, tsecr });
     }
-    if let Some(s) = wscale {
-        put(&[1, 3, 3, s]);
+    if let Some(shift) = wscale {
+        put(TcpOption::Nop);
+        put(TcpOption::WindowScale(shift));
     }
     n
 }
 
-/// The fixed part of a TCP header border writes.
-struct TcpHead {
-    sport: [u8; 2],
-    dport: [u8; 2],
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    window: u16,
-}
-
-/// Writes the IP header (from `src` to `dst`, as found in the frame, `v6`
-/// or not), the TCP header and `opts` at `l3` and fixes both checksums.
-/// The segment carries no payload. Returns the frame's new length, or
-/// `None` when `buf` has no room.
+/// Writes the IP header (from and to `addrs`), the TCP header `head` and
+/// `opts` at `l3` with both checksums. The segment carries no payload.
+/// Returns the frame's new length, or `None` when `buf` has no room.
 fn write_segment(
     buf: &mut [u8],
     l3: usize,
-    v6: bool,
-    addrs: ([u8; 16], [u8; 16]),
-    head: &TcpHead,
+    addrs: Addrs,
+    head: &TcpRepr,
     opts: &[u8],
 ) -> Option<usize> {
-    let ip_len = if v6 { 40 } else { 20 };
-    let tcp_len = 20 + opts.len();
+    let ip_len = match addrs {
+        Addrs::V4(..) => ipv4::MIN_HEADER_LEN,
+        Addrs::V6(..) => ipv6::HEADER_LEN,
+    };
+    let tcp_len = tcp::MIN_HEADER_LEN + opts.len();
     let end = l3 + ip_len + tcp_len;
-    if buf.len() < end {
-        return None;
-    }
-    let t = l3 + ip_len;
-    {
-        let h = &mut buf[t..end];
-        h[0..2].copy_from_slice(&head.sport);
-        h[2..4].copy_from_slice(&head.dport);
-        h[4..8].copy_from_slice(&head.seq.to_be_bytes());
-        h[8..12].copy_from_slice(&head.ack.to_be_bytes());
-        h[12] = ((tcp_len / 4) as u8) << 4;
-        h[13] = head.flags;
-        h[14..16].copy_from_slice(&head.window.to_be_bytes());
-        h[16..20].fill(0);
-        h[20..].copy_from_slice(opts);
-    }
-    let (src, dst) = addrs;
-    if v6 {
-        let (a, b) = (Ipv6Addr::from(src), Ipv6Addr::from(dst));
-        let h = &mut buf[l3..t];
-        h[0..4].copy_from_slice(&(6u32 << 28).to_be_bytes());
-        h[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
-        h[6] = ip_proto::TCP;
-        h[7] = TTL;
-        h[8..24].copy_from_slice(&src);
-        h[24..40].copy_from_slice(&dst);
-        let c = l4_checksum_v6(&a, &b, ip_proto::TCP, &buf[t..end]);
-        buf[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
-    } else {
-        let a = Ipv4Addr::new(src[0], src[1], src[2], src[3]);
-        let b = Ipv4Addr::new(dst[0], dst[1], dst[2], dst[3]);
-        let h = &mut buf[l3..t];
-        h[0] = 0x45;
-        h[1] = 0;
-        h[2..4].copy_from_slice(&((20 + tcp_len) as u16).to_be_bytes());
-        h[4..6].fill(0);
-        h[6..8].copy_from_slice(&0x4000u16.to_be_bytes());
-        h[8] = TTL;
-        h[9] = ip_proto::TCP;
-        h[10..12].fill(0);
-        h[12..16].copy_from_slice(&src[..4]);
-        h[16..20].copy_from_slice(&dst[..4]);
-        let c = checksum(h);
-        h[10..12].copy_from_slice(&c.to_be_bytes());
-        let c = l4_checksum_v4(a, b, ip_proto::TCP, &buf[t..end]);
-        buf[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
+    let packet = buf.get_mut(l3..end)?;
+    let mut seg = head
+        .emit_with_options(packet.get_mut(ip_len..)?, opts)
+        .ok()?;
+    match addrs {
+        Addrs::V4(src, dst) => {
+            seg.fill_checksum_v4(src, dst);
+            let ip = Ipv4Repr {
+                src_addr: src,
+                dst_addr: dst,
+                protocol: ip_proto::TCP,
+                ttl: TTL,
+                tos: 0,
+                ident: 0,
+                dont_frag: true,
+                payload_len: tcp_len,
+            };
+            ip.emit(packet).ok()?;
+        }
+        Addrs::V6(src, dst) => {
+            seg.fill_checksum_v6(&src, &dst);
+            let ip = Ipv6Repr {
+                src_addr: src,
+                dst_addr: dst,
+                next_header: ip_proto::TCP,
+                hop_limit: TTL,
+                traffic_class: 0,
+                flow_label: 0,
+                payload_len: tcp_len,
+            };
+            ip.emit(packet).ok()?;
+        }
     }
     Some(end)
-}
-
-/// The source and destination addresses of the packet at `l3` (IPv4 in
-/// the first 4 bytes).
-fn addrs_at(f: &[u8], s: &Seg) -> ([u8; 16], [u8; 16]) {
-    let mut src = [0u8; 16];
-    let mut dst = [0u8; 16];
-    if s.v6 {
-        src.copy_from_slice(&f[s.l3 + 8..s.l3 + 24]);
-        dst.copy_from_slice(&f[s.l3 + 24..s.l3 + 40]);
-    } else {
-        src[..4].copy_from_slice(&f[s.l3 + 12..s.l3 + 16]);
-        dst[..4].copy_from_slice(&f[s.l3 + 16..s.l3 + 20]);
-    }
-    (src, dst)
 }
 
 /// Rewrites the client's SYN `s` in `buf` (the frame plus room to grow)
@@ -250,10 +227,10 @@ pub fn write_syn_ack(
     key: &FlowKey,
     announce: &Announce,
 ) -> Option<usize> {
-    let tcp = &buf[s.l4..s.end];
-    let said = syn_options(tcp);
-    let client_isn = u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]);
-    let (sport, dport) = ([tcp[0], tcp[1]], [tcp[2], tcp[3]]);
+    let said = syn_options(&buf[s.l4..s.end]);
+    let tcp = TcpPacket::new_checked(&buf[s.l4..s.end]).ok()?;
+    let client_isn = tcp.seq_number();
+    let (sport, dport) = (tcp.src_port(), tcp.dst_port());
     let c = cookie::encode(secret, now_ms, key, client_isn, &said.opts);
     let ts = said
         .opts
@@ -262,22 +239,19 @@ pub fn write_syn_ack(
     let mut o = [0u8; 20];
     let wscale = said.opts.wscale.map(|_| announce.wscale);
     let n = write_options(&mut o, announce.mss, wscale, said.opts.sack, ts);
-    let (src, dst) = addrs_at(buf, s);
-    if buf.len() < 12 {
-        return None;
-    }
-    let head = TcpHead {
-        sport: dport,
-        dport: sport,
-        seq: c.isn,
-        ack: client_isn.wrapping_add(1),
-        flags: SYN | ACK,
+    let addrs = addrs(buf, s)?;
+    let peer = ethernet::src_addr(buf).ok()?;
+    let head = TcpRepr {
+        src_port: dport,
+        dst_port: sport,
+        seq_number: c.isn,
+        ack_number: client_isn.wrapping_add(1),
+        flags: TcpFlags::SYN | TcpFlags::ACK,
         window: announce.window,
+        urgent_ptr: 0,
     };
-    let end = write_segment(buf, s.l3, s.v6, (dst, src), &head, &o[..n])?;
-    let (d, rest) = buf.split_at_mut(6);
-    d.swap_with_slice(&mut rest[..6]);
-    buf[6..12].copy_from_slice(&our_mac);
+    let end = write_segment(buf, s.l3, addrs.reversed(), &head, &o[..n])?;
+    ethernet::set_addrs(buf, peer, our_mac).ok()?;
     Some(end)
 }
 
@@ -288,23 +262,23 @@ pub fn write_syn_ack(
 /// frame then goes the way of every client segment (NAT, PROXY). Returns
 /// its length.
 pub fn ack_into_syn(buf: &mut [u8], s: &Seg, opts: &SynOptions, isn: u32) -> Option<usize> {
-    let tcp = &buf[s.l4..s.end];
-    let (sport, dport) = ([tcp[0], tcp[1]], [tcp[2], tcp[3]]);
-    let window = u16::from_be_bytes([tcp[14], tcp[15]]);
+    let tcp = TcpPacket::new_checked(&buf[s.l4..s.end]).ok()?;
+    let (sport, dport, window) = (tcp.src_port(), tcp.dst_port(), tcp.window());
     let ts = if opts.ts {
-        Some((timestamps(tcp).map_or(0, |(v, _)| v), 0))
+        Some((timestamps(tcp.into_inner()).map_or(0, |(v, _)| v), 0))
     } else {
         None
     };
     let mut o = [0u8; 20];
     let n = write_options(&mut o, opts.mss, opts.wscale, opts.sack, ts);
-    let addrs = addrs_at(buf, s);
-    let head = TcpHead {
-        sport,
-        dport,
-        seq: isn,
-        ack: 0,
-        flags: SYN,
+    let addrs = addrs(buf, s)?;
+    let head = TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq_number: isn,
+        ack_number: 0,
+        flags: TcpFlags::SYN,
+        urgent_ptr: 0,
         // The client's window from its ACK, unscaled: the best guess of
         // what its SYN offered.
         window: match opts.wscale {
@@ -312,7 +286,7 @@ pub fn ack_into_syn(buf: &mut [u8], s: &Seg, opts: &SynOptions, isn: u32) -> Opt
             None => window,
         },
     };
-    write_segment(buf, s.l3, s.v6, addrs, &head, &o[..n])
+    write_segment(buf, s.l3, addrs, &head, &o[..n])
 }
 
 #[cfg(test)]
@@ -321,6 +295,8 @@ mod tests {
     use crate::ppv2::seg::locate;
     use crate::wire::parse_frame;
     use etherparse::{PacketBuilder, TcpHeader, TcpOptionElement};
+
+    const SYN: u8 = TcpFlags::SYN.0;
 
     const OUR: [u8; 6] = [2, 0, 0, 0, 1, 1];
     const PEER: [u8; 6] = [2, 0, 0, 0, 0xc1, 1];
@@ -526,5 +502,49 @@ mod tests {
         );
         let n = write_options(&mut o, 536, None, false, None);
         assert_eq!(n, 4);
+    }
+
+    /// The segments' bytes, as they were when written by byte offset.
+    #[test]
+    fn segments_are_the_fixture_bytes() {
+        let hex = |h: &str| -> Vec<u8> {
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        let want = [
+            (
+                "02000000c1010200000001018100002a08004500003c000040004006061d0a010064c6336407\
+                 00509c409697dedefffffff1a012faf0ade60000020405b40402080a000f42590a0b0c0d0103\
+                 0307",
+                "02000000010102000000c10108004500003c000040004006061dc63364070a0100649c400050\
+                 ffffffef00000000a002ffff60da0000020405a00402080a0a0b0c0d0000000001030309",
+            ),
+            (
+                "02000000c1010200000001018100002a86dd600000000028064020010db80000000000000000\
+                 0000006420010db800000000000000000000005000509c409e261ea6fffffff1a012faf03f0a\
+                 0000020405b40402080a000f42590a0b0c0d01030307",
+                "02000000010102000000c10186dd600000000028064020010db8000000000000000000000050\
+                 20010db80000000000000000000000649c400050ffffffef00000000a002ffff395400000204\
+                 05a00402080a0a0b0c0d0000000001030309",
+            ),
+        ];
+        for (v6, (syn_ack, backend_syn)) in [false, true].into_iter().zip(want) {
+            let (mut f, len) = syn(v6, Some(42), &linux_opts());
+            let n = answer(&mut f, len, 1_000_000);
+            assert_eq!(f[..n], hex(syn_ack), "SYN-ACK, v6 {v6}");
+            let (mut f, len) = syn(v6, None, &linux_opts());
+            let p = parse_frame(&f[..len]).unwrap();
+            let s = locate(&f[..len], &p).unwrap();
+            let opts = SynOptions {
+                mss: 1440,
+                wscale: Some(9),
+                sack: true,
+                ts: true,
+            };
+            let n = ack_into_syn(&mut f, &s, &opts, 0xFFFF_FFEF).unwrap();
+            assert_eq!(f[..n], hex(backend_syn), "backend SYN, v6 {v6}");
+        }
     }
 }

@@ -16,7 +16,7 @@
 use super::cookie::SynOptions;
 use crate::ppv2::seg::{self, Seg};
 use crate::tstamp;
-use crate::wire::checksum;
+use crate::wire::{TcpFlags, TcpPacket};
 
 /// The window scale border announces to clients that offer one: Linux's
 /// usual choice, so a Linux backend's windows pass unchanged.
@@ -141,9 +141,8 @@ impl SpFlow {
 
     /// A client -> backend segment `s` of `frame`, before it is translated.
     pub fn to_backend(&self, frame: &mut [u8], s: &Seg) {
-        const ACK: u8 = 0x10;
         let d = self.seq_delta;
-        if d != 0 && s.flags(frame) & ACK != 0 {
+        if d != 0 && TcpFlags(s.flags(frame)).contains(TcpFlags::ACK) {
             let ack = s.ack(frame);
             seg::set_ack(frame, s, ack.wrapping_sub(d));
             seg::map_sack_edges(frame, s, |e| e.wrapping_sub(d));
@@ -167,25 +166,22 @@ fn unshift_tsecr(tcp: &mut [u8], delta: u32) {
 /// Multiplies the segment's window by `2^shift` (divides for a negative
 /// shift, rounding up so that an open window never reads as closed).
 fn rescale(frame: &mut [u8], s: &Seg, shift: i8) {
-    const SYN: u8 = 0x02;
-    if s.flags(frame) & SYN != 0 {
+    let Some(Ok(mut tcp)) = frame.get_mut(s.l4..s.end).map(TcpPacket::new_checked) else {
+        return;
+    };
+    if tcp.flags().contains(TcpFlags::SYN) {
         return; // a SYN's window is never scaled
     }
-    let at = s.l4 + 14;
-    let old = u16::from_be_bytes([frame[at], frame[at + 1]]);
+    let old = tcp.window();
     let new = if shift > 0 {
         (u32::from(old) << shift).min(65535) as u16
     } else {
         let sh = u32::from(shift.unsigned_abs());
         (u32::from(old).div_ceil(1 << sh)) as u16
     };
-    if new == old {
-        return;
+    if new != old {
+        tcp.rewrite_window(new);
     }
-    frame[at..at + 2].copy_from_slice(&new.to_be_bytes());
-    let c = u16::from_be_bytes([frame[s.l4 + 16], frame[s.l4 + 17]]);
-    let c = checksum::update16(c, old, new);
-    frame[s.l4 + 16..s.l4 + 18].copy_from_slice(&c.to_be_bytes());
 }
 
 #[cfg(test)]

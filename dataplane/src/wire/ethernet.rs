@@ -140,6 +140,50 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     }
 }
 
+/// An untagged Ethernet II header as values: what [`EthernetRepr::emit`]
+/// writes (smoltcp's `EthernetRepr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EthernetRepr {
+    /// Source MAC.
+    pub src_addr: MacAddr,
+    /// Destination MAC.
+    pub dst_addr: MacAddr,
+    /// EtherType of the payload.
+    pub ethertype: u16,
+}
+
+impl EthernetRepr {
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `buf` and
+    /// returns a view over the frame. `Err(Truncated)`, writing nothing,
+    /// when `buf` is shorter than the header.
+    pub fn emit<'a>(&self, buf: &'a mut [u8]) -> Result<EthernetFrame<&'a mut [u8]>, WireError> {
+        let h = buf.get_mut(..HEADER_LEN).ok_or(WireError::Truncated)?;
+        h[0..6].copy_from_slice(&self.dst_addr);
+        h[6..12].copy_from_slice(&self.src_addr);
+        wr16(h, 12, self.ethertype);
+        EthernetFrame::new_checked(buf)
+    }
+}
+
+/// The source MAC of a frame (its bytes 6..12), read without looking at
+/// what follows: for a frame whose header the caller's parse accepted.
+pub fn src_addr(frame: &[u8]) -> Result<MacAddr, WireError> {
+    if frame.len() < 12 {
+        return Err(WireError::Truncated);
+    }
+    Ok(rd_mac(frame, 6))
+}
+
+/// Sets the two MACs of a frame, leaving its VLAN tag and EtherType as they
+/// are: for a reply written over the frame it answers. `Err(Truncated)`,
+/// writing nothing, when the frame is shorter than the two addresses.
+pub fn set_addrs(frame: &mut [u8], dst: MacAddr, src: MacAddr) -> Result<(), WireError> {
+    let h = frame.get_mut(..12).ok_or(WireError::Truncated)?;
+    h[0..6].copy_from_slice(&dst);
+    h[6..12].copy_from_slice(&src);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +225,45 @@ mod tests {
             EthernetFrame::new_checked(&f[..13]).unwrap_err(),
             WireError::Truncated
         );
+    }
+
+    #[test]
+    fn emit_writes_the_fixture_bytes_and_parses_back() {
+        let r = EthernetRepr {
+            src_addr: [2, 0, 0, 0, 0, 1],
+            dst_addr: [0xff; 6],
+            ethertype: ethertype::ARP,
+        };
+        let mut b = [0xAAu8; 16];
+        let e = r.emit(&mut b[..]).unwrap();
+        assert_eq!(
+            (e.src(), e.dst(), e.ethertype()),
+            (r.src_addr, r.dst_addr, r.ethertype)
+        );
+        assert_eq!(
+            b[..14],
+            [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x08, 0x06]
+        );
+        assert_eq!(b[14..], [0xAA, 0xAA]);
+        assert_eq!(
+            r.emit(&mut [0u8; 13][..]).unwrap_err(),
+            WireError::Truncated
+        );
+    }
+
+    #[test]
+    fn set_addrs_keeps_the_tag() {
+        let mut f = [0u8; 18];
+        f[12..18].copy_from_slice(&[0x81, 0x00, 0x00, 0x2a, 0x08, 0x00]);
+        set_addrs(&mut f, [1; 6], [2; 6]).unwrap();
+        let e = EthernetFrame::new_checked(&f[..]).unwrap();
+        assert_eq!((e.dst(), e.src(), e.vlan_id()), ([1; 6], [2; 6], Some(42)));
+        assert_eq!(src_addr(&f), Ok([2; 6]));
+        assert_eq!(src_addr(&f[..11]), Err(WireError::Truncated));
+        assert_eq!(
+            set_addrs(&mut f[..11], [3; 6], [3; 6]),
+            Err(WireError::Truncated)
+        );
+        assert_eq!(f[0], 1, "nothing written");
     }
 }

@@ -14,6 +14,9 @@ use super::{rd16, rd32, rd_mac, rd_v6, wr16, wr32, MacAddr, WireError};
 pub const HEADER_LEN: usize = 8;
 /// Length of a Neighbor Solicitation/Advertisement without options.
 pub const ND_NEIGHBOR_LEN: usize = 24;
+/// Hop limit of every NDP message (RFC 4861): a receiver drops one that
+/// crossed a router.
+pub const ND_HOP_LIMIT: u8 = 255;
 
 /// Message types.
 pub mod msg_type {
@@ -143,6 +146,115 @@ pub fn multicast_mac(group: &Ipv6Addr) -> MacAddr {
     [0x33, 0x33, o[12], o[13], o[14], o[15]]
 }
 
+/// A Neighbor Solicitation or Advertisement with at most its one
+/// link-layer address option, as values: what [`NdiscRepr::emit`] writes
+/// and [`NdiscRepr::parse`] reads (smoltcp's `NdiscRepr`, these two kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NdiscRepr {
+    /// A Neighbor Solicitation; `lladdr` is its source link-layer address
+    /// option.
+    NeighborSolicit {
+        /// The address asked about.
+        target_addr: Ipv6Addr,
+        /// The sender's MAC, when the option is present.
+        lladdr: Option<MacAddr>,
+    },
+    /// A Neighbor Advertisement; `lladdr` is its target link-layer address
+    /// option.
+    NeighborAdvert {
+        /// R/S/O flags ([`na_flags`]).
+        flags: u8,
+        /// The address advertised.
+        target_addr: Ipv6Addr,
+        /// The target's MAC, when the option is present.
+        lladdr: Option<MacAddr>,
+    },
+}
+
+impl NdiscRepr {
+    /// The solicitation or advertisement in `msg`, with the first
+    /// link-layer address option of its kind; `None` for other messages
+    /// (or a malformed option).
+    pub fn parse<T: AsRef<[u8]>>(msg: &Icmpv6Packet<T>) -> Option<NdiscRepr> {
+        let target_addr = msg.nd_target()?;
+        let mut source = None;
+        let mut target = None;
+        for o in msg.nd_options() {
+            match o.ok()? {
+                NdOption::SourceLinkAddr(m) => source = source.or(Some(m)),
+                NdOption::TargetLinkAddr(m) => target = target.or(Some(m)),
+                NdOption::Other { .. } => {}
+            }
+        }
+        Some(match msg.msg_type() {
+            msg_type::NEIGHBOR_SOLICIT => NdiscRepr::NeighborSolicit {
+                target_addr,
+                lladdr: source,
+            },
+            _ => NdiscRepr::NeighborAdvert {
+                flags: msg.na_flags(),
+                target_addr,
+                lladdr: target,
+            },
+        })
+    }
+
+    /// Length of the message: 24 bytes, 32 with the option.
+    pub fn buffer_len(&self) -> usize {
+        let (NdiscRepr::NeighborSolicit { lladdr, .. } | NdiscRepr::NeighborAdvert { lladdr, .. }) =
+            self;
+        ND_NEIGHBOR_LEN + if lladdr.is_some() { 8 } else { 0 }
+    }
+
+    /// Writes the message into the first [`buffer_len`](Self::buffer_len)
+    /// bytes of `buf` (code 0, reserved bits 0) with its checksum over the
+    /// pseudo-header of `src` to `dst`, and returns a view spanning exactly
+    /// the message. `Err(Truncated)`, writing nothing, when `buf` is too
+    /// short.
+    pub fn emit<'a>(
+        &self,
+        buf: &'a mut [u8],
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+    ) -> Result<Icmpv6Packet<&'a mut [u8]>, WireError> {
+        let len = self.buffer_len();
+        let m = buf.get_mut(..len).ok_or(WireError::Truncated)?;
+        let (kind, flags, target, option) = match *self {
+            NdiscRepr::NeighborSolicit {
+                target_addr,
+                lladdr,
+            } => (
+                msg_type::NEIGHBOR_SOLICIT,
+                0,
+                target_addr,
+                lladdr.map(|m| (nd_option::SOURCE_LL_ADDR, m)),
+            ),
+            NdiscRepr::NeighborAdvert {
+                flags,
+                target_addr,
+                lladdr,
+            } => (
+                msg_type::NEIGHBOR_ADVERT,
+                flags,
+                target_addr,
+                lladdr.map(|m| (nd_option::TARGET_LL_ADDR, m)),
+            ),
+        };
+        m[0] = kind;
+        m[1] = 0;
+        wr32(m, 4, u32::from(flags) << 24);
+        m[8..24].copy_from_slice(&target.octets());
+        if let Some((opt, mac)) = option {
+            m[24] = opt;
+            m[25] = 1; // in units of 8 bytes
+            m[26..32].copy_from_slice(&mac);
+        }
+        let mut msg = Icmpv6Packet::new_checked(m)?;
+        msg.fill_checksum(src, dst);
+        Ok(msg)
+    }
+}
+
 /// A view of an ICMPv6 message.
 #[derive(Debug, Clone)]
 pub struct Icmpv6Packet<T> {
@@ -270,6 +382,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
         self.bm()[1] = v;
     }
 
+    /// Set the type, updating the checksum incrementally. The
+    /// pseudo-header's sum must not change meanwhile: swapping source and
+    /// destination (an echo request turned into its reply) leaves it as it
+    /// was.
+    pub fn rewrite_msg_type(&mut self, v: u8) {
+        let old = rd16(self.b(), 0);
+        let new = u16::from(v) << 8 | (old & 0xFF);
+        let c = checksum::update16(self.checksum(), old, new);
+        self.set_msg_type(v);
+        self.set_checksum(c);
+    }
+
     /// Set the checksum field.
     pub fn set_checksum(&mut self, v: u16) {
         wr16(self.bm(), 2, v);
@@ -326,5 +450,82 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
         self.set_checksum(0);
         let c = checksum::l4_checksum_v6(src, dst, ip_proto::ICMPV6, self.b());
         self.set_checksum(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1);
+    const DST: Ipv6Addr = Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x50);
+    const MAC: MacAddr = [2, 0, 0, 0, 1, 1];
+
+    #[test]
+    fn neighbor_advert_emits_the_fixture_bytes() {
+        let na = NdiscRepr::NeighborAdvert {
+            flags: na_flags::SOLICITED | na_flags::OVERRIDE,
+            target_addr: SRC,
+            lladdr: Some(MAC),
+        };
+        let mut b = [0xAAu8; 40];
+        let msg = na.emit(&mut b[..], &SRC, &DST).unwrap();
+        assert!(msg.verify_checksum(&SRC, &DST));
+        let c = msg.checksum().to_be_bytes();
+        let mut want = vec![136, 0, c[0], c[1], 0x60, 0, 0, 0];
+        want.extend_from_slice(&SRC.octets());
+        want.extend_from_slice(&[2, 1, 2, 0, 0, 0, 1, 1]);
+        assert_eq!(b[..32], want[..]);
+        assert_eq!(b[32..], [0xAA; 8], "nothing written past the message");
+    }
+
+    #[test]
+    fn emit_then_parse_round_trips() {
+        for r in [
+            NdiscRepr::NeighborSolicit {
+                target_addr: DST,
+                lladdr: Some(MAC),
+            },
+            NdiscRepr::NeighborSolicit {
+                target_addr: DST,
+                lladdr: None,
+            },
+            NdiscRepr::NeighborAdvert {
+                flags: na_flags::ROUTER | na_flags::OVERRIDE,
+                target_addr: SRC,
+                lladdr: Some(MAC),
+            },
+            NdiscRepr::NeighborAdvert {
+                flags: 0,
+                target_addr: SRC,
+                lladdr: None,
+            },
+        ] {
+            let mut b = [0xFFu8; 32];
+            let len = r.emit(&mut b[..], &SRC, &DST).unwrap().into_inner().len();
+            assert_eq!(len, r.buffer_len());
+            let msg = Icmpv6Packet::new_checked(&b[..len]).unwrap();
+            assert!(msg.verify_checksum(&SRC, &DST), "{r:?}");
+            assert_eq!(NdiscRepr::parse(&msg), Some(r));
+        }
+        let r = NdiscRepr::NeighborSolicit {
+            target_addr: DST,
+            lladdr: Some(MAC),
+        };
+        assert_eq!(
+            r.emit(&mut [0u8; 31][..], &SRC, &DST).unwrap_err(),
+            WireError::Truncated
+        );
+    }
+
+    #[test]
+    fn rewrite_msg_type_keeps_the_checksum_valid() {
+        let mut m = [128u8, 0, 0, 0, 0x12, 0x34, 0, 1, b'a', b'b', b'c'];
+        let mut p = Icmpv6Packet::new_checked(&mut m[..]).unwrap();
+        p.fill_checksum(&SRC, &DST);
+        p.rewrite_msg_type(msg_type::ECHO_REPLY);
+        // The reply goes the other way: the same pseudo-header sum.
+        assert!(p.verify_checksum(&DST, &SRC));
+        assert_eq!(m[..2], [129, 0]);
     }
 }

@@ -276,6 +276,71 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     }
 }
 
+/// The fields of an IPv4 header without options, as values: what
+/// [`Ipv4Repr::emit`] writes and [`Ipv4Repr::parse`] reads (smoltcp's
+/// `Ipv4Repr`). An emitted header is never a fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Repr {
+    /// Source address.
+    pub src_addr: Ipv4Addr,
+    /// Destination address.
+    pub dst_addr: Ipv4Addr,
+    /// Protocol of the payload.
+    pub protocol: u8,
+    /// Time to live.
+    pub ttl: u8,
+    /// The DSCP/ECN byte.
+    pub tos: u8,
+    /// Identification.
+    pub ident: u16,
+    /// Don't-fragment flag.
+    pub dont_frag: bool,
+    /// Payload length in bytes (total length minus the header).
+    pub payload_len: usize,
+}
+
+impl Ipv4Repr {
+    /// The fields of `packet`'s header (its options, fragment offset and
+    /// checksum are not part of the representation).
+    pub fn parse<T: AsRef<[u8]>>(packet: &Ipv4Packet<T>) -> Ipv4Repr {
+        Ipv4Repr {
+            src_addr: packet.src_addr(),
+            dst_addr: packet.dst_addr(),
+            protocol: packet.protocol(),
+            ttl: packet.ttl(),
+            tos: packet.tos(),
+            ident: packet.ident(),
+            dont_frag: packet.dont_frag(),
+            payload_len: packet.payload().len(),
+        }
+    }
+
+    /// Writes the header into the first [`MIN_HEADER_LEN`] bytes of `buf`
+    /// (version 4, IHL 5, fragment offset 0, header checksum filled) and
+    /// returns a view over the header and the `payload_len` bytes after it.
+    /// `Err(Truncated)` when `buf` has no room for the header,
+    /// `Err(BadLength)` when the total length does not fit its field or
+    /// exceeds `buf`; only in the first case is nothing written.
+    pub fn emit<'a>(&self, buf: &'a mut [u8]) -> Result<Ipv4Packet<&'a mut [u8]>, WireError> {
+        let total =
+            u16::try_from(MIN_HEADER_LEN + self.payload_len).map_err(|_| WireError::BadLength)?;
+        let h = buf.get_mut(..MIN_HEADER_LEN).ok_or(WireError::Truncated)?;
+        h[0] = 0x45;
+        h[1] = self.tos;
+        wr16(h, 2, total);
+        wr16(h, 4, self.ident);
+        wr16(h, 6, if self.dont_frag { 0x4000 } else { 0 });
+        h[8] = self.ttl;
+        h[9] = self.protocol;
+        wr16(h, 10, 0);
+        h[12..16].copy_from_slice(&self.src_addr.octets());
+        h[16..20].copy_from_slice(&self.dst_addr.octets());
+        let c = checksum::checksum(h);
+        wr16(h, 10, c);
+        Ipv4Packet::new_checked(buf)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,5 +408,66 @@ mod tests {
         p.rewrite_ttl(1);
         p.rewrite_src_addr(Ipv4Addr::new(192, 0, 2, 7));
         assert!(p.verify_checksum());
+    }
+
+    const REPR: Ipv4Repr = Ipv4Repr {
+        src_addr: Ipv4Addr::new(10, 0, 0, 1),
+        dst_addr: Ipv4Addr::new(10, 0, 0, 2),
+        protocol: 17,
+        ttl: 64,
+        tos: 0,
+        ident: 0,
+        dont_frag: false,
+        payload_len: 2,
+    };
+
+    #[test]
+    fn emit_writes_the_fixture_bytes() {
+        let mut b = [0xAAu8; 22];
+        let p = REPR.emit(&mut b[..]).unwrap();
+        assert_eq!(p.payload().len(), 2);
+        assert_eq!(b[..20], hdr()[..20]);
+        assert_eq!(b[20..], [0xAA, 0xAA], "payload untouched");
+    }
+
+    #[test]
+    fn emit_then_parse_round_trips() {
+        let r = Ipv4Repr {
+            tos: 0xB8,
+            ident: 0xBEEF,
+            dont_frag: true,
+            ttl: 1,
+            protocol: 6,
+            payload_len: 5,
+            ..REPR
+        };
+        // Options and a fragment offset in the old bytes are overwritten.
+        let mut b = [0xFFu8; 30];
+        r.emit(&mut b[..]).unwrap();
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert!(p.verify_checksum());
+        assert!(!p.is_fragment());
+        assert_eq!((p.header_len(), p.total_len()), (20, 25));
+        assert_eq!(Ipv4Repr::parse(&p), r);
+    }
+
+    #[test]
+    fn emit_refuses_what_does_not_fit() {
+        assert_eq!(
+            REPR.emit(&mut [0u8; 19][..]).unwrap_err(),
+            WireError::Truncated
+        );
+        assert_eq!(
+            REPR.emit(&mut [0u8; 21][..]).unwrap_err(),
+            WireError::BadLength
+        );
+        let huge = Ipv4Repr {
+            payload_len: 65_516,
+            ..REPR
+        };
+        assert_eq!(
+            huge.emit(&mut [0u8; 40][..]).unwrap_err(),
+            WireError::BadLength
+        );
     }
 }

@@ -3,7 +3,7 @@
 use std::net::Ipv6Addr;
 
 use super::ip_proto;
-use super::{rd16, rd32, rd_v6, wr16, WireError};
+use super::{rd16, rd32, rd_v6, wr16, wr32, WireError};
 
 /// Length of the fixed IPv6 header.
 pub const HEADER_LEN: usize = 40;
@@ -281,6 +281,59 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     }
 }
 
+/// The fields of a fixed IPv6 header, as values: what [`Ipv6Repr::emit`]
+/// writes and [`Ipv6Repr::parse`] reads (smoltcp's `Ipv6Repr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Repr {
+    /// Source address.
+    pub src_addr: Ipv6Addr,
+    /// Destination address.
+    pub dst_addr: Ipv6Addr,
+    /// Next header.
+    pub next_header: u8,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Traffic class.
+    pub traffic_class: u8,
+    /// Flow label (low 20 bits).
+    pub flow_label: u32,
+    /// Payload length in bytes.
+    pub payload_len: usize,
+}
+
+impl Ipv6Repr {
+    /// The fields of `packet`'s fixed header.
+    pub fn parse<T: AsRef<[u8]>>(packet: &Ipv6Packet<T>) -> Ipv6Repr {
+        Ipv6Repr {
+            src_addr: packet.src_addr(),
+            dst_addr: packet.dst_addr(),
+            next_header: packet.next_header(),
+            hop_limit: packet.hop_limit(),
+            traffic_class: packet.traffic_class(),
+            flow_label: packet.flow_label(),
+            payload_len: usize::from(packet.payload_len()),
+        }
+    }
+
+    /// Writes the fixed header into the first [`HEADER_LEN`] bytes of `buf`
+    /// and returns a view over the header and the `payload_len` bytes after
+    /// it. `Err(Truncated)` when `buf` has no room for the header,
+    /// `Err(BadLength)` when the payload length does not fit its field or
+    /// exceeds `buf`; only in the first case is nothing written.
+    pub fn emit<'a>(&self, buf: &'a mut [u8]) -> Result<Ipv6Packet<&'a mut [u8]>, WireError> {
+        let len = u16::try_from(self.payload_len).map_err(|_| WireError::BadLength)?;
+        let h = buf.get_mut(..HEADER_LEN).ok_or(WireError::Truncated)?;
+        let word = 6 << 28 | u32::from(self.traffic_class) << 20 | (self.flow_label & 0x000F_FFFF);
+        wr32(h, 0, word);
+        wr16(h, 4, len);
+        h[6] = self.next_header;
+        h[7] = self.hop_limit;
+        h[8..24].copy_from_slice(&self.src_addr.octets());
+        h[24..40].copy_from_slice(&self.dst_addr.octets());
+        Ipv6Packet::new_checked(buf)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,5 +384,75 @@ mod tests {
             walk_ext_headers(ip_proto::IPV6_FRAG, &[ip_proto::TCP, 0, 0, 8, 0, 0, 0, 9]).unwrap();
         assert_eq!((u.proto, u.offset), (ip_proto::TCP, 8));
         assert_eq!(u.fragment.unwrap().offset, 8);
+    }
+
+    const REPR: Ipv6Repr = Ipv6Repr {
+        src_addr: Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1),
+        dst_addr: Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2),
+        next_header: ip_proto::TCP,
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        payload_len: 20,
+    };
+
+    #[test]
+    fn emit_writes_the_fixture_bytes() {
+        let mut b = [0xAAu8; 60];
+        let r = Ipv6Repr {
+            traffic_class: 0xB8,
+            flow_label: 0x1_2345,
+            ..REPR
+        };
+        assert_eq!(r.emit(&mut b[..]).unwrap().payload().len(), 20);
+        let mut want = vec![0x6B, 0x81, 0x23, 0x45, 0, 20, 6, 64];
+        want.extend_from_slice(&REPR.src_addr.octets());
+        want.extend_from_slice(&REPR.dst_addr.octets());
+        assert_eq!(b[..40], want[..]);
+        assert_eq!(b[40..], [0xAA; 20], "payload untouched");
+    }
+
+    #[test]
+    fn emit_then_parse_round_trips() {
+        let r = Ipv6Repr {
+            traffic_class: 0xFF,
+            flow_label: 0xF_FFFF,
+            hop_limit: 255,
+            next_header: ip_proto::ICMPV6,
+            payload_len: 3,
+            ..REPR
+        };
+        let mut b = [0xFFu8; 43];
+        r.emit(&mut b[..]).unwrap();
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Ipv6Repr::parse(&p), r);
+        // Bits above the 20 of a flow label are not written.
+        let wide = Ipv6Repr {
+            flow_label: u32::MAX,
+            ..r
+        };
+        wide.emit(&mut b[..]).unwrap();
+        let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!((p.flow_label(), p.traffic_class()), (0xF_FFFF, 0xFF));
+    }
+
+    #[test]
+    fn emit_refuses_what_does_not_fit() {
+        assert_eq!(
+            REPR.emit(&mut [0u8; 39][..]).unwrap_err(),
+            WireError::Truncated
+        );
+        assert_eq!(
+            REPR.emit(&mut [0u8; 59][..]).unwrap_err(),
+            WireError::BadLength
+        );
+        let huge = Ipv6Repr {
+            payload_len: 65_536,
+            ..REPR
+        };
+        assert_eq!(
+            huge.emit(&mut [0u8; 60][..]).unwrap_err(),
+            WireError::BadLength
+        );
     }
 }

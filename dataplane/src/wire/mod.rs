@@ -9,6 +9,12 @@
 //!
 //! Views never allocate and never copy the packet.
 //!
+//! The write side follows smoltcp's `Repr::emit`: a `*Repr` holds a
+//! header's fields as values and `emit` writes them into a buffer
+//! ([`Ipv4Repr`], [`Ipv6Repr`], [`TcpRepr`], [`NdiscRepr`], [`ArpRepr`],
+//! [`EthernetRepr`]), so code that builds or rewrites a frame outside this
+//! module names fields, never byte offsets.
+//!
 //! [`parse_frame`] runs the views over a whole Ethernet frame once and returns
 //! the offsets the pipeline needs ([`Parsed`]) or a named [`Malformed`] reason.
 
@@ -23,12 +29,12 @@ mod parse;
 pub mod tcp;
 pub mod udp;
 
-pub use arp::ArpPacket;
-pub use ethernet::EthernetFrame;
+pub use arp::{ArpPacket, ArpRepr};
+pub use ethernet::{EthernetFrame, EthernetRepr};
 pub use icmpv4::Icmpv4Packet;
-pub use icmpv6::Icmpv6Packet;
-pub use ipv4::Ipv4Packet;
-pub use ipv6::Ipv6Packet;
+pub use icmpv6::{Icmpv6Packet, NdiscRepr};
+pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv6::{Ipv6Packet, Ipv6Repr};
 pub(crate) use parse::{
     fast_ipv4, fast_ipv6, fast_l4, fast_link, ipv4_header_ok, parse_fast, parse_views,
 };
@@ -36,7 +42,7 @@ pub use parse::{
     parse_frame, parse_frame_with, tcp_flags_valid, Fragment, L3Kind, Malformed, NicChecksum,
     ParseOptions, Parsed, Ports,
 };
-pub use tcp::{TcpFlags, TcpOption, TcpPacket};
+pub use tcp::{TcpFlags, TcpOption, TcpPacket, TcpRepr};
 pub use udp::UdpPacket;
 
 use core::fmt;

@@ -12,6 +12,8 @@ use super::{rd16, rd32, wr16, wr32, WireError};
 
 /// Length of a TCP header without options.
 pub const MIN_HEADER_LEN: usize = 20;
+/// Length of the longest TCP header (data offset 15).
+pub const MAX_HEADER_LEN: usize = 60;
 
 /// The TCP flags byte (CWR ECE URG ACK PSH RST SYN FIN).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -105,6 +107,56 @@ pub enum TcpOption<'a> {
         /// Data bytes.
         data: &'a [u8],
     },
+}
+
+impl TcpOption<'_> {
+    /// Bytes the option takes in a header.
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            TcpOption::EndOfList | TcpOption::Nop => 1,
+            TcpOption::Mss(_) => 4,
+            TcpOption::WindowScale(_) => 3,
+            TcpOption::SackPermitted => 2,
+            TcpOption::Sack(blocks) => 2 + blocks.data.len(),
+            TcpOption::Timestamps { .. } => 10,
+            TcpOption::Unknown { data, .. } => 2 + data.len(),
+        }
+    }
+
+    /// Writes the option at the start of `buf` and returns its length
+    /// (smoltcp's `TcpOption::emit`). `Err(Truncated)`, writing nothing,
+    /// when `buf` is shorter than [`buffer_len`](Self::buffer_len);
+    /// `Err(BadOption)` when an option's length does not fit its byte.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        let len = self.buffer_len();
+        let len_byte = u8::try_from(len).map_err(|_| WireError::BadOption)?;
+        let b = buf.get_mut(..len).ok_or(WireError::Truncated)?;
+        let (kind, data): (u8, &[u8]) = match self {
+            TcpOption::EndOfList => (option_kind::END, &[]),
+            TcpOption::Nop => (option_kind::NOP, &[]),
+            TcpOption::Mss(_) => (option_kind::MSS, &[]),
+            TcpOption::WindowScale(_) => (option_kind::WINDOW_SCALE, &[]),
+            TcpOption::SackPermitted => (option_kind::SACK_PERMITTED, &[]),
+            TcpOption::Sack(blocks) => (option_kind::SACK, blocks.data),
+            TcpOption::Timestamps { .. } => (option_kind::TIMESTAMPS, &[]),
+            TcpOption::Unknown { kind, data } => (*kind, data),
+        };
+        b[0] = kind;
+        if len == 1 {
+            return Ok(1);
+        }
+        b[1] = len_byte;
+        match *self {
+            TcpOption::Mss(mss) => wr16(b, 2, mss),
+            TcpOption::WindowScale(shift) => b[2] = shift,
+            TcpOption::Timestamps { tsval, tsecr } => {
+                wr32(b, 2, tsval);
+                wr32(b, 6, tsecr);
+            }
+            _ => b[2..].copy_from_slice(data),
+        }
+        Ok(len)
+    }
 }
 
 /// The blocks of a SACK option, as `(left edge, right edge)` pairs.
@@ -414,6 +466,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
         self.set_checksum(c);
     }
 
+    /// Set the window, updating the checksum incrementally.
+    pub fn rewrite_window(&mut self, v: u16) {
+        let c = checksum::update16(self.checksum(), self.window(), v);
+        self.set_window(v);
+        self.set_checksum(c);
+    }
+
     /// Set the sequence number, updating the checksum incrementally.
     pub fn rewrite_seq_number(&mut self, v: u32) {
         let c = checksum::update32(self.checksum(), self.seq_number(), v);
@@ -510,6 +569,81 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
     }
 }
 
+/// The fields of a TCP header without options, as values: what
+/// [`TcpRepr::emit`] writes and [`TcpRepr::parse`] reads (smoltcp's
+/// `TcpRepr`, without options or payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpRepr {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Sequence number.
+    pub seq_number: u32,
+    /// Acknowledgment number.
+    pub ack_number: u32,
+    /// Flags.
+    pub flags: TcpFlags,
+    /// Window.
+    pub window: u16,
+    /// Urgent pointer.
+    pub urgent_ptr: u16,
+}
+
+impl TcpRepr {
+    /// The fields of `segment`'s header (options are not part of the
+    /// representation).
+    pub fn parse<T: AsRef<[u8]>>(segment: &TcpPacket<T>) -> TcpRepr {
+        TcpRepr {
+            src_port: segment.src_port(),
+            dst_port: segment.dst_port(),
+            seq_number: segment.seq_number(),
+            ack_number: segment.ack_number(),
+            flags: segment.flags(),
+            window: segment.window(),
+            urgent_ptr: segment.urgent_ptr(),
+        }
+    }
+
+    /// Writes the header into the first [`MIN_HEADER_LEN`] bytes of `buf`
+    /// (data offset 5, checksum 0) and returns a view over the whole of
+    /// `buf` as the segment, so the caller fills the checksum once the
+    /// data after the header is in place (`fill_checksum_v4`/`_v6`).
+    /// `Err(Truncated)`, writing nothing, when `buf` is shorter than the
+    /// header.
+    pub fn emit<'a>(&self, buf: &'a mut [u8]) -> Result<TcpPacket<&'a mut [u8]>, WireError> {
+        self.emit_with_options(buf, &[])
+    }
+
+    /// [`emit`](Self::emit) with `options` (already laid out and padded)
+    /// after the fixed header, the data offset counting them.
+    /// `Err(BadOption)` when they are not a whole number of 32-bit words or
+    /// longer than 40 bytes, `Err(Truncated)` when `buf` has no room for
+    /// the header and them; nothing is written then.
+    pub fn emit_with_options<'a>(
+        &self,
+        buf: &'a mut [u8],
+        options: &[u8],
+    ) -> Result<TcpPacket<&'a mut [u8]>, WireError> {
+        if !options.len().is_multiple_of(4) || options.len() > MAX_HEADER_LEN - MIN_HEADER_LEN {
+            return Err(WireError::BadOption);
+        }
+        let header_len = MIN_HEADER_LEN + options.len();
+        let h = buf.get_mut(..header_len).ok_or(WireError::Truncated)?;
+        wr16(h, 0, self.src_port);
+        wr16(h, 2, self.dst_port);
+        wr32(h, 4, self.seq_number);
+        wr32(h, 8, self.ack_number);
+        h[12] = ((header_len / 4) as u8) << 4;
+        h[13] = self.flags.0;
+        wr16(h, 14, self.window);
+        wr16(h, 16, 0);
+        wr16(h, 18, self.urgent_ptr);
+        h[MIN_HEADER_LEN..].copy_from_slice(options);
+        TcpPacket::new_checked(buf)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,5 +707,138 @@ mod tests {
             TcpPacket::new_checked(&s[..19]).unwrap_err(),
             WireError::Truncated
         );
+    }
+
+    const REPR: TcpRepr = TcpRepr {
+        src_port: 80,
+        dst_port: 40000,
+        seq_number: 5000,
+        ack_number: 0,
+        flags: TcpFlags::RST,
+        window: 0,
+        urgent_ptr: 0,
+    };
+
+    #[test]
+    fn emit_writes_the_fixture_bytes() {
+        let mut b = [0xAAu8; 20];
+        let mut seg = REPR.emit(&mut b[..]).unwrap();
+        seg.fill_checksum_v4(Ipv4Addr::new(10, 1, 0, 100), Ipv4Addr::new(10, 1, 0, 50));
+        assert_eq!(
+            b,
+            [0, 80, 0x9c, 0x40, 0, 0, 0x13, 0x88, 0, 0, 0, 0, 0x50, 0x04, 0, 0, 0xeb, 0x30, 0, 0]
+        );
+    }
+
+    #[test]
+    fn emit_then_parse_round_trips() {
+        let r = TcpRepr {
+            src_port: 0xFFFF,
+            dst_port: 1,
+            seq_number: u32::MAX,
+            ack_number: 0x0102_0304,
+            flags: TcpFlags::SYN | TcpFlags::ACK | TcpFlags::CWR,
+            window: 64_240,
+            urgent_ptr: 7,
+        };
+        // The options and checksum of the old bytes are overwritten; what
+        // follows the header is the segment's data.
+        let mut b = [0xFFu8; 25];
+        let mut seg = r.emit(&mut b[..]).unwrap();
+        assert_eq!((seg.header_len(), seg.payload().len()), (20, 5));
+        let (src, dst) = (Ipv6Addr::LOCALHOST, Ipv6Addr::UNSPECIFIED);
+        seg.fill_checksum_v6(&src, &dst);
+        let seg = TcpPacket::new_checked(&b[..]).unwrap();
+        assert!(seg.verify_checksum_v6(&src, &dst));
+        assert_eq!(TcpRepr::parse(&seg), r);
+        assert_eq!(
+            REPR.emit(&mut [0u8; 19][..]).unwrap_err(),
+            WireError::Truncated
+        );
+    }
+
+    #[test]
+    fn emit_with_options_counts_them_in_the_data_offset() {
+        let r = TcpRepr {
+            flags: TcpFlags::SYN | TcpFlags::ACK,
+            ..REPR
+        };
+        let opts = [2, 4, 0x05, 0xb4, 1, 3, 3, 7];
+        let mut b = [0xFFu8; 30];
+        let seg = r.emit_with_options(&mut b[..], &opts).unwrap();
+        assert_eq!((seg.header_len(), seg.payload().len()), (28, 2));
+        let v: Vec<_> = seg.options_iter().collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            v,
+            [
+                TcpOption::Mss(1460),
+                TcpOption::Nop,
+                TcpOption::WindowScale(7)
+            ]
+        );
+        assert_eq!(TcpRepr::parse(&seg), r);
+        assert_eq!(b[12], 7 << 4);
+        for bad in [&[1u8, 1, 1][..], &[1; 44][..]] {
+            assert_eq!(
+                r.emit_with_options(&mut [0u8; 80][..], bad).unwrap_err(),
+                WireError::BadOption
+            );
+        }
+        assert_eq!(
+            r.emit_with_options(&mut [0u8; 27][..], &opts).unwrap_err(),
+            WireError::Truncated
+        );
+    }
+
+    #[test]
+    fn rewrite_window_keeps_the_checksum_valid() {
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let mut b = [0u8; 23];
+        b[20..].copy_from_slice(b"abc");
+        let mut seg = REPR.emit(&mut b[..]).unwrap();
+        seg.fill_checksum_v4(src, dst);
+        seg.rewrite_window(0xFFFF);
+        assert_eq!(seg.window(), 0xFFFF);
+        assert!(seg.verify_checksum_v4(src, dst));
+    }
+
+    #[test]
+    fn options_emit_then_decode() {
+        let sack = [0u8, 0, 0, 10, 0, 0, 0, 20];
+        let opts = [
+            TcpOption::Mss(1460),
+            TcpOption::Nop,
+            TcpOption::WindowScale(7),
+            TcpOption::SackPermitted,
+            TcpOption::Timestamps { tsval: 1, tsecr: 2 },
+            TcpOption::Sack(SackBlocks { data: &sack }),
+            TcpOption::Unknown {
+                kind: 30,
+                data: &[9, 9],
+            },
+            TcpOption::EndOfList,
+        ];
+        let mut b = [0xAAu8; 40];
+        let mut n = 0;
+        for o in &opts {
+            n += o.emit(&mut b[n..]).unwrap();
+        }
+        assert_eq!(n, 35);
+        assert_eq!(
+            b[..20],
+            [2, 4, 0x05, 0xb4, 1, 3, 3, 7, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]
+        );
+        let back: Vec<_> = TcpOptions::new(&b[..n]).collect::<Result<_, _>>().unwrap();
+        assert_eq!(back, opts);
+        assert_eq!(
+            TcpOption::Mss(1).emit(&mut b[..3]),
+            Err(WireError::Truncated)
+        );
+        let long = [0u8; 254];
+        let unknown = TcpOption::Unknown {
+            kind: 30,
+            data: &long,
+        };
+        assert_eq!(unknown.emit(&mut [0u8; 300]), Err(WireError::BadOption));
     }
 }
