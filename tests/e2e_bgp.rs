@@ -1,4 +1,4 @@
-//! BGP end to end (docs/bgp.md, issue 12): two appliances announce one VIP
+//! BGP end to end (docs/bgp.md): two appliances announce one VIP
 //! to a router that spreads it by ECMP, and withdraw it when they cannot
 //! serve it. Everything is asserted on what the ROUTER's kernel shows.
 //!

@@ -221,7 +221,7 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
     let cfg = dp.config.to_str().unwrap().to_string();
 
     // Both ports, both directions, TCP only, for 4 s of pings and connections.
-    // A symlink waits at the output path (issue 24, finding 6): it is
+    // A symlink waits at the output path: it is
     // replaced, its target never written.
     let all = dir.path("tcp.pcapng");
     // SAFETY: umask(2) only sets this process's file-creation mask.

@@ -1,4 +1,4 @@
-//! The short form of `scripts/chaos.sh` (issue 14, docs/reliability.md):
+//! The short form of `scripts/chaos.sh` (docs/reliability.md):
 //! kill -9 of border-mgmt and of border-dp under load, a worker panic,
 //! table swaps, 100 parallel ApplyConfig callers, an empty mbuf pool and a
 //! short soak, each

@@ -3,7 +3,7 @@
 //! of the dashboard (panels and template variables) is declared in a live
 //! border-mgmt's /metrics, beside a running border-dp with a VIP and
 //! backends, and has samples there (border_findings only while a problem
-//! is present). It covers what issue 15 asks of it: per-VIP connections,
+//! is present). It covers what a dashboard needs (docs/operations.md): per-VIP connections,
 //! drops by reason, backend states, worker lag. Namespaces `op-*`, subnet
 //! 10.95.
 

@@ -245,7 +245,7 @@ fn a_missing_config_file_is_one_line() {
     }
 }
 
-/// issue 14: the kernel twin's own connections take source ports from its
+/// The kernel twin's own connections take source ports from its
 /// namespace's ephemeral range; a full-NAT range that meets it is refused
 /// by both processes before anything starts, naming both ranges.
 #[test]

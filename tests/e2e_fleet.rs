@@ -1,4 +1,4 @@
-//! Fleet control (issue 17, docs/fleet.md): appliances whose border-mgmt
+//! Fleet control (docs/fleet.md): appliances whose border-mgmt
 //! runs in agent mode dial out to two border-gw gateways that share one
 //! Redis; borderctl reaches an appliance through either gateway.
 //!
@@ -814,7 +814,7 @@ fn refusals_are_clear_and_nothing_hangs() {
             .contains("tunnel refused: not a border tunnel")
     });
 
-    // Issue 24, finding 8: an id with a newline would forge a log line.
+    // An id with a newline would forge a log line.
     let answer = rt.block_on(async {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut cfg = std::sync::Arc::unwrap_or_clone(
@@ -1110,7 +1110,7 @@ fn a_reader_reads_through_the_gateway_and_changes_nothing() {
     assert_eq!(fleet.scrape(1).calls("denied"), 1.0);
 }
 
-// --- issue 24 (cp-trust): peers, agent pins, backoff, audit ---
+// Trust between fleet members: peers, agent pins, backoff, audit.
 
 /// A host that is not a gateway, holding a CA-valid certificate `stem`
 /// (an appliance's: IP SAN 127.0.0.1), listening on 127.0.0.1:`port` with
@@ -1220,7 +1220,7 @@ fn plant_registry_entry(redis: u16, appliance: &str, gateway: &str) {
 
 #[test]
 fn a_forged_peer_listed_in_redis_receives_no_call() {
-    // Issue 24, finding 1: a host with any certificate from the fleet CA,
+    // Before the fix, a host with any certificate from the fleet CA,
     // named in Redis, received HasTunnel probes and then the operators'
     // calls (ApplyConfig with the flow hash key), and could answer them.
     let mut fleet = Fleet::new("fl-forge");
@@ -1272,7 +1272,7 @@ fn a_forged_peer_listed_in_redis_receives_no_call() {
 
 #[test]
 fn an_agent_says_nothing_to_a_gateway_it_has_not_pinned() {
-    // Issue 24, finding 7: the agent sent its preface to, and served the
+    // Before the fix, the agent sent its preface to, and served the
     // operator role over a tunnel to, any gateway with a CA-valid
     // certificate (an appliance's, here).
     let fleet = Fleet::new("fl-agpin");
@@ -1291,7 +1291,7 @@ fn an_agent_says_nothing_to_a_gateway_it_has_not_pinned() {
 
 #[test]
 fn a_gateway_that_drops_every_tunnel_is_redialled_at_backoff_speed() {
-    // Issue 24, finding 7: the failure count went back to 0 at every
+    // Before the fix, the failure count went back to 0 at every
     // successful dial, so a gateway that accepts tunnels and drops them at
     // once got redials as fast as the pool grows (backoff_min_ms), forever.
     let fleet = Fleet::new("fl-drop");
@@ -1314,7 +1314,7 @@ fn a_gateway_that_drops_every_tunnel_is_redialled_at_backoff_speed() {
 
 #[test]
 fn each_call_is_audited_with_its_original_caller() {
-    // Issue 24, finding 8: the gateway logged no successful call, and the
+    // Before the fix, the gateway logged no successful call, and the
     // appliance attributed every call to the gateway's certificate.
     let fleet = Fleet::new("fl-audit");
     let port = fleet.redis_port;
@@ -1422,9 +1422,8 @@ fn each_call_is_audited_with_its_original_caller() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(!ams.log_text().contains(&fake), "{}", ams.log_text());
 }
-// --- end issue 24 (cp-trust) ---
 
-// --- issue 24 (cp-trust): the registry over TLS with an ACL user ---
+// The registry over TLS with an ACL user.
 
 /// Runs `openssl args` in `dir`.
 fn openssl(dir: &Path, args: &[&str]) {
@@ -1628,7 +1627,7 @@ fn the_registry_works_over_tls_with_an_acl_user_and_the_password_is_never_shown(
         );
         (out.status.success(), text)
     };
-    // Issue 24 (confirmed): `--check` refused rediss:// and its error
+    // Before the fix, `--check` refused rediss:// and its error
     // printed the password.
     let (ok, text) = check(&good);
     assert!(ok, "{text}");
@@ -1716,4 +1715,3 @@ fn the_registry_works_over_tls_with_an_acl_user_and_the_password_is_never_shown(
     assert!(log.contains("border-gw:***@"), "{log}");
     assert!(!log.contains(wrong_pw), "{log}");
 }
-// --- end issue 24 (cp-trust) ---

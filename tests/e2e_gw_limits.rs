@@ -1,4 +1,4 @@
-//! border-gw under attack (issue 24, findings 2-4): idle connections by the
+//! border-gw under attack (`[limits]`, docs/fleet.md): idle connections by the
 //! thousand against both listeners, readers that open streams and never end
 //! their bodies, and a registry entry naming a blackholed address. Real
 //! border-gw, border-mgmt (agent mode) and redis-server on 127.0.0.1;

@@ -1,4 +1,4 @@
-//! The neighbour table against real kernels (issue 23): border-dp on TAP
+//! The neighbour table against real kernels (docs/security.md): border-dp on TAP
 //! ports between a client namespace and a backend namespace.
 //! - 30,000 spoofed ARP frames (requests for border's address, for other
 //!   hosts, gratuitous, replies nobody asked for; from senders on the

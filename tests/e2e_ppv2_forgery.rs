@@ -1,4 +1,4 @@
-//! A client forging the PROXY header a backend trusts (issue 13, finding 1),
+//! A client forging the PROXY header a backend trusts (docs/security.md),
 //! judged by Debian's HAProxy with `accept-proxy` (strict, CRC32c checked)
 //! behind PROXY VIPs of border-dp on TAP ports. The client is
 //! `tests/scapy/ppv2_forge.py` (python3-scapy) sending hand-built segments

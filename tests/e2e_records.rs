@@ -1,4 +1,4 @@
-//! Connection records end to end (issue 15): real TCP and UDP connections
+//! Connection records end to end (docs/records.md): real TCP and UDP connections
 //! through border-dp on net_tap, one record each when they end, exported by
 //! border-mgmt to a real collector (Debian's nfcapd, read back with
 //! `nfdump -r`) and as JSON lines. A connection without payload (a probe of

@@ -1,4 +1,4 @@
-//! A blind RST into a live full-NAT flow (issue 13, finding 5), end to end:
+//! A blind RST into a live full-NAT flow (docs/security.md), end to end:
 //! a real TCP connection from the client namespace through border-dp to an
 //! echo backend; scapy in the client namespace learns the connection's next
 //! sequence number from one of its segments and injects RSTs off it:

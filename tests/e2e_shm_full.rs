@@ -1,4 +1,4 @@
-//! A full shared-memory filesystem (issue 14, docs/reliability.md): the
+//! A full shared-memory filesystem (docs/reliability.md): the
 //! regions live on a 72 MiB tmpfs mounted for the test (`BORDER_SHM_DIR`)
 //! and filled up. Creating a region there is a clear error at start; a
 //! publish that needs a larger region fails with RESOURCE_EXHAUSTED and

@@ -1,4 +1,5 @@
-//! A spoofed SYN flood against a full-NAT VIP, with real kernels (issue 14):
+//! A spoofed SYN flood against a full-NAT VIP, with real kernels
+//! (docs/reliability.md):
 //! hping3 in the client namespace sends SYNs from random source addresses
 //! through border-dp (one worker, TAP ports) to a VIP whose backend is an
 //! echo server; the connection table is small (`TABLE` entries), so the
@@ -11,7 +12,7 @@
 //!   clients got came from evicted half-open entries
 //!   (`conntrack_half_open_evicted`), not from a table that grew.
 //!
-//! `local_pool_use_is_shown_per_address` (issue 14 part 2): with
+//! `local_pool_use_is_shown_per_address`: with
 //! border-mgmt in front, `borderctl stats` (table and `--json`) and the
 //! metrics show each local address's tuples, in use and resting, after N
 //! real connections.

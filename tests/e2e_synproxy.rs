@@ -1,4 +1,4 @@
-//! The SYN proxy (`syn_proxy = "always"`, issue 23) with real kernels:
+//! The SYN proxy (`syn_proxy = "always"`, docs/reliability.md) with real kernels:
 //! border-dp on TAP ports between a client namespace and a backend
 //! namespace. While hping3 floods the full-NAT VIP with spoofed SYNs from
 //! random sources:

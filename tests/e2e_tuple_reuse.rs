@@ -1,4 +1,4 @@
-//! Full-NAT local tuples with real kernels (issue 11): a client namespace
+//! Full-NAT local tuples with real kernels (docs/design.md): a client namespace
 //! reaches a VIP through border-dp (one adaptive worker, TAP ports), and
 //! nginx in the backend namespace answers it. The local port range is
 //! small (64 ports), so the pool goes round many times in a few seconds.
@@ -604,7 +604,7 @@ fn without_timestamps_tuples_rest_and_excess_is_counted() {
 /// The first connection to a backend border-dp has never talked to: its
 /// SYN waits while border resolves the backend's MAC and leaves with the
 /// ARP answer, instead of being dropped and retransmitted by the client a
-/// second later (issue 11: "no 1 s stall").
+/// second later (no 1 s stall on a cold neighbour table).
 #[test]
 fn the_first_syn_to_an_unresolved_backend_waits_for_arp_not_for_a_retransmit() {
     let plan = Plan { tag: "ru3", n: 67 };

@@ -1,4 +1,4 @@
-//! Issue 23, `[vip.limits]` end to end: border-mgmt publishes the limits
+//! `[vip.limits]` end to end: border-mgmt publishes the limits
 //! with the tables and border-dp's workers enforce them, on TAP ports
 //! between a client and a backend namespace. A denied source is refused
 //! (curl times out) and counted; `max_connections` holds against real

@@ -1,4 +1,5 @@
-//! Issue 13, finding 4, against the border-mgmt process: a pinned reader
+//! `[mgmt.limits]` (docs/security.md) against the border-mgmt process: a
+//! pinned reader
 //! opens 10,000 WatchEvents streams (100 TLS connections x 100), a scraper
 //! floods the metrics listener. The excess is refused (RESOURCE_EXHAUSTED,
 //! closed connections) and counted, border-mgmt's memory stays bounded

@@ -1,4 +1,4 @@
-//! Issue 13, files and the unix socket, tried by the attacker: another
+//! Files and the unix socket, tried by the attacker: another
 //! local user (`nobody`, through `setpriv`) against a running border-mgmt
 //! and border-dp (docs/security.md).
 //!
@@ -512,7 +512,7 @@ fn borderctl_within_10s(args: &[&str]) -> Output {
 
 #[test]
 fn a_fifo_planted_at_the_state_path_is_refused_at_once_naming_it() {
-    // Issue 24, finding 5 (confirmed): opening the FIFO waited for a writer
+    // Before the fix, opening the FIFO waited for a writer
     // forever, so border-mgmt never published and `borderctl status` hung.
     let instance = "sf-fifo";
     let Setup { dir, cfg, .. } = &Setup::new(instance, "sf6", 151, "");

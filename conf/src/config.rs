@@ -263,7 +263,7 @@ pub struct Mgmt {
     pub agent: Option<Agent>,
 }
 
-/// `[mgmt.limits]` (issue 13, finding 4): every resource an API client, a
+/// `[mgmt.limits]` (docs/security.md): every resource an API client, a
 /// scraper or a config can grow is bounded. Read at start; `[mgmt]` is not
 /// reloadable, so an API caller cannot raise them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,7 +288,7 @@ pub struct MgmtLimits {
     /// HTTP/2 streams (calls of any kind) open at once on one connection.
     pub streams_per_connection: u32,
     /// Request bytes buffered at once, all callers together, in MiB
-    /// (issue 24): a request frame beyond it is `RESOURCE_EXHAUSTED`.
+    /// a request frame beyond it is `RESOURCE_EXHAUSTED`.
     pub request_memory_mib: u32,
     /// Of `request_memory_mib`, what only operators may take (MiB):
     /// readers and peers share the rest.
@@ -352,7 +352,7 @@ pub struct Agent {
     pub backoff_max_ms: u32,
     /// The gateways' certificates (`sha256:<hex>`, lowercase): a tunnel to
     /// a gateway whose certificate is not one of these is closed before
-    /// the preface (issue 24, finding 7). At least one.
+    /// the preface (docs/fleet.md). At least one.
     pub gateway_fingerprints: Vec<String>,
     /// The failure count behind the backoff resets only once a tunnel has
     /// stayed up this long (default 5 s): a gateway that accepts tunnels

@@ -150,7 +150,7 @@ counters! {
     DropNoHostTwin => "drop_no_host_twin", "host-bound frame on a port without a kernel twin";
     DropPpAheadOfHeader => "drop_pp_ahead_of_header", "client data beyond the first segment of a PROXY flow before the header could be written (first segment lost; the client retransmits)";
     DropPpBadSegment => "drop_pp_bad_segment", "segment of a PROXY flow that could not be rewritten (layout, no room)";
-    // Flow state checks (issue 13): what a spoofed RST, ICMP error or DNAT reply may not do.
+    // Flow state checks (docs/security.md): what a spoofed RST, ICMP error or DNAT reply may not do.
     TcpRstAccepted => "tcp_rst_accepted", "RSTs at the receiver's next expected sequence number: the flow closes (RFC 5961)";
     TcpRstNotExact => "tcp_rst_not_exact", "RSTs inside the receiver's window but not at its next expected sequence number: forwarded (an RFC 5961 endpoint answers with a challenge ACK), the flow's state kept";
     DropTcpRstOutOfWindow => "drop_tcp_rst_out_of_window", "RSTs outside the receiver's window (blind or stale): dropped, the flow's state kept";
@@ -163,19 +163,19 @@ counters! {
     DropReplyWrongPort => "drop_reply_wrong_port", "backend-side packets of a tracked flow that came in by a port other than the one facing its backend (spoofed replies)";
     DropTcpRstNoConntrack => "drop_tcp_rst_no_conntrack", "RSTs to a VIP of no connection border tracks: dropped (a RST flood costs the backends nothing; DNAT no longer picks such a RST up as a flow)";
     TcpHandshakeAckWrong => "tcp_handshake_ack_wrong", "client ACKs to a half-open connection that do not acknowledge the backend's SYN (ISN + 1): forwarded, the entry stays half-open and keeps its deadline";
-    // PROXY header forgery (issue 13): no client byte reaches a PROXY VIP's
+    // PROXY header forgery (docs/security.md): no client byte reaches a PROXY VIP's
     // backend unless border's header went first on that connection.
     DropPpSynNewIsn => "drop_pp_syn_new_isn", "SYN of a tracked PROXY flow with another ISN than its first SYN (it would move the header's place)";
     DropPpBeforeHeader => "drop_pp_before_header", "client data of a PROXY flow starting before the client's first byte while the header is unacknowledged (it would cover the header's place)";
     DropPpMidStream => "drop_pp_mid_stream", "segment to a PROXY VIP of a connection whose SYN border did not see (restart, ECMP move, expired): no header can go first; answered with a RST";
     DropPpConntrackFull => "drop_pp_conntrack_full", "new DNAT flow to a PROXY VIP while the connection table is full (no stateless fallback: it could carry no header)";
-    // borderctl diag (issue 15): connection-table occupancy per worker.
+    // borderctl diag (docs/diag.md): connection-table occupancy per worker.
     ConntrackEntries => "conntrack_entries", "gauge: connection-table entries of this worker (expired ones not yet reclaimed included)";
     ConntrackCapacity => "conntrack_capacity", "gauge: connection-table size of this worker (dataplane.conntrack_per_worker)";
-    // SYN flood defence (issue 14): a full table gives up its oldest half-open entry.
+    // SYN flood defence (docs/reliability.md): a full table gives up its oldest half-open entry.
     ConntrackHalfOpenEvicted => "conntrack_half_open_evicted", "half-open TCP entries (handshake not completed, at least 1 s old) removed, oldest first, to make room for a new flow in a full table";
     DropSynFlood => "drop_syn_flood", "new full-NAT flow refused because the table is full and every half-open entry in it is younger than 1 s (SYNs arriving faster than the table turns over)";
-    // Per-VIP admission (issue 23, [vip.limits]): each refusal of a new flow.
+    // Per-VIP admission ([vip.limits], docs/config.md): each refusal of a new flow.
     DropVipAclDenied => "drop_vip_acl_denied", "new flows from a source the VIP's allow/deny lists refuse ([vip.limits] allow, deny)";
     DropVipMaxConnections => "drop_vip_max_connections", "new flows refused because the VIP has max_connections open connections";
     DropBackendMaxConnections => "drop_backend_max_connections", "new flows refused because the backend Maglev picked has max_connections open connections";
@@ -184,11 +184,11 @@ counters! {
     DropUdpSourceRateLimited => "drop_udp_source_rate_limited", "new UDP flows over udp_flows_per_source_per_second from one source prefix";
     SourceTableFull => "source_table_full", "new flows of a source prefix the per-source table had no room for: charged to the table's shared overflow bucket";
     IcmpEchoRateLimited => "icmp_echo_rate_limited", "ICMP and ICMPv6 echo requests not answered: over dataplane.icmp_echo_per_second on this worker";
-    // Connection records (issue 15, docs/records.md).
+    // Connection records (docs/records.md).
     ConnRecords => "conn_records", "connection records written to the worker's records ring (one per ended connection that carried payload)";
     ConnRecordsEmpty => "conn_records_empty", "ended connections that carried no payload (health checks, port scans): counted, not recorded (records.log_empty = false)";
     ConnRecordsRingFull => "conn_records_ring_full", "connection records lost because the worker's records ring was full (border-mgmt not draining it fast enough, or not running)";
-    // Neighbour table (issue 23): only answers to border's requests and
+    // Neighbour table (docs/security.md): only answers to border's requests and
     // next hops in use write into it; bounded, least recently used out.
     NeighEntries => "neigh_entries", "gauge: neighbour-table entries of this worker (at most 4096)";
     NeighRefusedOverheard => "neigh_learn_refused_overheard", "ARP/NDP bindings not learnt: a request or answer meant for another host";

@@ -5,7 +5,7 @@
 //! takes a reply to a port inside a port's `local_port_range` for a
 //! full-NAT reply, so the two ranges must not meet: a config whose ranges
 //! overlap is refused at start (border-dp, border-mgmt) and on apply
-//! (border-mgmt), naming both ranges (issue 14).
+//! (border-mgmt), naming both ranges (docs/reliability.md).
 
 use std::path::Path;
 

@@ -24,7 +24,8 @@ pub const SHM_DIR_ENV: &str = "BORDER_SHM_DIR";
 /// Where the shared-memory regions (`border-<instance>-state`,
 /// `border-<instance>-tables`) live: `/dev/shm`, or the directory that
 /// `BORDER_SHM_DIR` names. A tmpfs of border's own there bounds what the
-/// regions take and keeps other users from filling their space (issue 14);
+/// regions take and keeps other users from filling their space
+/// (docs/reliability.md);
 /// tests mount a small one to fill it. border-dp, border-mgmt and borderctl
 /// of one instance must all see the same value. An empty value is unset.
 pub fn region_dir() -> PathBuf {
@@ -179,7 +180,7 @@ pub fn advise_huge_pages(ptr: *const u8, bytes: usize) -> usize {
 /// stream socket, as the kernel recorded them when it connected
 /// (`SO_PEERGROUPS`, Linux 4.13). Unlike `/proc/<pid>/status` of the pid
 /// `SO_PEERCRED` names, this cannot be raced by the caller exiting and its
-/// pid being reused (issue 24, finding 9).
+/// pid being reused.
 pub fn peer_groups(socket: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<u32>> {
     let mut groups: Vec<libc::gid_t> = vec![0; 64];
     loop {

@@ -1,4 +1,4 @@
-//! `[mgmt.bgp]` and `vip.announce` (issue 12): defaults, values as written,
+//! `[mgmt.bgp]` and `vip.announce` (docs/bgp.md): defaults, values as written,
 //! and one bad config per rule with the exact error and its line:column.
 
 use conf::{Announce, Config};

@@ -1,4 +1,4 @@
-//! Issue 13: roles of pinned certificates (`[mgmt.tls]` reader and peer
+//! Roles of pinned certificates (`[mgmt.tls]` reader and peer
 //! lists), `[mgmt.limits]`, and the ring-memory budget a config must fit.
 
 use conf::{ClientRole, Config, MgmtLimits};

@@ -1,4 +1,4 @@
-//! Issue 15: `[records]`, connection records and their exporters.
+//! `[records]`, connection records and their exporters.
 
 use conf::{Config, IpfixCollector, JsonLog, Records};
 

@@ -1,4 +1,4 @@
-//! Issue 23: `[vip.limits]` and a backend's `max_connections`: what they
+//! `[vip.limits]` and a backend's `max_connections`: what they
 //! parse to, and each contradictory or out-of-range limit refused with
 //! file:line:column and its key.
 

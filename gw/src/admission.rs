@@ -1,4 +1,4 @@
-//! Who gets a slot (issue 24, finding 2): TLS handshakes in progress, per
+//! Who gets a slot (`[limits]`, docs/fleet.md): TLS handshakes in progress, per
 //! listener and per source address; established api connections; tunnels,
 //! per appliance and in total. Each is taken without waiting (a connection
 //! beyond a bound is closed at once, a tunnel beyond is refused with an

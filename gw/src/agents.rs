@@ -3,7 +3,7 @@
 //! and becomes the HTTP/2 client of the tunnel. Every refusal is one log
 //! line naming the peer, and the claimed id and fingerprint when known.
 //!
-//! `[limits]` (issue 24): a connection beyond `handshakes` (or
+//! `[limits]` (docs/fleet.md): a connection beyond `handshakes` (or
 //! `handshakes_per_source`) in progress is closed at once; TLS and the
 //! preface must finish within `handshake_timeout_ms`; a tunnel beyond
 //! `tunnels` or `tunnels_per_appliance` is refused with an answer. Each

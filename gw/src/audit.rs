@@ -1,5 +1,5 @@
-//! The audit line of every call through this gateway (issue 24, finding
-//! 8): one `call` line when the answer ends, with the caller's certificate
+//! The audit line of every call through this gateway (docs/fleet.md):
+//! one `call` line when the answer ends, with the caller's certificate
 //! fingerprint (the original caller's, for a call a pinned peer gateway
 //! forwarded, and that gateway's), the appliance, the method and the final
 //! gRPC status (from the answer's head or its trailers; `cancelled` when

@@ -43,7 +43,6 @@ pub struct GwConfig {
     pub reader_fingerprints: Vec<String>,
     /// Pinned certificates per appliance id.
     pub appliances: HashMap<String, Vec<String>>,
-    // --- issue 24 (cp-trust): pinned peers, Redis over TLS ---
     /// CA of the Redis server's certificate (`rediss://` only).
     pub redis_ca: Option<PathBuf>,
     /// The other gateways (`[[peer]]`): api address (as they advertise
@@ -51,13 +50,10 @@ pub struct GwConfig {
     /// address are ignored; a peer whose certificate is not pinned for its
     /// address gets no call.
     pub peers: HashMap<SocketAddr, Vec<String>>,
-    // --- end issue 24 (cp-trust) ---
-    // [limits] (issue 24): see crate::limits.
     /// `[limits]`: connections, tunnels, streams, body reads, request memory.
     pub limits: crate::limits::GwLimits,
 }
 
-// --- issue 24 (cp-trust): pinned peers ---
 impl GwConfig {
     /// True when `fingerprint` is a pinned peer gateway's: its calls are
     /// forwarded ones, and the original caller it names is believed.
@@ -123,7 +119,6 @@ fn redis(
         _ => Ok((url, ca)),
     }
 }
-// --- end issue 24 (cp-trust) ---
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,11 +134,10 @@ struct Raw {
     tls: RawTls,
     #[serde(default)]
     appliance: Vec<RawAppliance>,
-    // issue 24 (cp-trust)
     redis_ca: Option<PathBuf>,
     #[serde(default)]
     peer: Vec<RawPeer>,
-    // [limits] (issue 24): see crate::limits.
+    // [limits]: see crate::limits.
     limits: Option<crate::limits::RawLimits>,
 }
 
@@ -282,7 +276,6 @@ pub fn parse(text: &str) -> Result<GwConfig, String> {
             ));
         }
     }
-    // [limits] (issue 24): see crate::limits.
     let limits = crate::limits::parse(raw.limits)?;
     Ok(GwConfig {
         id: raw.id,
@@ -370,7 +363,6 @@ fingerprints = ["{PIN}"]
         assert!(e.starts_with("tls.api_fingerprints[0]: "), "{e}");
     }
 
-    // --- issue 24 (cp-trust) ---
     #[test]
     fn rediss_needs_its_ca_and_the_password_is_never_shown() {
         let with = |url: &str, extra: &str| text(extra).replace("redis://127.0.0.1:6379/0", url);
@@ -421,7 +413,6 @@ fingerprints = ["{PIN}"]
         let e = parse(&own).unwrap_err();
         assert!(e.contains("own advertise address"), "{e}");
     }
-    // --- end issue 24 (cp-trust) ---
 
     #[test]
     fn readers_are_pinned_apart_from_operators() {
@@ -444,7 +435,6 @@ fingerprints = ["{PIN}"]
         assert!(e.starts_with("tls.reader_fingerprints[0]: "), "{e}");
     }
 
-    // [limits] (issue 24): see crate::limits.
     #[test]
     fn the_limits_table_parses_and_its_errors_name_the_key() {
         let with = |l: &str| text("").replace("[tls]", &format!("[limits]\n{l}\n\n[tls]"));

@@ -1,5 +1,5 @@
-//! One connection per address, made outside any shared lock (issue 24,
-//! finding 4): at most one connect in flight per address; callers of that
+//! One connection per address, made outside any shared lock (a peer that
+//! never answers holds up only its own callers): at most one connect in flight per address; callers of that
 //! address wait for it (and share its error), callers of other addresses
 //! never do. A connect that failed is not retried for [`HOLD_DOWN`]: calls
 //! to a dead or blackholed address fail at once meanwhile instead of each

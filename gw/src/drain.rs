@@ -4,12 +4,12 @@
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::client::conn::http2::SendRequest;
 
-use crate::tunnels::Sender;
-
-/// Sends [`mgmt::agent::DRAIN_PATH`] on the tunnel; errors mean it is
-/// already gone.
-pub async fn tell_to_close(mut sender: Sender) {
+/// Sends [`mgmt::agent::DRAIN_PATH`] on a tunnel's HTTP/2 handle (the
+/// tunnel table's `Sender`, named here by its hyper type so that this
+/// message depends on nothing of the table); errors mean it is already gone.
+pub async fn tell_to_close(mut sender: SendRequest<Full<Bytes>>) {
     let req = hyper::Request::post(format!("http://tunnel{}", mgmt::agent::DRAIN_PATH))
         .header("content-type", "application/grpc")
         .header("te", "trailers")

@@ -20,7 +20,7 @@ use crate::grpc::{self, RespBody};
 use crate::limits::{Limit, Listener, Refusals};
 use crate::peers::Peers;
 use crate::registry::Registry;
-use crate::stats::{CallStats, Outcome};
+use crate::stats::{CallOutcome, CallStats};
 use crate::tunnels::{Missing, Tunnels};
 
 /// How long a call waits for a busy appliance's tunnel to come free.
@@ -54,7 +54,7 @@ pub struct Gateway {
 }
 
 /// Why a call was not forwarded: what the metrics count, what the caller sees.
-type Refusal = (Outcome, Status);
+type Refusal = (CallOutcome, Status);
 
 enum Fail {
     NoLocal,
@@ -69,10 +69,10 @@ impl From<Refusal> for Fail {
 
 /// The outcome of an answer that came back: an error status in its head
 /// (a trailers-only answer) is the appliance's (or the next gateway's).
-fn answered(resp: &hyper::Response<RespBody>) -> Outcome {
+fn answered(resp: &hyper::Response<RespBody>) -> CallOutcome {
     match resp.headers().get("grpc-status") {
-        Some(v) if v != "0" => Outcome::ApplianceError,
-        _ => Outcome::Ok,
+        Some(v) if v != "0" => CallOutcome::ApplianceError,
+        _ => CallOutcome::Ok,
     }
 }
 
@@ -146,14 +146,14 @@ impl Gateway {
         let (appliance, path) = (appliance.to_string(), path.to_string());
         let result = match grpc::timeout(req.headers()) {
             _ if !mgmt::authz::allows(role, &path) => Err((
-                Outcome::Denied,
+                CallOutcome::Denied,
                 Status::permission_denied(format!(
                     "border-gw {}: {path} is not open to a reader (tls.reader_fingerprints): only operators (tls.api_fingerprints) may call it",
                     self.cfg.id
                 )),
             )),
             Err(e) => Err((
-                Outcome::Refused,
+                CallOutcome::Refused,
                 Status::invalid_argument(format!("border-gw: {e}")),
             )),
             Ok(timeout) => {
@@ -166,7 +166,7 @@ impl Gateway {
                     Some(d) => tokio::time::timeout_at(d.into(), work)
                         .await
                         .unwrap_or_else(|_| {
-                            Err((Outcome::Deadline, Status::deadline_exceeded(format!(
+                            Err((CallOutcome::Deadline, Status::deadline_exceeded(format!(
                                 "border-gw {}: the deadline passed before appliance {appliance:?} answered",
                                 self.cfg.id
                             ))))
@@ -211,7 +211,7 @@ impl Gateway {
     ) -> Result<hyper::Response<RespBody>, Refusal> {
         if appliance.is_empty() {
             return Err((
-                Outcome::Refused,
+                CallOutcome::Refused,
                 Status::invalid_argument(format!(
                     "border-gw: no {} metadata: name the appliance to call",
                     crate::APPLIANCE_HEADER
@@ -229,7 +229,7 @@ impl Gateway {
             Ok(r) => Ok(r),
             Err(Fail::Refused(r)) => Err(r),
             Err(Fail::NoLocal) if hop => Err((
-                Outcome::NoTunnel,
+                CallOutcome::NoTunnel,
                 Status::unavailable(format!(
                     "border-gw {}: no tunnel of appliance {appliance} here any more",
                     self.cfg.id
@@ -253,7 +253,7 @@ impl Gateway {
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|e| {
                     (
-                        Outcome::Refused,
+                        CallOutcome::Refused,
                         Status::cancelled(format!("border-gw: reading the request: {e}")),
                     )
                 })?;
@@ -262,7 +262,7 @@ impl Gateway {
                 };
                 if buf.len() + data.len() > MAX_REQUEST {
                     return Err((
-                        Outcome::Refused,
+                        CallOutcome::Refused,
                         Status::resource_exhausted(format!(
                             "border-gw: the request is over {MAX_REQUEST} bytes"
                         )),
@@ -280,7 +280,7 @@ impl Gateway {
                         };
                         self.refusals.count(Listener::Api, limit);
                         let who = format!("border-gw {}", self.cfg.id);
-                        return Err((Outcome::Refused, mgmt::budget::exceeded_status(&who, e)));
+                        return Err((CallOutcome::Refused, mgmt::budget::exceeded_status(&who, e)));
                     }
                     buf.reserve_exact(target - buf.len());
                 }
@@ -293,7 +293,7 @@ impl Gateway {
             Err(_) => {
                 self.refusals.count(Listener::Api, Limit::BodyReadTimeout);
                 Err((
-                    Outcome::Refused,
+                    CallOutcome::Refused,
                     Status::deadline_exceeded(format!(
                         "border-gw {}: the request body did not arrive whole within {timeout:?} (limits.body_read_timeout_ms)",
                         self.cfg.id
@@ -320,7 +320,7 @@ impl Gateway {
                 Err(Missing::NoTunnel) if last.is_empty() => return Err(Fail::NoLocal),
                 Err(Missing::NoTunnel) => break,
                 Err(Missing::AllBusy) => {
-                    return Err((Outcome::Busy, Status::resource_exhausted(format!(
+                    return Err((CallOutcome::Busy, Status::resource_exhausted(format!(
                         "border-gw {}: every tunnel of appliance {appliance} stayed busy (waited up to {TUNNEL_WAIT:?} or the deadline)",
                         self.cfg.id
                     )))
@@ -329,7 +329,7 @@ impl Gateway {
             };
             if !lease.methods.contains(path) {
                 return Err((
-                    Outcome::Refused,
+                    CallOutcome::Refused,
                     Status::unimplemented(format!(
                         "appliance {appliance} does not offer {path} (its tunnels announce {} methods)",
                         lease.methods.len()
@@ -363,7 +363,7 @@ impl Gateway {
             }
         }
         Err((
-            Outcome::ApplianceError,
+            CallOutcome::ApplianceError,
             Status::unavailable(format!(
                 "border-gw {}: the tunnel to appliance {appliance} failed: {last}",
                 self.cfg.id
@@ -381,7 +381,7 @@ impl Gateway {
     ) -> Result<hyper::Response<RespBody>, Refusal> {
         let holders = self.registry.holders(appliance).await.map_err(|e| {
             (
-                Outcome::RegistryError,
+                CallOutcome::RegistryError,
                 Status::unavailable(format!(
                     "border-gw {}: the tunnel registry (Redis) failed: {e}",
                     self.cfg.id
@@ -406,15 +406,15 @@ impl Gateway {
                     "unknown appliance {appliance}: no gateway holds a tunnel of it"
                 ))
             };
-            return Err((Outcome::NoTunnel, no_tunnel));
+            return Err((CallOutcome::NoTunnel, no_tunnel));
         }
         let chosen = self.first_holder(&holders, appliance).await.ok_or_else(|| {
-            (Outcome::NoTunnel, Status::unavailable(format!(
+            (CallOutcome::NoTunnel, Status::unavailable(format!(
                 "appliance {appliance}: none of the gateways the registry names ({}) has a tunnel of it now",
                 holders.iter().map(|h| h.to_string()).collect::<Vec<_>>().join(", ")
             )))
         })?;
-        let gateway_error = |what: String| (Outcome::GatewayError, Status::unavailable(what));
+        let gateway_error = |what: String| (CallOutcome::GatewayError, Status::unavailable(what));
         let mut sender = self.peers.sender(chosen).await.map_err(|e| {
             gateway_error(format!("border-gw: gateway {chosen} is not reachable: {e}"))
         })?;

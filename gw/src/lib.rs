@@ -1,6 +1,6 @@
 //! border-gw: the gateway that appliances in agent mode (`[mgmt.agent]`)
 //! dial out to, and that routes control-plane calls to them over those
-//! tunnels (issue 17, docs/fleet.md).
+//! tunnels (docs/fleet.md).
 //!
 //! [`agents`] accepts tunnels, [`tunnels`] holds them per appliance,
 //! [`api`] accepts calls and [`forward`] routes each one: to a local

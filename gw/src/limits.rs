@@ -1,4 +1,4 @@
-//! `[limits]` of border-gw's config (issue 24, findings 2 and 3): how much
+//! `[limits]` of border-gw's config (docs/fleet.md): how much
 //! any caller, appliance or stranger may make the gateway hold, and the
 //! counters of what each bound refused (`border_gw_limit_refusals_total`).
 //!

@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::forward::Gateway;
-use crate::stats::{Outcome, LATENCY_BUCKETS};
+use crate::stats::{CallOutcome, LATENCY_BUCKETS};
 
 pub use mgmt::prom::CONTENT_TYPE;
 
@@ -106,7 +106,7 @@ fn calls(o: &mut Out, gw: &Gateway) {
         "counter",
         "control-plane calls by outcome (HasTunnel probes between gateways are not counted)",
     );
-    for outcome in Outcome::ALL {
+    for outcome in CallOutcome::ALL {
         o.sample(
             "border_gw_calls_total",
             &[("outcome", outcome.as_str())],
@@ -172,7 +172,7 @@ fn registry(o: &mut Out, gw: &Gateway) {
     );
 }
 
-/// What `[limits]` refused, and the request memory in use (issue 24).
+/// What `[limits]` refused, and the request memory in use.
 fn limits(o: &mut Out, gw: &Gateway) {
     let name = "border_gw_limit_refusals_total";
     o.family(

@@ -42,11 +42,12 @@ impl Peers {
     }
 
     /// A ready client handle to the gateway at `addr`: connected outside
-    /// any lock shared with other addresses (issue 24, [`crate::dial`]).
+    /// any lock shared with other addresses ([`crate::dial`]).
     ///
     /// Every connection the dialer makes checks the certificate against
     /// the pins of `addr` (`[[peer]]`); an address with no pins gets no
-    /// connection at all (issue 24, finding 1).
+    /// connection at all: a host holding any certificate of the fleet's CA
+    /// is not a gateway for that.
     pub async fn sender(&self, addr: SocketAddr) -> Result<Sender, String> {
         let Some(pins) = self.pins.get(&addr).cloned() else {
             return Err(format!(
@@ -80,7 +81,7 @@ impl Peers {
         .await
         .map_err(|e| format!("TLS: {e}"))?;
         // The CA vouches for appliances too: only the certificate pinned
-        // for this address in [[peer]] is a gateway (issue 24, finding 1).
+        // for this address in [[peer]] is a gateway.
         let fp = crate::tls::peer_fingerprint(tls.get_ref().get_ref().1.peer_certificates());
         if !fp.as_ref().is_some_and(|f| pins.iter().any(|p| p == f)) {
             return Err(format!(

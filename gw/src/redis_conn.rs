@@ -1,5 +1,5 @@
-//! Where the registry's Redis is and how to reach it (issue 24, finding
-//! 1): `redis://` or `rediss://` (TLS, the server verified against
+//! Where the registry's Redis is and how to reach it (docs/fleet.md):
+//! `redis://` or `rediss://` (TLS, the server verified against
 //! `redis_ca`, the gateway's own certificate presented for Redis's
 //! `tls-auth-clients`), an ACL user and password from the URL's userinfo.
 //! The password is a secret: [`RedisUrl`]'s `Display` and `Debug` print

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// How a call ended, as far as the gateway is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum CallOutcome {
     /// The answer's head came back from the appliance without an error status.
     Ok,
     /// The appliance answered an error status, or its tunnel failed.
@@ -29,37 +29,40 @@ pub enum Outcome {
     Denied,
 }
 
-impl Outcome {
+impl CallOutcome {
     /// Every outcome, in the order they are rendered.
-    pub const ALL: [Outcome; 9] = [
-        Outcome::Ok,
-        Outcome::ApplianceError,
-        Outcome::NoTunnel,
-        Outcome::Deadline,
-        Outcome::Busy,
-        Outcome::RegistryError,
-        Outcome::GatewayError,
-        Outcome::Refused,
-        Outcome::Denied,
+    pub const ALL: [CallOutcome; 9] = [
+        CallOutcome::Ok,
+        CallOutcome::ApplianceError,
+        CallOutcome::NoTunnel,
+        CallOutcome::Deadline,
+        CallOutcome::Busy,
+        CallOutcome::RegistryError,
+        CallOutcome::GatewayError,
+        CallOutcome::Refused,
+        CallOutcome::Denied,
     ];
 
     /// The `outcome` label.
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Ok => "ok",
-            Outcome::ApplianceError => "appliance_error",
-            Outcome::NoTunnel => "no_tunnel",
-            Outcome::Deadline => "deadline",
-            Outcome::Busy => "busy",
-            Outcome::RegistryError => "registry_error",
-            Outcome::GatewayError => "gateway_error",
-            Outcome::Refused => "refused",
-            Outcome::Denied => "denied",
+            CallOutcome::Ok => "ok",
+            CallOutcome::ApplianceError => "appliance_error",
+            CallOutcome::NoTunnel => "no_tunnel",
+            CallOutcome::Deadline => "deadline",
+            CallOutcome::Busy => "busy",
+            CallOutcome::RegistryError => "registry_error",
+            CallOutcome::GatewayError => "gateway_error",
+            CallOutcome::Refused => "refused",
+            CallOutcome::Denied => "denied",
         }
     }
 
     fn index(self) -> usize {
-        Outcome::ALL.iter().position(|o| *o == self).unwrap_or(0)
+        CallOutcome::ALL
+            .iter()
+            .position(|o| *o == self)
+            .unwrap_or(0)
     }
 }
 
@@ -109,7 +112,7 @@ impl Histogram {
 /// The gateway's call counters.
 #[derive(Debug, Default)]
 pub struct CallStats {
-    outcomes: [AtomicU64; Outcome::ALL.len()],
+    outcomes: [AtomicU64; CallOutcome::ALL.len()],
     /// Forwarded calls (outcome ok or appliance_error): time from the
     /// call's arrival to its answer's head.
     pub forward_latency: Histogram,
@@ -119,12 +122,12 @@ pub struct CallStats {
 
 impl CallStats {
     /// Counts a call that ended with `outcome`.
-    pub fn count(&self, outcome: Outcome) {
+    pub fn count(&self, outcome: CallOutcome) {
         self.outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Calls that ended with `outcome`.
-    pub fn calls(&self, outcome: Outcome) -> u64 {
+    pub fn calls(&self, outcome: CallOutcome) -> u64 {
         self.outcomes[outcome.index()].load(Ordering::Relaxed)
     }
 
@@ -177,13 +180,13 @@ mod tests {
     #[test]
     fn outcomes_count_apart() {
         let s = CallStats::default();
-        s.count(Outcome::Ok);
-        s.count(Outcome::Ok);
-        s.count(Outcome::Refused);
-        assert_eq!(s.calls(Outcome::Ok), 2);
-        assert_eq!(s.calls(Outcome::Refused), 1);
-        assert_eq!(s.calls(Outcome::NoTunnel), 0);
-        let labels: Vec<_> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        s.count(CallOutcome::Ok);
+        s.count(CallOutcome::Ok);
+        s.count(CallOutcome::Refused);
+        assert_eq!(s.calls(CallOutcome::Ok), 2);
+        assert_eq!(s.calls(CallOutcome::Refused), 1);
+        assert_eq!(s.calls(CallOutcome::NoTunnel), 0);
+        let labels: Vec<_> = CallOutcome::ALL.iter().map(|o| o.as_str()).collect();
         let unique: std::collections::BTreeSet<_> = labels.iter().collect();
         assert_eq!(unique.len(), labels.len());
     }

@@ -49,7 +49,7 @@ pub struct TunnelCounters {
     /// Tunnels refused (TLS, preface, pin), or that timed out opening.
     pub refused: AtomicU64,
     /// Of those, refused for an appliance id outside `A-Z a-z 0-9 - _ .`
-    /// (issue 24, finding 8).
+    /// (an id with a newline would forge a log line).
     pub bad_ids: AtomicU64,
 }
 

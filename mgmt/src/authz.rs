@@ -1,4 +1,4 @@
-//! Who may call what on the gRPC API (issue 13, finding 3), decided in one
+//! Who may call what on the gRPC API (docs/security.md), decided in one
 //! place: [`AuthzLayer`], a tower layer in front of every service, keyed by
 //! the gRPC path.
 //!
@@ -13,7 +13,7 @@
 //! ([`ApiCounters`], metric `border_mgmt_api_role_denied_total{role}`).
 //!
 //! The [`Caller`] also carries the connection's share of `WatchEvents`
-//! streams (`mgmt.limits.watch_streams_per_connection`, finding 4).
+//! streams (`mgmt.limits.watch_streams_per_connection`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -69,7 +69,7 @@ pub enum Limit {
     /// `note_max_bytes`: an operator note was too long.
     NoteMaxBytes,
     /// `request_memory_mib`: the budget of request bytes buffered at once
-    /// was taken (issue 24).
+    /// was taken.
     RequestMemory,
     /// `request_memory_mib` less `operator_reserve_mib`: the part readers
     /// and peers may take was taken.
@@ -131,7 +131,7 @@ impl ApiCounters {
     }
 
     /// Counts one more refused unix call; returns the new total.
-    pub(crate) fn count_unix_refused(&self) -> u64 {
+    fn count_unix_refused(&self) -> u64 {
         self.unix_refused.fetch_add(1, Ordering::Relaxed) + 1
     }
 
@@ -355,7 +355,7 @@ pub fn check(caller: Option<&Caller>, path: &str, counters: &ApiCounters) -> Res
             Ok(())
         }
         (Identity::Unix { uid, gid, pid, .. }, None) => {
-            Err(crate::peer::refuse(counters, *uid, *gid, *pid))
+            Err(refuse_unix(counters, *uid, *gid, *pid))
         }
         (identity, role) => {
             let shown = role.map_or("none", ClientRole::as_str);
@@ -375,6 +375,27 @@ pub fn check(caller: Option<&Caller>, path: &str, counters: &ApiCounters) -> Res
             )))
         }
     }
+}
+
+/// A call from a unix caller that may not call: logged, counted, and the
+/// status to answer.
+fn refuse_unix(
+    counters: &ApiCounters,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    pid: Option<i32>,
+) -> Status {
+    let n = counters.count_unix_refused();
+    tracing::warn!(
+        ?uid,
+        ?gid,
+        ?pid,
+        refused_total = n,
+        "api: call refused: the caller is not root, border-mgmt's user or in mgmt.operators_group"
+    );
+    Status::permission_denied(
+        "border-mgmt: this unix user may not call the API (root, border-mgmt's user and mgmt.operators_group may)",
+    )
 }
 
 /// The tower layer that runs [`check`] before every call.

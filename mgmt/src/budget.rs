@@ -1,4 +1,4 @@
-//! A budget of request bytes buffered at once (issue 24, finding 3): every
+//! A budget of request bytes buffered at once (docs/security.md): every
 //! data frame of a request body is charged to it as it arrives, and the
 //! charge is given back when the request is done with. A frame that does
 //! not fit is refused (`RESOURCE_EXHAUSTED`) at once instead of waiting:

@@ -13,59 +13,7 @@ use conf::counters::Counter;
 use conf::os::process_alive;
 use conf::state::{FlowStat, RunState, StateError, StateRegion};
 
-use crate::model::EventKind;
-
-/// One worker at one look.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WorkerSnap {
-    /// lcore the worker runs on.
-    pub lcore: u64,
-    /// Its quiescent state: the generation it has adopted.
-    pub applied_generation: u64,
-    /// Poll-loop iterations.
-    pub heartbeat: u64,
-    /// Heartbeat moved within the grace period (or not watched long
-    /// enough to tell: a worker is presumed alive until proven stalled).
-    pub alive: bool,
-    /// How long ago the heartbeat was last seen moving (or first seen).
-    pub heartbeat_age: Duration,
-}
-
-/// The dataplane at one look.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DpSnap {
-    /// The state region exists and is readable.
-    pub present: bool,
-    /// Why it is present but unreadable, if so.
-    pub problem: Option<String>,
-    /// pid recorded by border-dp.
-    pub pid: u32,
-    /// That pid exists.
-    pub pid_alive: bool,
-    /// Run state recorded by border-dp.
-    pub run_state: Option<RunState>,
-    /// Per worker.
-    pub workers: Vec<WorkerSnap>,
-}
-
-impl DpSnap {
-    /// The run state in words.
-    pub fn run_state_name(&self) -> String {
-        match self.run_state {
-            None => "absent".into(),
-            Some(RunState::Starting) => "starting".into(),
-            Some(RunState::Running) => "running".into(),
-            Some(RunState::Stopped) => "stopped".into(),
-            Some(RunState::Unknown(v)) => format!("unknown({v})"),
-        }
-    }
-
-    /// Whether workers of this dataplane may be reading the tables: its
-    /// process exists and has not marked itself stopped.
-    pub fn has_readers(&self) -> bool {
-        self.present && self.pid_alive && self.run_state != Some(RunState::Stopped)
-    }
-}
+use crate::model::{DpSnap, EventKind, WorkerSnap};
 
 #[derive(Clone, Debug)]
 struct Track {

@@ -13,8 +13,10 @@
 //! never links DPDK.
 #![deny(unsafe_code)]
 
+pub mod accept;
 pub mod agent;
 pub mod authz;
+pub mod backoff;
 pub mod bgp;
 pub mod budget;
 pub mod client;
@@ -42,7 +44,7 @@ pub mod pb {
     tonic::include_proto!("border.v1");
 }
 
-pub use manager::{Manager, Options, Outcome, Paths};
+pub use manager::{ChangeOutcome, Manager, Options, Paths};
 
 /// The largest gRPC message accepted or sent, each way.
 pub const MAX_MESSAGE_BYTES: usize = 4 << 20;

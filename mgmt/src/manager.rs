@@ -20,12 +20,12 @@ use conf::tables::{backend_ids, tables_path, BackendState, Generation, TablesErr
 use conf::{Config, ConfigError, ConfigText};
 use tokio::sync::broadcast;
 
-use crate::dp::{read_stats, DpSnap, DpWatcher, StatKeys};
+use crate::dp::{read_stats, DpWatcher, StatKeys};
 use crate::intent::{Intent, IntentError, IntentFile, Staged};
-pub use crate::model::Outcome;
+pub use crate::model::ChangeOutcome;
 use crate::model::{
-    BackendStats, BackendStatus, Event, EventKind, PublisherStatus, RunningConfig, Stats, Status,
-    VipStats, VipStatus, WorkerCounters,
+    BackendStats, BackendStatus, DpSnap, Event, EventKind, PublisherStatus, RunningConfig, Stats,
+    Status, VipStats, VipStatus, WorkerCounters,
 };
 use crate::publisher::{Opened, PublishError, Publisher};
 use crate::store::{
@@ -224,7 +224,7 @@ pub struct Manager {
     records: Option<Arc<crate::records::RecordsStats>>,
 }
 
-enum Published {
+enum Publication {
     /// A new generation.
     New(u64),
     /// Equal to the published one.
@@ -306,20 +306,20 @@ impl Manager {
     /// Publishes the running config now if it differs from the published
     /// generation (after a restart with the same config and overrides it does
     /// not: the generation stays). Returns the published generation.
-    pub fn publish_now(&self, cause: &str) -> Result<Outcome, PublishError> {
+    pub fn publish_now(&self, cause: &str) -> Result<ChangeOutcome, PublishError> {
         let mut core = lock(&self.core);
         match self.publish(&mut core, None, None, cause)? {
-            Published::New(g) => Ok(Outcome {
+            Publication::New(g) => Ok(ChangeOutcome {
                 generation: g,
                 changed: true,
                 pending: None,
             }),
-            Published::Same(g) => Ok(Outcome {
+            Publication::Same(g) => Ok(ChangeOutcome {
                 generation: g,
                 changed: false,
                 pending: None,
             }),
-            Published::Pending(why) => Ok(Outcome {
+            Publication::Pending(why) => Ok(ChangeOutcome {
                 generation: 0,
                 changed: true,
                 pending: Some(why),
@@ -393,7 +393,7 @@ impl Manager {
         next: Option<&Store>,
         changed: Option<&[usize]>,
         cause: &str,
-    ) -> Result<Published, PublishError> {
+    ) -> Result<Publication, PublishError> {
         let Core {
             store,
             publisher,
@@ -437,11 +437,11 @@ impl Manager {
                     bytes_written: stats.bytes_written,
                     arena_free_bytes: stats.arena_free,
                 });
-                Ok(Published::New(stats.generation))
+                Ok(Publication::New(stats.generation))
             }
             Ok(None) => {
                 *pending = None;
-                Ok(Published::Same(publisher.published_generation()))
+                Ok(Publication::Same(publisher.published_generation()))
             }
             Err(e) => {
                 let retry = e.is_retryable();
@@ -454,7 +454,7 @@ impl Manager {
                 if retry {
                     tracing::warn!(error = %msg, cause, "publish deferred: retrying when the workers pass older generations");
                     *pending = Some(msg.clone());
-                    Ok(Published::Pending(msg))
+                    Ok(Publication::Pending(msg))
                 } else {
                     tracing::error!(error = %msg, cause, "publish failed");
                     publisher.invalidate();
@@ -464,19 +464,19 @@ impl Manager {
         }
     }
 
-    fn outcome(p: Published, changed: bool) -> Outcome {
+    fn outcome(p: Publication, changed: bool) -> ChangeOutcome {
         match p {
-            Published::New(g) => Outcome {
+            Publication::New(g) => ChangeOutcome {
                 generation: g,
                 changed: true,
                 pending: None,
             },
-            Published::Same(g) => Outcome {
+            Publication::Same(g) => ChangeOutcome {
                 generation: g,
                 changed,
                 pending: None,
             },
-            Published::Pending(why) => Outcome {
+            Publication::Pending(why) => ChangeOutcome {
                 generation: 0,
                 changed,
                 pending: Some(why),
@@ -492,7 +492,7 @@ impl Manager {
         text: &str,
         origin: &str,
         dry_run: bool,
-    ) -> Result<Outcome, ApplyError> {
+    ) -> Result<ChangeOutcome, ApplyError> {
         let dir = self.opts.config_path.as_deref().and_then(Path::parent);
         match self.parse(text, origin, dir) {
             Ok((cfg, text)) => self.apply_parsed(cfg, text, origin, dry_run),
@@ -501,7 +501,7 @@ impl Manager {
     }
 
     /// SIGHUP: re-reads the config file and applies it.
-    pub fn reload_file(&self) -> Result<Outcome, ApplyError> {
+    pub fn reload_file(&self) -> Result<ChangeOutcome, ApplyError> {
         let Some(path) = self.opts.config_path.clone() else {
             return Err(ApplyError::NoFile);
         };
@@ -562,7 +562,7 @@ impl Manager {
         text: Arc<str>,
         origin: &str,
         dry_run: bool,
-    ) -> Result<Outcome, ApplyError> {
+    ) -> Result<ChangeOutcome, ApplyError> {
         if let Err(e) = conf::ephemeral::check_local_ports_here(&cfg) {
             return Err(self.rejected(origin, e.into()));
         }
@@ -573,7 +573,7 @@ impl Manager {
         }
         let changed = *core.store.config() != *cfg;
         if dry_run {
-            return Ok(Outcome {
+            return Ok(ChangeOutcome {
                 generation: 0,
                 changed,
                 pending: None,
@@ -629,7 +629,7 @@ impl Manager {
         backend: &str,
         action: BackendAction,
         note: &str,
-    ) -> Result<(Outcome, BackendStatus), SetError> {
+    ) -> Result<(ChangeOutcome, BackendStatus), SetError> {
         let addr: SocketAddr = backend
             .trim()
             .parse()
@@ -732,7 +732,7 @@ impl Manager {
         &self,
         key: &BackendKey,
         verdict: Option<HealthVerdict>,
-    ) -> Result<Option<Outcome>, PublishError> {
+    ) -> Result<Option<ChangeOutcome>, PublishError> {
         self.set_health_batch(vec![(key.clone(), verdict)])
     }
 
@@ -742,7 +742,7 @@ impl Manager {
     pub fn set_health_batch(
         &self,
         batch: Vec<(BackendKey, Option<HealthVerdict>)>,
-    ) -> Result<Option<Outcome>, PublishError> {
+    ) -> Result<Option<ChangeOutcome>, PublishError> {
         let mut core = lock(&self.core);
         let mut changed = Vec::new();
         let mut vips = Vec::new();

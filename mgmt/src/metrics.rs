@@ -15,9 +15,8 @@ use conf::state::PortStat;
 use conf::tables::BackendState;
 
 use crate::authz::{ApiCounters, Limit};
-use crate::dp::WorkerSnap;
 use crate::manager::Manager;
-use crate::model::{BackendStatus, FlowStats, PublisherStatus, Stats, Status};
+use crate::model::{BackendStatus, FlowStats, PublisherStatus, Stats, Status, WorkerSnap};
 
 pub use crate::prom::CONTENT_TYPE;
 
@@ -117,11 +116,12 @@ fn dataplane(o: &mut Out, status: &Status) {
         "problems borderctl status names, by kind and worker or port (1 while present)",
     );
     for f in &status.findings {
-        let w = f.worker.to_string();
-        let labels: &[(&str, &str)] = if f.port.is_empty() {
+        let (worker, port) = f.subject.wire();
+        let w = worker.to_string();
+        let labels: &[(&str, &str)] = if port.is_empty() {
             &[("kind", f.kind.as_str()), ("worker", &w)]
         } else {
-            &[("kind", f.kind.as_str()), ("port", &f.port)]
+            &[("kind", f.kind.as_str()), ("port", port)]
         };
         o.sample("border_findings", labels, 1);
     }

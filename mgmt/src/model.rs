@@ -5,13 +5,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use conf::config::{Mode, Protocol};
 use conf::counters::Counter;
 use conf::state::RunState;
 use conf::tables::BackendState;
 
-use crate::dp::DpSnap;
+use crate::findings::Finding;
 use crate::health::engine::Change;
 
 /// One event, as every subscriber sees it.
@@ -115,7 +116,7 @@ pub enum EventKind {
 
 /// What a change did to the tables.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
+pub struct ChangeOutcome {
     /// The generation carrying the change (0 while pending or for a dry run).
     pub generation: u64,
     /// Something changed.
@@ -207,20 +208,6 @@ pub struct PublisherStatus {
     pub state_dir: Option<PathBuf>,
 }
 
-/// A problem read off the workers' numbers, or seen in border-dp's
-/// network namespace (a port's kernel twin, the ephemeral port range).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Finding {
-    /// Stable snake_case kind.
-    pub kind: String,
-    /// The worker it concerns (0 for a port's finding).
-    pub worker: u32,
-    /// The evidence and what to do, in one line.
-    pub detail: String,
-    /// The `[[port]]` it concerns (empty for a worker's finding).
-    pub port: String,
-}
-
 /// GetStatus: everything at one look.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Status {
@@ -232,7 +219,7 @@ pub struct Status {
     pub publisher: PublisherStatus,
     /// The dataplane.
     pub dataplane: DpSnap,
-    /// Problems read off the workers' counters.
+    /// Problems read off the workers' counters and border-dp's namespace.
     pub findings: Vec<Finding>,
     /// Every VIP in config order.
     pub vips: Vec<VipStatus>,
@@ -338,5 +325,57 @@ impl Stats {
                     .fold(0u64, u64::wrapping_add)
             })
             .collect()
+    }
+}
+
+/// One worker at one look.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerSnap {
+    /// lcore the worker runs on.
+    pub lcore: u64,
+    /// Its quiescent state: the generation it has adopted.
+    pub applied_generation: u64,
+    /// Poll-loop iterations.
+    pub heartbeat: u64,
+    /// Heartbeat moved within the grace period (or not watched long
+    /// enough to tell: a worker is presumed alive until proven stalled).
+    pub alive: bool,
+    /// How long ago the heartbeat was last seen moving (or first seen).
+    pub heartbeat_age: Duration,
+}
+
+/// The dataplane at one look.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DpSnap {
+    /// The state region exists and is readable.
+    pub present: bool,
+    /// Why it is present but unreadable, if so.
+    pub problem: Option<String>,
+    /// pid recorded by border-dp.
+    pub pid: u32,
+    /// That pid exists.
+    pub pid_alive: bool,
+    /// Run state recorded by border-dp.
+    pub run_state: Option<RunState>,
+    /// Per worker.
+    pub workers: Vec<WorkerSnap>,
+}
+
+impl DpSnap {
+    /// The run state in words.
+    pub fn run_state_name(&self) -> String {
+        match self.run_state {
+            None => "absent".into(),
+            Some(RunState::Starting) => "starting".into(),
+            Some(RunState::Running) => "running".into(),
+            Some(RunState::Stopped) => "stopped".into(),
+            Some(RunState::Unknown(v)) => format!("unknown({v})"),
+        }
+    }
+
+    /// Whether workers of this dataplane may be reading the tables: its
+    /// process exists and has not marked itself stopped.
+    pub fn has_readers(&self) -> bool {
+        self.present && self.pid_alive && self.run_state != Some(RunState::Stopped)
     }
 }

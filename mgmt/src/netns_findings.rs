@@ -10,7 +10,7 @@ use std::path::Path;
 use conf::ephemeral::{check_local_ports, read_range, IP_LOCAL_PORT_RANGE};
 use conf::Config;
 
-use crate::model::Finding;
+use crate::findings::{Finding, Subject};
 
 /// `IFF_UP` of `/sys/class/net/<if>/flags`.
 const IFF_UP: u32 = 0x1;
@@ -80,12 +80,11 @@ pub fn twin_finding(port: &str, twin: &str, link: TwinLink) -> Option<Finding> {
              the host's own traffic through the port is cut; restart border-dp (it creates the twin)"
         ),
     };
-    Some(Finding {
-        kind: "host_twin_down".into(),
-        detail: why,
-        port: port.to_string(),
-        ..Finding::default()
-    })
+    Some(Finding::status(
+        "host_twin_down",
+        Subject::Port(port.to_string()),
+        why,
+    ))
 }
 
 /// `local_ports_overlap_ephemeral` when `cfg`'s first overlapping port meets
@@ -93,17 +92,22 @@ pub fn twin_finding(port: &str, twin: &str, link: TwinLink) -> Option<Finding> {
 pub fn ephemeral_finding(cfg: &Config, ephemeral: Option<(u16, u16)>) -> Option<Finding> {
     let e = check_local_ports(cfg, ephemeral?).err()?;
     let port = match &e {
-        conf::ephemeral::LocalPortsError::Overlap { name, .. } => name.clone(),
-        conf::ephemeral::LocalPortsError::Read { .. } => String::new(),
+        conf::ephemeral::LocalPortsError::Overlap { name, .. } => Some(name.clone()),
+        conf::ephemeral::LocalPortsError::Read { .. } => None,
     };
-    Some(Finding {
-        kind: "local_ports_overlap_ephemeral".into(),
-        detail: format!(
+    // A range the kernel did not let us read names no port (GetStatus then
+    // carries worker 0, as before there was a subject).
+    let subject = match port {
+        Some(p) => Subject::Port(p),
+        None => Subject::Named("the kernel's ephemeral port range".into()),
+    };
+    Some(Finding::status(
+        "local_ports_overlap_ephemeral",
+        subject,
+        format!(
             "{e} (the range changed after border-dp started: it refuses this overlap at start)"
         ),
-        port,
-        ..Finding::default()
-    })
+    ))
 }
 
 #[cfg(test)]
@@ -126,16 +130,16 @@ mod tests {
         assert_eq!(twin_finding("ext", "kni-ext", TwinLink::Up), None);
         let f = twin_finding("ext", "kni-ext", TwinLink::Down).unwrap();
         assert_eq!(
-            (f.kind.as_str(), f.port.as_str()),
-            ("host_twin_down", "ext")
+            (f.kind.as_str(), f.subject.wire()),
+            ("host_twin_down", (0, "ext"))
         );
         assert!(
-            f.detail.contains("ip link set dev kni-ext up"),
+            f.evidence.contains("ip link set dev kni-ext up"),
             "{}",
-            f.detail
+            f.evidence
         );
         let f = twin_finding("int", "kni-int", TwinLink::Missing).unwrap();
-        assert!(f.detail.contains("does not exist"), "{}", f.detail);
+        assert!(f.evidence.contains("does not exist"), "{}", f.evidence);
     }
 
     #[test]
@@ -145,12 +149,12 @@ mod tests {
         assert_eq!(ephemeral_finding(&cfg, None), None);
         let f = ephemeral_finding(&cfg, Some((10000, 60999))).unwrap();
         assert_eq!(f.kind, "local_ports_overlap_ephemeral");
-        assert_eq!(f.port, "int");
+        assert_eq!(f.subject, Subject::Port("int".into()));
         assert!(
-            f.detail
+            f.evidence
                 .contains("overlaps the kernel's ephemeral ports 10000-60999"),
             "{}",
-            f.detail
+            f.evidence
         );
     }
 }

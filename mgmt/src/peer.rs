@@ -6,14 +6,15 @@
 //! already keeps others from connecting; this check still holds if the
 //! file's mode or a directory on its path is opened up by mistake, or a
 //! descriptor is passed to another process. Every call of a refused
-//! caller is answered `PERMISSION_DENIED`, logged and counted ([`refuse`],
-//! metric `border_mgmt_api_refused_total`) by `crate::authz`, which also
-//! decides for TCP connections (mutual TLS, roles of pinned certificates).
+//! caller is answered `PERMISSION_DENIED`, logged and counted (metric
+//! `border_mgmt_api_refused_total`) by `crate::authz`, which also decides
+//! for TCP connections (mutual TLS, roles of pinned certificates). This
+//! module only decides who is allowed; it knows `authz`'s [`Caller`], not
+//! the other way round.
 
 use conf::MgmtLimits;
-use tonic::Status;
 
-use crate::authz::{ApiCounters, Caller, Identity};
+use crate::authz::{Caller, Identity};
 
 /// The unix users and group allowed to call the API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,27 +71,6 @@ impl PeerPolicy {
         };
         Caller::new(identity, limits)
     }
-}
-
-/// A call from a unix caller that may not call: logged, counted, and the
-/// status to answer.
-pub fn refuse(
-    counters: &ApiCounters,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    pid: Option<i32>,
-) -> Status {
-    let n = counters.count_unix_refused();
-    tracing::warn!(
-        ?uid,
-        ?gid,
-        ?pid,
-        refused_total = n,
-        "api: call refused: the caller is not root, border-mgmt's user or in mgmt.operators_group"
-    );
-    Status::permission_denied(
-        "border-mgmt: this unix user may not call the API (root, border-mgmt's user and mgmt.operators_group may)",
-    )
 }
 
 #[cfg(test)]

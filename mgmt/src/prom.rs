@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use crate::server::accept_until;
+use crate::accept::accept_until;
 
 /// Content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

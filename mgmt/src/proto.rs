@@ -8,12 +8,12 @@ use std::net::SocketAddr;
 use conf::tables::BackendState;
 
 use crate::bgp::BgpReport;
-use crate::dp::DpSnap;
-use crate::health::engine::{Change, Key, Observation, State, WeightObs};
+use crate::findings::{Finding, Subject};
+use crate::health::engine::{Change, HealthState, Key, Observation, WeightObs};
 use crate::health::Snapshot;
 use crate::model::{
-    BackendStats, BackendStatus, Event, EventKind, Finding, FlowStats, Outcome, PublisherStatus,
-    RunningConfig, Stats, Status, VipStats, VipStatus,
+    BackendStats, BackendStatus, ChangeOutcome, DpSnap, Event, EventKind, FlowStats,
+    PublisherStatus, RunningConfig, Stats, Status, VipStats, VipStatus,
 };
 use crate::pb;
 use crate::store::BackendAction;
@@ -83,12 +83,29 @@ impl From<PublisherStatus> for pb::PublisherStatus {
 
 impl From<Finding> for pb::Finding {
     fn from(f: Finding) -> pb::Finding {
+        let (worker, port) = f.subject.wire();
         pb::Finding {
+            worker,
+            port: port.to_owned(),
             kind: f.kind,
-            worker: f.worker,
-            detail: f.detail,
-            port: f.port,
+            detail: f.evidence,
         }
+    }
+}
+
+/// A finding GetStatus carried, as border-mgmt made it (a port's finding
+/// names its port, any other its worker; the next step by its kind).
+impl From<pb::Finding> for Finding {
+    fn from(f: pb::Finding) -> Finding {
+        let subject = if f.port.is_empty() {
+            Subject::Worker {
+                index: f.worker,
+                lcore: None,
+            }
+        } else {
+            Subject::Port(f.port)
+        };
+        Finding::status(&f.kind, subject, f.detail)
     }
 }
 
@@ -261,8 +278,8 @@ impl From<RunningConfig> for pb::GetConfigResponse {
     }
 }
 
-impl From<Outcome> for pb::ApplyConfigResponse {
-    fn from(o: Outcome) -> pb::ApplyConfigResponse {
+impl From<ChangeOutcome> for pb::ApplyConfigResponse {
+    fn from(o: ChangeOutcome) -> pb::ApplyConfigResponse {
         pb::ApplyConfigResponse {
             generation: o.generation,
             changed: o.changed,
@@ -271,8 +288,8 @@ impl From<Outcome> for pb::ApplyConfigResponse {
     }
 }
 
-impl From<(Outcome, BackendStatus)> for pb::SetBackendResponse {
-    fn from((o, b): (Outcome, BackendStatus)) -> pb::SetBackendResponse {
+impl From<(ChangeOutcome, BackendStatus)> for pb::SetBackendResponse {
+    fn from((o, b): (ChangeOutcome, BackendStatus)) -> pb::SetBackendResponse {
         pb::SetBackendResponse {
             generation: o.generation,
             changed: o.changed,
@@ -424,11 +441,11 @@ pub fn lagged(missed: u64, unix_ms: u64) -> pb::Event {
 
 // ---- border.v1.BorderHealth ------------------------------------------------
 
-fn pb_state(s: Option<State>) -> pb::HealthState {
+fn pb_state(s: Option<HealthState>) -> pb::HealthState {
     match s {
         None => pb::HealthState::Unspecified,
-        Some(State::Up) => pb::HealthState::Up,
-        Some(State::Down) => pb::HealthState::Down,
+        Some(HealthState::Up) => pb::HealthState::Up,
+        Some(HealthState::Down) => pb::HealthState::Down,
     }
 }
 
@@ -462,8 +479,8 @@ pub fn observation_from_pb(p: &pb::Observation, now: u64) -> Option<(Key, Observ
     let backend: SocketAddr = p.backend.parse().ok()?;
     let cap = |s: &str| s.chars().take(200).collect::<String>();
     let state = match pb::HealthState::try_from(p.state) {
-        Ok(pb::HealthState::Up) => Some(State::Up),
-        Ok(pb::HealthState::Down) => Some(State::Down),
+        Ok(pb::HealthState::Up) => Some(HealthState::Up),
+        Ok(pb::HealthState::Down) => Some(HealthState::Down),
         _ => None,
     };
     let weight = if p.has_weight {

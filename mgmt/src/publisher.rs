@@ -20,7 +20,7 @@ use conf::tables::{
 };
 use conf::Config;
 
-use crate::dp::DpSnap;
+use crate::model::DpSnap;
 use crate::store::Store;
 
 /// Smallest arena border-mgmt creates.
@@ -338,7 +338,7 @@ impl Publisher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dp::WorkerSnap;
+    use crate::model::WorkerSnap;
     use crate::store::tests::CFG;
     use crate::store::{BackendAction, BackendKey};
     use conf::tables::BackendState;

@@ -21,6 +21,7 @@ use tokio_stream::StreamExt as _;
 
 use conf::os::files::Access;
 
+pub use crate::accept::accept_until;
 use crate::authz::{ApiCounters, AuthzLayer, Caller, CallerIo, Identity, Limit};
 use crate::budget::{BudgetLayer, ByteBudget, Exceeded};
 use crate::manager::Manager;
@@ -226,33 +227,6 @@ fn remove_socket(path: &Path, ino: (u64, u64)) {
 /// How long a graceful stop waits for open calls.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// The next connection on `listener`, or `None` once `shutdown` turns true.
-/// A failed accept (e.g. out of file descriptors) is logged, naming `what`
-/// listens, and retried after a pause.
-pub async fn accept_until(
-    listener: &TcpListener,
-    shutdown: &mut watch::Receiver<bool>,
-    what: &str,
-) -> Option<(TcpStream, SocketAddr)> {
-    loop {
-        if *shutdown.borrow() {
-            return None;
-        }
-        tokio::select! {
-            r = shutdown.changed() => {
-                if r.is_err() { return None }
-            }
-            r = listener.accept() => match r {
-                Ok(x) => return Some(x),
-                Err(e) => {
-                    tracing::warn!(error = %e, "{what}: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            },
-        }
-    }
-}
-
 /// What the TLS acceptor needs besides the listener.
 struct TlsAccept {
     tls: Arc<rustls::ServerConfig>,
@@ -414,7 +388,8 @@ pub async fn serve(
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .max_concurrent_streams(limits.streams_per_connection)
-        // Request bodies buffered at once, by the callers' roles (issue 24).
+        // Request bodies buffered at once, by the callers' roles
+        // (`[mgmt.limits] request_memory_mib`, docs/security.md).
         .layer(request_budget(&limits, &counters))
         // Who may call what: one check in front of every service.
         .layer(AuthzLayer::new(counters.clone()))

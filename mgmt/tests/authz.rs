@@ -1,4 +1,5 @@
-//! Issue 13, findings 3 and 4, played by the attacker in-process: a pinned
+//! Roles and `[mgmt.limits]` (docs/security.md), played by the attacker
+//! in-process: a pinned
 //! reader certificate calling ApplyConfig, a peer appliance's certificate
 //! calling GetStatus, an operator note of megabytes, more WatchEvents
 //! streams than the limits, and a metrics connection flood.

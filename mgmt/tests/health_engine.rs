@@ -6,7 +6,7 @@ mod common;
 
 use common::engine::{b, engine_config, key, ok, refused, Driver as T, INTERVAL};
 use conf::Config;
-use mgmt::health::engine::{Change, ProbeOutcome, State, WeightObs};
+use mgmt::health::engine::{Change, HealthState, ProbeOutcome, WeightObs};
 
 const HE_LISTEN: &str = "unix:///run/border/he.sock";
 
@@ -43,7 +43,7 @@ impl T {
 fn before_any_result_backends_are_up_without_data() {
     let mut t = T::new(&config(0, 1, false));
     t.idle(0);
-    assert_eq!(t.state(1), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
     assert!(t.no_data(1));
     assert_eq!(t.reason(1), "up (no data: no probe result yet)");
 }
@@ -54,25 +54,29 @@ fn one_failure_is_noise_fall_takes_down_rise_brings_back() {
     t.round(&[(1, ok()), (2, ok())]);
     assert_eq!(
         (t.state(1), t.reason(1).as_str()),
-        (State::Up, "up: HTTP 200")
+        (HealthState::Up, "up: HTTP 200")
     );
     assert!(!t.no_data(1));
 
     t.round(&[(1, refused()), (2, ok())]);
-    assert_eq!(t.state(1), State::Up, "one failure is noise");
+    assert_eq!(t.state(1), HealthState::Up, "one failure is noise");
     assert_eq!(
         t.reason(1),
         "up: connect refused (1 of 3 failures to go down)"
     );
     t.round(&[(1, refused()), (2, ok())]);
-    assert_eq!(t.state(1), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
     // A success resets the count.
     t.round(&[(1, ok()), (2, ok())]);
     t.round(&[(1, refused()), (2, ok())]);
     t.round(&[(1, refused()), (2, ok())]);
-    assert_eq!(t.state(1), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
     let ch = t.round(&[(1, refused()), (2, ok())]);
-    assert_eq!(t.state(1), State::Down, "fall = 3 consecutive failures");
+    assert_eq!(
+        t.state(1),
+        HealthState::Down,
+        "fall = 3 consecutive failures"
+    );
     assert_eq!(
         t.reason(1),
         "down: connect refused (3 consecutive failures)"
@@ -82,7 +86,7 @@ fn one_failure_is_noise_fall_takes_down_rise_brings_back() {
     assert_eq!(v.checkers, vec!["me".to_string()]);
 
     t.round(&[(1, ok()), (2, ok())]);
-    assert_eq!(t.state(1), State::Down, "rise = 2");
+    assert_eq!(t.state(1), HealthState::Down, "rise = 2");
     assert_eq!(
         t.reason(1),
         "down: connect refused (3 consecutive failures); recovering: 1 of 2 successes"
@@ -90,7 +94,7 @@ fn one_failure_is_noise_fall_takes_down_rise_brings_back() {
     t.round(&[(1, ok()), (2, ok())]);
     assert_eq!(
         (t.state(1), t.reason(1).as_str()),
-        (State::Up, "up: HTTP 200")
+        (HealthState::Up, "up: HTTP 200")
     );
     let after = t.e.verdict("web", b(1)).unwrap();
     assert!(after.since_ms > v.since_ms);
@@ -102,17 +106,17 @@ fn silence_is_not_a_verdict() {
     for _ in 0..3 {
         t.round(&[(1, refused()), (2, ok())]);
     }
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     // The probe loop stalls: nothing for a long time.
     t.idle(5 * INTERVAL);
     assert_eq!(
         t.state(1),
-        State::Down,
+        HealthState::Down,
         "no fresh data never changes a state"
     );
     assert!(t.no_data(1));
     assert!(t.reason(1).contains("no data"), "{}", t.reason(1));
-    assert_eq!(t.state(2), State::Up);
+    assert_eq!(t.state(2), HealthState::Up);
     assert!(t.no_data(2));
     assert_eq!(
         t.reason(2),
@@ -121,7 +125,7 @@ fn silence_is_not_a_verdict() {
     // Fresh data heals it.
     t.round(&[(1, ok()), (2, ok())]);
     t.round(&[(1, ok()), (2, ok())]);
-    assert_eq!(t.state(1), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
     assert!(!t.no_data(1) && !t.no_data(2));
 }
 
@@ -131,10 +135,10 @@ fn every_backend_down_fails_open_loudly() {
     t.round(&[(1, refused()), (2, ok())]);
     t.round(&[(1, refused()), (2, refused())]);
     t.round(&[(1, refused()), (2, refused())]);
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     assert!(!t.e.vip_health()["web"].fail_open);
     let ch = t.round(&[(1, refused()), (2, refused())]);
-    assert_eq!(t.state(2), State::Down);
+    assert_eq!(t.state(2), HealthState::Down);
     assert!(t.e.vip_health()["web"].fail_open);
     assert!(
         ch.iter()
@@ -147,7 +151,7 @@ fn every_backend_down_fails_open_loudly() {
     // One comes back: fail-open ends, with an event.
     t.round(&[(1, ok()), (2, refused())]);
     let ch = t.round(&[(1, ok()), (2, refused())]);
-    assert_eq!(t.state(1), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
     assert!(!t.e.vip_health()["web"].fail_open);
     assert!(ch
         .iter()
@@ -163,16 +167,26 @@ fn quorum_needs_k_independent_checkers() {
         t.peer(
             0,
             "lb-b",
-            &[(1, Some(State::Up), true), (2, Some(State::Up), true)],
+            &[
+                (1, Some(HealthState::Up), true),
+                (2, Some(HealthState::Up), true),
+            ],
         );
         t.peer(
             1,
             "lb-c",
-            &[(1, Some(State::Up), true), (2, Some(State::Up), true)],
+            &[
+                (1, Some(HealthState::Up), true),
+                (2, Some(HealthState::Up), true),
+            ],
         );
         t.round(&[(1, refused()), (2, ok())]);
     }
-    assert_eq!(t.state(1), State::Up, "one checker is not a quorum of 2");
+    assert_eq!(
+        t.state(1),
+        HealthState::Up,
+        "one checker is not a quorum of 2"
+    );
     assert!(
         t.reason(1)
             .contains("1 see it fail, fewer than quorum 2 (me: connect refused)"),
@@ -183,10 +197,13 @@ fn quorum_needs_k_independent_checkers() {
     t.peer(
         0,
         "lb-b",
-        &[(1, Some(State::Down), false), (2, Some(State::Up), true)],
+        &[
+            (1, Some(HealthState::Down), false),
+            (2, Some(HealthState::Up), true),
+        ],
     );
     t.round(&[(1, refused()), (2, ok())]);
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     let v = t.e.verdict("web", b(1)).unwrap();
     assert_eq!(v.checkers, vec!["me".to_string(), "lb-b".to_string()]);
     assert!(
@@ -197,12 +214,12 @@ fn quorum_needs_k_independent_checkers() {
     // The same checker id twice is one checker.
     let mut t2 = T::new(&config(2, 2, false));
     for _ in 0..3 {
-        t2.peer(0, "me", &[(1, Some(State::Down), false)]);
+        t2.peer(0, "me", &[(1, Some(HealthState::Down), false)]);
         t2.round(&[(1, refused()), (2, ok())]);
     }
     assert_eq!(
         t2.state(1),
-        State::Up,
+        HealthState::Up,
         "a peer claiming our own id is not independent"
     );
 }
@@ -214,26 +231,32 @@ fn silent_peers_keep_the_state() {
         t.peer(
             0,
             "lb-b",
-            &[(1, Some(State::Down), false), (2, Some(State::Up), true)],
+            &[
+                (1, Some(HealthState::Down), false),
+                (2, Some(HealthState::Up), true),
+            ],
         );
         t.peer(
             1,
             "lb-c",
-            &[(1, Some(State::Up), true), (2, Some(State::Up), true)],
+            &[
+                (1, Some(HealthState::Up), true),
+                (2, Some(HealthState::Up), true),
+            ],
         );
         t.round(&[(1, refused()), (2, ok())]);
     }
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     // Both peers go quiet while this checker sees the backend pass again.
     t.e.peer_error("unix:///run/border/peer0.sock", "connect refused");
     t.idle(6 * INTERVAL);
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     for _ in 0..3 {
         t.round(&[(1, ok()), (2, ok())]);
     }
     assert_eq!(
         t.state(1),
-        State::Down,
+        HealthState::Down,
         "one fresh vote cannot outvote a silent quorum"
     );
     assert!(t.no_data(1));
@@ -245,10 +268,13 @@ fn silent_peers_keep_the_state() {
     t.peer(
         1,
         "lb-c",
-        &[(1, Some(State::Up), true), (2, Some(State::Up), true)],
+        &[
+            (1, Some(HealthState::Up), true),
+            (2, Some(HealthState::Up), true),
+        ],
     );
     t.round(&[(1, ok()), (2, ok())]);
-    assert_eq!(t.state(1), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
     assert!(!t.no_data(1));
 }
 
@@ -262,17 +288,23 @@ fn an_unreliable_witness_is_not_believed() {
         t.peer(
             0,
             "lb-b",
-            &[(1, Some(State::Up), true), (2, Some(State::Up), true)],
+            &[
+                (1, Some(HealthState::Up), true),
+                (2, Some(HealthState::Up), true),
+            ],
         );
         t.peer(
             1,
             "blind",
-            &[(1, Some(State::Down), false), (2, Some(State::Down), false)],
+            &[
+                (1, Some(HealthState::Down), false),
+                (2, Some(HealthState::Down), false),
+            ],
         );
         witness_changes.extend(t.round(&[(1, ok()), (2, ok())]));
     }
-    assert_eq!(t.state(1), State::Up);
-    assert_eq!(t.state(2), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
+    assert_eq!(t.state(2), HealthState::Up);
     assert!(
         t.reason(1)
             .contains("votes discarded (unreliable witness): blind"),
@@ -294,7 +326,10 @@ fn an_unreliable_witness_is_not_believed() {
     t.peer(
         1,
         "blind",
-        &[(1, Some(State::Up), true), (2, Some(State::Up), true)],
+        &[
+            (1, Some(HealthState::Up), true),
+            (2, Some(HealthState::Up), true),
+        ],
     );
     let ch = t.round(&[(1, ok()), (2, ok())]);
     assert!(ch.contains(&Change::Witness {
@@ -309,16 +344,22 @@ fn an_unreliable_witness_is_not_believed() {
         t.peer(
             0,
             "lb-b",
-            &[(1, Some(State::Up), true), (2, Some(State::Up), true)],
+            &[
+                (1, Some(HealthState::Up), true),
+                (2, Some(HealthState::Up), true),
+            ],
         );
         t.peer(
             1,
             "lb-c",
-            &[(1, Some(State::Up), true), (2, Some(State::Up), true)],
+            &[
+                (1, Some(HealthState::Up), true),
+                (2, Some(HealthState::Up), true),
+            ],
         );
         t.round(&[(1, refused()), (2, refused())]);
     }
-    assert_eq!((t.state(1), t.state(2)), (State::Up, State::Up));
+    assert_eq!((t.state(1), t.state(2)), (HealthState::Up, HealthState::Up));
     assert!(t.e.witnesses()[0].unreliable.is_some());
     assert!(!t.e.vip_health()["web"].fail_open);
 }
@@ -331,17 +372,23 @@ fn a_real_failure_seen_by_a_quorum_still_goes_down_beside_a_blind_witness() {
         t.peer(
             0,
             "lb-b",
-            &[(1, Some(State::Down), false), (2, Some(State::Up), true)],
+            &[
+                (1, Some(HealthState::Down), false),
+                (2, Some(HealthState::Up), true),
+            ],
         );
         t.peer(
             1,
             "blind",
-            &[(1, Some(State::Down), false), (2, Some(State::Down), false)],
+            &[
+                (1, Some(HealthState::Down), false),
+                (2, Some(HealthState::Down), false),
+            ],
         );
         t.round(&[(1, refused()), (2, ok())]);
     }
-    assert_eq!(t.state(1), State::Down);
-    assert_eq!(t.state(2), State::Up);
+    assert_eq!(t.state(1), HealthState::Down);
+    assert_eq!(t.state(2), HealthState::Up);
     let v = t.e.verdict("web", b(1)).unwrap();
     assert!(v
         .checkers
@@ -400,14 +447,14 @@ fn reconfigure_keeps_unchanged_backends() {
     for _ in 0..3 {
         t.round(&[(1, refused()), (2, ok())]);
     }
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     t.e.reconfigure(&cfg);
     t.idle(0);
-    assert_eq!(t.state(1), State::Down, "same settings: state kept");
+    assert_eq!(t.state(1), HealthState::Down, "same settings: state kept");
     let changed = Config::from_toml_str(&toml_with_fall(&cfg_text_fall(5)), "he.toml").unwrap();
     t.e.reconfigure(&changed);
     t.idle(0);
-    assert_eq!(t.state(1), State::Up, "new settings start over");
+    assert_eq!(t.state(1), HealthState::Up, "new settings start over");
     assert!(t.no_data(1));
 }
 
@@ -421,7 +468,7 @@ fn reconfigure_on_down_keeps_verdicts() {
     for _ in 0..3 {
         t.round(&[(1, refused()), (2, ok())]);
     }
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     let reset =
         Config::from_toml_str(&toml_with_fall("fall = 3\non_down = \"reset\""), "he.toml").unwrap();
     assert_eq!(
@@ -430,9 +477,9 @@ fn reconfigure_on_down_keeps_verdicts() {
     );
     t.e.reconfigure(&reset);
     t.idle(0);
-    assert_eq!(t.state(1), State::Down, "on_down changed: state kept");
+    assert_eq!(t.state(1), HealthState::Down, "on_down changed: state kept");
     assert!(!t.no_data(1));
-    assert_eq!(t.state(2), State::Up);
+    assert_eq!(t.state(2), HealthState::Up);
 }
 
 fn cfg_text_fall(fall: u32) -> String {
@@ -471,16 +518,16 @@ fn a_restart_keeps_published_down_backends_down_until_rise() {
         0,
     );
     t.idle(0);
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     assert!(t.no_data(1));
     t.idle(10 * INTERVAL);
-    assert_eq!(t.state(1), State::Down, "silence keeps it down");
+    assert_eq!(t.state(1), HealthState::Down, "silence keeps it down");
     t.round(&[(1, ok()), (2, ok())]);
-    assert_eq!(t.state(1), State::Down, "rise = 2 successes, not one");
+    assert_eq!(t.state(1), HealthState::Down, "rise = 2 successes, not one");
     t.round(&[(1, ok()), (2, ok())]);
     assert_eq!(
         (t.state(1), t.reason(1).as_str()),
-        (State::Up, "up: HTTP 200")
+        (HealthState::Up, "up: HTTP 200")
     );
 }
 
@@ -495,11 +542,11 @@ fn a_verdict_remembers_its_last_state_changes_for_flap_detection() {
         for _ in 0..3 {
             t.round(&[(1, refused()), (2, ok())]);
         }
-        assert_eq!(t.state(1), State::Down, "cycle {cycle}");
+        assert_eq!(t.state(1), HealthState::Down, "cycle {cycle}");
         expected.push(1_700_000_000_000 + t.now);
         t.round(&[(1, ok()), (2, ok())]);
         t.round(&[(1, ok()), (2, ok())]);
-        assert_eq!(t.state(1), State::Up, "cycle {cycle}");
+        assert_eq!(t.state(1), HealthState::Up, "cycle {cycle}");
         expected.push(1_700_000_000_000 + t.now);
     }
     let keep = expected.len() - mgmt::health::engine::RECENT_CHANGES;

@@ -6,7 +6,7 @@ mod common;
 use common::engine::{b, engine_config, key, ok, refused, Driver as T, INTERVAL};
 use conf::Config;
 use mgmt::health::agent::{parse_answer, AgentResult};
-use mgmt::health::engine::{ProbeOutcome, State};
+use mgmt::health::engine::{HealthState, ProbeOutcome};
 
 /// VIP web with backends 10.0.1.1 and .2; `peers` lists (trusted) per peer;
 /// `health_extra` adds lines to `[vip.health]`, whose kind is `kind`.
@@ -53,9 +53,19 @@ impl T {
     }
     /// Peer `i` (id `id`) reports backend n -> down (true) or up.
     fn peer_down(&mut self, i: usize, id: &str, views: &[(u8, bool)]) {
-        let views: Vec<(u8, Option<State>, bool)> = views
+        let views: Vec<(u8, Option<HealthState>, bool)> = views
             .iter()
-            .map(|&(n, down)| (n, Some(if down { State::Down } else { State::Up }), !down))
+            .map(|&(n, down)| {
+                (
+                    n,
+                    Some(if down {
+                        HealthState::Down
+                    } else {
+                        HealthState::Up
+                    }),
+                    !down,
+                )
+            })
             .collect();
         self.peer(i, id, &views);
     }
@@ -70,7 +80,7 @@ fn a_trusted_checker_takes_a_backend_down_whatever_the_quorum() {
         t.peer_down(1, "lb-c", &[(1, false), (2, false)]);
         t.round(&[(1, ok()), (2, ok())]);
     }
-    assert_eq!(t.state(1), State::Down, "{}", t.reason(1));
+    assert_eq!(t.state(1), HealthState::Down, "{}", t.reason(1));
     assert_eq!(
         t.reason(1),
         "down: trusted checker lb-t sees it fail, whatever the quorum: lb-t: connect timeout after 500 ms; me, lb-c see it pass"
@@ -79,7 +89,7 @@ fn a_trusted_checker_takes_a_backend_down_whatever_the_quorum() {
         t.e.verdict("web", b(1)).unwrap().checkers,
         vec!["lb-t".to_string()]
     );
-    assert_eq!(t.state(2), State::Up);
+    assert_eq!(t.state(2), HealthState::Up);
 
     // The same view from an untrusted peer is one vote, fewer than quorum 2.
     let mut u = T::new(&config(&[false, false], 2, "http", ""));
@@ -88,7 +98,7 @@ fn a_trusted_checker_takes_a_backend_down_whatever_the_quorum() {
         u.peer_down(1, "lb-c", &[(1, false), (2, false)]);
         u.round(&[(1, ok()), (2, ok())]);
     }
-    assert_eq!(u.state(1), State::Up, "{}", u.reason(1));
+    assert_eq!(u.state(1), HealthState::Up, "{}", u.reason(1));
 }
 
 #[test]
@@ -98,24 +108,24 @@ fn a_silent_trusted_checker_means_nothing_and_keeps_what_it_decided() {
     for _ in 0..3 {
         t.round(&[(1, refused()), (2, ok())]);
     }
-    assert_eq!(t.state(1), State::Up, "{}", t.reason(1));
+    assert_eq!(t.state(1), HealthState::Up, "{}", t.reason(1));
     // It speaks: backend 1 is down.
     t.peer_down(0, "lb-t", &[(1, true), (2, false)]);
     t.round(&[(1, ok()), (2, ok())]);
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     // It goes silent: its verdict stands without data, even though this
     // checker sees the backend pass.
     for _ in 0..6 {
         t.round(&[(1, ok()), (2, ok())]);
     }
     let v = t.e.verdict("web", b(1)).unwrap();
-    assert_eq!(v.state, State::Down, "{}", v.reason);
+    assert_eq!(v.state, HealthState::Down, "{}", v.reason);
     assert!(v.no_data, "{}", v.reason);
     assert!(v.reason.contains("no data"), "{}", v.reason);
     // It comes back and sees it pass: up.
     t.peer_down(0, "lb-t", &[(1, false), (2, false)]);
     t.round(&[(1, ok()), (2, ok())]);
-    assert_eq!(t.state(1), State::Up, "{}", t.reason(1));
+    assert_eq!(t.state(1), HealthState::Up, "{}", t.reason(1));
 }
 
 #[test]
@@ -128,7 +138,10 @@ fn a_trusted_checker_is_believed_even_when_it_looks_blind() {
         t.peer_down(1, "lb-c", &[(1, false), (2, false)]);
         t.round(&[(1, ok()), (2, ok())]);
     }
-    assert_eq!((t.state(1), t.state(2)), (State::Down, State::Down));
+    assert_eq!(
+        (t.state(1), t.state(2)),
+        (HealthState::Down, HealthState::Down)
+    );
     assert!(t.e.vip_health()["web"].fail_open, "fail-open still holds");
     assert!(t.reason(1).ends_with("all stay in the ring"));
 }
@@ -141,7 +154,11 @@ fn a_split_without_majority_keeps_the_state_and_names_both_sides() {
         t.peer_down(0, "lb-b", &[(1, false), (2, false)]);
         t.round(&[(1, refused()), (2, ok())]);
     }
-    assert_eq!(t.state(1), State::Up, "nothing leaves the ring on a split");
+    assert_eq!(
+        t.state(1),
+        HealthState::Up,
+        "nothing leaves the ring on a split"
+    );
     assert_eq!(
         t.reason(1),
         "split: me see it fail (me: connect refused); lb-b see it pass; no majority either way, state kept (up) until a trusted checker decides"
@@ -152,10 +169,10 @@ fn a_split_without_majority_keeps_the_state_and_names_both_sides() {
         d.peer_down(0, "lb-b", &[(1, true), (2, false)]);
         d.round(&[(1, refused()), (2, ok())]);
     }
-    assert_eq!(d.state(1), State::Down);
+    assert_eq!(d.state(1), HealthState::Down);
     d.peer_down(0, "lb-b", &[(1, false), (2, false)]);
     d.round(&[(1, refused()), (2, ok())]);
-    assert_eq!(d.state(1), State::Down, "{}", d.reason(1));
+    assert_eq!(d.state(1), HealthState::Down, "{}", d.reason(1));
     assert!(d.reason(1).starts_with("split: "), "{}", d.reason(1));
     assert!(d.reason(1).contains("state kept (down)"), "{}", d.reason(1));
 
@@ -167,7 +184,7 @@ fn a_split_without_majority_keeps_the_state_and_names_both_sides() {
         u.round(&[(1, refused()), (2, ok())]);
     }
     // me and lb-c see it fail, lb-t passes: 2 down > 1 up is a majority.
-    assert_eq!(u.state(1), State::Down, "{}", u.reason(1));
+    assert_eq!(u.state(1), HealthState::Down, "{}", u.reason(1));
     let mut s = T::new(&config(&[true, false, false], 1, "http", ""));
     for _ in 0..3 {
         s.peer_down(0, "lb-t", &[(1, false), (2, false)]);
@@ -176,7 +193,7 @@ fn a_split_without_majority_keeps_the_state_and_names_both_sides() {
         s.round(&[(1, refused()), (2, ok())]);
     }
     // me and lb-c fail, lb-t and lb-d pass: a split the trusted one decides.
-    assert_eq!(s.state(1), State::Up, "{}", s.reason(1));
+    assert_eq!(s.state(1), HealthState::Up, "{}", s.reason(1));
     assert!(
         s.reason(1)
             .starts_with("up: trusted checker lb-t sees it pass, deciding a split"),
@@ -189,13 +206,13 @@ fn a_split_without_majority_keeps_the_state_and_names_both_sides() {
 fn the_agent_drains_weights_and_takes_down() {
     let mut t = T::new(&config(&[], 1, "agent", "agent_port = 9777"));
     t.agent_round(b"up");
-    assert_eq!(t.state(1), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
     let v = t.e.verdict("web", b(1)).unwrap();
     assert!(!v.drain && v.weight_pct.is_none(), "{v:?}");
 
     t.agent_round(b"drain");
     let v = t.e.verdict("web", b(1)).unwrap().clone();
-    assert_eq!(v.state, State::Up);
+    assert_eq!(v.state, HealthState::Up);
     assert!(v.drain);
     assert!(
         v.reason
@@ -219,7 +236,7 @@ fn the_agent_drains_weights_and_takes_down() {
     // down: out at once (the backend speaks for itself, no fall to wait for).
     t.agent_round(b"down#disk full");
     let v = t.e.verdict("web", b(1)).unwrap().clone();
-    assert_eq!(v.state, State::Down);
+    assert_eq!(v.state, HealthState::Down);
     assert_eq!(
         v.reason,
         "down: the backend's agent says \"down#disk full\""
@@ -227,12 +244,12 @@ fn the_agent_drains_weights_and_takes_down() {
     assert!(!v.drain);
     // up again: back at once, weight still 50%.
     t.agent_round(b"up");
-    assert_eq!(t.state(1), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
     t.agent_round(b"maint");
-    assert_eq!(t.state(1), State::Down);
+    assert_eq!(t.state(1), HealthState::Down);
     assert!(t.reason(1).ends_with("(maintenance)"), "{}", t.reason(1));
     t.agent_round(b"ready 100%");
-    assert_eq!(t.state(1), State::Up);
+    assert_eq!(t.state(1), HealthState::Up);
 
     // Every backend's agent says down: the VIP still fails open.
     let mut all = T::new(&config(&[], 1, "agent", ""));
@@ -253,7 +270,7 @@ fn a_malformed_agent_answer_is_a_failed_check_with_the_text() {
         t.agent_round(b"HTTP/1.1 400 Bad Request");
     }
     let v = t.e.verdict("web", b(1)).unwrap();
-    assert_eq!(v.state, State::Down);
+    assert_eq!(v.state, HealthState::Down);
     assert_eq!(
         v.reason,
         "down: malformed agent answer \"HTTP/1.1 400 Bad Request\": unknown word \"HTTP/1.1\" (3 consecutive failures)"
@@ -275,7 +292,7 @@ fn beside_an_active_check_an_unreachable_agent_means_nothing() {
         t.e.evaluate(t.now, 1);
     }
     let v = t.e.verdict("web", b(1)).unwrap();
-    assert_eq!(v.state, State::Up);
+    assert_eq!(v.state, HealthState::Up);
     assert!(v.drain, "the last answer stands: {}", v.reason);
     assert!(
         v.reason
@@ -290,5 +307,5 @@ fn beside_an_active_check_an_unreachable_agent_means_nothing() {
         t.e.agent_result(&[key(1)], &parse_answer(b"ready"));
         t.e.evaluate(t.now, 1);
     }
-    assert_eq!(t.state(1), State::Down, "{}", t.reason(1));
+    assert_eq!(t.state(1), HealthState::Down, "{}", t.reason(1));
 }

@@ -18,10 +18,10 @@
 //!   reuse a table whose previous flows expired (a running appliance's
 //!   steady state);
 //! - cookie SYN-ACKs: the same SYNs to a `syn_proxy = "always"` VIP, each
-//!   answered with a SYN cookie (no entry); goal (issue 23): at least twice
+//!   answered with a SYN cookie (no entry); goal: at least twice
 //!   the stateful new-flow rate of the same run.
 //!
-//! Goals (issue 3): established <= 150 cycles/packet on top of the bare
+//! Goals (docs/performance.md): established <= 150 cycles/packet on top of the bare
 //! loop; >= 1 M new flows/s per core. Cycles are TSC ticks.
 //!
 //! A note gives the memory's latency: a pointer chase through 256 MiB

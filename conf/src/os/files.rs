@@ -1,6 +1,6 @@
 //! How border creates and opens its own files (regions, locks, the
 //! overrides file, the socket's directory) so that no other local user can
-//! read, block or redirect them (issue 13, docs/security.md):
+//! read, block or redirect them (docs/security.md):
 //! - new files are mode 0600, or 0640 with the operators' group
 //!   ([`Access`]), whatever the umask;
 //! - they are opened with `O_NOFOLLOW` and made with `O_EXCL`, so a symlink
@@ -184,7 +184,7 @@ pub fn create_new(path: &Path, access: Access) -> Result<File, FileError> {
 /// Gives `file` `len` bytes of real backing store (`posix_fallocate`), not
 /// a sparse `set_len`: on a full tmpfs (`/dev/shm`) this fails now with
 /// ENOSPC instead of a SIGBUS later, at the first touch of a page that has
-/// no memory behind it (issue 14).
+/// no memory behind it (docs/reliability.md, a full /dev/shm).
 pub fn allocate(file: &File, len: u64) -> io::Result<()> {
     let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
     // SAFETY: posix_fallocate on a descriptor borrowed from `file`, open
@@ -247,7 +247,8 @@ fn special_kind(file_type: std::fs::FileType) -> Option<&'static str> {
 }
 
 /// The refusal of a FIFO, socket, device or directory where border expects
-/// one of its regular files: one line naming it (issue 24, finding 5).
+/// one of its regular files: one line naming it, at once (opening a FIFO
+/// would wait for a writer forever).
 fn special_error(path: &Path, kind: &str) -> FileError {
     FileError::Untrusted(Untrusted {
         path: path.to_owned(),

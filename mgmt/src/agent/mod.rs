@@ -4,10 +4,9 @@
 //! accept no inbound connection.
 //!
 //! [`pool`] decides how many tunnels to keep, [`tunnel`] dials and serves
-//! one, [`backoff`] spaces failed dials, [`preface`] is what a tunnel says
+//! one, [`crate::backoff`] spaces failed dials, [`preface`] is what a tunnel says
 //! before HTTP/2, [`body`] keeps a tunnel busy for a whole response stream.
 
-pub mod backoff;
 pub mod body;
 pub mod pool;
 pub mod preface;
@@ -21,8 +20,8 @@ use conf::{Agent, MgmtTls};
 use tokio::sync::watch;
 use tonic::service::Routes;
 
+use crate::backoff::Backoff;
 use crate::tls::{ClientTls, TlsError};
-use backoff::Backoff;
 use pool::{Limits, Pool};
 use tunnel::{Dialer, Ended};
 

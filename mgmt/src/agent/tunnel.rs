@@ -17,10 +17,10 @@ use tower::{Layer, ServiceExt};
 
 use crate::authz::{AuthzLayer, Caller, Identity};
 
-use super::backoff::Backoff;
 use super::body::Guarded;
 use super::pool::{Busy, Pool, TunnelState};
 use super::preface::{Answer, Preface, MAX_ANSWER};
+use crate::backoff::Backoff;
 
 /// How long a connect, handshake and answer may take.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);

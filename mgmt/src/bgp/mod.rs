@@ -1,14 +1,13 @@
 //! BGP: border-mgmt announces each VIP as a host route through a local
 //! gobgpd, and withdraws it when the appliance can no longer serve it
-//! (docs/bgp.md, issue 12).
+//! (docs/bgp.md).
 //!
 //! - [`reconcile`]: the pure decision (which routes, which calls);
-//! - [`backoff`]: the retry schedule for a failing gobgpd;
+//! - [`crate::backoff`]: the retry schedule for a failing gobgpd;
 //! - [`gobgp`]: gobgpd's generated client and the requests border sends;
 //! - [`observe`]: what the decision needs, read off the [`crate::Manager`];
 //! - [`task`]: the tokio task that runs it all against gobgpd.
 
-pub mod backoff;
 pub mod gobgp;
 pub mod observe;
 pub mod reconcile;

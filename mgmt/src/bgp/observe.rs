@@ -10,9 +10,8 @@ use conf::{Announce, Config, Vip};
 use conf::state::RunState;
 use conf::tables::BackendState;
 
-use super::reconcile::{Inputs, Route, VipInput};
-use crate::dp::DpSnap;
-use crate::model::{Status, VipStatus};
+use super::reconcile::{Inputs, Route, VipRouteInput};
+use crate::model::{DpSnap, Status, VipStatus};
 
 /// The appliance's own address on the port whose subnet holds `vip`: the
 /// next hop the routers send the VIP's traffic to.
@@ -127,7 +126,7 @@ pub fn inputs(
                 .iter()
                 .find(|s| s.name == v.name)
                 .is_some_and(has_eligible_backend);
-            Some(VipInput {
+            Some(VipRouteInput {
                 name: v.name.clone(),
                 route: route(cfg, v)?,
                 announce: v.announce,
@@ -201,7 +200,7 @@ port = 8080
                 pid: 1,
                 pid_alive: true,
                 run_state: Some(RunState::Running),
-                workers: vec![crate::dp::WorkerSnap {
+                workers: vec![crate::model::WorkerSnap {
                     lcore: 1,
                     applied_generation: applied,
                     heartbeat: 1,

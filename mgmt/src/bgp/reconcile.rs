@@ -78,7 +78,7 @@ impl Why {
 
 /// One VIP as observed.
 #[derive(Clone, Debug)]
-pub struct VipInput {
+pub struct VipRouteInput {
     /// Its name.
     pub name: String,
     /// Its host route.
@@ -102,7 +102,7 @@ pub struct Inputs {
     /// `borderctl maintenance on`.
     pub maintenance: bool,
     /// Every configured VIP, in config order.
-    pub vips: Vec<VipInput>,
+    pub vips: Vec<VipRouteInput>,
 }
 
 /// The decision for one VIP.
@@ -253,7 +253,7 @@ impl Reconciler {
 
 /// `None` when the VIP's announce condition holds, else the first reason
 /// it does not.
-fn condition(inputs: &Inputs, v: &VipInput) -> Option<Why> {
+fn condition(inputs: &Inputs, v: &VipRouteInput) -> Option<Why> {
     match v.announce {
         Announce::Never => return Some(Why::Never),
         Announce::Always | Announce::Healthy if !inputs.dataplane_alive => {

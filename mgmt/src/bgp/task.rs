@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::backoff::Backoff;
 use super::gobgp::{self, apipb, Client};
 use super::observe;
 use super::reconcile::{shown, Op, Reconciler, Verdict, Why};
 use super::state::BgpEvent;
 use super::state::{BgpShared, BgpView, NeighbourView, VipRouteView};
+use crate::backoff::Backoff;
 use crate::manager::Manager;
 use crate::model::EventKind;
 
@@ -55,6 +55,8 @@ struct Task {
     rec: Reconciler,
     adoption: observe::Adoption,
     backoff: Backoff,
+    /// gobgpd calls failed in a row (the backoff's step).
+    failures: u32,
     retry_at: Option<Instant>,
     verify_at: Instant,
     view: BgpView,
@@ -69,7 +71,11 @@ async fn run(m: Arc<Manager>, api: SocketAddr, mut shutdown: watch::Receiver<boo
         client: gobgp::client(api),
         rec: Reconciler::new(known),
         adoption: observe::Adoption::default(),
-        backoff: Backoff::new(BACKOFF_BASE, BACKOFF_CAP),
+        backoff: Backoff {
+            base: BACKOFF_BASE,
+            cap: BACKOFF_CAP,
+        },
+        failures: 0,
         retry_at: None,
         verify_at: Instant::now(),
         view: BgpView {
@@ -263,7 +269,8 @@ impl Task {
     }
 
     fn failed(&mut self, f: Failure) {
-        let wait = self.backoff.fail(fastrand::f64());
+        self.failures = self.failures.saturating_add(1);
+        let wait = self.backoff.wait(self.failures, fastrand::f64());
         self.retry_at = Some(Instant::now() + wait);
         self.rec.lost_gobgpd();
         self.view.errors += 1;
@@ -285,7 +292,7 @@ impl Task {
             tracing::info!(api = %self.api, "BGP: gobgpd connected");
             self.event("gobgpd", &self.api.to_string(), "connected", "");
         }
-        self.backoff.succeed();
+        self.failures = 0;
         self.retry_at = None;
         self.view.connected = true;
         self.view.last_error = None;

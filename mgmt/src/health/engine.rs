@@ -43,19 +43,19 @@ pub type Key = (String, SocketAddr);
 
 /// A backend's health.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum State {
+pub enum HealthState {
     /// Takes new flows.
     Up,
     /// Out of the ring (unless its VIP fails open).
     Down,
 }
 
-impl State {
+impl HealthState {
     /// "up" / "down".
     pub fn as_str(self) -> &'static str {
         match self {
-            State::Up => "up",
-            State::Down => "down",
+            HealthState::Up => "up",
+            HealthState::Down => "down",
         }
     }
 }
@@ -85,7 +85,7 @@ pub struct ProbeOutcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observation {
     /// The checker's own state of the backend (`None`: not decided yet).
-    pub state: Option<State>,
+    pub state: Option<HealthState>,
     /// The last probe passed (`None`: no probe result yet).
     pub last_ok: Option<bool>,
     /// Consecutive results equal to the last one.
@@ -103,7 +103,7 @@ pub struct Observation {
 /// This checker's rise/fall machine for one backend.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Local {
-    state: Option<State>,
+    state: Option<HealthState>,
     succ: u32,
     fail: u32,
     last: Option<(u64, bool, String, Option<WeightObs>)>,
@@ -134,8 +134,8 @@ impl Local {
             self.succ = self.succ.saturating_add(1);
             self.fail = 0;
             match self.state {
-                None => self.state = Some(State::Up),
-                Some(State::Down) if self.succ >= rise => self.state = Some(State::Up),
+                None => self.state = Some(HealthState::Up),
+                Some(HealthState::Down) if self.succ >= rise => self.state = Some(HealthState::Up),
                 _ => {}
             }
         } else {
@@ -143,7 +143,7 @@ impl Local {
             self.succ = 0;
             self.last_failure = out.reason.clone();
             if self.fail >= fall {
-                self.state = Some(State::Down);
+                self.state = Some(HealthState::Down);
             }
         }
         self.last = Some((now, out.ok, out.reason.clone(), out.weight.clone()));
@@ -195,7 +195,7 @@ impl Local {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
     /// Up or down.
-    pub state: State,
+    pub state: HealthState,
     /// No fresh credible vote decided it: the state was kept.
     pub no_data: bool,
     /// Weight from the weight header; `None`: the configured (or operator) weight.
@@ -437,11 +437,11 @@ impl Engine {
         {
             return;
         }
-        self.local.entry(key.clone()).or_default().state = Some(State::Down);
+        self.local.entry(key.clone()).or_default().state = Some(HealthState::Down);
         self.verdicts.insert(
             key.clone(),
             Verdict {
-                state: State::Down,
+                state: HealthState::Down,
                 no_data: true,
                 weight: None,
                 drain: false,
@@ -618,20 +618,20 @@ impl Engine {
                 if let Some(a) = self.local.get(&key).and_then(|l| l.agent.as_ref()) {
                     let agent_only = v.health.kind == HealthKind::Agent;
                     if a.down || a.admin == AgentAdmin::Maint {
-                        state = State::Down;
+                        state = HealthState::Down;
                         no_data = false;
                         let what = if a.down { "" } else { " (maintenance)" };
                         reason = format!("down: the backend's agent says {:?}{what}", a.said);
                         names = vec![self.me.clone()];
                     } else if !a.said.is_empty() {
                         weight_pct = a.weight_pct;
-                        if a.admin == AgentAdmin::Drain && state == State::Up {
+                        if a.admin == AgentAdmin::Drain && state == HealthState::Up {
                             drain = true;
                             reason = format!(
                                 "draining: the backend's agent says {:?}; {reason}",
                                 a.said
                             );
-                        } else if let (Some(p), State::Up) = (a.weight_pct, state) {
+                        } else if let (Some(p), HealthState::Up) = (a.weight_pct, state) {
                             reason.push_str(&format!("; agent weight {p}%"));
                         }
                     }
@@ -644,7 +644,7 @@ impl Engine {
                         }
                     }
                 }
-                if state == State::Up {
+                if state == HealthState::Up {
                     all_down = false;
                 }
                 let (since_ms, since_unix_ms) = match prev {
@@ -826,7 +826,7 @@ impl Engine {
                     } else {
                         String::new()
                     },
-                    o.state.map_or("undecided", State::as_str),
+                    o.state.map_or("undecided", HealthState::as_str),
                     o.reason,
                     o.streak
                 ));
@@ -838,8 +838,8 @@ impl Engine {
             // unreliable witness: the operator vouched for it.
             if trusted.contains(id.as_str()) {
                 match o.state {
-                    Some(State::Down) => votes.trusted_down.push((id, o)),
-                    Some(State::Up) => votes.trusted_up.push((id, o)),
+                    Some(HealthState::Down) => votes.trusted_down.push((id, o)),
+                    Some(HealthState::Up) => votes.trusted_up.push((id, o)),
                     None => {}
                 }
             } else if self
@@ -854,8 +854,8 @@ impl Engine {
                 votes.voted.push(id);
             }
             match o.state {
-                Some(State::Down) => votes.down.push((id, o)),
-                Some(State::Up) => votes.up.push((id, o)),
+                Some(HealthState::Down) => votes.down.push((id, o)),
+                Some(HealthState::Up) => votes.up.push((id, o)),
                 None => {}
             }
         }
@@ -869,7 +869,7 @@ impl Engine {
         v: &VipSpec,
         votes: &Votes<'c>,
         prev: Option<&Verdict>,
-    ) -> (State, bool, String, Vec<String>) {
+    ) -> (HealthState, bool, String, Vec<String>) {
         let n_checkers = checkers_configured(&self.peer_order);
         let quorum = self.quorum;
         let multi = n_checkers > 1;
@@ -883,7 +883,7 @@ impl Engine {
             ..
         } = votes;
         let silent = n_checkers - down.len() - up.len() - discarded.len();
-        let prev_state = prev.map_or(State::Up, |p| p.state);
+        let prev_state = prev.map_or(HealthState::Up, |p| p.state);
         let (rise, fall) = (v.health.rise, v.health.fall);
         let failure = |o: &Observation| {
             if o.last_failure.is_empty() {
@@ -912,99 +912,105 @@ impl Engine {
                 .iter()
                 .any(|c| trusted_ids.contains(c.as_str()) && !voted.contains(&c.as_str()))
         });
-        let (state, no_data, mut reason, names): (State, bool, String, Vec<&str>) = if !trusted_down
-            .is_empty()
-        {
-            let mut r = format!(
-                "down: trusted checker {} sees it fail, whatever the quorum: {}",
-                side(trusted_down),
-                votes(trusted_down)
-            );
-            if !up.is_empty() {
-                r.push_str(&format!("; {} see it pass", side(up)));
-            }
-            (State::Down, false, r, ids(trusted_down))
-        } else if split && !trusted_up.is_empty() {
-            let r = format!(
+        let (state, no_data, mut reason, names): (HealthState, bool, String, Vec<&str>) =
+            if !trusted_down.is_empty() {
+                let mut r = format!(
+                    "down: trusted checker {} sees it fail, whatever the quorum: {}",
+                    side(trusted_down),
+                    votes(trusted_down)
+                );
+                if !up.is_empty() {
+                    r.push_str(&format!("; {} see it pass", side(up)));
+                }
+                (HealthState::Down, false, r, ids(trusted_down))
+            } else if split && !trusted_up.is_empty() {
+                let r = format!(
                     "up: trusted checker {} sees it pass, deciding a split: {} see it fail ({}); {} see it pass",
                     side(trusted_up),
                     side(down),
                     votes(down),
                     side(up)
                 );
-            (State::Up, false, r, ids(trusted_up))
-        } else if split {
-            let r = format!(
+                (HealthState::Up, false, r, ids(trusted_up))
+            } else if split {
+                let r = format!(
                     "split: {} see it fail ({}); {} see it pass; no majority either way, state kept ({}) until a trusted checker decides",
                     side(down),
                     votes(down),
                     side(up),
                     prev_state.as_str()
                 );
-            let mut names = ids(down);
-            names.extend(ids(up));
-            (prev_state, false, r, names)
-        } else if down.len() >= quorum {
-            let reason = if multi {
-                format!(
-                    "down: {} of {n_checkers} checkers see it fail (quorum {quorum}): {}",
-                    down.len(),
-                    votes(down)
-                )
-            } else {
-                let o = down[0].1;
-                let mut r = format!("down: {} ({fall} consecutive failures)", failure(o));
-                if o.last_ok == Some(true) {
-                    r.push_str(&format!("; recovering: {} of {rise} successes", o.streak));
-                }
-                r
-            };
-            (
-                State::Down,
-                false,
-                reason,
-                down.iter().map(|d| d.0).collect(),
-            )
-        } else if prev_state == State::Down && (down.len() + silent >= quorum || trusted_silent) {
-            (
-                State::Down,
-                true,
-                kept_down_reason(prev),
-                prev.map(|p| p.checkers.iter().map(String::as_str).collect())
-                    .unwrap_or_default(),
-            )
-        } else if up.is_empty() && down.is_empty() {
-            let reason = if prev.is_none() {
-                "up (no data: no probe result yet)".to_string()
-            } else {
-                "up (no data: no fresh probe result; state kept)".to_string()
-            };
-            (State::Up, true, reason, Vec::new())
-        } else {
-            let reason = if multi {
-                let mut r = format!("up: {} of {n_checkers} checkers see it pass", up.len());
-                if !down.is_empty() {
-                    r.push_str(&format!(
-                        "; {} see it fail, fewer than quorum {quorum} ({})",
+                let mut names = ids(down);
+                names.extend(ids(up));
+                (prev_state, false, r, names)
+            } else if down.len() >= quorum {
+                let reason = if multi {
+                    format!(
+                        "down: {} of {n_checkers} checkers see it fail (quorum {quorum}): {}",
                         down.len(),
                         votes(down)
-                    ));
-                }
-                r
-            } else if let Some((_, o)) = up.first() {
-                if o.last_ok == Some(false) {
-                    format!(
-                        "up: {} ({} of {fall} failures to go down)",
-                        o.reason, o.streak
                     )
                 } else {
-                    format!("up: {}", o.reason)
-                }
+                    let o = down[0].1;
+                    let mut r = format!("down: {} ({fall} consecutive failures)", failure(o));
+                    if o.last_ok == Some(true) {
+                        r.push_str(&format!("; recovering: {} of {rise} successes", o.streak));
+                    }
+                    r
+                };
+                (
+                    HealthState::Down,
+                    false,
+                    reason,
+                    down.iter().map(|d| d.0).collect(),
+                )
+            } else if prev_state == HealthState::Down
+                && (down.len() + silent >= quorum || trusted_silent)
+            {
+                (
+                    HealthState::Down,
+                    true,
+                    kept_down_reason(prev),
+                    prev.map(|p| p.checkers.iter().map(String::as_str).collect())
+                        .unwrap_or_default(),
+                )
+            } else if up.is_empty() && down.is_empty() {
+                let reason = if prev.is_none() {
+                    "up (no data: no probe result yet)".to_string()
+                } else {
+                    "up (no data: no fresh probe result; state kept)".to_string()
+                };
+                (HealthState::Up, true, reason, Vec::new())
             } else {
-                "up".to_string()
+                let reason = if multi {
+                    let mut r = format!("up: {} of {n_checkers} checkers see it pass", up.len());
+                    if !down.is_empty() {
+                        r.push_str(&format!(
+                            "; {} see it fail, fewer than quorum {quorum} ({})",
+                            down.len(),
+                            votes(down)
+                        ));
+                    }
+                    r
+                } else if let Some((_, o)) = up.first() {
+                    if o.last_ok == Some(false) {
+                        format!(
+                            "up: {} ({} of {fall} failures to go down)",
+                            o.reason, o.streak
+                        )
+                    } else {
+                        format!("up: {}", o.reason)
+                    }
+                } else {
+                    "up".to_string()
+                };
+                (
+                    HealthState::Up,
+                    false,
+                    reason,
+                    up.iter().map(|u| u.0).collect(),
+                )
             };
-            (State::Up, false, reason, up.iter().map(|u| u.0).collect())
-        };
         if !discarded.is_empty() {
             reason.push_str(&format!(
                 "; votes discarded (unreliable witness): {}",

@@ -35,7 +35,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use engine::Engine;
-pub use engine::{Change, Key, Observation, ProbeOutcome, State, Verdict, VipHealth, Witness};
+pub use engine::{
+    Change, HealthState, Key, Observation, ProbeOutcome, Verdict, VipHealth, Witness,
+};
 use probe::{ProbeSpec, ProbeTls};
 
 use crate::model::{Event, EventKind};
@@ -64,7 +66,11 @@ impl Snapshot {
     }
 
     /// The overrides view: `(state, weight from the header if any, reason)`.
-    pub fn lookup(&self, vip: &str, backend: SocketAddr) -> Option<(State, Option<u32>, &str)> {
+    pub fn lookup(
+        &self,
+        vip: &str,
+        backend: SocketAddr,
+    ) -> Option<(HealthState, Option<u32>, &str)> {
         self.get(vip, backend)
             .map(|v| (v.state, v.weight, v.reason.as_str()))
     }
@@ -547,7 +553,7 @@ pub fn attach(m: Arc<Manager>, shutdown: watch::Receiver<bool>) -> Arc<HealthVie
                 let mut batch = Vec::new();
                 for (k, v) in &snap.verdicts {
                     let hv = HealthVerdict {
-                        up: v.state == State::Up,
+                        up: v.state == HealthState::Up,
                         reason: v.reason.clone(),
                         since_unix_ms: v.since_unix_ms,
                         weight: v.weight,

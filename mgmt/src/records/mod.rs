@@ -1,4 +1,4 @@
-//! Connection records (issue 15, docs/records.md): border-mgmt drains the
+//! Connection records (docs/records.md): border-mgmt drains the
 //! records border-dp's workers write into the records region
 //! ([`conf::records`]) and exports them as IPFIX to collectors and/or as
 //! JSON lines to a file.

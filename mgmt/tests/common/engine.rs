@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use conf::Config;
-use mgmt::health::engine::{Change, Engine, Key, Observation, ProbeOutcome, State};
+use mgmt::health::engine::{Change, Engine, HealthState, Key, Observation, ProbeOutcome};
 
 /// The health check's interval in the engine tests' configs (ms).
 pub const INTERVAL: u64 = 1000;
@@ -104,7 +104,7 @@ impl Driver {
         self.e.evaluate(self.now, 1_700_000_000_000 + self.now)
     }
 
-    pub fn state(&self, n: u8) -> State {
+    pub fn state(&self, n: u8) -> HealthState {
         self.e.verdict("web", b(n)).unwrap().state
     }
 
@@ -114,7 +114,7 @@ impl Driver {
 
     /// Peer `i` (id `id`) reports: backend n -> (state, last probe ok),
     /// after a streak of 3.
-    pub fn peer(&mut self, i: usize, id: &str, views: &[(u8, Option<State>, bool)]) {
+    pub fn peer(&mut self, i: usize, id: &str, views: &[(u8, Option<HealthState>, bool)]) {
         let obs = views
             .iter()
             .map(|(n, st, last_ok)| {

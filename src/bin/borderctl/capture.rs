@@ -15,44 +15,14 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use conf::Config;
 use serde::Serialize;
 
-use crate::cli::Target;
+use crate::cli::{CaptureArgs, Target};
 use crate::pcapng::{Block, Direction, Merger, Reader};
 
 /// The tool that attaches to border-dp (Debian package `dpdk`).
 const DUMPCAP: &str = "dpdk-dumpcap";
-
-/// `borderctl capture` flags.
-#[derive(Args, Debug)]
-pub struct CaptureArgs {
-    /// A `[[port]].name` of the config; repeat for several ports (e.g. the
-    /// client side and the backend side, to see a frame before and after
-    /// its rewrite).
-    #[arg(long = "port", value_name = "NAME", required = true)]
-    pub ports: Vec<String>,
-    /// Frames the port received, sent, or both.
-    #[arg(long, value_enum, default_value_t = Direction::Both)]
-    pub direction: Direction,
-    /// Stop after this many packets.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub count: Option<u64>,
-    /// Stop after this many seconds.
-    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub duration: Option<u64>,
-    /// The pcapng file to write (replaced if it exists).
-    #[arg(short = 'w', value_name = "FILE")]
-    pub write: PathBuf,
-    /// Bytes kept of each frame.
-    #[arg(long, value_name = "BYTES", default_value_t = 2176,
-          value_parser = clap::value_parser!(u32).range(64..=65_535))]
-    pub snaplen: u32,
-    /// A tcpdump filter expression (pcap-filter(7)), e.g. `icmp` or `tcp port 80`.
-    #[arg(value_name = "FILTER", trailing_var_arg = true)]
-    pub filter: Vec<String>,
-}
 
 /// What `capture` reports when it ends.
 #[derive(Debug, Serialize)]
@@ -125,7 +95,7 @@ pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, 
 /// The file the capture is written to until it is complete: beside
 /// `path`, under a hidden unpredictable name, made with `O_EXCL |
 /// O_NOFOLLOW`, mode 0600 (0640 with the operators' group) whatever the
-/// umask: a capture holds every tenant's payload (issue 24, finding 6).
+/// umask: a capture holds every tenant's payload (docs/capture.md).
 /// Renamed over `path` at the end, so a symlink or a file planted at
 /// `path` is replaced, never written through.
 fn create_capture_file(

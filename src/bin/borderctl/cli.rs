@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+use crate::pcapng::Direction;
+
 /// The border command-line tool.
 ///
 /// Most commands talk to border-mgmt's gRPC API. The server is `--server
@@ -150,7 +152,7 @@ pub enum Cmd {
     /// seconds, or on Ctrl-C, and finishes the file. rx frames are as they
     /// arrived, tx frames as border sent them (rewritten): capture the
     /// client port and the backend port to see both sides. See docs/capture.md.
-    Capture(crate::capture::CaptureArgs),
+    Capture(CaptureArgs),
 }
 
 /// `maintenance on|off`.
@@ -170,6 +172,35 @@ pub struct BackendRef {
     /// Text kept with the override and shown in the reason.
     #[arg(long)]
     pub note: Option<String>,
+}
+
+/// `borderctl capture` flags.
+#[derive(Args, Debug)]
+pub struct CaptureArgs {
+    /// A `[[port]].name` of the config; repeat for several ports (e.g. the
+    /// client side and the backend side, to see a frame before and after
+    /// its rewrite).
+    #[arg(long = "port", value_name = "NAME", required = true)]
+    pub ports: Vec<String>,
+    /// Frames the port received, sent, or both.
+    #[arg(long, value_enum, default_value_t = Direction::Both)]
+    pub direction: Direction,
+    /// Stop after this many packets.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Stop after this many seconds.
+    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub duration: Option<u64>,
+    /// The pcapng file to write (replaced if it exists).
+    #[arg(short = 'w', value_name = "FILE")]
+    pub write: PathBuf,
+    /// Bytes kept of each frame.
+    #[arg(long, value_name = "BYTES", default_value_t = 2176,
+          value_parser = clap::value_parser!(u32).range(64..=65_535))]
+    pub snaplen: u32,
+    /// A tcpdump filter expression (pcap-filter(7)), e.g. `icmp` or `tcp port 80`.
+    #[arg(value_name = "FILTER", trailing_var_arg = true)]
+    pub filter: Vec<String>,
 }
 
 /// Where border-mgmt (or the instance's state region) is, and how to reach it.

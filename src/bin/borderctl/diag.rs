@@ -7,12 +7,13 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use mgmt::findings::{Finding, Severity};
 use mgmt::pb;
 use serde::Serialize;
 
 use crate::cli::Target;
 use crate::conn::{runtime, Api, Failure};
-use crate::diag_rules::{self, DropRate, Finding, Inputs, Sample, Severity, WorkerLoad};
+use crate::diag_rules::{self, DropRate, Inputs, Sample, WorkerLoad};
 use crate::output::{self, plural, Render, Table, Text};
 use crate::PROGRAM;
 

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use mgmt::findings::{Finding, Severity, Subject};
 use mgmt::pb;
 use serde::Serialize;
 
@@ -38,28 +39,6 @@ pub struct Inputs<'a> {
     pub now_unix_ms: u64,
 }
 
-/// A problem (diag exits 1) or a note (shown, exit status unchanged).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Problem,
-    Note,
-}
-
-/// One thing diag names.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// Stable snake_case kind (docs/diag.md lists them).
-    pub kind: String,
-    pub severity: Severity,
-    /// What it concerns: a VIP, `vip/backend`, `worker N`, a port, a counter.
-    pub subject: String,
-    /// The numbers behind it, in one line.
-    pub evidence: String,
-    /// The command (or step) to run next.
-    pub next: String,
-}
-
 /// A drop counter that moved during the window.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DropRate {
@@ -91,7 +70,13 @@ pub struct Diagnosis {
     pub workers: Vec<WorkerLoad>,
 }
 
-fn finding(kind: &str, severity: Severity, subject: &str, evidence: String, next: &str) -> Finding {
+fn finding(
+    kind: &str,
+    severity: Severity,
+    subject: impl Into<Subject>,
+    evidence: String,
+    next: &str,
+) -> Finding {
     Finding {
         kind: kind.into(),
         severity,
@@ -258,7 +243,7 @@ fn drop_kind(counter: &str) -> (&'static str, Severity, &'static str) {
             Problem,
             "spoofed or corrupted segments (a bad checksum, a reply from the client side, a RST off any flow or window): an attack or a broken sender; borderctl capture on the port names the senders; docs/security.md",
         ),
-        // SYN proxy (issue 23): ACKs that prove no cookie are a forged-ACK
+        // SYN proxy (docs/reliability.md): ACKs that prove no cookie are a forged-ACK
         // flood or corruption; the clients of the VIP lose nothing.
         "drop_syn_proxy_cookie_bad" | "drop_syn_proxy_bad_checksum" | "drop_syn_proxy_bad_synack" => (
             "drops_syn_proxy_forged",
@@ -377,12 +362,15 @@ fn workers(i: &Inputs<'_>, out: &mut Vec<Finding>) {
     let first = i.first.status.dataplane.clone().unwrap_or_default().workers;
     let last = i.last.status.dataplane.clone().unwrap_or_default().workers;
     for w in &last {
-        let subject = format!("worker {} (lcore {})", w.index, w.lcore);
+        let subject = Subject::Worker {
+            index: w.index,
+            lcore: Some(w.lcore),
+        };
         if !w.alive {
             out.push(finding(
                 "worker_heartbeat_old",
                 Severity::Problem,
-                &subject,
+                subject.clone(),
                 format!(
                     "its heartbeat has not moved for {} ms (stuck or stopped): it forwards nothing",
                     w.heartbeat_age_ms
@@ -398,7 +386,7 @@ fn workers(i: &Inputs<'_>, out: &mut Vec<Finding>) {
             out.push(finding(
                 "worker_generation_lag",
                 Severity::Problem,
-                &subject,
+                subject.clone(),
                 format!(
                     "it runs generation {} while {} is published (behind for the whole window): \
                      it forwards with old tables, and border-mgmt cannot reuse their memory",
@@ -421,7 +409,10 @@ fn occupancy(loads: &[WorkerLoad], out: &mut Vec<Finding>) {
         out.push(finding(
             "conntrack_high",
             Severity::Problem,
-            &format!("worker {} (lcore {})", w.index, w.lcore),
+            Subject::Worker {
+                index: w.index,
+                lcore: Some(w.lcore),
+            },
             format!(
                 "connection table {n} of {cap} entries ({}%); when full, a new full-NAT flow \
                  replaces the oldest half-open entry at least 1 s old or is dropped \
@@ -494,8 +485,8 @@ fn port_misses(i: &Inputs<'_>, out: &mut Vec<Finding>) {
     }
 }
 
-/// What `[vip.limits]` and `dataplane.icmp_echo_per_second` refuse
-/// (issue 23): one finding family of their own, not `drops_other`.
+/// What `[vip.limits]` and `dataplane.icmp_echo_per_second` refuse:
+/// one finding family of their own, not `drops_other`.
 const REFUSALS: [&str; 8] = [
     "drop_vip_acl_denied",
     "drop_vip_max_connections",
@@ -625,29 +616,10 @@ fn neighbour_spoofing(i: &Inputs<'_>, out: &mut Vec<Finding>) {
 }
 
 /// The findings border-mgmt made itself (GetStatus): local tuples, kernel
-/// twins, the ephemeral range.
+/// twins, the ephemeral range; their next steps are border-mgmt's.
 fn mgmt_findings(s: &Sample, out: &mut Vec<Finding>) {
     let dp = s.status.dataplane.clone().unwrap_or_default();
-    for f in &dp.findings {
-        let subject = if f.port.is_empty() {
-            format!("worker {}", f.worker)
-        } else {
-            format!("port {}", f.port)
-        };
-        let next = match f.kind.as_str() {
-            "local_tuples_low" => "borderctl stats (local_tuples_*); add [[port]] local_addresses",
-            "host_twin_down" => "ip link set dev TWIN up in border-dp's network namespace (or restart border-dp)",
-            "local_ports_overlap_ephemeral" => "sysctl net.ipv4.ip_local_port_range in border-dp's namespace back outside every local_port_range",
-            _ => "borderctl status",
-        };
-        out.push(finding(
-            &f.kind,
-            Severity::Problem,
-            &subject,
-            f.detail.clone(),
-            next,
-        ));
-    }
+    out.extend(dp.findings.into_iter().map(Finding::from));
 }
 
 /// VIPs failing open, and VIPs with no backend in their ring.

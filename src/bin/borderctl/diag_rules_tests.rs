@@ -207,10 +207,21 @@ fn diagnose_pair(
     })
 }
 
-fn kinds(d: &Diagnosis) -> Vec<(&str, &str, Severity)> {
+/// A finding's kind, subject as shown, and severity; compares with
+/// `(kind, subject, severity)` literals.
+#[derive(Debug)]
+struct Shown<'a>(&'a str, String, Severity);
+
+impl PartialEq<(&str, &str, Severity)> for Shown<'_> {
+    fn eq(&self, other: &(&str, &str, Severity)) -> bool {
+        (self.0, self.1.as_str(), self.2) == *other
+    }
+}
+
+fn kinds(d: &Diagnosis) -> Vec<Shown<'_>> {
     d.findings
         .iter()
-        .map(|f| (f.kind.as_str(), f.subject.as_str(), f.severity))
+        .map(|f| Shown(f.kind.as_str(), f.subject.to_string(), f.severity))
         .collect()
 }
 

@@ -1,11 +1,11 @@
-//! `[mgmt.agent]`: agent mode, tunnels dialled out to border-gw (issue 17,
-//! docs/fleet.md).
+//! `[mgmt.agent]`: agent mode, tunnels dialled out to border-gw
+//! (docs/fleet.md).
 
 use toml::Spanned as S;
 
 use super::super::raw::RawAgent;
 use super::super::{Agent, GatewayAddr};
-use super::{at, or, V};
+use super::{at, or, Validator};
 
 /// Longest appliance id.
 const MAX_AGENT_ID: usize = 64;
@@ -59,7 +59,7 @@ fn p_port(s: &str) -> Option<u16> {
     s.parse::<u16>().ok().filter(|p| *p != 0)
 }
 
-impl V {
+impl Validator {
     pub(super) fn agent(&mut self, sa: &S<RawAgent>, have_tls: bool) -> Agent {
         let a = sa.get_ref();
         self.name(&a.id, "mgmt.agent.id", MAX_AGENT_ID, true);

@@ -1,4 +1,4 @@
-//! `[mgmt.bgp]` and `vip.announce` (issue 12, docs/bgp.md).
+//! `[mgmt.bgp]` and `vip.announce` (docs/bgp.md).
 
 use std::net::SocketAddr;
 
@@ -6,9 +6,9 @@ use toml::Spanned as S;
 
 use super::super::raw::{RawBgp, RawVip};
 use super::super::{Announce, Bgp, DEFAULT_BGP_API, MAX_WITHDRAW_GRACE_MS};
-use super::{at, or, V};
+use super::{at, or, Validator};
 
-impl V {
+impl Validator {
     pub(super) fn bgp(&mut self, sb: &S<RawBgp>) -> Bgp {
         let b = sb.get_ref();
         let default_api: SocketAddr = DEFAULT_BGP_API.parse().expect("default is an address");

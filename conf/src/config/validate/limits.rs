@@ -1,10 +1,10 @@
-//! `[mgmt.limits]` and the ring-memory budget (issue 13, finding 4).
+//! `[mgmt.limits]` and the ring-memory budget (docs/security.md).
 
 use toml::Spanned as S;
 
 use super::super::raw::{RawLimits, RawVip};
 use super::super::{Config, MgmtLimits, Vip, MAX_RING_MEMORY_MIB, RING_SLOT_BYTES};
-use super::{at, or, pos, V};
+use super::{at, or, pos, Validator};
 
 /// Each key of `[mgmt.limits]`: name, lowest and highest value, unit.
 const RANGES: [(&str, u32, u32, &str); 10] = [
@@ -26,7 +26,7 @@ const MIB: u64 = 1 << 20;
 /// How many of the largest rings an over-budget error names.
 const NAMED_RINGS: usize = 3;
 
-impl V {
+impl Validator {
     pub(super) fn limits(&mut self, sl: Option<&S<RawLimits>>) -> MgmtLimits {
         let d = MgmtLimits::default();
         let Some(sl) = sl else { return d };

@@ -1,5 +1,5 @@
-//! `[records]`: connection records and their exporters (issue 15,
-//! docs/records.md).
+//! `[records]`: connection records and their exporters
+//! (docs/records.md).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use toml::Spanned as S;
 
 use super::super::raw::{RawIpfix, RawJsonLog, RawRecords};
 use super::super::{IpfixCollector, JsonLog, Records, RECORD_RING_SLOTS};
-use super::{at, or, V};
+use super::{at, or, Validator};
 
 const DEFAULT_RING_SLOTS: u32 = 65_536;
 const DEFAULT_TEMPLATE_INTERVAL_S: u32 = 60;
@@ -20,7 +20,7 @@ const MIN_ROTATE_BYTES: u64 = 4096;
 const MAX_COLLECTORS: usize = 8;
 const MAX_KEEP: u32 = 1000;
 
-impl V {
+impl Validator {
     pub(super) fn records(&mut self, sr: &S<RawRecords>) -> Records {
         let r = sr.get_ref();
         let ring_slots = or(&r.ring_slots, DEFAULT_RING_SLOTS);

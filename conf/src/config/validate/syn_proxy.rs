@@ -1,11 +1,11 @@
-//! `vip.syn_proxy` (issue 23: SYN cookies per VIP).
+//! `vip.syn_proxy`: SYN cookies per VIP (docs/reliability.md).
 
 use super::super::raw::RawVip;
 use super::super::{Protocol, SynProxy};
-use super::{at, V};
+use super::{at, Validator};
 use toml::Spanned as S;
 
-impl V {
+impl Validator {
     /// A VIP's `syn_proxy`: one of the three names, and not "off" only on
     /// a TCP VIP (a UDP flow has no handshake to answer).
     pub(super) fn syn_proxy(&mut self, v: &RawVip, key: &str, protocol: Protocol) -> SynProxy {

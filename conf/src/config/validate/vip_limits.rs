@@ -1,4 +1,4 @@
-//! `[vip.limits]` and a backend's `max_connections` (issue 23): what a
+//! `[vip.limits]` and a backend's `max_connections` (docs/config.md): what a
 //! VIP admits, and the limits that contradict each other or the VIP.
 
 use std::collections::HashMap;
@@ -9,7 +9,7 @@ use toml::Spanned as S;
 use super::super::net::family;
 use super::super::raw::{RawVip, RawVipLimits};
 use super::super::{Backend, IpNet, Protocol, VipLimits};
-use super::{at, or, V};
+use super::{at, or, Validator};
 
 /// Highest rate and burst of a limit, per second.
 pub(crate) const MAX_RATE: u32 = 100_000_000;
@@ -17,7 +17,7 @@ pub(crate) const MAX_RATE: u32 = 100_000_000;
 /// A key of `[vip.limits]` and its value: `(key, value, spanned)`.
 type Keyed<'a> = (&'a str, &'a Option<S<u32>>);
 
-impl V {
+impl Validator {
     /// `[vip.limits]` of the VIP `sv` (its protocol and address), checked
     /// against itself and its `backends`.
     pub(super) fn vip_limits(

@@ -10,8 +10,8 @@ fn route(last: u8) -> Route {
     }
 }
 
-fn vip(name: &str, last: u8, announce: Announce, eligible: bool) -> VipInput {
-    VipInput {
+fn vip(name: &str, last: u8, announce: Announce, eligible: bool) -> VipRouteInput {
+    VipRouteInput {
         name: name.into(),
         route: route(last),
         announce,
@@ -20,7 +20,7 @@ fn vip(name: &str, last: u8, announce: Announce, eligible: bool) -> VipInput {
     }
 }
 
-fn healthy_world(vips: Vec<VipInput>) -> Inputs {
+fn healthy_world(vips: Vec<VipRouteInput>) -> Inputs {
     Inputs {
         dataplane_alive: true,
         generation_adopted: true,

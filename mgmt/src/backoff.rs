@@ -1,7 +1,10 @@
 //! Capped exponential backoff with full jitter (the AWS architecture blog's
 //! "Exponential Backoff And Jitter"): after `n` failures in a row the next
 //! attempt waits a uniformly random time in `0..=min(cap, base * 2^(n-1))`.
-//! Pure: the caller supplies the random draw, so tests are exact.
+//! Full jitter keeps many border-mgmt instances from retrying in step. The
+//! agent's gateway dials and the BGP task's gobgpd calls both space their
+//! retries with it; each keeps its own count of failures in a row. Pure:
+//! the caller supplies the random draw, so tests are exact.
 
 use std::time::Duration;
 
@@ -60,5 +63,28 @@ mod tests {
         assert_eq!(b.wait(3, 0.5), Duration::from_millis(200));
         assert_eq!(b.wait(3, 7.0), Duration::from_millis(400));
         assert_eq!(b.wait(0, 1.0), Duration::ZERO);
+    }
+
+    #[test]
+    fn ceilings_double_until_the_cap_then_stay_there() {
+        let b = Backoff {
+            base: Duration::from_millis(100),
+            cap: Duration::from_millis(5000),
+        };
+        let ceilings: Vec<u128> = (1..=10).map(|n| b.ceiling(n).as_millis()).collect();
+        assert_eq!(
+            ceilings,
+            [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000]
+        );
+    }
+
+    #[test]
+    fn many_failures_do_not_overflow() {
+        let b = Backoff {
+            base: Duration::from_millis(100),
+            cap: Duration::from_millis(5000),
+        };
+        assert_eq!(b.ceiling(u32::MAX), Duration::from_millis(5000));
+        assert_eq!(b.wait(u32::MAX, 1.0), Duration::from_millis(5000));
     }
 }
