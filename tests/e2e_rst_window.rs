@@ -17,9 +17,9 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::client_backend::ClientBackend;
 use common::*;
 use conf::counters::Counter;
 
@@ -32,7 +32,7 @@ const TCP_CLOSING_S: u64 = 2;
 fn config() -> String {
     let mut c = two_port_config(
         INSTANCE,
-        "rs",
+        "rw",
         "10.91.1.1/24",
         "10.91.2.1/24",
         "unix:///run/border/e2erw.sock",
@@ -82,31 +82,12 @@ send(IP(src=p[IP].src, dst=p[IP].dst) / TCP(sport=p[TCP].sport, dport=p[TCP].dpo
 print(seq, flush=True)
 "#;
 
-/// Debian's python3, which python3-scapy installs into (a `python3` first
-/// on `PATH`, e.g. pyenv's, does not see it).
-const DEBIAN_PYTHON: &str = "/usr/bin/python3";
-
 /// Injects a RST `offset` bytes off the connection's next sequence number
 /// (see [`INJECT`]); `poke` makes the client send a segment once scapy
 /// listens.
 fn inject_rst(ns: &Netns, sport: u16, offset: u32, poke: impl FnOnce()) {
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.name,
-            DEBIAN_PYTHON,
-            "-c",
-            INJECT,
-            "rs-ext",
-        ])
-        .arg(sport.to_string())
-        .arg(offset.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 (scapy) starts");
+    let (sport, offset) = (sport.to_string(), offset.to_string());
+    let mut child = spawn_scapy(ns, INJECT, &["rw-ext", &sport, &offset]);
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -116,12 +97,7 @@ fn inject_rst(ns: &Netns, sport: u16, offset: u32, poke: impl FnOnce()) {
         panic!("scapy did not start (python3-scapy, scripts/install-deps.sh): {line}{err}");
     }
     poke();
-    let status = child.wait().unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    let mut err = String::new();
-    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-    assert!(status.success(), "scapy: {status}: {rest}{err}");
+    finish_scapy(child, &mut out);
 }
 
 /// Waits (2 s at most) until a counter reaches `n`: a worker publishes its
@@ -137,18 +113,10 @@ fn wait_counter(dp: &BorderDp, c: Counter, n: u64) {
 
 #[test]
 fn blind_rst_does_not_kill_a_live_fullnat_flow() {
-    let lb = Netns::new("rs-lb");
-    let cli = Netns::new("rs-cli");
-    let bk = Netns::new("rs-bk");
-    let dir = TempDir::new("rstwin");
     clean_instance(INSTANCE);
-    let mut dp = BorderDp::start(&lb, &dir, INSTANCE, &config());
-    wait_iface(&lb, "rs-ext");
-    wait_iface(&lb, "rs-int");
-    cli.adopt(&lb, "rs-ext", &[&format!("{CLIENT}/24")]);
-    bk.adopt(&lb, "rs-int", &["10.91.2.11/24"]);
-    cli.run(&["ip", "route", "add", "default", "via", "10.91.1.1"]);
-    bk.run(&["ip", "route", "add", "default", "via", "10.91.2.1"]);
+    let mut t = ClientBackend::start("rw", &config(), &format!("{CLIENT}/24"), "10.91.2.11/24");
+    t.route_via("10.91.1.1", "10.91.2.1");
+    let (cli, bk, dp) = (&t.cli, &t.bk, &mut t.dp);
     let backend: SocketAddr = BACKEND.parse().unwrap();
     let _server = TcpBackends::start(&bk.name, &[("b0", backend)]);
 
@@ -167,13 +135,13 @@ fn blind_rst_does_not_kill_a_live_fullnat_flow() {
 
     // Blind: half the sequence space away.
     let mut off = 16 << 10;
-    inject_rst(&cli, sport, 0x8000_0000, || {
+    inject_rst(cli, sport, 0x8000_0000, || {
         echo_exact(&mut conn, 1, off, 1024, 1024).expect("echo while sniffing");
     });
     off += 1024;
     // In the window, not exact: the backend's kernel judges it (and sends
     // a challenge ACK); the flow's state stays.
-    inject_rst(&cli, sport, 1000, || {
+    inject_rst(cli, sport, 1000, || {
         echo_exact(&mut conn, 1, off, 1024, 1024).expect("echo while sniffing");
     });
     off += 1024;
@@ -181,8 +149,8 @@ fn blind_rst_does_not_kill_a_live_fullnat_flow() {
     // Past tcp_closing: a flow moved to Closed would be gone by now.
     std::thread::sleep(Duration::from_millis(TCP_CLOSING_S * 1000 + 1500));
     echo_exact(&mut conn, 1, off, 64 << 10, 4096).expect("echo after tcp_closing");
-    wait_counter(&dp, Counter::DropTcpRstOutOfWindow, 1);
-    wait_counter(&dp, Counter::TcpRstNotExact, 1);
+    wait_counter(dp, Counter::DropTcpRstOutOfWindow, 1);
+    wait_counter(dp, Counter::TcpRstNotExact, 1);
     assert_eq!(dp.counter(Counter::TcpRstAccepted), 0);
 
     // The client's own RST (abortive close) is exact and closes the flow.
@@ -204,7 +172,7 @@ fn blind_rst_does_not_kill_a_live_fullnat_flow() {
     };
     assert_eq!(rc, 0, "SO_LINGER: {}", std::io::Error::last_os_error());
     drop(conn);
-    wait_counter(&dp, Counter::TcpRstAccepted, 1);
+    wait_counter(dp, Counter::TcpRstAccepted, 1);
 
     let mut rose = drops_rose(&drops_before, &dp.drops());
     rose.retain(|(name, _)| *name != Counter::DropTcpRstOutOfWindow.name());

@@ -8,11 +8,10 @@
 
 mod common;
 
-use std::io::Read;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::client_backend::ClientBackend;
 use common::*;
 use conf::counters::Counter;
 
@@ -87,41 +86,8 @@ sendp(frames, iface=iface)
 print("sent", len(frames), flush=True)
 "#;
 
-/// Debian's python3, which python3-scapy installs into.
-const DEBIAN_PYTHON: &str = "/usr/bin/python3";
-
 fn spoof(ns: &Netns, vip: &str) {
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.name,
-            DEBIAN_PYTHON,
-            "-c",
-            SPOOF,
-            "sh-ext",
-            vip,
-        ])
-        .arg(PAIRS.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 (scapy) starts");
-    let status = child.wait().unwrap();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-    assert!(
-        status.success(),
-        "scapy (python3-scapy): {status}: {out}{err}"
-    );
+    run_scapy(ns, SPOOF, &["sh-ext", vip, &PAIRS.to_string()]);
 }
 
 fn connect_once(cli: &Netns, vip: SocketAddr) {
@@ -136,24 +102,16 @@ fn connect_once(cli: &Netns, vip: SocketAddr) {
 
 #[test]
 fn spoofed_handshakes_hold_no_entry_and_no_tuple_past_tcp_syn() {
-    let lb = Netns::new("sh-lb");
-    let cli = Netns::new("sh-cli");
-    let bk = Netns::new("sh-bk");
-    let dir = TempDir::new("spoofhs");
     clean_instance(INSTANCE);
-    let mut dp = BorderDp::start(&lb, &dir, INSTANCE, &config());
-    wait_iface(&lb, "sh-ext");
-    wait_iface(&lb, "sh-int");
-    cli.adopt(&lb, "sh-ext", &[&format!("{CLIENT}/24")]);
-    bk.adopt(&lb, "sh-int", &["10.112.2.11/24"]);
-    cli.run(&["ip", "route", "add", "default", "via", "10.112.1.1"]);
-    bk.run(&["ip", "route", "add", "default", "via", "10.112.2.1"]);
+    let mut t = ClientBackend::start("sh", &config(), &format!("{CLIENT}/24"), "10.112.2.11/24");
+    t.route_via("10.112.1.1", "10.112.2.1");
+    let (cli, bk, dp) = (&t.cli, &t.bk, &mut t.dp);
     let backend: SocketAddr = BACKEND.parse().unwrap();
     let _server = TcpBackends::start(&bk.name, &[("b0", backend)]);
     let vip: SocketAddr = VIP.parse().unwrap();
-    connect_once(&cli, vip);
+    connect_once(cli, vip);
 
-    spoof(&cli, VIP);
+    spoof(cli, VIP);
     wait_until("every spoofed SYN seen", Duration::from_secs(10), || {
         dp.counter(Counter::NewFlows) > PAIRS as u64
     });
@@ -170,7 +128,7 @@ fn spoofed_handshakes_hold_no_entry_and_no_tuple_past_tcp_syn() {
         "bad checksums: {}",
         dp.counter(Counter::BadL4ChecksumIgnored)
     );
-    connect_once(&cli, vip);
+    connect_once(cli, vip);
 
     // Past tcp_syn, the sweep and the next scan of the tuple pool (once a
     // second): nothing of the spoofer is held.
@@ -179,6 +137,6 @@ fn spoofed_handshakes_hold_no_entry_and_no_tuple_past_tcp_syn() {
         Duration::from_secs(TCP_SYN_S + 8),
         || dp.counter(Counter::ConntrackEntries) == 0 && dp.counter(Counter::LocalTuplesInUse) == 0,
     );
-    connect_once(&cli, vip);
+    connect_once(cli, vip);
     dp.stop();
 }

@@ -6,15 +6,17 @@
 
 use std::sync::Arc;
 
-#[path = "counting_alloc.rs"]
-mod counting_alloc;
+mod support;
 
-use counting_alloc::count;
+use support::counting_alloc::{count, Counting};
 
 use conf::tables::{LimitsRecord, PrefixRecord};
 use dataplane::conntrack::{FlowKey, State};
 use dataplane::counters::Counters;
 use dataplane::lb::{Admission, ConnCounts, VipAdmit, FLOW_COUNTED_BACKEND, FLOW_COUNTED_VIP};
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 fn prefix(a: [u8; 4], len: u8, deny: bool) -> PrefixRecord {
     let mut addr = [0u8; 16];

@@ -2,13 +2,16 @@
 //! the fast path calls runs under a counting global allocator that must see
 //! zero allocations (and zero frees) on this thread.
 
-#[path = "counting_alloc.rs"]
-mod counting_alloc;
+mod support;
 
-use counting_alloc::count;
+use support::counting_alloc::{count, Counting};
+
 use dataplane::conntrack::{
     Conntrack, Dir, Entry, EntryId, FlowKey, InsertError, State, TcpSeg, Timeouts,
 };
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 /// A per-flow record shaped like the pipeline's.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -4,7 +4,6 @@
 //! number the flow has in flight (RFC 5927), and a DNAT reply without an
 //! entry must come by the port that faces its backend.
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::net::{IpAddr, SocketAddr};
@@ -12,8 +11,8 @@ use std::net::{IpAddr, SocketAddr};
 use conf::counters::Counter;
 use dataplane::conntrack::{FlowKey, State};
 use dataplane::wire::ip_proto;
-use support::flags::{ACK, PSH, RST, SYN};
-use support::*;
+use support::lb::flags::{ACK, PSH, RST, SYN};
+use support::lb::*;
 
 /// The client's initial sequence number in these flows.
 const CISN: u32 = 1000;

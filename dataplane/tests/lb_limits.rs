@@ -5,7 +5,6 @@
 //! without losing count, and rate-limited ICMP echo answers. Every refusal
 //! is dropped before any state and counted.
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -14,8 +13,8 @@ use conf::counters::Counter;
 use conf::Config;
 use dataplane::standalone::adopted_from_config;
 use etherparse::PacketBuilder;
-use support::flags::{ACK, FIN, SYN};
-use support::*;
+use support::lb::flags::{ACK, FIN, SYN};
+use support::lb::*;
 
 fn vip() -> SocketAddr {
     sa(VIP4, 80)

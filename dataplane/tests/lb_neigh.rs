@@ -3,7 +3,6 @@
 //! probed and followed to a new MAC. Frames built with etherparse go into
 //! `Worker::poll_once` over in-memory ports; what comes out is decoded.
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -14,8 +13,8 @@ use etherparse::{
     ArpHardwareId, ArpOperation, ArpPacket, EtherType, LinkSlice, NetSlice, PacketBuilder,
     SlicedPacket,
 };
-use support::flags::ACK;
-use support::*;
+use support::lb::flags::ACK;
+use support::lb::*;
 
 const NEW_MAC: [u8; 6] = [0x02, 0, 0, 0, 0xee, 0x01];
 const BCAST: [u8; 6] = [0xff; 6];

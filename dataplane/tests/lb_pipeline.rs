@@ -5,7 +5,6 @@
 //! calculation. Counters and per-VIP / per-backend statistics are asserted
 //! along the way.
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::net::{IpAddr, SocketAddr};
@@ -19,8 +18,8 @@ use dataplane::wire::ip_proto;
 use etherparse::{
     ArpHardwareId, ArpOperation, ArpPacket, EtherType, LinkSlice, NetSlice, SlicedPacket,
 };
-use support::flags::{ACK, FIN, PSH, RST, SYN};
-use support::*;
+use support::lb::flags::{ACK, FIN, PSH, RST, SYN};
+use support::lb::*;
 
 // ---------------------------------------------------------------------------
 // Helpers.

@@ -3,7 +3,6 @@
 //! entry goes its record lands in the worker's ring of a real records
 //! region, as border-mgmt will read it.
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::net::{IpAddr, SocketAddr};
@@ -12,8 +11,8 @@ use std::path::PathBuf;
 use conf::counters::Counter;
 use conf::os::files::Access;
 use conf::records::{ConnRecord, EndReason, RecordsRegion, REC_FULL_NAT, REC_PAYLOAD};
-use support::flags::{ACK, FIN, PSH, RST, SYN};
-use support::*;
+use support::lb::flags::{ACK, FIN, PSH, RST, SYN};
+use support::lb::*;
 
 const CISN: u32 = 1000;
 const BISN: u32 = 70_000;

@@ -5,7 +5,6 @@
 //! and the default `keep` change nothing. Every RST is decoded with its
 //! checksums verified by etherparse.
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::net::{IpAddr, SocketAddr};
@@ -15,8 +14,8 @@ use conf::tables::{build_generation, BackendState};
 use conf::Config;
 use dataplane::lb::{Adopted, Prepared, Routes};
 use dataplane::tables_source::{inputs_from_generation, resets_from_generation};
-use support::flags::{ACK, PSH, RST, SYN};
-use support::*;
+use support::lb::flags::{ACK, PSH, RST, SYN};
+use support::lb::*;
 
 /// The test appliance's config with a `[vip.health]` on every VIP, with
 /// `on_down` set to `on_down` (or left out).

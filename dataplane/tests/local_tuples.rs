@@ -4,15 +4,14 @@
 //! timestamps run on the worker's clock so that a backend accepts a reused
 //! tuple (RFC 6191).
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::net::SocketAddr;
 
 use conf::counters::Counter;
 use dataplane::conntrack::Timeouts;
-use support::flags::{ACK, FIN, SYN};
-use support::*;
+use support::lb::flags::{ACK, FIN, SYN};
+use support::lb::*;
 
 const VIP: (std::net::Ipv4Addr, u16) = (VIP4, 80);
 

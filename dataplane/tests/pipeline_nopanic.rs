@@ -9,12 +9,11 @@
 //! The same property runs under libFuzzer in `dataplane/fuzz` (target
 //! `pipeline`); this keeps coverage on stable without it.
 
-#[path = "lb_support.rs"]
 mod support;
 
 use dataplane::wire::parse_frame;
 use proptest::prelude::*;
-use support::*;
+use support::lb::*;
 
 #[derive(Clone, Debug)]
 enum Edit {

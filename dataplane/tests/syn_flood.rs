@@ -5,15 +5,14 @@
 //! the table never grows past its capacity. The local tuple of an evicted
 //! entry rests only briefly: the backend never had a connection on it.
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::net::{Ipv4Addr, SocketAddr};
 
 use conf::counters::Counter;
 use dataplane::lb::HALF_OPEN_MIN_AGE_MS;
-use support::flags::{ACK, SYN};
-use support::*;
+use support::lb::flags::{ACK, SYN};
+use support::lb::*;
 
 const TABLE: usize = 64;
 

@@ -7,7 +7,6 @@
 //! SACK, timestamps, window scale). Full-NAT and DNAT, IPv4 and IPv6,
 //! PROXY v2; forged and corrupted ACKs; a refusing backend; `auto`.
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::net::{IpAddr, SocketAddr};
@@ -15,8 +14,8 @@ use std::net::{IpAddr, SocketAddr};
 use conf::counters::Counter;
 use dataplane::conntrack::{FlowKey, State};
 use etherparse::{PacketBuilder, SlicedPacket, TcpHeader, TcpOptionElement, TransportSlice};
-use support::flags::{ACK, PSH, RST, SYN};
-use support::*;
+use support::lb::flags::{ACK, PSH, RST, SYN};
+use support::lb::*;
 
 const ISN: u32 = 0xFFFF_FF00; // the client's: wraps during the test
 const BISN: u32 = 7_000_000;

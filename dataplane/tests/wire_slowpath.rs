@@ -71,6 +71,16 @@ fn junk_padded(mut f: Vec<u8>, min: usize) -> Vec<u8> {
 
 // ---- ARP ------------------------------------------------------------------
 
+/// `f` (an untagged Ethernet frame) with an 802.1Q tag of VLAN `vlan`, as
+/// etherparse's `single_vlan` writes it, or `f` itself for no VLAN.
+fn tagged(vlan: Option<u16>, mut f: Vec<u8>) -> Vec<u8> {
+    if let Some(v) = vlan {
+        let tci = VlanId::try_new(v).unwrap().value().to_be_bytes();
+        f.splice(12..12, [0x81, 0x00, tci[0], tci[1]]);
+    }
+    f
+}
+
 fn arp_frame(
     vlan: Option<u16>,
     dst: [u8; 6],
@@ -88,18 +98,17 @@ fn arp_frame(
         target_ipv4: tpa.octets(),
     };
     let mut f = Vec::new();
-    match vlan {
-        Some(v) => PacketBuilder::ethernet2(sha, dst)
-            .single_vlan(VlanId::try_new(v).unwrap())
-            .arp(pkt.into())
-            .write(&mut f)
-            .unwrap(),
-        None => PacketBuilder::ethernet2(sha, dst)
-            .arp(pkt.into())
-            .write(&mut f)
-            .unwrap(),
-    }
-    f
+    PacketBuilder::ethernet2(sha, dst)
+        .arp(pkt.into())
+        .write(&mut f)
+        .unwrap();
+    tagged(vlan, f)
+}
+
+/// A broadcast ARP message of operation `op` from `sha`/`spa` about the
+/// port's address.
+fn arp_to_port(op: ArpOperation, sha: [u8; 6], spa: Ipv4Addr) -> Vec<u8> {
+    arp_frame(None, BCAST, op, sha, spa, [0; 6], PORT_V4)
 }
 
 fn arp_request(vlan: Option<u16>, tpa: Ipv4Addr) -> Vec<u8> {
@@ -116,26 +125,15 @@ fn arp_request(vlan: Option<u16>, tpa: Ipv4Addr) -> Vec<u8> {
 
 fn arp_reply_expected(vlan: Option<u16>, spa: Ipv4Addr) -> Vec<u8> {
     // Built from scratch: Ethernet to the requester, op 2.
-    let pkt = ArpEthIpv4Packet {
-        operation: ArpOperation::REPLY,
-        sender_mac: PORT_MAC,
-        sender_ipv4: spa.octets(),
-        target_mac: CLIENT_MAC,
-        target_ipv4: CLIENT_V4.octets(),
-    };
-    let mut f = Vec::new();
-    match vlan {
-        Some(v) => PacketBuilder::ethernet2(PORT_MAC, CLIENT_MAC)
-            .single_vlan(VlanId::try_new(v).unwrap())
-            .arp(pkt.into())
-            .write(&mut f)
-            .unwrap(),
-        None => PacketBuilder::ethernet2(PORT_MAC, CLIENT_MAC)
-            .arp(pkt.into())
-            .write(&mut f)
-            .unwrap(),
-    }
-    f
+    arp_frame(
+        vlan,
+        CLIENT_MAC,
+        ArpOperation::REPLY,
+        PORT_MAC,
+        spa,
+        CLIENT_MAC,
+        CLIENT_V4,
+    )
 }
 
 #[test]
@@ -220,15 +218,7 @@ fn arp_classification() {
     );
 
     // Probe (RFC 5227) for our address: answered, nothing learned.
-    let mut buf = arp_frame(
-        None,
-        BCAST,
-        ArpOperation::REQUEST,
-        CLIENT_MAC,
-        Ipv4Addr::UNSPECIFIED,
-        [0; 6],
-        PORT_V4,
-    );
+    let mut buf = arp_to_port(ArpOperation::REQUEST, CLIENT_MAC, Ipv4Addr::UNSPECIFIED);
     let out = arp(&mut buf, PORT_MAC, owned4);
     assert_eq!(
         out,
@@ -239,41 +229,17 @@ fn arp_classification() {
     );
     assert_eq!(&buf[38..42], &[0, 0, 0, 0]);
 
-    let mut buf = arp_frame(
-        None,
-        BCAST,
-        ArpOperation(3),
-        CLIENT_MAC,
-        CLIENT_V4,
-        [0; 6],
-        PORT_V4,
-    );
+    let mut buf = arp_to_port(ArpOperation(3), CLIENT_MAC, CLIENT_V4);
     assert_eq!(
         drop_reason(&arp(&mut buf, PORT_MAC, owned4)),
         Some("arp_bad_op")
     );
-    let mut buf = arp_frame(
-        None,
-        BCAST,
-        ArpOperation::REQUEST,
-        BCAST,
-        CLIENT_V4,
-        [0; 6],
-        PORT_V4,
-    );
+    let mut buf = arp_to_port(ArpOperation::REQUEST, BCAST, CLIENT_V4);
     assert_eq!(
         drop_reason(&arp(&mut buf, PORT_MAC, owned4)),
         Some("arp_bad_sender")
     );
-    let mut buf = arp_frame(
-        None,
-        BCAST,
-        ArpOperation::REQUEST,
-        CLIENT_MAC,
-        Ipv4Addr::BROADCAST,
-        [0; 6],
-        PORT_V4,
-    );
+    let mut buf = arp_to_port(ArpOperation::REQUEST, CLIENT_MAC, Ipv4Addr::BROADCAST);
     assert_eq!(
         drop_reason(&arp(&mut buf, PORT_MAC, owned4)),
         Some("arp_bad_sender")
@@ -300,15 +266,7 @@ fn arp_classification() {
         );
     }
     // Nothing is taken from an ARP message of an unknown operation.
-    let mut buf = arp_frame(
-        None,
-        BCAST,
-        ArpOperation(3),
-        CLIENT_MAC,
-        CLIENT_V4,
-        [0; 6],
-        PORT_V4,
-    );
+    let mut buf = arp_to_port(ArpOperation(3), CLIENT_MAC, CLIENT_V4);
     assert_eq!(
         arp(&mut buf, PORT_MAC, owned4),
         Outcome::Drop {
@@ -354,29 +312,14 @@ fn echo4(
     payload: &[u8],
 ) -> Vec<u8> {
     let mut f = Vec::new();
-    let ip = IpHeaders::Ipv4(h, Default::default());
-    match (vlan, reply) {
-        (None, false) => PacketBuilder::ethernet2(eth.0, eth.1)
-            .ip(ip)
-            .icmpv4_echo_request(0x4242, 7)
-            .write(&mut f, payload),
-        (None, true) => PacketBuilder::ethernet2(eth.0, eth.1)
-            .ip(ip)
-            .icmpv4_echo_reply(0x4242, 7)
-            .write(&mut f, payload),
-        (Some(v), false) => PacketBuilder::ethernet2(eth.0, eth.1)
-            .single_vlan(VlanId::try_new(v).unwrap())
-            .ip(ip)
-            .icmpv4_echo_request(0x4242, 7)
-            .write(&mut f, payload),
-        (Some(v), true) => PacketBuilder::ethernet2(eth.0, eth.1)
-            .single_vlan(VlanId::try_new(v).unwrap())
-            .ip(ip)
-            .icmpv4_echo_reply(0x4242, 7)
-            .write(&mut f, payload),
+    let ip = PacketBuilder::ethernet2(eth.0, eth.1).ip(IpHeaders::Ipv4(h, Default::default()));
+    if reply {
+        ip.icmpv4_echo_reply(0x4242, 7).write(&mut f, payload)
+    } else {
+        ip.icmpv4_echo_request(0x4242, 7).write(&mut f, payload)
     }
     .unwrap();
-    f
+    tagged(vlan, f)
 }
 
 fn echo4_request(vlan: Option<u16>, dst: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
@@ -527,29 +470,20 @@ fn echo6(
     payload: &[u8],
 ) -> Vec<u8> {
     let mut f = Vec::new();
-    let (s, d, hop) = (ip.0.octets(), ip.1.octets(), ip.2);
-    match (vlan, reply) {
-        (None, false) => PacketBuilder::ethernet2(eth.0, eth.1)
-            .ipv6(s, d, hop)
-            .icmpv6_echo_request(9, 1)
-            .write(&mut f, payload),
-        (None, true) => PacketBuilder::ethernet2(eth.0, eth.1)
-            .ipv6(s, d, hop)
-            .icmpv6_echo_reply(9, 1)
-            .write(&mut f, payload),
-        (Some(v), false) => PacketBuilder::ethernet2(eth.0, eth.1)
-            .single_vlan(VlanId::try_new(v).unwrap())
-            .ipv6(s, d, hop)
-            .icmpv6_echo_request(9, 1)
-            .write(&mut f, payload),
-        (Some(v), true) => PacketBuilder::ethernet2(eth.0, eth.1)
-            .single_vlan(VlanId::try_new(v).unwrap())
-            .ipv6(s, d, hop)
-            .icmpv6_echo_reply(9, 1)
-            .write(&mut f, payload),
+    let ip = PacketBuilder::ethernet2(eth.0, eth.1).ipv6(ip.0.octets(), ip.1.octets(), ip.2);
+    if reply {
+        ip.icmpv6_echo_reply(9, 1).write(&mut f, payload)
+    } else {
+        ip.icmpv6_echo_request(9, 1).write(&mut f, payload)
     }
     .unwrap();
-    f
+    tagged(vlan, f)
+}
+
+/// An untagged echo (or reply, `reply`) from the client's MAC to the
+/// port's, hop limit 64.
+fn client_echo6(src: Ipv6Addr, dst: Ipv6Addr, reply: bool, payload: &[u8]) -> Vec<u8> {
+    echo6(None, (CLIENT_MAC, PORT_MAC), (src, dst, 64), reply, payload)
 }
 
 /// Insert an 8-byte destination-options header right after the IPv6 header.
@@ -626,60 +560,30 @@ fn icmpv6_echo_is_answered_in_place() {
 #[test]
 fn icmpv6_classification() {
     let other = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x77);
-    let mut buf = echo6(
-        None,
-        (CLIENT_MAC, PORT_MAC),
-        (CLIENT_V6, other, 64),
-        false,
-        b"x",
-    );
+    let mut buf = client_echo6(CLIENT_V6, other, false, b"x");
     assert_eq!(
         drop_reason(&icmpv6(&mut buf, PORT_MAC, owned6)),
         Some("icmp_not_ours")
     );
-    let mut buf = echo6(
-        None,
-        (CLIENT_MAC, PORT_MAC),
-        (CLIENT_V6, PORT_V6, 64),
-        false,
-        b"x",
-    );
+    let mut buf = client_echo6(CLIENT_V6, PORT_V6, false, b"x");
     let last = buf.len() - 1;
     buf[last] ^= 1;
     assert_eq!(
         drop_reason(&icmpv6(&mut buf, PORT_MAC, owned6)),
         Some("icmp_bad_checksum")
     );
-    let mut buf = echo6(
-        None,
-        (CLIENT_MAC, PORT_MAC),
-        (Ipv6Addr::UNSPECIFIED, PORT_V6, 64),
-        false,
-        b"x",
-    );
+    let mut buf = client_echo6(Ipv6Addr::UNSPECIFIED, PORT_V6, false, b"x");
     assert_eq!(
         drop_reason(&icmpv6(&mut buf, PORT_MAC, owned6)),
         Some("icmp_bad_source")
     );
     // Echo reply to us, echo to all-nodes: the host's business.
-    let mut buf = echo6(
-        None,
-        (CLIENT_MAC, PORT_MAC),
-        (CLIENT_V6, PORT_V6, 64),
-        true,
-        b"x",
-    );
+    let mut buf = client_echo6(CLIENT_V6, PORT_V6, true, b"x");
     assert_eq!(
         icmpv6(&mut buf, PORT_MAC, owned6),
         Outcome::ToHost { learn: None }
     );
-    let mut buf = echo6(
-        None,
-        (CLIENT_MAC, PORT_MAC),
-        (CLIENT_V6, slowpath::ALL_NODES, 64),
-        false,
-        b"x",
-    );
+    let mut buf = client_echo6(CLIENT_V6, slowpath::ALL_NODES, false, b"x");
     assert_eq!(
         icmpv6(&mut buf, PORT_MAC, owned6),
         Outcome::ToHost { learn: None }

@@ -6,7 +6,6 @@
 //! real ones are exercised by `dpdk-ffi/tests/eal_rx_intr.rs` and
 //! `tests/e2e_idle.rs`).
 
-#[path = "lb_support.rs"]
 mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,8 +15,8 @@ use std::time::Duration;
 use conf::counters::Counter;
 use conf::state::StateRegion;
 use dataplane::worker::{Poll, IDLE_WAIT};
-use support::flags::{ACK, SYN};
-use support::*;
+use support::lb::flags::{ACK, SYN};
+use support::lb::*;
 
 struct Region(std::path::PathBuf, StateRegion);
 

@@ -13,6 +13,12 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// Counts allocations per thread for `pipeline`'s zero-allocation check
+/// (its `allocs` column). It covers every subcommand; the others pay one
+/// thread-local increment per allocation, which none of them can measure.
+#[global_allocator]
+static GLOBAL: perf::alloc_count::CountingAlloc = perf::alloc_count::CountingAlloc;
+
 #[derive(Debug, Parser)]
 #[command(name = "border-perf", version, about = "border benchmarks")]
 struct Cli {

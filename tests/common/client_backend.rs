@@ -58,6 +58,14 @@ impl ClientBackend {
         }
     }
 
+    /// Routes the client's and the backend's traffic by default through
+    /// border-dp's addresses `client_gateway` and `backend_gateway`.
+    pub fn route_via(&self, client_gateway: &str, backend_gateway: &str) {
+        let via = |ns: &Netns, gw: &str| ns.run(&["ip", "route", "add", "default", "via", gw]);
+        via(&self.cli, client_gateway);
+        via(&self.bk, backend_gateway);
+    }
+
     /// Starts a program in the backend namespace, its output in `<name>.log`.
     pub fn spawn_bk(&mut self, name: &str, args: &[&str]) -> PathBuf {
         let log = self.dir.path(&format!("{name}.log"));

@@ -3,7 +3,8 @@
 //! agent mode, no inbound port), clients with pinned certificates, and what
 //! a process holds (`/proc/PID`: descriptors, resident memory).
 //!
-//! The same shapes as tests/e2e_fleet.rs, which keeps its own copy.
+//! tests/e2e_fleet.rs takes its CA, processes, Redis and scrapes from here
+//! and builds its own fleet (pinned readers, refusals, TLS to Redis).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,7 +23,7 @@ impl Ca {
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         p.distinguished_name
-            .push(DnType::CommonName, "gw limits test CA");
+            .push(DnType::CommonName, "border fleet test CA");
         let ca = CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap();
         std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
         Ca(ca)
@@ -92,6 +93,31 @@ impl Proc {
             .unwrap_or(0)
     }
 
+    /// SIGKILL and reap (nothing left behind if already stopped).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait (10 s at most) for the exit.
+    pub fn term(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on a child we spawned and have not reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let start = Instant::now();
+            while c.try_wait().unwrap().is_none() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "{} did not stop",
+                    self.what
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
     /// Resident memory in bytes (`VmRSS` of `/proc/PID/status`).
     pub fn rss(&self) -> u64 {
         let status =
@@ -106,10 +132,7 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.kill9();
     }
 }
 
@@ -202,6 +225,11 @@ impl Metrics {
             .unwrap_or_else(|| panic!("no {series} in\n{}", self.0))
             .parse()
             .unwrap()
+    }
+
+    /// `border_gw_calls_total{outcome}`.
+    pub fn calls(&self, outcome: &str) -> f64 {
+        self.get(&format!("border_gw_calls_total{{outcome=\"{outcome}\"}}"))
     }
 
     /// `border_gw_limit_refusals_total{listener,limit}`.

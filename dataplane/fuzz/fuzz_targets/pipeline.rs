@@ -1,7 +1,7 @@
 //! The whole pipeline (parse, slow path, VIP lookup, conntrack, Maglev,
 //! NAT, ICMP errors, handoff) over arbitrary frames, on every port of a
 //! two-worker appliance that has tables adopted and live flows in its
-//! connection table (the fixtures of `dataplane/tests/lb_support.rs`).
+//! connection table (the fixtures of `dataplane/tests/support/`).
 //!
 //! Input: one control byte, then the rest.
 //! - control < 0x80: the rest is a raw frame received on port `control % 3`
@@ -17,11 +17,11 @@
 //! the worker loop (worker 1, handing replies over to worker 0).
 #![no_main]
 
-#[path = "../../tests/lb_support.rs"]
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use libfuzzer_sys::fuzz_target;
-use support::*;
+use support::lb::*;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&ctl, rest)) = data.split_first() else {

@@ -1,11 +1,20 @@
-//! A counting global allocator for the no-allocation tests: each test
-//! binary that includes this module (`#[path]`) counts its own thread's
-//! allocations and frees around a closure.
+//! A counting global allocator for the no-allocation tests. A test binary
+//! that checks allocations installs it itself, where a reader sees it:
+//!
+//! ```ignore
+//! #[global_allocator]
+//! static GLOBAL: support::counting_alloc::Counting = support::counting_alloc::Counting;
+//! ```
+//!
+//! and [`count`] then counts its own thread's allocations and frees around
+//! a closure (and panics if the allocator is not installed, rather than
+//! reporting zero).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-struct Counting;
+/// Forwards to [`System`], counting on the threads inside [`count`].
+pub struct Counting;
 
 // Per thread, so tests running in parallel do not see each other's counts.
 thread_local! {
@@ -49,13 +58,19 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
 /// Runs `f` with this thread's allocations counted; returns (allocs, frees).
+/// Panics if [`Counting`] is not the global allocator (every count would
+/// be zero).
 pub fn count<R>(f: impl FnOnce() -> R) -> (R, usize, usize) {
-    let (a0, f0) = (ALLOCS.with(Cell::get), FREES.with(Cell::get));
     COUNTING.with(|c| c.set(true));
+    let probe = ALLOCS.with(Cell::get);
+    drop(std::hint::black_box(Box::new(0u64)));
+    assert_ne!(
+        ALLOCS.with(Cell::get),
+        probe,
+        "the counting allocator is not this binary's #[global_allocator]"
+    );
+    let (a0, f0) = (ALLOCS.with(Cell::get), FREES.with(Cell::get));
     let r = f();
     COUNTING.with(|c| c.set(false));
     let (a1, f1) = (ALLOCS.with(Cell::get), FREES.with(Cell::get));

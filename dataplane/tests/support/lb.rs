@@ -3,10 +3,6 @@
 //! in-memory ports with a controllable clock and table feed, frames built
 //! with etherparse, and a decoder that checks every checksum of what the
 //! pipeline sent with etherparse's own calculations.
-//!
-//! Included by the test files with `#[path = "lb_support.rs"] mod support;`
-//! (cargo also builds it as a test target of its own, with no tests).
-#![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,184 @@
+//! The cases: established flows of each VIP kind in each direction, new
+//! flows into a cold and a reused table, and cookie SYN-ACKs; one row each.
+
+use conf::counters::Counter;
+use conf::Config;
+
+use super::flows::{establish, establish_proxied};
+use super::frames::syns;
+use super::measure::{bare_sample, pipeline_sample, summarize, summarize_wall};
+use super::rig::{Rig, Vip, EXT, INT};
+use super::{wanted, Args};
+use crate::stats::Summary;
+
+pub(super) struct Row {
+    pub(super) case: String,
+    pub(super) flows: String,
+    pub(super) pipeline: Summary,
+    pub(super) wall: Summary,
+    pub(super) bare: Option<Summary>,
+    pub(super) allocs: u64,
+    pub(super) drops: u64,
+}
+
+/// Established flows of every VIP kind, each direction against the bare loop.
+pub(super) fn established_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Vec<Row>> {
+    let wanted = |name: &str| wanted(args, name);
+    let mut rows: Vec<Row> = Vec::new();
+    for &n in &args.flows {
+        anyhow::ensure!(n > 0, "--flows must be above 0");
+        for vip in [Vip::FullNat4, Vip::Dnat4, Vip::FullNat6, Vip::Proxy4] {
+            let fwd_name = format!("established {}, client->backend", vip.name());
+            let rev_name = format!("established {}, backend->client", vip.name());
+            let do_rev = vip != Vip::FullNat6 && wanted(&rev_name);
+            if !wanted(&fwd_name) && !do_rev {
+                continue;
+            }
+            let mut rig = Rig::new(cfg, args.backends, n + 1024, hz)?;
+            let (fwd, rev) = match vip {
+                Vip::Proxy4 => establish_proxied(&mut rig, n)?,
+                _ => establish(&mut rig, vip, n)?,
+            };
+            let mut cases = vec![(fwd_name, EXT, fwd)];
+            if do_rev {
+                cases.push((rev_name, INT, rev));
+            }
+            for (name, port, frames) in cases {
+                if !wanted(&name) {
+                    continue;
+                }
+                let drops0 = rig.drops();
+                // Warm up (caches, branch predictors), then sample.
+                pipeline_sample(&mut rig, port, &frames, args.packets / 4 + 1);
+                let mut p = Vec::new();
+                let mut b = Vec::new();
+                for _ in 0..args.samples {
+                    b.push(bare_sample(hz, &frames, port, args.packets));
+                    p.push(pipeline_sample(&mut rig, port, &frames, args.packets));
+                }
+                rows.push(Row {
+                    case: name,
+                    flows: n.to_string(),
+                    pipeline: summarize(&p),
+                    wall: summarize_wall(&p),
+                    bare: Some(summarize(&b)),
+                    allocs: p.iter().map(|s| s.allocs).sum(),
+                    drops: rig.drops() - drops0,
+                });
+            }
+        }
+    }
+
+    Ok(rows)
+}
+
+/// New flows (SYNs) into a cold table, then into the same table reused.
+pub(super) fn new_flow_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Vec<Row>> {
+    let wanted = |name: &str| wanted(args, name);
+    let mut rows: Vec<Row> = Vec::new();
+    for vip in [Vip::FullNat4, Vip::Dnat4, Vip::FullNat6] {
+        let name = format!("new flows {} (SYN)", vip.name());
+        if !wanted(&name) {
+            continue;
+        }
+        let n = args.new_flows;
+        let mut rig = Rig::new(cfg, args.backends, n + 1024, hz)?;
+        let drops0 = rig.drops();
+        let mut cold = Vec::new();
+        let mut warm = Vec::new();
+        let mut bare = Vec::new();
+        for s in 0..=args.samples {
+            let frames = syns(vip, 1 + s as u32, n);
+            bare.push(bare_sample(hz, &frames, EXT, n as u64));
+            let sample = pipeline_sample(&mut rig, EXT, &frames, n as u64);
+            if s == 0 {
+                cold.push(sample);
+            } else {
+                warm.push(sample);
+            }
+            // Expire them all (SYN timeout), sweeping the whole table.
+            rig.advance(u64::from(cfg.dataplane.timeouts.tcp_syn) * 1000 + 1);
+            for _ in 0..(n / dataplane::lb::EXPIRE_BUDGET + 2) {
+                rig.w.poll_once();
+            }
+            anyhow::ensure!(
+                rig.w.pipeline.lb().conntrack().is_empty(),
+                "{} entries left after expiry",
+                rig.w.pipeline.lb().conntrack().len()
+            );
+        }
+        let drops = rig.drops() - drops0;
+        let new = rig.w.pipeline.counters().get(Counter::NewFlows);
+        anyhow::ensure!(
+            new == (n * (args.samples + 1)) as u64 - drops,
+            "new_flows {new} does not match"
+        );
+        let b = summarize(&bare);
+        rows.push(Row {
+            case: format!("{name}, reused table"),
+            flows: n.to_string(),
+            pipeline: summarize(&warm),
+            wall: summarize_wall(&warm),
+            bare: Some(b),
+            allocs: warm.iter().map(|s| s.allocs).sum(),
+            drops,
+        });
+        rows.push(Row {
+            case: format!("{name}, first fill (page faults)"),
+            flows: n.to_string(),
+            pipeline: summarize(&cold),
+            wall: summarize_wall(&cold),
+            bare: Some(b),
+            allocs: cold.iter().map(|s| s.allocs).sum(),
+            drops: 0,
+        });
+    }
+    if let Some(r) = cookie_row(args, cfg, hz)? {
+        rows.push(r);
+    }
+    Ok(rows)
+}
+
+/// The case of [`cookie_row`].
+pub(super) const COOKIE_CASE: &str = "cookie SYN-ACKs full-NAT IPv4 + SYN proxy (SYN)";
+
+/// SYNs to a `syn_proxy = "always"` VIP, each answered with a cookie
+/// SYN-ACK out of the port it came by: no entry, no state.
+pub(super) fn cookie_row(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Option<Row>> {
+    if !wanted(args, COOKIE_CASE) {
+        return Ok(None);
+    }
+    let n = args.new_flows;
+    let mut rig = Rig::new(cfg, args.backends, 1024, hz)?;
+    let drops0 = rig.drops();
+    let mut samples = Vec::new();
+    let mut bare = Vec::new();
+    // The first sample warms up.
+    for s in 0..=args.samples {
+        let frames = syns(Vip::SynProxy4, 1 + s as u32, n);
+        bare.push(bare_sample(hz, &frames, EXT, n as u64));
+        let sample = pipeline_sample(&mut rig, EXT, &frames, n as u64);
+        if s > 0 {
+            samples.push(sample);
+        }
+    }
+    let drops = rig.drops() - drops0;
+    let sent = rig.w.pipeline.counters().get(Counter::SynProxyCookiesSent);
+    anyhow::ensure!(
+        sent == (n * (args.samples + 1)) as u64 - drops,
+        "syn_proxy_cookies_sent {sent} does not match"
+    );
+    anyhow::ensure!(
+        rig.w.pipeline.lb().conntrack().is_empty(),
+        "a cookie SYN made an entry"
+    );
+    Ok(Some(Row {
+        case: COOKIE_CASE.to_string(),
+        flows: n.to_string(),
+        pipeline: summarize(&samples),
+        wall: summarize_wall(&samples),
+        bare: Some(summarize(&bare[1..])),
+        allocs: samples.iter().map(|s| s.allocs).sum(),
+        drops,
+    }))
+}

@@ -1,0 +1,250 @@
+//! The appliance under test: its config (one VIP per case), a worker over
+//! [`BenchPorts`] on a TSC clock the benchmark can move forward, and the
+//! backends' neighbours seeded.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use conf::state::FlowStats;
+use conf::Config;
+use dataplane::lb::Lb;
+use dataplane::neigh::NeighborSync;
+use dataplane::pipeline::Pipeline;
+use dataplane::port::ports_from_config;
+use dataplane::standalone::{adopted_from_config, OneShot};
+use dataplane::worker::{Clock, Handoff, Poll, Worker};
+
+use super::ports::BenchPorts;
+use super::RECORDS;
+use crate::clock;
+
+pub(super) const EXT: usize = 0;
+pub(super) const INT: usize = 1;
+pub(super) const EXT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x01, 0x01];
+pub(super) const INT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x02, 0x01];
+pub(super) const CLIENT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0xc1, 0x01];
+
+pub(super) fn backend_v4(k: u32) -> Ipv4Addr {
+    Ipv4Addr::new(10, 2, (k / 200) as u8, (k % 200 + 10) as u8)
+}
+
+pub(super) fn backend_v6(k: u32) -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 0x10 + k as u16)
+}
+
+pub(super) fn backend_mac(ip: IpAddr) -> [u8; 6] {
+    let o = match ip {
+        IpAddr::V4(a) => a.octets()[2..4].try_into().unwrap(),
+        IpAddr::V6(a) => a.octets()[14..16].try_into().unwrap(),
+    };
+    let o: [u8; 2] = o;
+    [0x02, 0, 0, if ip.is_ipv4() { 4 } else { 6 }, o[0], o[1]]
+}
+
+/// The VIPs of the benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Vip {
+    FullNat4,
+    Dnat4,
+    FullNat6,
+    /// Full-NAT IPv4 with a PROXY protocol v2 header in the client's stream.
+    Proxy4,
+    /// Full-NAT IPv4 with `syn_proxy = "always"`: SYNs get cookie SYN-ACKs.
+    SynProxy4,
+}
+
+impl Vip {
+    pub(super) fn addr(self) -> IpAddr {
+        match self {
+            Vip::FullNat4 => Ipv4Addr::new(10, 1, 0, 100).into(),
+            Vip::Dnat4 => Ipv4Addr::new(10, 1, 0, 101).into(),
+            Vip::FullNat6 => Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x100).into(),
+            Vip::Proxy4 => Ipv4Addr::new(10, 1, 0, 102).into(),
+            Vip::SynProxy4 => Ipv4Addr::new(10, 1, 0, 103).into(),
+        }
+    }
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Vip::FullNat4 => "full-NAT IPv4",
+            Vip::Dnat4 => "DNAT IPv4",
+            Vip::FullNat6 => "full-NAT IPv6",
+            Vip::Proxy4 => "full-NAT IPv4 + PROXY v2",
+            Vip::SynProxy4 => "full-NAT IPv4 + SYN proxy",
+        }
+    }
+}
+
+pub(super) fn config_text(backends: u32) -> String {
+    let mut c = String::from(
+        r#"
+instance = "bench"
+[dataplane]
+main_lcore = 0
+worker_lcores = [1]
+flow_hash_key = "00112233445566778899aabbccddeeff"
+
+[[port]]
+name = "ext"
+devargs = "net_null0"
+addresses = ["10.1.0.1/24", "fd00:1::1/64"]
+
+[[port]]
+name = "int"
+devargs = "net_null1"
+addresses = ["10.2.0.1/16", "fd00:2::1/64"]
+local_addresses = ["10.2.0.1", "fd00:2::1"]
+local_port_range = [1024, 65535]
+
+[mgmt]
+listen = "unix:///run/border/bench.sock"
+"#,
+    );
+    for (name, vip, mode, proxy, syn_proxy) in [
+        ("fnat4", Vip::FullNat4, "fullnat", "none", "off"),
+        ("dnat4", Vip::Dnat4, "dnat", "none", "off"),
+        ("fnat6", Vip::FullNat6, "fullnat", "none", "off"),
+        ("pp4", Vip::Proxy4, "fullnat", "v2", "off"),
+        ("sp4", Vip::SynProxy4, "fullnat", "none", "always"),
+    ] {
+        c.push_str(&format!(
+            "\n[[vip]]\nname = \"{name}\"\naddress = \"{}\"\nport = 80\nprotocol = \"tcp\"\nmode = \"{mode}\"\nproxy_protocol = \"{proxy}\"\nsyn_proxy = \"{syn_proxy}\"\n",
+            vip.addr()
+        ));
+        for k in 0..backends {
+            let b: IpAddr = match vip {
+                Vip::FullNat6 => backend_v6(k).into(),
+                _ => backend_v4(k).into(),
+            };
+            c.push_str(&format!(
+                "[[vip.backend]]\naddress = \"{b}\"\nport = 8080\n"
+            ));
+        }
+    }
+    c
+}
+
+/// A clock on the TSC, like border-dp's, with an offset the benchmark can
+/// move forward (to expire entries).
+#[derive(Clone)]
+pub(super) struct BenchClock {
+    t0: u64,
+    per_ms: u64,
+    offset_ms: Arc<AtomicU64>,
+}
+
+impl Clock for BenchClock {
+    #[inline]
+    fn now_ms(&self) -> u64 {
+        let t = clock::cycles().unwrap_or(0);
+        t.wrapping_sub(self.t0) / self.per_ms + self.offset_ms.load(Ordering::Relaxed)
+    }
+}
+
+pub(super) type BenchWorker = Worker<BenchPorts, BenchClock, OneShot>;
+
+pub(super) struct Rig {
+    pub(super) w: BenchWorker,
+    pub(super) hz: f64,
+    offset_ms: Arc<AtomicU64>,
+    backends: Vec<IpAddr>,
+}
+
+impl Rig {
+    pub(super) fn new(
+        cfg: &Config,
+        backends: u32,
+        conntrack: usize,
+        tsc_hz: f64,
+    ) -> anyhow::Result<Rig> {
+        let tables = adopted_from_config(cfg, 1).map_err(|e| anyhow::anyhow!("tables: {e}"))?;
+        let mut lb = Lb::new(
+            0,
+            1,
+            conntrack,
+            cfg.dataplane.timeouts,
+            NeighborSync::new(1),
+            FlowStats::detached(conf::state::MAX_VIPS),
+            FlowStats::detached(conf::state::MAX_BACKENDS),
+        );
+        let mut all: Vec<IpAddr> = (0..backends).map(|k| backend_v4(k).into()).collect();
+        all.extend((0..backends).map(|k| IpAddr::from(backend_v6(k))));
+        for ip in &all {
+            lb.seed_neighbor(*ip, backend_mac(*ip));
+        }
+        if RECORDS.load(Ordering::Relaxed) {
+            lb.enable_records(bench_records_ring()?, false);
+        }
+        let pipeline = Pipeline::new(ports_from_config(cfg, &[EXT_MAC, INT_MAC], false), lb);
+        let offset_ms = Arc::new(AtomicU64::new(0));
+        let clock = BenchClock {
+            t0: clock::cycles().unwrap_or(0),
+            per_ms: ((tsc_hz / 1e3) as u64).max(1),
+            offset_ms: offset_ms.clone(),
+        };
+        let io = BenchPorts::new(2, 4 * dataplane::io::BURST * 3);
+        let mut w = Worker::new(
+            io,
+            pipeline,
+            Poll::Busy,
+            clock,
+            OneShot(Some(tables)),
+            Handoff::new(1),
+        );
+        w.poll_once();
+        Ok(Rig {
+            w,
+            hz: tsc_hz,
+            offset_ms,
+            backends: all,
+        })
+    }
+
+    /// Runs the worker until the port has handed out everything.
+    pub(super) fn drain(&mut self) {
+        while self.w.io.remaining() > 0 {
+            self.w.poll_once();
+        }
+        self.w.poll_once();
+    }
+
+    /// Replays `frames` once on `port` and returns what was sent.
+    pub(super) fn exchange(&mut self, port: usize, frames: &[Vec<u8>]) -> Vec<(usize, Vec<u8>)> {
+        self.w.io.capture = Some(Vec::with_capacity(frames.len()));
+        self.w.io.load(port, frames, frames.len() as u64);
+        self.drain();
+        self.w.io.capture.take().unwrap_or_default()
+    }
+
+    /// Moves the clock by `ms` and keeps the neighbours fresh.
+    pub(super) fn advance(&mut self, ms: u64) {
+        self.offset_ms.fetch_add(ms, Ordering::Relaxed);
+        self.w.poll_once();
+        for ip in self.backends.clone() {
+            self.w.pipeline.learn(ip, backend_mac(ip));
+        }
+    }
+
+    pub(super) fn drops(&self) -> u64 {
+        self.w
+            .pipeline
+            .counters()
+            .nonzero()
+            .iter()
+            .filter(|(n, _)| n.starts_with("drop_"))
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+/// A records region for one rig's worker, leaked like the workers' own.
+pub(super) fn bench_records_ring() -> anyhow::Result<conf::records::RecordWriter<'static>> {
+    let path = std::env::temp_dir().join(format!("border-perf-records-{}", std::process::id()));
+    let region =
+        conf::records::RecordsRegion::create(&path, 1, 1 << 16, conf::os::files::Access::PRIVATE)?;
+    let _ = std::fs::remove_file(&path);
+    let region: &'static conf::records::RecordsRegion = Box::leak(Box::new(region));
+    region
+        .writer(0)
+        .ok_or_else(|| anyhow::anyhow!("records region without a ring"))
+}
