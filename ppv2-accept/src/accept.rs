@@ -65,7 +65,12 @@ pub struct Refused {
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}): connection closed", self.reason.describe(), self.reason)
+        write!(
+            f,
+            "{} ({}): connection closed",
+            self.reason.describe(),
+            self.reason
+        )
     }
 }
 

@@ -193,7 +193,8 @@ impl Header {
         let (command, family) = version_command_family(fixed)?;
         let (source, destination) = match family {
             Family::Inet => {
-                let ip = |o: usize| Ipv4Addr::new(block[o], block[o + 1], block[o + 2], block[o + 3]);
+                let ip =
+                    |o: usize| Ipv4Addr::new(block[o], block[o + 1], block[o + 2], block[o + 3]);
                 let port = |o: usize| u16::from_be_bytes([block[o], block[o + 1]]);
                 (
                     Some(SocketAddr::new(ip(0).into(), port(8))),
@@ -286,14 +287,38 @@ mod tests {
 
     #[test]
     fn each_bad_fixed_part_has_its_reason() {
-        assert_eq!(header_len(&fixed(0x11, 0x11, 12), 512), Err(Malformed::Version));
-        assert_eq!(header_len(&fixed(0x22, 0x11, 12), 512), Err(Malformed::Command));
-        assert_eq!(header_len(&fixed(0x21, 0x41, 12), 512), Err(Malformed::Family));
-        assert_eq!(header_len(&fixed(0x21, 0x13, 12), 512), Err(Malformed::Family));
-        assert_eq!(header_len(&fixed(0x21, 0x11, 11), 512), Err(Malformed::Length));
-        assert_eq!(header_len(&fixed(0x21, 0x21, 35), 512), Err(Malformed::Length));
-        assert_eq!(header_len(&fixed(0x21, 0x31, 215), 512), Err(Malformed::Length));
-        assert_eq!(header_len(&fixed(0x21, 0x11, 600), 512), Err(Malformed::TooLong));
+        assert_eq!(
+            header_len(&fixed(0x11, 0x11, 12), 512),
+            Err(Malformed::Version)
+        );
+        assert_eq!(
+            header_len(&fixed(0x22, 0x11, 12), 512),
+            Err(Malformed::Command)
+        );
+        assert_eq!(
+            header_len(&fixed(0x21, 0x41, 12), 512),
+            Err(Malformed::Family)
+        );
+        assert_eq!(
+            header_len(&fixed(0x21, 0x13, 12), 512),
+            Err(Malformed::Family)
+        );
+        assert_eq!(
+            header_len(&fixed(0x21, 0x11, 11), 512),
+            Err(Malformed::Length)
+        );
+        assert_eq!(
+            header_len(&fixed(0x21, 0x21, 35), 512),
+            Err(Malformed::Length)
+        );
+        assert_eq!(
+            header_len(&fixed(0x21, 0x31, 215), 512),
+            Err(Malformed::Length)
+        );
+        assert_eq!(
+            header_len(&fixed(0x21, 0x11, 600), 512),
+            Err(Malformed::TooLong)
+        );
         assert_eq!(header_len(&fixed(0x21, 0x11, 12), 512), Ok(28));
         assert_eq!(header_len(&fixed(0x20, 0x00, 0), 512), Ok(16));
     }

@@ -107,7 +107,9 @@ mod tests {
         let t = PeerTable::default();
         let a = t.insert(40000, peer("192.0.2.1:1"));
         assert_eq!(
-            t.lookup("127.0.0.1:40000".parse().unwrap()).unwrap().claimed,
+            t.lookup("127.0.0.1:40000".parse().unwrap())
+                .unwrap()
+                .claimed,
             Some("192.0.2.1:1".parse().unwrap())
         );
         let b = t.insert(40000, peer("192.0.2.2:2"));

@@ -41,7 +41,8 @@ impl PeerInfo {
 
     /// `claimed` for a log field: the address, or `-`.
     pub fn claimed_text(&self) -> String {
-        self.claimed.map_or_else(|| "-".to_string(), |a| a.to_string())
+        self.claimed
+            .map_or_else(|| "-".to_string(), |a| a.to_string())
     }
 
     pub(crate) fn new(measured: SocketAddr, local: SocketAddr, header: Option<&Header>) -> Self {
