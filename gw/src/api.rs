@@ -162,7 +162,8 @@ pub async fn accept(
             };
             let peer = Arc::new(stream.peer().clone());
             let claimed = peer.claimed_text();
-            tracing::debug!(%claimed, %measured, "api: connection");
+            let uid = peer.unique_id.as_deref().unwrap_or("-");
+            tracing::debug!(%claimed, %measured, %uid, "api: connection");
             let opened = tokio::time::timeout_at(deadline, open(acceptor, stream, &gw)).await;
             drop(handshake);
             let (tls, role, caller) = match opened {
