@@ -75,7 +75,7 @@ pub async fn accept(
                     .refused
                     .fetch_add(1, Ordering::Relaxed);
                 // Refused before its first byte: no header read, no claim.
-                tracing::debug!(claimed = "unread", %measured, "tunnel refused: limits.{} handshakes in progress: connection closed", limit.as_str());
+                tracing::debug!(claimed = %"unread", %measured, "tunnel refused: limits.{} handshakes in progress: connection closed", limit.as_str());
                 continue;
             }
         };
@@ -86,7 +86,7 @@ pub async fn accept(
             let deadline = tokio::time::Instant::now() + timeout;
             // Bounded by its own timeout, the handshake's.
             let stream = match shared.proxy.accept(tcp).await {
-                Ok(Sniffed::Ready(s)) => s,
+                Ok(Sniffed::Ready(s)) => *s,
                 Ok(Sniffed::Silent) => return,
                 Err(refused) => {
                     shared
@@ -94,7 +94,7 @@ pub async fn accept(
                         .counters
                         .refused
                         .fetch_add(1, Ordering::Relaxed);
-                    return tracing::warn!(claimed = "-", %measured, reason = %refused.reason, "tunnel refused: {refused}");
+                    return tracing::warn!(claimed = %"-", %measured, reason = %refused.reason, "tunnel refused: {refused}");
                 }
             };
             let peer = stream.peer().clone();

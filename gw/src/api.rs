@@ -144,7 +144,7 @@ pub async fn accept(
             Err(limit) => {
                 gw.refusals.count(Listener::Api, limit);
                 // Refused before its first byte: no header read, no claim.
-                tracing::debug!(claimed = "unread", %measured, "api: limits.{} reached: connection closed", limit.as_str());
+                tracing::debug!(claimed = %"unread", %measured, "api: limits.{} reached: connection closed", limit.as_str());
                 continue;
             }
         };
@@ -154,10 +154,10 @@ pub async fn accept(
             let deadline = tokio::time::Instant::now() + l.handshake_timeout;
             // Bounded by its own timeout, the handshake's.
             let stream = match gw.proxy.api.accept(tcp).await {
-                Ok(Sniffed::Ready(s)) => s,
+                Ok(Sniffed::Ready(s)) => *s,
                 Ok(Sniffed::Silent) => return,
                 Err(refused) => {
-                    return tracing::warn!(claimed = "-", %measured, reason = %refused.reason, "api: {refused}")
+                    return tracing::warn!(claimed = %"-", %measured, reason = %refused.reason, "api: {refused}")
                 }
             };
             let peer = Arc::new(stream.peer().clone());

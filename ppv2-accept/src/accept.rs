@@ -48,8 +48,8 @@ impl Default for AcceptOptions {
 #[derive(Debug)]
 pub enum Sniffed {
     /// Ready for the application: positioned after the header, or
-    /// untouched.
-    Ready(ProxiedStream),
+    /// untouched. (Boxed: the silent case should not carry its size.)
+    Ready(Box<ProxiedStream>),
     /// Closed before sending anything: not an error, nothing to log.
     Silent,
 }
@@ -113,7 +113,9 @@ impl Acceptor {
             Ok(Found::Other(tcp, replay)) => {
                 self.stats.arrived(Arrival::Direct);
                 let peer = PeerInfo::new(measured, local, None);
-                Ok(Sniffed::Ready(ProxiedStream::new(tcp, replay, peer, None)))
+                Ok(Sniffed::Ready(Box::new(ProxiedStream::new(
+                    tcp, replay, peer, None,
+                ))))
             }
             Ok(Found::Header(tcp, h)) => {
                 self.stats.arrived(match (h.command, h.family) {
@@ -122,12 +124,12 @@ impl Acceptor {
                     _ => Arrival::ProxiedWithoutAddress,
                 });
                 let peer = PeerInfo::new(measured, local, Some(&h));
-                Ok(Sniffed::Ready(ProxiedStream::new(
+                Ok(Sniffed::Ready(Box::new(ProxiedStream::new(
                     tcp,
                     Vec::new(),
                     peer,
                     Some(h),
-                )))
+                ))))
             }
             Err(reason) => {
                 self.stats.refuse(reason);

@@ -106,7 +106,7 @@ async fn a_tonic_handler_sees_claimed_and_measured_through_connect_info() {
         loop {
             let (tcp, _) = l.accept().await.unwrap();
             if let Ok(Sniffed::Ready(s)) = a.accept(tcp).await {
-                let _ = tx.send(Ok::<_, std::io::Error>(s)).await;
+                let _ = tx.send(Ok::<_, std::io::Error>(*s)).await;
             }
         }
     });
