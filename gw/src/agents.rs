@@ -8,17 +8,21 @@
 //! preface must finish within `handshake_timeout_ms`; a tunnel beyond
 //! `tunnels` or `tunnels_per_appliance` is refused with an answer. Each
 //! refusal is counted by its limit.
+//!
+//! Each connection may start with a PROXY v2 header ([`crate::proxied`]):
+//! its log lines name the claimed client and the measured peer; one that
+//! closes before sending a byte logs nothing.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use mgmt::agent::preface::{Answer, Preface, MAGIC};
+use ppv2_accept::{PeerInfo, ProxiedStream, Sniffed};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admission::{Handshakes, TunnelSlot, TunnelSlots};
@@ -35,6 +39,7 @@ struct Shared {
     tunnels: Arc<Tunnels>,
     slots: TunnelSlots,
     refusals: Arc<Refusals>,
+    proxy: ppv2_accept::Acceptor,
 }
 
 /// Accepts tunnels on `listener` until `shutdown`.
@@ -44,6 +49,7 @@ pub async fn accept(
     cfg: Arc<GwConfig>,
     tunnels: Arc<Tunnels>,
     refusals: Arc<Refusals>,
+    proxy: ppv2_accept::Acceptor,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let l = cfg.limits;
@@ -54,11 +60,12 @@ pub async fn accept(
         cfg,
         tunnels,
         refusals,
+        proxy,
     });
-    while let Some((tcp, peer)) =
+    while let Some((tcp, measured)) =
         mgmt::server::accept_until(&listener, &mut shutdown, "tunnels").await
     {
-        let slot = match handshakes.try_admit(peer) {
+        let slot = match handshakes.try_admit(measured) {
             Ok(s) => s,
             Err(limit) => {
                 shared.refusals.count(Listener::Agent, limit);
@@ -67,7 +74,8 @@ pub async fn accept(
                     .counters
                     .refused
                     .fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(%peer, "tunnel refused: limits.{} handshakes in progress: connection closed", limit.as_str());
+                // Refused before its first byte: no header read, no claim.
+                tracing::debug!(claimed = %"unread", %measured, "tunnel refused: limits.{} handshakes in progress: connection closed", limit.as_str());
                 continue;
             }
         };
@@ -75,7 +83,24 @@ pub async fn accept(
         let shared = shared.clone();
         tokio::spawn(async move {
             let timeout = shared.cfg.limits.handshake_timeout;
-            let opened = tokio::time::timeout(timeout, open(tcp, &shared)).await;
+            let deadline = tokio::time::Instant::now() + timeout;
+            // Bounded by its own timeout, the handshake's.
+            let stream = match shared.proxy.accept(tcp).await {
+                Ok(Sniffed::Ready(s)) => *s,
+                Ok(Sniffed::Silent) => return,
+                Err(refused) => {
+                    shared
+                        .tunnels
+                        .counters
+                        .refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    return tracing::warn!(claimed = %"-", %measured, reason = %refused.reason, "tunnel refused: {refused}");
+                }
+            };
+            let peer = stream.peer().clone();
+            let claimed = peer.claimed_text();
+            tracing::debug!(%claimed, %measured, "tunnel: connection");
+            let opened = tokio::time::timeout_at(deadline, open(stream, &shared)).await;
             drop(slot);
             let refused = || {
                 shared
@@ -90,11 +115,11 @@ pub async fn accept(
                     shared
                         .refusals
                         .count(Listener::Agent, Limit::HandshakeTimeout);
-                    tracing::warn!(%peer, "tunnel refused: no TLS handshake and preface within {timeout:?} (limits.handshake_timeout_ms)")
+                    tracing::warn!(%claimed, %measured, "tunnel refused: no TLS handshake and preface within {timeout:?} (limits.handshake_timeout_ms)")
                 }
                 Ok(Err(why)) => {
                     refused();
-                    tracing::warn!(%peer, "tunnel refused: {why}")
+                    tracing::warn!(%claimed, %measured, "tunnel refused: {why}")
                 }
                 Ok(Ok((tls, preface, slot))) => {
                     run(tls, preface, peer, shared.tunnels.clone()).await;
@@ -105,11 +130,14 @@ pub async fn accept(
     }
 }
 
-type Stream = tokio_rustls::server::TlsStream<TcpStream>;
+type Stream = tokio_rustls::server::TlsStream<ProxiedStream>;
 
 /// TLS, preface, pin check, a tunnel slot, answer: the tunnel ready for
 /// HTTP/2, holding its slot.
-async fn open(tcp: TcpStream, shared: &Shared) -> Result<(Stream, Preface, TunnelSlot), String> {
+async fn open(
+    tcp: ProxiedStream,
+    shared: &Shared,
+) -> Result<(Stream, Preface, TunnelSlot), String> {
     let cfg = &shared.cfg;
     let mut tls = shared
         .acceptor
@@ -193,7 +221,7 @@ async fn refuse(tls: &mut Stream, why: &str) {
 }
 
 /// The tunnel as an HTTP/2 client connection, in the pool until it closes.
-async fn run(tls: Stream, preface: Preface, peer: SocketAddr, tunnels: Arc<Tunnels>) {
+async fn run(tls: Stream, preface: Preface, peer: PeerInfo, tunnels: Arc<Tunnels>) {
     let handshake = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .keep_alive_interval(Duration::from_secs(30))
@@ -205,18 +233,23 @@ async fn run(tls: Stream, preface: Preface, peer: SocketAddr, tunnels: Arc<Tunne
         Err(e) => {
             // Accepted, yet never usable: a refusal for the metrics.
             tunnels.counters.refused.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%peer, appliance = %preface.id, error = %e, "tunnel refused: HTTP/2 handshake failed");
+            tracing::warn!(claimed = %peer.claimed_text(), measured = %peer.measured, appliance = %preface.id, error = %e, "tunnel refused: HTTP/2 handshake failed");
             return;
         }
     };
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let methods: HashSet<String> = preface.methods.into_iter().collect();
     tunnels.add(&preface.id, id, sender, methods);
-    tracing::debug!(%peer, appliance = %preface.id, tunnel = id, "tunnel up");
+    let (claimed, measured) = (peer.claimed_text(), peer.measured);
+    tracing::debug!(%claimed, %measured, appliance = %preface.id, tunnel = id, "tunnel up");
     let r = conn.await;
     tunnels.remove(&preface.id, id);
     match r {
-        Ok(()) => tracing::debug!(appliance = %preface.id, tunnel = id, "tunnel closed"),
-        Err(e) => tracing::info!(appliance = %preface.id, tunnel = id, error = %e, "tunnel lost"),
+        Ok(()) => {
+            tracing::debug!(%claimed, %measured, appliance = %preface.id, tunnel = id, "tunnel closed")
+        }
+        Err(e) => {
+            tracing::info!(%claimed, %measured, appliance = %preface.id, tunnel = id, error = %e, "tunnel lost")
+        }
     }
 }

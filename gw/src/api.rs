@@ -9,13 +9,18 @@
 //! `handshake_timeout_ms`; `streams_per_connection` calls at once on one
 //! connection (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`: a client queues
 //! the rest). Each refusal is counted by its limit.
+//!
+//! Each connection may start with a PROXY v2 header ([`crate::proxied`]):
+//! its log lines name the claimed client and the measured peer; one that
+//! closes before sending a byte logs nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use ppv2_accept::{ProxiedStream, Sniffed};
 use std::future::Future;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::admission::Handshakes;
@@ -38,12 +43,12 @@ fn role_of(cfg: &crate::config::GwConfig, fingerprint: &str) -> Option<conf::Cli
     }
 }
 
-type Tls = tokio_rustls::server::TlsStream<TcpStream>;
+type Tls = tokio_rustls::server::TlsStream<ProxiedStream>;
 
 /// TLS, the pinned role and the caller's fingerprint (for the audit line).
 async fn open(
     acceptor: tokio_rustls::TlsAcceptor,
-    tcp: TcpStream,
+    tcp: ProxiedStream,
     gw: &Gateway,
 ) -> Result<(Tls, conf::ClientRole, Arc<str>), String> {
     let tls = acceptor
@@ -126,18 +131,20 @@ pub async fn accept(
     let l = gw.cfg.limits;
     let handshakes = Handshakes::new(l.handshakes, l.handshakes_per_source);
     let connections = Arc::new(Semaphore::new(l.api_connections as usize));
-    while let Some((tcp, peer)) = mgmt::server::accept_until(&listener, &mut shutdown, "api").await
+    while let Some((tcp, measured)) =
+        mgmt::server::accept_until(&listener, &mut shutdown, "api").await
     {
         let admitted = connections
             .clone()
             .try_acquire_owned()
             .map_err(|_| Limit::ApiConnections)
-            .and_then(|c| handshakes.try_admit(peer).map(|h| (c, h)));
+            .and_then(|c| handshakes.try_admit(measured).map(|h| (c, h)));
         let (connection, handshake) = match admitted {
             Ok(x) => x,
             Err(limit) => {
                 gw.refusals.count(Listener::Api, limit);
-                tracing::debug!(%peer, "api: limits.{} reached: connection closed", limit.as_str());
+                // Refused before its first byte: no header read, no claim.
+                tracing::debug!(claimed = %"unread", %measured, "api: limits.{} reached: connection closed", limit.as_str());
                 continue;
             }
         };
@@ -145,14 +152,26 @@ pub async fn accept(
         let (acceptor, gw) = (acceptor.clone(), gw.clone());
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + l.handshake_timeout;
-            let opened = tokio::time::timeout_at(deadline, open(acceptor, tcp, &gw)).await;
+            // Bounded by its own timeout, the handshake's.
+            let stream = match gw.proxy.api.accept(tcp).await {
+                Ok(Sniffed::Ready(s)) => *s,
+                Ok(Sniffed::Silent) => return,
+                Err(refused) => {
+                    return tracing::warn!(claimed = %"-", %measured, reason = %refused.reason, "api: {refused}")
+                }
+            };
+            let peer = Arc::new(stream.peer().clone());
+            let claimed = peer.claimed_text();
+            let uid = peer.unique_id.as_deref().unwrap_or("-");
+            tracing::debug!(%claimed, %measured, %uid, "api: connection");
+            let opened = tokio::time::timeout_at(deadline, open(acceptor, stream, &gw)).await;
             drop(handshake);
             let (tls, role, caller) = match opened {
                 Ok(Ok(x)) => x,
-                Ok(Err(why)) => return tracing::warn!(%peer, "api: {why}"),
+                Ok(Err(why)) => return tracing::warn!(%claimed, %measured, "api: {why}"),
                 Err(_) => {
                     gw.refusals.count(Listener::Api, Limit::HandshakeTimeout);
-                    return tracing::warn!(%peer, "api: no TLS handshake and HTTP/2 preface within {:?} (limits.handshake_timeout_ms): closed", l.handshake_timeout);
+                    return tracing::warn!(%claimed, %measured, "api: no TLS handshake and HTTP/2 preface within {:?} (limits.handshake_timeout_ms): closed", l.handshake_timeout);
                 }
             };
             let timed_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -164,8 +183,10 @@ pub async fn accept(
             };
             let refusals = gw.refusals.clone();
             let svc = hyper::service::service_fn(move |req| {
-                let (gw, caller) = (gw.clone(), caller.clone());
-                async move { Ok::<_, std::convert::Infallible>(gw.handle(req, role, caller).await) }
+                let (gw, caller, peer) = (gw.clone(), caller.clone(), peer.clone());
+                async move {
+                    Ok::<_, std::convert::Infallible>(gw.handle(req, role, caller, peer).await)
+                }
             });
             let r = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
@@ -177,9 +198,9 @@ pub async fn accept(
             drop(connection);
             if timed_out.load(std::sync::atomic::Ordering::Relaxed) {
                 refusals.count(Listener::Api, Limit::HandshakeTimeout);
-                tracing::warn!(%peer, "api: no HTTP/2 preface within {:?} of the connection (limits.handshake_timeout_ms): closed", l.handshake_timeout);
+                tracing::warn!(%claimed, %measured, "api: no HTTP/2 preface within {:?} of the connection (limits.handshake_timeout_ms): closed", l.handshake_timeout);
             } else if let Err(e) = r {
-                tracing::debug!(%peer, error = %e, "api: connection ended");
+                tracing::debug!(%claimed, %measured, error = %e, "api: connection ended");
             }
         });
     }

@@ -3,7 +3,9 @@
 //! fingerprint (the original caller's, for a call a pinned peer gateway
 //! forwarded, and that gateway's), the appliance, the method and the final
 //! gRPC status (from the answer's head or its trailers; `cancelled` when
-//! the caller went away first).
+//! the caller went away first). The client is the connection's claimed
+//! address (from a PROXY v2 header, docs/ppv2.md) where it has one, else
+//! its measured one; both are on the line as well.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -25,18 +27,27 @@ pub struct Audit {
     pub appliance: String,
     /// The gRPC method path.
     pub method: String,
+    /// The connection's claimed and measured client.
+    pub peer: Arc<ppv2_accept::PeerInfo>,
     status: Option<tonic::Code>,
     started: Instant,
 }
 
 impl Audit {
     /// A call that just arrived.
-    pub fn new(caller: Arc<str>, via: Option<Arc<str>>, appliance: &str, method: &str) -> Audit {
+    pub fn new(
+        caller: Arc<str>,
+        via: Option<Arc<str>>,
+        appliance: &str,
+        method: &str,
+        peer: Arc<ppv2_accept::PeerInfo>,
+    ) -> Audit {
         Audit {
             caller,
             via,
             appliance: appliance.to_string(),
             method: method.to_string(),
+            peer,
             status: None,
             started: Instant::now(),
         }
@@ -62,6 +73,9 @@ impl Drop for Audit {
             .map_or_else(|| "cancelled".to_string(), |c| format!("{c:?}"));
         tracing::info!(
             caller = %self.caller,
+            client = %self.peer.client(),
+            claimed = %self.peer.claimed_text(),
+            measured = %self.peer.measured,
             via = %self.via.as_deref().unwrap_or("-"),
             appliance = %self.appliance,
             method = %self.method,

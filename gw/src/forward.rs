@@ -51,6 +51,8 @@ pub struct Gateway {
     pub refusals: Arc<Refusals>,
     /// Request bytes buffered at once (`limits.request_memory_mib`).
     pub budget: Arc<ByteBudget>,
+    /// The listeners' PROXY v2 sniffing (the metrics count what it saw).
+    pub proxy: crate::proxied::ProxyAccept,
 }
 
 /// Why a call was not forwarded: what the metrics count, what the caller sees.
@@ -85,12 +87,14 @@ impl Gateway {
     /// `fingerprint` is the caller's certificate; the audit line names it,
     /// or, for a call a pinned peer gateway forwarded, the original caller
     /// that gateway names ([`mgmt::authz::CALLER_HEADER`]), which goes on
-    /// to the appliance too.
+    /// to the appliance too. `peer` is the connection's claimed and
+    /// measured client, for the audit line.
     pub async fn handle(
         self: Arc<Self>,
         mut req: hyper::Request<Incoming>,
         role: conf::ClientRole,
         fingerprint: Arc<str>,
+        peer: Arc<ppv2_accept::PeerInfo>,
     ) -> hyper::Response<RespBody> {
         let arrived = Instant::now();
         let path = req.uri().path().to_string();
@@ -104,7 +108,7 @@ impl Gateway {
             // Another gateway's probe: not a call, not counted.
             return self.has_tunnel(&appliance);
         }
-        let audit = self.audit(&mut req, fingerprint, &appliance, &path);
+        let audit = self.audit(&mut req, fingerprint, &appliance, &path, peer);
         let resp = self.answer(req, role, arrived, &appliance, &path).await;
         audit.attach(resp)
     }
@@ -117,6 +121,7 @@ impl Gateway {
         fingerprint: Arc<str>,
         appliance: &str,
         path: &str,
+        peer: Arc<ppv2_accept::PeerInfo>,
     ) -> crate::audit::Audit {
         let named = req
             .headers()
@@ -131,7 +136,7 @@ impl Gateway {
         if let Ok(v) = hyper::header::HeaderValue::from_str(&caller) {
             req.headers_mut().insert(mgmt::authz::CALLER_HEADER, v);
         }
-        crate::audit::Audit::new(caller, via, appliance, path)
+        crate::audit::Audit::new(caller, via, appliance, path, peer)
     }
 
     /// The appliance's answer to an authorised call, or why there is none.

@@ -7,6 +7,7 @@
 //! tunnel, or through the gateway that holds one ([`peers`]), found in the
 //! Redis [`registry`]. [`drain`] closes tunnels cleanly on the way out.
 //! [`metrics`] exports what [`stats`], the tunnels and the registry count.
+//! [`proxied`] reads an optional PROXY v2 header on both listeners.
 #![deny(unsafe_code)]
 
 pub mod admission;
@@ -21,6 +22,7 @@ pub mod grpc;
 pub mod limits;
 pub mod metrics;
 pub mod peers;
+pub mod proxied;
 pub mod redis_conn;
 pub mod registry;
 pub mod run;

@@ -41,6 +41,7 @@ pub fn render(gw: &Gateway, refused_scrapes: u64) -> String {
     calls(&mut o, gw);
     registry(&mut o, gw);
     limits(&mut o, gw);
+    crate::proxied::render(&mut o, &gw.proxy);
     o.one(
         "border_gw_metrics_connections_refused_total",
         "counter",

@@ -62,6 +62,7 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
             cfg.limits.request_memory_mib,
             cfg.limits.operator_reserve_mib,
         )),
+        proxy: crate::proxied::ProxyAccept::new(cfg.limits.handshake_timeout),
     });
     let (stop_tx, stop) = watch::channel(false);
     if let Some(listener) = metrics {
@@ -76,6 +77,7 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
             cfg.clone(),
             tunnels.clone(),
             refusals,
+            gw.proxy.agent.clone(),
             stop.clone(),
         )),
         tokio::spawn(crate::api::accept(api, api_tls, gw, stop.clone())),
