@@ -27,6 +27,7 @@ type List<T> = S<Vec<S<T>>>;
 mod agent;
 mod bgp;
 mod limits;
+mod probe_check;
 mod records;
 mod syn_proxy;
 mod vip_limits;
@@ -1303,6 +1304,7 @@ impl V {
             .health
             .as_ref()
             .map(|h| self.health(h, &format!("{key}.health")));
+        self.probe_over_protocol(v, key, protocol);
 
         Vip {
             name: v.name.get_ref().clone(),
@@ -1650,6 +1652,8 @@ impl V {
                 ("http", HealthKind::Http),
                 ("https", HealthKind::Https),
                 ("agent", HealthKind::Agent),
+                ("dns", HealthKind::Dns),
+                ("udp", HealthKind::Udp),
             ],
             HealthKind::Tcp,
         );
@@ -1784,6 +1788,7 @@ impl V {
             }
         }
 
+        let target = self.probe_target(h, key, kind, table_at);
         Health {
             kind,
             path,
@@ -1797,6 +1802,9 @@ impl V {
             sni,
             on_down,
             agent_port: h.agent_port.as_ref().map(|p| *p.get_ref()),
+            port: target.port,
+            dns: target.dns,
+            udp: target.udp,
         }
     }
 }
