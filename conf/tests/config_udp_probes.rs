@@ -175,3 +175,48 @@ fn a_tcp_check_of_a_udp_vip_is_allowed_and_port_applies_to_every_kind() {
         assert_eq!(c.vips[0].health.as_ref().unwrap().port, want, "{body}");
     }
 }
+
+/// The commented UDP VIPs of the shipped example, turned on by removing
+/// the `# ` of their lines as their comment says, parse as written.
+#[test]
+fn example_udp_block_parses_when_uncommented() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/border.example.toml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text
+        .find("# [[vip]]\n# name = \"dns\"")
+        .expect("the UDP VIP block");
+    let end = text
+        .find("# Connection records")
+        .expect("the records block");
+    let on: String = text[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let whole = format!("{}{on}{}", &text[..start], &text[end..]);
+    let c = Config::from_toml_str(&whole, "example").unwrap_or_else(|e| panic!("{e}"));
+    let health = |name: &str| {
+        c.vips
+            .iter()
+            .find(|v| v.name == name)
+            .and_then(|v| v.health.clone())
+            .unwrap_or_else(|| panic!("VIP {name} with [vip.health]"))
+    };
+    let d = health("dns").dns.unwrap();
+    assert_eq!(
+        (d.query.as_str(), d.query_type, d.expect_rcode),
+        (
+            "example.com",
+            DnsType::Soa,
+            vec![DnsRcode::NoError, DnsRcode::NxDomain]
+        )
+    );
+    let e = health("echo");
+    assert_eq!(e.port, Some(7001));
+    let u = e.udp.unwrap();
+    assert_eq!(u.send, b"PING\n");
+    assert_eq!(u.expect, Some(UdpExpect::Contains(b"PONG".to_vec())));
+}
