@@ -43,6 +43,9 @@ packages=(
   # connection records (mgmt/tests/records_export.rs): a real IPFIX collector,
   # nfcapd receives and nfdump -r reads the flows back
   nfdump
+  # UDP health probes (e2e_udp_health): a real DNS server as a backend; the
+  # binary only (dnsmasq-base starts no system service)
+  dnsmasq-base
 )
 
 missing=()

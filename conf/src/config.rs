@@ -9,6 +9,7 @@
 
 mod error;
 mod net;
+mod probe;
 mod raw;
 mod reparse;
 mod validate;
@@ -20,6 +21,7 @@ use serde::Deserialize;
 
 pub use error::ConfigError;
 pub use net::{format_mac, is_prime, next_prime, IpNet};
+pub use probe::{compile_expect_regex, DnsProbe, DnsRcode, DnsType, UdpExpect, UdpProbe};
 pub use reparse::ConfigText;
 
 /// Default `dataplane.conntrack_per_worker`.
@@ -710,6 +712,14 @@ pub struct Health {
     /// with `kind = "agent"` the agent is the check (default: the backend's
     /// port); with another kind an agent check runs beside it.
     pub agent_port: Option<u16>,
+    /// Where the probe goes, when not the backend's own port (every kind
+    /// but agent, which has `agent_port`).
+    pub port: Option<u16>,
+    /// `Some` exactly for `kind = "dns"`: the query and the answers that pass.
+    pub dns: Option<DnsProbe>,
+    /// `Some` exactly for `kind = "udp"`: what is sent and what the reply
+    /// must match.
+    pub udp: Option<UdpProbe>,
 }
 
 /// `vip.health.on_down`: established connections to a backend that health
@@ -737,6 +747,10 @@ pub enum HealthKind {
     Https,
     /// The backend's agent says how it is (HAProxy's agent-check protocol).
     Agent,
+    /// A DNS query over UDP, answered by a DNS response.
+    Dns,
+    /// A datagram, answered by one that matches a pattern.
+    Udp,
 }
 
 impl HealthKind {
@@ -784,7 +798,7 @@ names!(ProxyProtocol { None => "none", V2 => "v2" });
 names!(SynProxy { Off => "off", Auto => "auto", Always => "always" });
 names!(PpTlv { UniqueId => "unique_id", Crc32c => "crc32c", Authority => "authority" });
 names!(Announce { Healthy => "healthy", Always => "always", Never => "never" });
-names!(HealthKind { Tcp => "tcp", Tls => "tls", Http => "http", Https => "https", Agent => "agent" });
+names!(HealthKind { Tcp => "tcp", Tls => "tls", Http => "http", Https => "https", Agent => "agent", Dns => "dns", Udp => "udp" });
 names!(OnDown { Keep => "keep", Reset => "reset" });
 
 impl Config {

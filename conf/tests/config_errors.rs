@@ -235,7 +235,7 @@ fn CASES() -> Vec<(&'static str, String, &'static str)> {
         ("expect status empty", edit("path = \"/healthz\"", "path = \"/healthz\"\nexpect_status = []"), "border.toml:24:17: vip[0].health.expect_status: must list at least one status (expected e.g. [200])"),
         ("expect status out of range", edit("path = \"/healthz\"", "path = \"/healthz\"\nexpect_status = [200, 99]"), "border.toml:24:23: vip[0].health.expect_status[1]: 99 is not an HTTP status (expected 100..=599)"),
         ("path on tcp check", edit("kind = \"http\"", "kind = \"tcp\""), r#"border.toml:23:8: vip[0].health.path: is only used by http and https checks (expected kind = "http" or "https", or remove this key)"#),
-        ("unknown health kind", edit("kind = \"http\"", "kind = \"icmp\""), r#"border.toml:22:8: vip[0].health.kind: unknown value "icmp" (expected "tcp", "tls", "http", "https" or "agent")"#),
+        ("unknown health kind", edit("kind = \"http\"", "kind = \"icmp\""), r#"border.toml:22:8: vip[0].health.kind: unknown value "icmp" (expected "tcp", "tls", "http", "https", "agent", "dns" or "udp")"#),
         ("agent port zero", edit("path = \"/healthz\"", "path = \"/healthz\"\nagent_port = 0"), "border.toml:24:14: vip[0].health.agent_port: 0 is not a port (expected 1..=65535)"),
         ("proxy header to an agent", edit("kind = \"http\"\npath = \"/healthz\"", "kind = \"agent\"\nsend_proxy_v2 = true"), "border.toml:23:17: vip[0].health.send_proxy_v2: is not sent to an agent (expected an active check kind beside agent_port, or remove this key)"),
         ("unknown on_down", edit("path = \"/healthz\"", "path = \"/healthz\"\non_down = \"drop\""), r#"border.toml:24:11: vip[0].health.on_down: unknown value "drop" (expected "keep" or "reset")"#),

@@ -24,6 +24,8 @@ fn spec(addr: SocketAddr, kind: KindKey) -> ProbeSpec {
         send_proxy_v2: false,
         sni: None,
         agent_port: None,
+        dns: None,
+        udp: None,
     }
 }
 

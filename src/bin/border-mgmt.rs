@@ -22,9 +22,9 @@ const PROGRAM: &str = "border-mgmt";
 /// region.
 ///
 /// Probes the backends of every VIP with a [vip.health] table (tcp, tls,
-/// http, https) through border-dp's kernel twins, and publishes the verdicts:
-/// a backend that is down leaves the VIP's ring, one that comes back
-/// re-enters it (docs/health.md). Backends of a VIP without [vip.health] are
+/// http, https, agent, dns, udp) through border-dp's kernel twins, and
+/// publishes the verdicts: a backend that is down leaves the VIP's ring,
+/// one that comes back re-enters it (docs/health.md). Backends of a VIP without [vip.health] are
 /// up unless drained.
 ///
 /// Every config applied (ApplyConfig, SIGHUP) and every drain and weight

@@ -208,6 +208,14 @@ pub(super) struct RawHealth {
     pub sni: Option<S<String>>,
     pub on_down: Option<S<String>>,
     pub agent_port: Option<S<u16>>,
+    pub port: Option<S<u16>>,
+    pub query: Option<S<String>>,
+    pub query_type: Option<S<String>>,
+    pub expect_rcode: Option<List<String>>,
+    pub send: Option<S<String>>,
+    pub send_hex: Option<S<String>>,
+    pub expect: Option<S<String>>,
+    pub expect_regex: Option<S<String>>,
 }
 
 #[derive(Deserialize)]

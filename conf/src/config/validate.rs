@@ -26,6 +26,7 @@ mod health;
 mod limits;
 mod mgmt;
 mod ports;
+mod probe_check;
 mod records;
 mod syn_proxy;
 mod vip_limits;

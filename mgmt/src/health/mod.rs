@@ -4,7 +4,8 @@
 //! kernel twin interfaces (docs/design.md §2a), so they take the data path. The
 //! pieces:
 //! - [`probe`]: one attempt (tcp, tls, http, https, optional PPv2 LOCAL
-//!   header), bounded in time and memory, ending in a reason;
+//!   header; dns and udp in [`probe_dns`] and [`probe_udp`]), bounded in
+//!   time and memory, ending in a reason;
 //! - [`engine`]: the pure verdict engine (rise/fall, no-data, quorum across
 //!   checkers, unreliable witnesses, fail-open, weight header), driven by a
 //!   clock the caller passes in;
@@ -20,8 +21,11 @@
 //!   applies reconfigure the probes.
 
 pub mod agent;
+pub mod dns_message;
 pub mod engine;
 pub mod probe;
+pub mod probe_dns;
+pub mod probe_udp;
 pub mod service;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -18,12 +18,16 @@
 //!   agent-check protocol, [`super::agent`]); with another kind and
 //!   `agent_port`, [`check`] asks the agent after the active probe, with a
 //!   deadline of its own.
+//! - `dns` / `udp`: one datagram each way ([`super::probe_dns`],
+//!   [`super::probe_udp`]).
+//! - `port`: every kind but agent probes that port of the backend's
+//!   address instead of the backend's own port.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conf::{Health, HealthKind};
+use conf::{DnsProbe, Health, HealthKind, UdpProbe};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
@@ -50,7 +54,8 @@ pub const PPV2_LOCAL: [u8; 16] = [
 /// many VIPs list the backend.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProbeSpec {
-    /// Backend.
+    /// Where the probe goes: the backend's address, and the probe's `port`
+    /// or the backend's.
     pub addr: SocketAddr,
     /// Kind, as configured.
     pub kind: KindKey,
@@ -68,6 +73,10 @@ pub struct ProbeSpec {
     pub sni: Option<String>,
     /// The agent's port (`kind = "agent"`: the backend's port unless set).
     pub agent_port: Option<u16>,
+    /// The query (dns).
+    pub dns: Option<DnsProbe>,
+    /// The datagram and the pattern (udp).
+    pub udp: Option<UdpProbe>,
 }
 
 /// [`HealthKind`] with an order (for map keys).
@@ -83,6 +92,10 @@ pub enum KindKey {
     Https,
     /// The backend's agent (HAProxy agent-check).
     Agent,
+    /// A DNS query over UDP.
+    Dns,
+    /// A datagram and its reply.
+    Udp,
 }
 
 impl From<HealthKind> for KindKey {
@@ -93,6 +106,8 @@ impl From<HealthKind> for KindKey {
             HealthKind::Http => KindKey::Http,
             HealthKind::Https => KindKey::Https,
             HealthKind::Agent => KindKey::Agent,
+            HealthKind::Dns => KindKey::Dns,
+            HealthKind::Udp => KindKey::Udp,
         }
     }
 }
@@ -101,7 +116,7 @@ impl ProbeSpec {
     /// The probe of backend `addr` under `h`.
     pub fn new(addr: SocketAddr, h: &Health) -> ProbeSpec {
         ProbeSpec {
-            addr,
+            addr: SocketAddr::new(addr.ip(), h.port.unwrap_or(addr.port())),
             kind: h.kind.into(),
             path: h.path.clone().unwrap_or_default(),
             expect_status: h.expect_status.clone(),
@@ -113,6 +128,8 @@ impl ProbeSpec {
                 HealthKind::Agent => Some(h.agent_port.unwrap_or(addr.port())),
                 _ => h.agent_port,
             },
+            dns: h.dns.clone(),
+            udp: h.udp.clone(),
         }
     }
 }
@@ -280,6 +297,18 @@ pub async fn probe(spec: &ProbeSpec, tls: &ProbeTls) -> ProbeOutcome {
         let answer = agent::ask(SocketAddr::new(spec.addr.ip(), port), deadline, t).await;
         return agent_outcome(&answer);
     }
+    match (spec.kind, &spec.dns, &spec.udp) {
+        (KindKey::Dns, Some(d), _) => {
+            return super::probe_dns::probe(spec.addr, d, deadline, t).await
+        }
+        (KindKey::Udp, _, Some(u)) => {
+            return super::probe_udp::probe(spec.addr, u, deadline, t).await
+        }
+        (KindKey::Dns | KindKey::Udp, _, _) => {
+            return fail(format!("no {:?} probe settings", spec.kind))
+        }
+        _ => {}
+    }
     let mut tcp = match timeout_at(deadline, TcpStream::connect(spec.addr)).await {
         Err(_) => return fail(format!("connect timeout after {t} ms")),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -297,7 +326,8 @@ pub async fn probe(spec: &ProbeSpec, tls: &ProbeTls) -> ProbeOutcome {
         }
     }
     match spec.kind {
-        KindKey::Tcp | KindKey::Agent => pass("TCP connect ok"),
+        // Agent, dns and udp probes returned above.
+        KindKey::Tcp | KindKey::Agent | KindKey::Dns | KindKey::Udp => pass("TCP connect ok"),
         KindKey::Http => http_get(tcp, spec, deadline).await,
         KindKey::Tls | KindKey::Https => {
             let cfg = if spec.kind == KindKey::Https {

@@ -24,6 +24,8 @@ impl Validator {
                 ("http", HealthKind::Http),
                 ("https", HealthKind::Https),
                 ("agent", HealthKind::Agent),
+                ("dns", HealthKind::Dns),
+                ("udp", HealthKind::Udp),
             ],
             HealthKind::Tcp,
         );
@@ -158,6 +160,7 @@ impl Validator {
             }
         }
 
+        let target = self.probe_target(h, key, kind, table_at);
         Health {
             kind,
             path,
@@ -171,6 +174,9 @@ impl Validator {
             sni,
             on_down,
             agent_port: h.agent_port.as_ref().map(|p| *p.get_ref()),
+            port: target.port,
+            dns: target.dns,
+            udp: target.udp,
         }
     }
 }

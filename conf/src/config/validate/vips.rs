@@ -122,6 +122,7 @@ impl Validator {
             .health
             .as_ref()
             .map(|h| self.health(h, &format!("{key}.health")));
+        self.probe_over_protocol(v, key, protocol);
 
         Vip {
             name: v.name.get_ref().clone(),
