@@ -94,13 +94,18 @@ fn show(target: &conf::Listen) -> String {
     }
 }
 
-/// The instance's name and its state region (`--config` or `--instance`).
+/// The instance's name and its state region (`--config` or `--instance`);
+/// a region that does not exist (border-dp never ran) is a target that
+/// cannot be reached.
 pub fn open_local(
     config: Option<&Path>,
     instance: Option<&str>,
-) -> Result<(String, StateRegion), String> {
+) -> Result<(String, StateRegion), Failure> {
     let instance = border::instance_from(config, instance).map_err(|e| e.to_string())?;
-    let region = border::open_state(&instance).map_err(|e| e.to_string())?;
+    let region = border::open_state(&instance).map_err(|e| match e {
+        e @ border::DpStateError::NotRunning { .. } => Failure::Unreachable(e.to_string()),
+        e => Failure::Other(e.to_string()),
+    })?;
     Ok((instance, region))
 }
 
@@ -134,7 +139,7 @@ fn connect_failure(e: &ConnectError) -> Failure {
 
 impl Target {
     fn timeout(&self) -> Duration {
-        Duration::from_millis(self.timeout_ms)
+        self.timeout_ms
     }
 
     /// The instance, when --config or --instance names one (for the state region).
@@ -144,7 +149,7 @@ impl Target {
     }
 
     /// The instance's state region.
-    pub fn open_local(&self) -> Result<(String, StateRegion), String> {
+    pub fn open_local(&self) -> Result<(String, StateRegion), Failure> {
         open_local(self.config.as_deref(), self.instance.as_deref())
     }
 
@@ -199,7 +204,7 @@ impl Target {
             Err(_) => {
                 return Err(Failure::Unreachable(format!(
                     "border-mgmt is not reachable: no answer from {shown} within {} ms",
-                    self.timeout_ms
+                    self.timeout_ms.as_millis()
                 )))
             }
             Ok(Err(e @ ConnectError::Connect { .. })) => return Err(connect_failure(&e)),
