@@ -40,9 +40,9 @@ pub struct CaptureArgs {
     /// Stop after this many packets.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Stop after this many seconds.
-    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub duration: Option<u64>,
+    /// Stop after this long (`30s`, `5m`; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", value_parser = border::args::duration::secs::<1, 86_400>)]
+    pub duration: Option<Duration>,
     /// The pcapng file to write (replaced if it exists).
     #[arg(short = 'w', value_name = "FILE")]
     pub write: PathBuf,
@@ -252,7 +252,7 @@ fn pass_through(
     }
     drop(items_tx);
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    let limit = args.duration.map(Duration::from_secs);
+    let limit = args.duration;
     let watch = {
         let flags = Stops {
             counted_out: counted_out.clone(),

@@ -171,9 +171,10 @@ pub enum Cmd {
         shell: clap_complete::Shell,
     },
     /// Write the man pages of borderctl (and each of its commands),
-    /// border-dp, border-mgmt and border-gw into DIR. For packaging: the
-    /// pages are kept in deploy/man.
-    #[command(hide = true)]
+    /// border-dp, border-mgmt and border-gw into DIR.
+    ///
+    /// The Debian package installs them already (made from the same
+    /// definitions); this is for an install from source.
     ManPages {
         /// Where to write the pages (created if missing).
         dir: PathBuf,

@@ -1,5 +1,5 @@
-//! `borderctl completions SHELL` (clap_complete) and the hidden
-//! `borderctl man-pages DIR` (clap_mangen): the shell completion scripts
+//! `borderctl completions SHELL` (clap_complete) and `borderctl
+//! man-pages DIR` (clap_mangen): the shell completion scripts
 //! and the man pages of all four binaries, from the same clap definitions
 //! that parse their command lines. The Debian package installs the copies
 //! kept in deploy/ (tests/cli_manuals.rs keeps them current).
@@ -27,13 +27,16 @@ pub fn completions(shell: Shell) -> Res {
 pub fn man_pages(dir: &Path) -> Res {
     std::fs::create_dir_all(dir)
         .map_err(|e| Failure::Other(format!("cannot create {}: {e}", dir.display())))?;
-    for cmd in [
-        crate::cli::command(),
-        DpArgs::command(),
-        MgmtArgs::command(),
-        GwArgs::command(),
+    for (cmd, name_line) in [
+        (crate::cli::command(), "the border command-line tool"),
+        (
+            DpArgs::command(),
+            "the border dataplane (DPDK poll-mode workers)",
+        ),
+        (MgmtArgs::command(), "the border management process"),
+        (GwArgs::command(), "the border fleet gateway"),
     ] {
-        clap_mangen::generate_to(for_manual(cmd), dir)
+        clap_mangen::generate_to(for_manual(cmd.about(name_line)), dir)
             .map_err(|e| Failure::Other(format!("cannot write into {}: {e}", dir.display())))?;
     }
     Ok(ExitCode::SUCCESS)

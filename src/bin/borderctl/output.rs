@@ -22,8 +22,8 @@ pub const PROBLEM: u8 = 1;
 /// Exit status: a bad command line.
 pub const USAGE: u8 = 2;
 /// Exit status: the target cannot be reached: border-mgmt (or the gateway,
-/// or the appliance behind it) does not answer, or border-dp's state
-/// region does not exist.
+/// or the appliance behind it) does not answer or TLS with it fails, or
+/// border-dp's state region does not exist.
 pub const UNREACHABLE: u8 = 3;
 
 /// The readable form of a view.
@@ -208,7 +208,7 @@ pub fn exit(ok: bool) -> ExitCode {
 /// The exit status of a failure.
 pub fn failure_code(e: &Failure) -> u8 {
     match e {
-        Failure::Unreachable(_) => UNREACHABLE,
+        Failure::Unreachable(_) | Failure::Denied(_) => UNREACHABLE,
         Failure::Other(_) => PROBLEM,
     }
 }
@@ -216,9 +216,13 @@ pub fn failure_code(e: &Failure) -> u8 {
 /// A failure on stderr, `borderctl: error: ...` or with `--json` one
 /// object `{"error": "...", "code": N, "kind": "..."}`; its exit status.
 pub fn fail(e: &Failure, json: bool) -> ExitCode {
-    let code = failure_code(e);
-    eprintln!("{}", error_text(&e.to_string(), code, json));
-    ExitCode::from(code)
+    let kind = match e {
+        Failure::Unreachable(_) => "unreachable",
+        Failure::Denied(_) => "denied",
+        Failure::Other(_) => "failed",
+    };
+    eprintln!("{}", error_text(&e.to_string(), kind, json));
+    ExitCode::from(failure_code(e))
 }
 
 /// A bad command line (clap's error) ends the program: help and version
@@ -236,19 +240,20 @@ pub fn usage_error(e: clap::Error, json: bool) -> ! {
         let first = rendered.lines().next().unwrap_or_default();
         first.strip_prefix("error: ").unwrap_or(first).to_string()
     };
-    eprintln!("{}", error_text(&msg, USAGE, true));
+    eprintln!("{}", error_text(&msg, "usage", true));
     std::process::exit(i32::from(USAGE));
 }
 
-/// What an error line says, as text or as a JSON object.
-fn error_text(msg: &str, code: u8, json: bool) -> String {
+/// What an error line says, as text or as a JSON object with the exit
+/// status of its `kind`.
+fn error_text(msg: &str, kind: &str, json: bool) -> String {
     if !json {
         return format!("{PROGRAM}: error: {msg}");
     }
-    let kind = match code {
-        USAGE => "usage",
-        UNREACHABLE => "unreachable",
-        _ => "failed",
+    let code = match kind {
+        "usage" => USAGE,
+        "unreachable" | "denied" => UNREACHABLE,
+        _ => PROBLEM,
     };
     serde_json::json!({ "error": msg, "code": code, "kind": kind }).to_string()
 }
@@ -346,17 +351,23 @@ mod tests {
     #[test]
     fn errors_are_one_line_of_text_or_one_json_object() {
         assert_eq!(
-            error_text("border-mgmt is not reachable: x", UNREACHABLE, false),
+            error_text("border-mgmt is not reachable: x", "unreachable", false),
             "borderctl: error: border-mgmt is not reachable: x"
         );
         let v: serde_json::Value =
-            serde_json::from_str(&error_text("a \"quoted\"\nthing", UNREACHABLE, true)).unwrap();
+            serde_json::from_str(&error_text("a \"quoted\"\nthing", "unreachable", true)).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"error": "a \"quoted\"\nthing", "code": 3, "kind": "unreachable"})
         );
-        let v: serde_json::Value = serde_json::from_str(&error_text("x", USAGE, true)).unwrap();
-        assert_eq!(v["kind"], "usage");
+        let v: serde_json::Value = serde_json::from_str(&error_text("x", "usage", true)).unwrap();
+        assert_eq!(
+            (v["kind"].as_str(), v["code"].as_u64()),
+            (Some("usage"), Some(2))
+        );
+        let v: serde_json::Value = serde_json::from_str(&error_text("x", "failed", true)).unwrap();
+        assert_eq!(v["code"], 1);
+        assert_eq!(failure_code(&Failure::Denied("x".into())), UNREACHABLE);
         assert_eq!(failure_code(&Failure::Other("x".into())), PROBLEM);
         assert_eq!(failure_code(&Failure::Unreachable("x".into())), UNREACHABLE);
     }

@@ -59,7 +59,7 @@ pub fn run(target: &Target, json: bool, local: bool, sample: Duration) -> Res {
 pub fn both_away(mgmt: &str, local: Failure) -> Failure {
     match local {
         Failure::Unreachable(e) => Failure::Unreachable(format!("{mgmt}; and {e}")),
-        Failure::Other(e) => Failure::Other(format!("{mgmt}; and {e}")),
+        Failure::Denied(e) | Failure::Other(e) => Failure::Other(format!("{mgmt}; and {e}")),
     }
 }
 
