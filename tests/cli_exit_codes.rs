@@ -231,6 +231,7 @@ fn a_bad_command_line_exits_2_and_with_json_says_so_in_json() {
         &["stats", "--timeout-ms", "5 apples"][..],
         &["--config", "x.toml", "status", "--instance", "ec-x"][..],
         &["counters"][..],
+        &["status", "--local"][..],
     ] {
         let (code, _, err) = borderctl(args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -317,6 +317,14 @@ impl Cli {
                 ));
             }
         }
+        if let Cmd::Status { local: true, .. } = self.cmd {
+            if self.target.config.is_none() && self.target.instance.is_none() {
+                return Err((
+                    ErrorKind::MissingRequiredArgument,
+                    "`status --local` needs --config FILE or --instance NAME".into(),
+                ));
+            }
+        }
         if let Cmd::Counters { .. } = self.cmd {
             if self.target.server.is_some()
                 || self.target.cert.is_some()
@@ -619,5 +627,10 @@ mod tests {
             Err(ErrorKind::ArgumentConflict)
         );
         assert_eq!(check(&["stats"]), Ok(()));
+        assert_eq!(
+            check(&["status", "--local"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(check(&["status", "--local", "--instance", "lab"]), Ok(()));
     }
 }
