@@ -1,5 +1,5 @@
-//! border-gw: the gateway appliances in agent mode dial out to (issue 17,
-//! docs/fleet.md). The work is in the `gw` crate, the command line in
+//! border-gw: the gateway appliances in agent mode dial out to
+//! (docs/fleet.md). The work is in the `gw` crate, the command line in
 //! `border::args::daemons::GwArgs`.
 #![deny(unsafe_code)]
 
