@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs border's binaries, systemd units, the annotated example config, the
-# docs and the Grafana dashboard (docs/operations.md). Build first:
+# docs, the man pages, borderctl's shell completions and the Grafana
+# dashboard (docs/operations.md). Build first:
 #   cargo build --release --bins
 #   sudo scripts/install.sh                       # into /usr/local
 #   sudo PREFIX=/usr scripts/install.sh           # where the Debian package puts them
@@ -36,8 +37,18 @@ unitdir=$DESTDIR$PREFIX/lib/systemd/system
 docdir=$DESTDIR$PREFIX/share/doc/border
 sharedir=$DESTDIR$PREFIX/share/border
 confdir=$DESTDIR/etc/border
+mandir=$DESTDIR$PREFIX/share/man/man1
+bashdir=$DESTDIR$PREFIX/share/bash-completion/completions
+fishdir=$DESTDIR$PREFIX/share/fish/vendor_completions.d
+# Debian's zsh looks in vendor-completions under /usr, site-functions elsewhere.
+if [ "$PREFIX" = /usr ]; then
+  zshdir=$DESTDIR$PREFIX/share/zsh/vendor-completions
+else
+  zshdir=$DESTDIR$PREFIX/share/zsh/site-functions
+fi
 
 install -d -m 0755 "$bindir" "$unitdir" "$docdir" "$sharedir/grafana"
+install -d -m 0755 "$mandir" "$bashdir" "$zshdir" "$fishdir"
 install -d -m 0755 "$confdir"
 for b in border-dp border-mgmt border-gw borderctl; do
   install -m 0755 "$BIN_DIR/$b" "$bindir/$b"
@@ -53,6 +64,10 @@ done
 install -m 0644 "$here/conf/tests/data/border.example.toml" "$confdir/border.example.toml"
 install -m 0644 "$here/README.md" "$here"/docs/*.md "$docdir/"
 install -m 0644 "$here/deploy/grafana/border.json" "$sharedir/grafana/border.json"
+install -m 0644 "$here"/deploy/man/*.1 "$mandir/"
+install -m 0644 "$here/deploy/completions/borderctl.bash" "$bashdir/borderctl"
+install -m 0644 "$here/deploy/completions/_borderctl" "$zshdir/_borderctl"
+install -m 0644 "$here/deploy/completions/borderctl.fish" "$fishdir/borderctl.fish"
 
 echo "installed border into ${DESTDIR:-/}${DESTDIR:+ }(PREFIX=$PREFIX)"
 if [ -z "$DESTDIR" ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then

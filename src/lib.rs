@@ -1,6 +1,8 @@
 //! Shared plumbing of the border binaries (border-dp, border-mgmt, borderctl).
 #![deny(unsafe_code)]
 
+pub mod args;
+
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};

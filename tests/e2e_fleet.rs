@@ -421,7 +421,7 @@ fn borderctl_reaches_an_appliance_through_either_gateway_and_the_fleet_heals() {
     redis_cli(port, &["SET", "border:fleet:appliance:ams-1", "garbage"]);
     let start = Instant::now();
     let (code, _, err) = fleet.ctl(1, "ams-1", &["status"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 3, "UNAVAILABLE: exit 3 (docs/api.md)");
     assert!(
         err.contains("registry (Redis) failed") && err.contains("WRONGTYPE"),
         "{err}"
@@ -589,7 +589,7 @@ fn refusals_are_clear_and_nothing_hangs() {
     assert_eq!(m.get("border_gw_tunnel_opens_total"), 0.0);
     // A known appliance with no tunnel: UNAVAILABLE, at once.
     let (code, _, err) = fleet.ctl(0, "ams-2", &["status"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 3, "UNAVAILABLE: exit 3 (docs/api.md)");
     assert!(err.contains("has no tunnel to any gateway"), "{err}");
     drop(rogue);
 
@@ -1045,7 +1045,7 @@ fn a_forged_peer_listed_in_redis_receives_no_call() {
     let forged = Impostor::start(&rt, &fleet.dir.0, "rogue", 0, b"h2", false);
     plant_registry_entry(port, "ams-2", &format!("127.0.0.1:{}", forged.port));
     let (code, _, err) = fleet.ctl(0, "ams-2", &["status"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 3, "{err}");
     assert!(err.contains("ams-2"), "{err}");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
@@ -1072,7 +1072,7 @@ fn a_forged_peer_listed_in_redis_receives_no_call() {
     let at_peer = Impostor::start(&rt, &fleet.dir.0, "rogue", gw2_api, b"h2", false);
     plant_registry_entry(port, "ams-2", &format!("127.0.0.1:{gw2_api}"));
     let (code, _, err) = fleet.ctl(0, "ams-2", &["status"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 3, "{err}");
     std::thread::sleep(Duration::from_millis(300));
     assert!(at_peer.handshakes() >= 1, "gw1 never tried gw2's address");
     assert_eq!(at_peer.bytes(), 0, "a request reached the impostor");

@@ -93,8 +93,13 @@ fn tree(root: &Path) -> BTreeMap<String, u32> {
     out
 }
 
-/// What both installs must hold under `prefix` (without the leading `/`).
+/// What both installs must hold under `prefix` (without the leading `/`);
+/// man pages as the package has them when `man_suffix` is `.gz`.
 fn expected(prefix: &str) -> BTreeMap<String, u32> {
+    expected_with(prefix, "")
+}
+
+fn expected_with(prefix: &str, man_suffix: &str) -> BTreeMap<String, u32> {
     let mut want = BTreeMap::new();
     for b in BINARIES {
         want.insert(format!("{prefix}/bin/{b}"), 0o755);
@@ -111,6 +116,27 @@ fn expected(prefix: &str) -> BTreeMap<String, u32> {
             want.insert(format!("{prefix}/share/doc/border/{name}"), 0o644);
         }
     }
+    for d in std::fs::read_dir(repo().join("deploy/man")).unwrap() {
+        let name = d.unwrap().file_name().into_string().unwrap();
+        want.insert(format!("{prefix}/share/man/man1/{name}{man_suffix}"), 0o644);
+    }
+    let zsh = if prefix == "usr" {
+        "vendor-completions"
+    } else {
+        "site-functions"
+    };
+    for f in [
+        "bash-completion/completions/borderctl".to_string(),
+        format!("zsh/{zsh}/_borderctl"),
+        "fish/vendor_completions.d/borderctl.fish".to_string(),
+    ] {
+        want.insert(format!("{prefix}/share/{f}"), 0o644);
+    }
+    assert!(
+        want.keys().any(|k| k.ends_with("/man1/border-dp.1"))
+            || want.keys().any(|k| k.ends_with("/man1/border-dp.1.gz")),
+        "the man pages are in deploy/man"
+    );
     want
 }
 
@@ -240,7 +266,7 @@ fn the_gateway_unit_is_hardened_and_drains_on_stop() {
         ("ConditionPathExists", "/etc/border/gw-%i.toml"),
         (
             "ExecStartPre",
-            "/usr/bin/border-gw --config /etc/border/gw-%i.toml --check",
+            "/usr/bin/border-gw --check-config /etc/border/gw-%i.toml",
         ),
         (
             "ExecStart",
@@ -262,7 +288,7 @@ fn the_gateway_unit_is_hardened_and_drains_on_stop() {
     // The flags the unit passes exist (cli_help checks the docs).
     let help = run_ok(Command::new(env!("CARGO_BIN_EXE_border-gw")).arg("--help"));
     assert!(
-        help.contains("--config") && help.contains("--check"),
+        help.contains("--config") && help.contains("--check-config"),
         "{help}"
     );
 }
@@ -364,7 +390,8 @@ fn cargo_deb_package_holds_and_unpacks_every_file() {
         assert_eq!(f[1], "0/0", "owned by root: {line}");
         listed.insert(f[5].trim_start_matches("./").to_string(), f[0].to_string());
     }
-    let mut want = expected("usr");
+    // cargo deb gzips man pages (Debian policy).
+    let mut want = expected_with("usr", ".gz");
     // The units go where Debian keeps packaged units.
     for u in UNITS {
         want.remove(&format!("usr/lib/systemd/system/{u}"));

@@ -1,34 +1,14 @@
-//! border-dp: the DPDK dataplane process of border.
+//! border-dp: the DPDK dataplane process of border. Its command line is
+//! `border::args::daemons::DpArgs`.
 #![deny(unsafe_code)]
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
+use border::args::daemons::DpArgs;
 use clap::Parser;
 
-/// The border dataplane: poll-mode workers on DPDK ports that answer for the
-/// appliance's addresses, pass the host's traffic to kernel twin interfaces
-/// and load-balance VIP traffic by the tables border-mgmt publishes (or,
-/// with --standalone, by tables built from the config file). Counters and
-/// worker liveness are in its state region (`borderctl counters`,
-/// `borderctl status --local`). See docs/config.md and docs/architecture.md.
-#[derive(Parser, Debug)]
-#[command(name = "border-dp", version, about, long_about)]
-struct Args {
-    /// Run with this configuration file (TOML; see docs/config.md).
-    #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
-    config: Option<PathBuf>,
-    /// Validate FILE, print OK or the first error, and exit.
-    #[arg(long, value_name = "FILE", conflicts_with = "config")]
-    check_config: Option<PathBuf>,
-    /// Build and publish the load-balancing tables from the config file
-    /// (re-read on SIGHUP) instead of following border-mgmt's tables.
-    #[arg(long)]
-    standalone: bool,
-}
-
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = DpArgs::parse();
     // Whatever this process creates is its owner's only unless it says
     // otherwise (docs/security.md).
     conf::os::files::restrict_umask();

@@ -19,6 +19,7 @@ use conf::Config;
 use serde::Serialize;
 
 use crate::cli::{CaptureArgs, Target};
+use crate::conn::{open_local, Failure, Res};
 use crate::pcapng::{Block, Direction, Merger, Reader};
 
 /// The tool that attaches to border-dp (Debian package `dpdk`).
@@ -35,13 +36,24 @@ struct Summary {
     stopped_by: &'static str,
 }
 
-pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, String> {
-    let path = target
-        .config
-        .as_deref()
-        .ok_or("`capture` needs --config FILE (the ports and EAL prefix of border-dp)")?;
+pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Res {
+    let path = target.config.as_deref().ok_or_else(|| {
+        Failure::Other(
+            "`capture` needs --config FILE (the ports and EAL prefix of border-dp)".into(),
+        )
+    })?;
     let cfg = Config::from_file(path).map_err(|e| e.to_string())?;
     let commands = dumpcap_commands(&cfg, path, args)?;
+    // dpdk-dumpcap attaches to a running border-dp: say so up front, with
+    // the exit status of a target that cannot be reached.
+    let (instance, region) = open_local(Some(path), None)?;
+    let dp = border::DpView::read(&region);
+    if !dp.is_running() {
+        return Err(Failure::Unreachable(format!(
+            "border-dp of instance `{instance}` is not running ({}): nothing to capture",
+            dp.describe()
+        )));
+    }
     let access = conf::os::files::Access::for_group_name(cfg.mgmt.operators_group.as_deref())?;
     let (out, partial) = create_capture_file(&args.write, access)?;
     let mut children = Vec::new();
@@ -51,7 +63,7 @@ pub fn run(target: &Target, args: &CaptureArgs, json: bool) -> Result<ExitCode, 
             Err(e) => {
                 stop_all(&mut children);
                 let _ = std::fs::remove_file(&partial);
-                return Err(e);
+                return Err(e.into());
             }
         }
     }
@@ -210,7 +222,7 @@ fn pass_through(
     }
     drop(items_tx);
     let (done_tx, done_rx) = mpsc::channel::<()>();
-    let limit = args.duration.map(Duration::from_secs);
+    let limit = args.duration;
     let watch = {
         let flags = Stops {
             counted_out: counted_out.clone(),

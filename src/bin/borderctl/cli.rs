@@ -1,11 +1,15 @@
 //! The command line: every subcommand and flag, as clap parses them. The
 //! target flags (`--server`, `--config`, `--instance`, TLS, `--timeout-ms`)
-//! and `--json` are global: they go before or after the subcommand.
+//! and `--json` are global: they go before or after the subcommand. The
+//! target flags are listed once, under their heading in `borderctl --help`;
+//! each command's help points there instead of repeating them.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use border::args::duration;
 use clap::error::ErrorKind;
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Arg, ArgMatches, Args, Command, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::pcapng::Direction;
 
@@ -21,9 +25,13 @@ use crate::pcapng::Direction;
 /// region on this machine instead.
 ///
 /// Output is a readable table, or JSON with --json. Errors are one line on
-/// stderr with a non-zero exit status. The target flags and --json go before
-/// or after the command (`borderctl --config x status` is `borderctl status
-/// --config x`). See docs/api.md.
+/// stderr (one JSON object with --json). Exit status: 0 all is well, 1 the
+/// command shows a problem or failed, 2 a bad command line, 3 the target
+/// (border-mgmt, the gateway, border-dp's state region) cannot be reached.
+/// The target flags and --json go before or after the command (`borderctl
+/// --config x status` is `borderctl status --config x`). Durations take a
+/// unit (`5s`, `300ms`, `2m`); a bare number keeps the flag's unit. See
+/// docs/api.md.
 #[derive(Parser, Debug)]
 #[command(name = "borderctl", version, about, long_about)]
 pub struct Cli {
@@ -48,10 +56,11 @@ pub enum Cmd {
         /// Read border-dp's state region on this machine; do not ask border-mgmt.
         #[arg(long)]
         local: bool,
-        /// With the state region: how long to watch the heartbeats, in milliseconds.
-        #[arg(long, value_name = "MS", default_value_t = 300,
-              value_parser = clap::value_parser!(u64).range(10..=10_000))]
-        sample_ms: u64,
+        /// With the state region: how long to watch the heartbeats (`300ms`,
+        /// `1s`; a bare number is milliseconds).
+        #[arg(long, value_name = "DURATION", default_value = "300ms",
+              value_parser = duration::millis::<10, 10_000>)]
+        sample_ms: Duration,
     },
     /// Apply a whole config file (validated, atomic; only [[vip]] and zone
     /// change at run time).
@@ -93,7 +102,7 @@ pub enum Cmd {
     /// Follow border-mgmt's events (publishes, refused tables, worker
     /// liveness, config and backend changes, health) from now on, one line each.
     ///
-    /// Runs until interrupted (or --count events); exit 1 if border-mgmt
+    /// Runs until interrupted (or --count events); exit 3 if border-mgmt
     /// ends the stream (it stopped).
     Events {
         /// Stop after this many events.
@@ -113,7 +122,7 @@ pub enum Cmd {
     },
     /// Name the typical problems, each with its evidence and the next command.
     ///
-    /// Asks border-mgmt twice, --window seconds apart: drops by reason with
+    /// Asks border-mgmt twice, --window apart: drops by reason with
     /// their rates (every drop counter that moved), VIPs with no eligible
     /// backend or failing open, flapping backends, workers that are stuck or
     /// behind the published tables, connection-table and local-port use,
@@ -122,10 +131,11 @@ pub enum Cmd {
     /// flagged, 1 when something is, 3 when border-mgmt cannot be asked.
     /// See docs/diag.md.
     Diag {
-        /// Seconds between the two samples (the window of the drop rates).
-        #[arg(long, value_name = "SECS", default_value_t = 5,
-              value_parser = clap::value_parser!(u64).range(1..=3600))]
-        window: u64,
+        /// Time between the two samples, the window of the drop rates (`5s`,
+        /// `1m`; a bare number is seconds).
+        #[arg(long, value_name = "DURATION", default_value = "5s",
+              value_parser = duration::secs::<1, 3600>)]
+        window: Duration,
     },
     /// Per-worker dataplane counters and their totals, and each port's NIC
     /// statistics, read from border-dp's state region on this machine
@@ -135,9 +145,9 @@ pub enum Cmd {
     /// not zero (all with --all); --json always lists every counter. The
     /// port table (and "ports" in --json) shows each data port and kernel
     /// twin's rte_eth_stats (ipackets ... imissed, rx_nombuf), copied by
-    /// border-dp about once a second. Exit 0
-    /// even when border-dp has stopped (the counters of its last run are
-    /// shown, with a note on stderr).
+    /// border-dp about once a second. When border-dp has stopped, the
+    /// counters of its last run are shown with a note on stderr, and the
+    /// exit status is 1; 3 when it never ran (no state region).
     Counters {
         /// Show every counter, also those that are zero.
         #[arg(long)]
@@ -148,11 +158,29 @@ pub enum Cmd {
     ///
     /// Needs --config (border-dp's ports and EAL prefix), `capture = true`
     /// in its [dataplane], and Debian's dpdk-dumpcap, which this runs
-    /// against border-dp. Stops at --count packets, after --duration
-    /// seconds, or on Ctrl-C, and finishes the file. rx frames are as they
+    /// against border-dp. Stops at --count packets, after --duration, or on
+    /// Ctrl-C, and finishes the file. rx frames are as they
     /// arrived, tx frames as border sent them (rewritten): capture the
     /// client port and the backend port to see both sides. See docs/capture.md.
     Capture(CaptureArgs),
+    /// Print the shell completion script for bash, zsh or fish.
+    ///
+    /// `borderctl completions bash > /etc/bash_completion.d/borderctl`; the
+    /// Debian package installs all three.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages of borderctl (and each of its commands),
+    /// border-dp, border-mgmt and border-gw into DIR.
+    ///
+    /// The Debian package installs them already (made from the same
+    /// definitions); this is for an install from source.
+    ManPages {
+        /// Where to write the pages (created if missing).
+        dir: PathBuf,
+    },
 }
 
 /// `maintenance on|off`.
@@ -188,9 +216,9 @@ pub struct CaptureArgs {
     /// Stop after this many packets.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Stop after this many seconds.
-    #[arg(long, value_name = "S", value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub duration: Option<u64>,
+    /// Stop after this long (`30s`, `5m`; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", value_parser = duration::secs::<1, 86_400>)]
+    pub duration: Option<Duration>,
     /// The pcapng file to write (replaced if it exists).
     #[arg(short = 'w', value_name = "FILE")]
     pub write: PathBuf,
@@ -235,21 +263,77 @@ pub struct Target {
     /// The appliance to call through --gateway (its [mgmt.agent].id).
     #[arg(long, value_name = "ID", global = true)]
     pub appliance: Option<String>,
-    /// How long to wait for border-mgmt (to connect, and for each answer), in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 10_000, global = true,
-          value_parser = clap::value_parser!(u64).range(100..=600_000))]
-    pub timeout_ms: u64,
+    /// How long to wait for border-mgmt, to connect and for each answer
+    /// (`10s`, `500ms`; a bare number is milliseconds).
+    #[arg(long, value_name = "DURATION", default_value = "10s", global = true,
+          value_parser = duration::millis::<100, 600_000>)]
+    pub timeout_ms: Duration,
+}
+
+/// borderctl's command as it parses and as its help, completions and man
+/// pages show it: the target flags are global (every command takes them)
+/// but listed only in `borderctl --help`, under their heading; each
+/// command's help says where they are.
+pub fn command() -> Command {
+    let target: Vec<Arg> = Target::augment_args(Command::new("target"))
+        .get_arguments()
+        .cloned()
+        .collect();
+    let names: Vec<String> = target
+        .iter()
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect();
+    let pointer = format!(
+        "Target: {} go before or after the command; see `borderctl --help`.",
+        names.join(", ")
+    );
+    let mut cmd = Cli::command();
+    let subcommands: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in subcommands {
+        // A command that has the global flags already does not get them
+        // propagated: its hidden copies (same ids, so the values still
+        // reach `Target`) keep them out of its help and its commands' helps.
+        cmd = cmd.mut_subcommand(name, |sc| {
+            let sc = target.iter().fold(sc, |sc, a| sc.arg(a.clone().hide(true)));
+            with_pointer(sc, &pointer)
+        });
+    }
+    cmd
+}
+
+/// `sc` and every command under it say where the target flags are.
+fn with_pointer(mut sc: Command, pointer: &str) -> Command {
+    let nested: Vec<String> = sc
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in nested {
+        sc = sc.mut_subcommand(name, |n| with_pointer(n, pointer));
+    }
+    sc.after_help(pointer.to_string())
 }
 
 impl Cli {
-    /// Parses the command line; a combination clap cannot check exits 2
-    /// with clap's usage error. (clap checks `conflicts_with` and `requires`
-    /// per level: a global flag before the subcommand and one after it
-    /// would escape them, and a global flag cannot be required.)
+    /// Parses the command line; a bad one exits 2 with clap's usage error
+    /// (one JSON object on stderr when the line has --json), and so does a
+    /// combination clap cannot check. (clap checks `conflicts_with` and
+    /// `requires` per level: a global flag before the subcommand and one
+    /// after it would escape them, and a global flag cannot be required.)
     pub fn parse_checked() -> Cli {
-        let cli = Cli::parse();
+        let json = std::env::args_os().any(|a| a == "--json");
+        let mut cmd = command();
+        let parsed = cmd
+            .try_get_matches_from_mut(std::env::args_os())
+            .and_then(|m: ArgMatches| Cli::from_arg_matches(&m));
+        let cli = match parsed {
+            Ok(cli) => cli,
+            Err(e) => crate::output::usage_error(e, json),
+        };
         if let Err((kind, msg)) = cli.check() {
-            Cli::command().error(kind, msg).exit();
+            crate::output::usage_error(cmd.error(kind, msg), cli.json);
         }
         cli
     }
@@ -261,6 +345,14 @@ impl Cli {
                 return Err((
                     ErrorKind::MissingRequiredArgument,
                     "`capture` needs --config FILE (border-dp's ports and EAL file prefix)".into(),
+                ));
+            }
+        }
+        if let Cmd::Status { local: true, .. } = self.cmd {
+            if self.target.config.is_none() && self.target.instance.is_none() {
+                return Err((
+                    ErrorKind::MissingRequiredArgument,
+                    "`status --local` needs --config FILE or --instance NAME".into(),
                 ));
             }
         }
@@ -383,6 +475,48 @@ mod tests {
     #[test]
     fn the_cli_is_consistent() {
         Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn durations_take_a_unit_or_the_flags_own() {
+        let cli = parse(&["--timeout-ms", "2s", "diag", "--window", "1500ms"]).unwrap();
+        assert_eq!(cli.target.timeout_ms, Duration::from_secs(2));
+        assert!(matches!(cli.cmd, Cmd::Diag { window } if window == Duration::from_millis(1500)));
+        let cli = parse(&["diag", "--window", "7"]).unwrap();
+        assert!(matches!(cli.cmd, Cmd::Diag { window } if window == Duration::from_secs(7)));
+        assert_eq!(
+            parse(&["stats"]).unwrap().target.timeout_ms,
+            Duration::from_secs(10)
+        );
+        let cli = parse(&["status", "--local", "--sample-ms", "1s"]).unwrap();
+        assert!(
+            matches!(cli.cmd, Cmd::Status { sample_ms, .. } if sample_ms == Duration::from_secs(1))
+        );
+        let e = parse(&["diag", "--window", "2h"]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ValueValidation, "{e}");
+        assert!(e.to_string().contains("2h is not between 1s and 1h"), "{e}");
+    }
+
+    #[test]
+    fn the_target_flags_are_listed_once_and_still_taken_everywhere() {
+        let mut cmd = command();
+        let top = cmd.render_long_help().to_string();
+        assert!(top.contains("Target:\n"), "{top}");
+        assert_eq!(top.matches("--server <ADDR>").count(), 1, "{top}");
+        let status = cmd.find_subcommand_mut("status").unwrap();
+        let help = status.render_long_help().to_string();
+        assert!(!help.contains("--server <ADDR>"), "{help}");
+        assert!(help.contains("--json"), "{help}");
+        assert!(
+            help.contains("Target: --server, --config, --instance"),
+            "{help}"
+        );
+        let m = command()
+            .try_get_matches_from(["borderctl", "status", "--server", "unix:///x.sock"])
+            .unwrap();
+        let cli = Cli::from_arg_matches(&m).unwrap();
+        assert_eq!(cli.target.server.as_deref(), Some("unix:///x.sock"));
     }
 
     #[test]
@@ -412,7 +546,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cli.target.instance.as_deref(), Some("lab"));
-        assert_eq!(cli.target.timeout_ms, 500);
+        assert_eq!(cli.target.timeout_ms, Duration::from_millis(500));
         match cli.cmd {
             Cmd::Weight { backend, weight } => {
                 assert_eq!(
@@ -524,5 +658,10 @@ mod tests {
             Err(ErrorKind::ArgumentConflict)
         );
         assert_eq!(check(&["stats"]), Ok(()));
+        assert_eq!(
+            check(&["status", "--local"]),
+            Err(ErrorKind::MissingRequiredArgument)
+        );
+        assert_eq!(check(&["status", "--local", "--instance", "lab"]), Ok(()));
     }
 }

@@ -1,6 +1,7 @@
 //! Reaching border-mgmt (or the state region) from the target flags, and
 //! classifying what went wrong into one line: away (status and stats may
-//! fall back to the state region), refused TLS, or the server's own answer.
+//! fall back to the state region), failed or refused TLS, or the server's
+//! own answer.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -19,6 +20,9 @@ use crate::cli::Target;
 pub enum Failure {
     /// border-mgmt did not answer (status and stats may use the state region).
     Unreachable(String),
+    /// The TLS handshake failed or the server refused this client's
+    /// certificate: it answered, but cannot be asked.
+    Denied(String),
     /// Anything else.
     Other(String),
 }
@@ -26,7 +30,7 @@ pub enum Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::Unreachable(m) | Failure::Other(m) => f.write_str(m),
+            Failure::Unreachable(m) | Failure::Denied(m) | Failure::Other(m) => f.write_str(m),
         }
     }
 }
@@ -94,13 +98,18 @@ fn show(target: &conf::Listen) -> String {
     }
 }
 
-/// The instance's name and its state region (`--config` or `--instance`).
+/// The instance's name and its state region (`--config` or `--instance`);
+/// a region that does not exist (border-dp never ran) is a target that
+/// cannot be reached.
 pub fn open_local(
     config: Option<&Path>,
     instance: Option<&str>,
-) -> Result<(String, StateRegion), String> {
+) -> Result<(String, StateRegion), Failure> {
     let instance = border::instance_from(config, instance).map_err(|e| e.to_string())?;
-    let region = border::open_state(&instance).map_err(|e| e.to_string())?;
+    let region = border::open_state(&instance).map_err(|e| match e {
+        e @ border::DpStateError::NotRunning { .. } => Failure::Unreachable(e.to_string()),
+        e => Failure::Other(e.to_string()),
+    })?;
     Ok((instance, region))
 }
 
@@ -121,12 +130,12 @@ fn connect_failure(e: &ConnectError) -> Failure {
     let refused = why.contains("AccessDenied")
         || why.contains("closed the connection right after the TLS handshake");
     if refused {
-        Failure::Other(format!(
+        Failure::Denied(format!(
             "TLS with border-mgmt failed: it refused this client \
              certificate ({why}); is its fingerprint pinned in [mgmt.tls] (client_, reader_ or peer_fingerprints)?"
         ))
     } else if is_tls_failure(&why) {
-        Failure::Other(format!("TLS with border-mgmt failed: {why}"))
+        Failure::Denied(format!("TLS with border-mgmt failed: {why}"))
     } else {
         Failure::Unreachable(format!("border-mgmt is not reachable: {why}"))
     }
@@ -134,7 +143,7 @@ fn connect_failure(e: &ConnectError) -> Failure {
 
 impl Target {
     fn timeout(&self) -> Duration {
-        Duration::from_millis(self.timeout_ms)
+        self.timeout_ms
     }
 
     /// The instance, when --config or --instance names one (for the state region).
@@ -144,7 +153,7 @@ impl Target {
     }
 
     /// The instance's state region.
-    pub fn open_local(&self) -> Result<(String, StateRegion), String> {
+    pub fn open_local(&self) -> Result<(String, StateRegion), Failure> {
         open_local(self.config.as_deref(), self.instance.as_deref())
     }
 
@@ -199,7 +208,7 @@ impl Target {
             Err(_) => {
                 return Err(Failure::Unreachable(format!(
                     "border-mgmt is not reachable: no answer from {shown} within {} ms",
-                    self.timeout_ms
+                    self.timeout_ms.as_millis()
                 )))
             }
             Ok(Err(e @ ConnectError::Connect { .. })) => return Err(connect_failure(&e)),
@@ -298,7 +307,7 @@ pub fn status_failure(shown: &str, st: &tonic::Status) -> Failure {
         Code::Unknown | Code::Cancelled | Code::Unavailable
     );
     if tls && lost && msg.contains("AccessDenied") {
-        return Failure::Other(format!(
+        return Failure::Denied(format!(
             "TLS with border-mgmt at {shown} failed: it refused this client certificate ({msg}); \
              is its fingerprint pinned in [mgmt.tls] (client_, reader_ or peer_fingerprints)?"
         ));
@@ -309,7 +318,7 @@ pub fn status_failure(shown: &str, st: &tonic::Status) -> Failure {
             .iter()
             .any(|w| msg.contains(w))
     {
-        return Failure::Other(format!(
+        return Failure::Denied(format!(
             "border-mgmt at {shown} closed the connection ({msg}): over TLS that is how it \
              refuses a client certificate whose fingerprint is not pinned in [mgmt.tls]"
         ));
@@ -317,7 +326,7 @@ pub fn status_failure(shown: &str, st: &tonic::Status) -> Failure {
     match st.code() {
         Code::NotFound | Code::InvalidArgument | Code::FailedPrecondition => Failure::Other(msg),
         Code::Unavailable if is_tls_failure(&msg) => {
-            Failure::Other(format!("TLS with border-mgmt at {shown} failed: {msg}"))
+            Failure::Denied(format!("TLS with border-mgmt at {shown} failed: {msg}"))
         }
         Code::Unavailable => {
             Failure::Unreachable(format!("border-mgmt at {shown} is not reachable: {msg}"))
@@ -364,7 +373,7 @@ mod tests {
         let st = tonic::Status::unknown("received fatal alert: AccessDenied");
         assert!(matches!(
             status_failure("tcp://10.0.0.1:50051", &st),
-            Failure::Other(m) if m.contains("refused this client certificate")
+            Failure::Denied(m) if m.contains("refused this client certificate")
         ));
     }
 }

@@ -3,25 +3,28 @@
 //! about once a second), read from its state region on this machine (no
 //! border-mgmt). Also the counter table `stats` prints.
 
-use std::process::ExitCode;
-
 use border::DpView;
 use conf::counters::Counter;
 use conf::state::{PortSnapshot, PortStat};
 use serde::Serialize;
 
 use crate::cli::Target;
+use crate::conn::Res;
 use crate::output::{self, Named, Render, Table, Text};
-use crate::PROGRAM;
 
-pub fn run(target: &Target, all: bool, json: bool) -> Result<ExitCode, String> {
+/// Exit 0 while border-dp runs; 1 when it has stopped (its last run's
+/// counters are shown); 3 when it never ran here (no state region).
+pub fn run(target: &Target, all: bool, json: bool) -> Res {
     let (instance, region) = target.open_local()?;
     let view = DpView::read(&region);
     if !view.is_running() {
-        eprintln!(
-            "{PROGRAM}: note: border-dp of instance `{instance}` is not running ({}); \
-             these are the counters of its last run",
-            view.describe()
+        output::note(
+            &format!(
+                "border-dp of instance `{instance}` is not running ({}); \
+                 these are the counters of its last run",
+                view.describe()
+            ),
+            json,
         );
     }
     let per_worker: Vec<Vec<u64>> = (0..region.n_workers())
@@ -48,8 +51,8 @@ pub fn run(target: &Target, all: bool, json: bool) -> Result<ExitCode, String> {
         ports: Named(region.ports().iter().map(PortValues::entry).collect()),
         all,
     };
-    output::print(&out, json).map_err(|e| e.to_string())?;
-    Ok(ExitCode::SUCCESS)
+    output::print(&out, json)?;
+    Ok(output::exit(out.running))
 }
 
 /// A worker as the counter tables name it.

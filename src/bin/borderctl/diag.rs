@@ -1,10 +1,9 @@
 //! `borderctl diag`: samples border-mgmt twice, `--window` apart (GetStatus
 //! and GetStats, then GetHealth), runs the rules of `diag_rules` over the
 //! samples and prints what they found, each with its evidence and the next
-//! command. Exit 0 when nothing is flagged, 1 when something is, and
-//! [`UNREACHABLE`] when border-mgmt cannot be asked.
+//! command. Exit 0 when nothing is flagged, 1 when something is, and 3
+//! (`output::UNREACHABLE`) when border-mgmt cannot be asked.
 
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use mgmt::findings::{Finding, Severity};
@@ -12,28 +11,14 @@ use mgmt::pb;
 use serde::Serialize;
 
 use crate::cli::Target;
-use crate::conn::{runtime, Api, Failure};
+use crate::conn::{runtime, Api, Failure, Res};
 use crate::diag_rules::{self, DropRate, Inputs, Sample, WorkerLoad};
 use crate::output::{self, plural, Render, Table, Text};
-use crate::PROGRAM;
 
-/// The exit status when border-mgmt cannot be reached (or refuses us):
-/// nothing could be looked at.
-pub const UNREACHABLE: u8 = 3;
-
-pub fn run(target: &Target, window: Duration, json: bool) -> ExitCode {
-    match diagnose(target, window) {
-        Ok(view) => {
-            if let Err(e) = output::print(&view, json) {
-                return border::fail(PROGRAM, &e);
-            }
-            output::exit(view.healthy)
-        }
-        Err(e) => {
-            eprintln!("{PROGRAM}: error: {e}");
-            ExitCode::from(UNREACHABLE)
-        }
-    }
+pub fn run(target: &Target, window: Duration, json: bool) -> Res {
+    let view = diagnose(target, window)?;
+    output::print(&view, json)?;
+    Ok(output::exit(view.healthy))
 }
 
 async fn sample(api: &mut Api) -> Result<Sample, Failure> {

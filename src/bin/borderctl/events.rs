@@ -39,7 +39,7 @@ pub fn run(target: &Target, json: bool, count: Option<u64>) -> Res {
                     }
                 }
                 Ok(None) => {
-                    return Err(Failure::Other(format!(
+                    return Err(Failure::Unreachable(format!(
                         "border-mgmt at {shown} ended the event stream (it stopped)"
                     )))
                 }

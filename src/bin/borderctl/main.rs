@@ -9,7 +9,9 @@
 //!
 //! `cli` parses the command line, `conn` reaches border-mgmt and says in
 //! one line why it could not, `output` prints every command's view as a
-//! table or JSON; each command has its own module.
+//! table or JSON, its notes and errors, and owns the exit statuses;
+//! `manuals` writes the shell completions and man pages; each command has
+//! its own module.
 #![deny(unsafe_code)]
 
 mod apply;
@@ -23,6 +25,7 @@ mod diag;
 mod diag_rules;
 mod events;
 mod maintenance;
+mod manuals;
 mod output;
 mod pcapng;
 mod stats;
@@ -30,20 +33,16 @@ mod status;
 mod status_local;
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use backend::Change;
 use cli::{Cli, Cmd};
-use conn::Failure;
 
 const PROGRAM: &str = "borderctl";
 
 fn main() -> ExitCode {
     let Cli { cmd, target, json } = Cli::parse_checked();
     let res = match cmd {
-        Cmd::Status { local, sample_ms } => {
-            status::run(&target, json, local, Duration::from_millis(sample_ms))
-        }
+        Cmd::Status { local, sample_ms } => status::run(&target, json, local, sample_ms),
         Cmd::Apply { file, dry_run } => apply::run(&target, &file, dry_run, json),
         Cmd::Drain(which) => backend::run(&target, which, Change::Drain, json),
         Cmd::Undrain(which) => backend::run(&target, which, Change::Undrain, json),
@@ -53,12 +52,14 @@ fn main() -> ExitCode {
         Cmd::Stats { all } => stats::run(&target, all, json),
         Cmd::Events { count } => events::run(&target, json, count),
         Cmd::Maintenance { state } => maintenance::run(&target, state, json),
-        Cmd::Counters { all } => counters::run(&target, all, json).map_err(Failure::from),
-        Cmd::Diag { window } => return diag::run(&target, Duration::from_secs(window), json),
-        Cmd::Capture(args) => capture::run(&target, &args, json).map_err(Failure::from),
+        Cmd::Counters { all } => counters::run(&target, all, json),
+        Cmd::Diag { window } => diag::run(&target, window, json),
+        Cmd::Capture(args) => capture::run(&target, &args, json),
+        Cmd::Completions { shell } => manuals::completions(shell),
+        Cmd::ManPages { dir } => manuals::man_pages(&dir),
     };
     match res {
         Ok(code) => code,
-        Err(e) => border::fail(PROGRAM, &e),
+        Err(e) => output::fail(&e, json),
     }
 }

@@ -1,7 +1,9 @@
 //! The one output layer. Every command builds a view (a serde type) once;
 //! `--json` prints it with serde_json and the table view is its `Render`.
-//! Writing to a closed pipe (`borderctl events | head`) ends the program
-//! quietly.
+//! Notes and errors go to stderr, as one line of text or, with `--json`,
+//! one JSON object each; every command ends with a status of the one
+//! table below (docs/api.md). Writing to a closed pipe (`borderctl events
+//! | head`) ends the program quietly.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -10,6 +12,19 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::conn::Failure;
 use crate::PROGRAM;
+
+/// Exit status: all is well (and nothing the command shows is a problem).
+pub const OK: u8 = 0;
+/// Exit status: what the command shows is a problem (status not healthy,
+/// a diag finding, a stopped border-dp), or the command failed for a
+/// reason of its own (refused by border-mgmt, a file it cannot read).
+pub const PROBLEM: u8 = 1;
+/// Exit status: a bad command line.
+pub const USAGE: u8 = 2;
+/// Exit status: the target cannot be reached: border-mgmt (or the gateway,
+/// or the appliance behind it) does not answer or TLS with it fails, or
+/// border-dp's state region does not exist.
+pub const UNREACHABLE: u8 = 3;
 
 /// The readable form of a view.
 pub trait Render {
@@ -185,11 +200,71 @@ impl<T: Serialize> Serialize for Named<T> {
     }
 }
 
+/// [`OK`] or [`PROBLEM`].
 pub fn exit(ok: bool) -> ExitCode {
-    if ok {
-        ExitCode::SUCCESS
+    ExitCode::from(if ok { OK } else { PROBLEM })
+}
+
+/// The exit status of a failure.
+pub fn failure_code(e: &Failure) -> u8 {
+    match e {
+        Failure::Unreachable(_) | Failure::Denied(_) => UNREACHABLE,
+        Failure::Other(_) => PROBLEM,
+    }
+}
+
+/// A failure on stderr, `borderctl: error: ...` or with `--json` one
+/// object `{"error": "...", "code": N, "kind": "..."}`; its exit status.
+pub fn fail(e: &Failure, json: bool) -> ExitCode {
+    let kind = match e {
+        Failure::Unreachable(_) => "unreachable",
+        Failure::Denied(_) => "denied",
+        Failure::Other(_) => "failed",
+    };
+    eprintln!("{}", error_text(&e.to_string(), kind, json));
+    ExitCode::from(failure_code(e))
+}
+
+/// A bad command line (clap's error) ends the program: help and version
+/// as clap prints them, a usage error as clap prints it or, with `--json`,
+/// as one JSON object with code [`USAGE`].
+pub fn usage_error(e: clap::Error, json: bool) -> ! {
+    use clap::error::ErrorKind;
+    if !json || !e.use_stderr() {
+        e.exit();
+    }
+    let msg = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        "no command given (see `borderctl --help`)".to_string()
     } else {
-        ExitCode::FAILURE
+        let rendered = e.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        first.strip_prefix("error: ").unwrap_or(first).to_string()
+    };
+    eprintln!("{}", error_text(&msg, "usage", true));
+    std::process::exit(i32::from(USAGE));
+}
+
+/// What an error line says, as text or as a JSON object with the exit
+/// status of its `kind`.
+fn error_text(msg: &str, kind: &str, json: bool) -> String {
+    if !json {
+        return format!("{PROGRAM}: error: {msg}");
+    }
+    let code = match kind {
+        "usage" => USAGE,
+        "unreachable" | "denied" => UNREACHABLE,
+        _ => PROBLEM,
+    };
+    serde_json::json!({ "error": msg, "code": code, "kind": kind }).to_string()
+}
+
+/// A note on stderr (a fallback taken, a stopped border-dp): `borderctl:
+/// note: ...`, or with `--json` one object `{"note": "..."}`.
+pub fn note(msg: &str, json: bool) {
+    if json {
+        eprintln!("{}", serde_json::json!({ "note": msg }));
+    } else {
+        eprintln!("{PROGRAM}: note: {msg}");
     }
 }
 
@@ -271,6 +346,30 @@ mod tests {
              long name  12345  x"
         );
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn errors_are_one_line_of_text_or_one_json_object() {
+        assert_eq!(
+            error_text("border-mgmt is not reachable: x", "unreachable", false),
+            "borderctl: error: border-mgmt is not reachable: x"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&error_text("a \"quoted\"\nthing", "unreachable", true)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"error": "a \"quoted\"\nthing", "code": 3, "kind": "unreachable"})
+        );
+        let v: serde_json::Value = serde_json::from_str(&error_text("x", "usage", true)).unwrap();
+        assert_eq!(
+            (v["kind"].as_str(), v["code"].as_u64()),
+            (Some("usage"), Some(2))
+        );
+        let v: serde_json::Value = serde_json::from_str(&error_text("x", "failed", true)).unwrap();
+        assert_eq!(v["code"], 1);
+        assert_eq!(failure_code(&Failure::Denied("x".into())), UNREACHABLE);
+        assert_eq!(failure_code(&Failure::Other("x".into())), PROBLEM);
+        assert_eq!(failure_code(&Failure::Unreachable("x".into())), UNREACHABLE);
     }
 
     #[test]

@@ -11,7 +11,6 @@ use crate::cli::Target;
 use crate::conn::{runtime, Failure, Res};
 use crate::counters::{self, counter_table, CounterValues, WorkerRef};
 use crate::output::{self, Named, Render, Table, Text};
-use crate::PROGRAM;
 
 pub fn run(target: &Target, all: bool, json: bool) -> Res {
     let rt = runtime()?;
@@ -27,18 +26,22 @@ pub fn run(target: &Target, all: bool, json: bool) -> Res {
                 return Err(Failure::Unreachable(why));
             }
             if let Err(e) = target.open_local() {
-                return Err(Failure::Other(format!("{why}; and {e}")));
+                return Err(crate::status::both_away(&why, e));
             }
-            eprintln!(
-                "{PROGRAM}: note: {why}; showing the counters of border-dp's state region on this machine (no per-VIP statistics)"
+            output::note(
+                &format!(
+                    "{why}; showing the counters of border-dp's state region on this machine (no per-VIP statistics)"
+                ),
+                json,
             );
-            return counters::run(target, all, json).map_err(Failure::from);
+            return counters::run(target, all, json);
         }
         Err(e) => return Err(e),
     };
     if !st.dataplane_present {
-        eprintln!(
-            "{PROGRAM}: note: border-dp is not running (no state region): every counter reads 0"
+        output::note(
+            "border-dp is not running (no state region): every counter reads 0",
+            json,
         );
     }
     output::print(&StatsView::new(&st, all), json)?;

@@ -13,7 +13,6 @@ use crate::cli::Target;
 use crate::conn::{runtime, Failure, Res};
 use crate::output::{self, exit, human_bytes, plural, utc, yes_no, Render, Table, Text};
 use crate::status_local;
-use crate::PROGRAM;
 
 pub fn run(target: &Target, json: bool, local: bool, sample: Duration) -> Res {
     if local {
@@ -22,7 +21,7 @@ pub fn run(target: &Target, json: bool, local: bool, sample: Duration) -> Res {
                 "--local needs --config FILE or --instance NAME".into(),
             ));
         };
-        return status_local::run(config, instance, json, sample).map_err(Failure::from);
+        return status_local::run(config, instance, json, sample);
     }
     let rt = runtime()?;
     let answer = rt.block_on(async {
@@ -43,12 +42,24 @@ pub fn run(target: &Target, json: bool, local: bool, sample: Duration) -> Res {
                 return Err(Failure::Unreachable(why));
             };
             if let Err(e) = target.open_local() {
-                return Err(Failure::Other(format!("{why}; and {e}")));
+                return Err(both_away(&why, e));
             }
-            eprintln!("{PROGRAM}: note: {why}; showing border-dp's state region on this machine");
-            status_local::run(config, instance, json, sample).map_err(Failure::from)
+            output::note(
+                &format!("{why}; showing border-dp's state region on this machine"),
+                json,
+            );
+            status_local::run(config, instance, json, sample)
         }
         Err(e) => Err(e),
+    }
+}
+
+/// border-mgmt is away and the state region could not be read either: one
+/// line with both reasons; unreachable when border-dp is not there either.
+pub fn both_away(mgmt: &str, local: Failure) -> Failure {
+    match local {
+        Failure::Unreachable(e) => Failure::Unreachable(format!("{mgmt}; and {e}")),
+        Failure::Denied(e) | Failure::Other(e) => Failure::Other(format!("{mgmt}; and {e}")),
     }
 }
 

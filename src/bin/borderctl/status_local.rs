@@ -3,21 +3,15 @@
 //! for a moment to tell live workers from stuck ones.
 
 use std::path::Path;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use border::DpView;
 use serde::Serialize;
 
-use crate::conn::open_local;
+use crate::conn::{open_local, Res};
 use crate::output::{self, exit, yes_no, Render, Table, Text};
 
-pub fn run(
-    config: Option<&Path>,
-    instance: Option<&str>,
-    json: bool,
-    sample: Duration,
-) -> Result<ExitCode, String> {
+pub fn run(config: Option<&Path>, instance: Option<&str>, json: bool, sample: Duration) -> Res {
     let (instance, region) = open_local(config, instance)?;
     let view = DpView::read(&region);
     let moving = if view.is_running() {
@@ -28,7 +22,7 @@ pub fn run(
     // Re-read after sampling so heartbeats and generations are current.
     let view = DpView::read(&region);
     let out = LocalStatusView::new(instance, region.path(), &view, &moving);
-    output::print(&out, json).map_err(|e| e.to_string())?;
+    output::print(&out, json)?;
     Ok(exit(out.healthy))
 }
 

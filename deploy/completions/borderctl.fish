@@ -1,0 +1,241 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_borderctl_global_optspecs
+    string join \n json server= config= instance= cert= key= ca= server-name= gateway= appliance= timeout-ms= h/help V/version
+end
+
+function __fish_borderctl_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_borderctl_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_borderctl_using_subcommand
+    set -l cmd (__fish_borderctl_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c borderctl -n "__fish_borderctl_needs_command" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_needs_command" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_needs_command" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_needs_command" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_needs_command" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_needs_command" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_needs_command" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_needs_command" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_needs_command" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_needs_command" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_needs_command" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_needs_command" -s V -l version -d 'Print version'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "status" -d 'Publisher, dataplane workers and every VIP backend with its state and reason'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "apply" -d 'Apply a whole config file (validated, atomic; only [[vip]] and zone change at run time)'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "drain" -d 'Drain a backend: no new connections; open ones finish'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "undrain" -d 'Undo a drain'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "weight" -d 'Set a backend\'s weight (0..=65535; 0 takes it out of the ring), or `reset` to the configured weight'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "stats" -d 'Dataplane counters per worker and totals, and per-VIP / per-backend flow statistics'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "events" -d 'Follow border-mgmt\'s events (publishes, refused tables, worker liveness, config and backend changes, health) from now on, one line each'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "maintenance" -d 'BGP maintenance: `on` withdraws every VIP route from the routers (within 1 s) while border-dp keeps forwarding the connections already established; `off` announces them again'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "diag" -d 'Name the typical problems, each with its evidence and the next command'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "counters" -d 'Per-worker dataplane counters and their totals, and each port\'s NIC statistics, read from border-dp\'s state region on this machine (without border-mgmt)'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "capture" -d 'Capture packets of border-dp\'s ports into a pcapng file (tcpdump -r, Wireshark), with a tcpdump filter expression'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "completions" -d 'Print the shell completion script for bash, zsh or fish'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "man-pages" -d 'Write the man pages of borderctl (and each of its commands), border-dp, border-mgmt and border-gw into DIR'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l sample-ms -d 'With the state region: how long to watch the heartbeats (`300ms`, `1s`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l local -d 'Read border-dp\'s state region on this machine; do not ask border-mgmt'
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l dry-run -d 'Validate only (including what would need a restart); apply nothing'
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand apply" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l note -d 'Text kept with the override and shown in the reason' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand drain" -s h -l help -d 'Print help'
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l note -d 'Text kept with the override and shown in the reason' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand undrain" -s h -l help -d 'Print help'
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l note -d 'Text kept with the override and shown in the reason' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -s h -l help -d 'Print help'
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l all -d 'Show every counter, also those that are zero'
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l count -d 'Stop after this many events' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand events" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l window -d 'Time between the two samples, the window of the drop rates (`5s`, `1m`; a bare number is seconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l all -d 'Show every counter, also those that are zero'
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand counters" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l port -d 'A `[[port]].name` of the config; repeat for several ports (e.g. the client side and the backend side, to see a frame before and after its rewrite)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l direction -d 'Frames the port received, sent, or both' -r -f -a "rx\t'Frames the port received (before border rewrote them)'
+tx\t'Frames border sent out of the port (after the rewrite)'
+both\t'Both'"
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l count -d 'Stop after this many packets' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l duration -d 'Stop after this long (`30s`, `5m`; a bare number is seconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -s w -d 'The pcapng file to write (replaced if it exists)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l snaplen -d 'Bytes kept of each frame' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand capture" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand man-pages" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "status" -d 'Publisher, dataplane workers and every VIP backend with its state and reason'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "apply" -d 'Apply a whole config file (validated, atomic; only [[vip]] and zone change at run time)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "drain" -d 'Drain a backend: no new connections; open ones finish'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "undrain" -d 'Undo a drain'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "weight" -d 'Set a backend\'s weight (0..=65535; 0 takes it out of the ring), or `reset` to the configured weight'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "stats" -d 'Dataplane counters per worker and totals, and per-VIP / per-backend flow statistics'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "events" -d 'Follow border-mgmt\'s events (publishes, refused tables, worker liveness, config and backend changes, health) from now on, one line each'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "maintenance" -d 'BGP maintenance: `on` withdraws every VIP route from the routers (within 1 s) while border-dp keeps forwarding the connections already established; `off` announces them again'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "diag" -d 'Name the typical problems, each with its evidence and the next command'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "counters" -d 'Per-worker dataplane counters and their totals, and each port\'s NIC statistics, read from border-dp\'s state region on this machine (without border-mgmt)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "capture" -d 'Capture packets of border-dp\'s ports into a pcapng file (tcpdump -r, Wireshark), with a tcpdump filter expression'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "completions" -d 'Print the shell completion script for bash, zsh or fish'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "man-pages" -d 'Write the man pages of borderctl (and each of its commands), border-dp, border-mgmt and border-gw into DIR'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply drain undrain weight stats events maintenance diag counters capture completions man-pages help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
