@@ -37,8 +37,7 @@ fn config() -> String {
         "10.120.0.1/24",
         &format!("{BORDER_LOCAL}/24"),
         &format!("unix:///run/border/e2e{TAG}.sock"),
-    ) + &format!(
-        r#"
+    ) + r#"
 [[vip]]
 name = "gw"
 address = "10.120.0.100"
@@ -52,7 +51,6 @@ proxy_protocol_tlvs = ["unique_id", "crc32c"]
 address = "10.121.0.11"
 port = 7501
 "#
-    )
 }
 
 /// Starts Redis and border-gw in the backend namespace.

@@ -323,6 +323,36 @@ mod tests {
         assert_eq!(header_len(&fixed(0x20, 0x00, 0), 512), Ok(16));
     }
 
+    /// A whole header: fixed part and `block` as the address block.
+    fn whole(ver_cmd: u8, fam: u8, block: &[u8]) -> Vec<u8> {
+        let mut h = fixed(ver_cmd, fam, block.len() as u16).to_vec();
+        h.extend_from_slice(block);
+        h
+    }
+
+    #[test]
+    fn only_a_proxy_header_with_ip_addresses_claims_a_client() {
+        let v4 = [192, 0, 2, 1, 192, 0, 2, 100, 0x04, 0xd2, 0, 80];
+        let h = Header::parse(&whole(0x21, 0x11, &v4), 512).unwrap();
+        assert_eq!(h.claimed(), Some("192.0.2.1:1234".parse().unwrap()));
+        assert_eq!(h.destination, Some("192.0.2.100:80".parse().unwrap()));
+        assert_eq!(h.len, 28);
+        // LOCAL with addresses: the sender's own connection, no claim.
+        let h = Header::parse(&whole(0x20, 0x11, &v4), 512).unwrap();
+        assert_eq!(h.command, Command::Local);
+        assert_eq!(h.claimed(), None);
+        // PROXY over UNSPEC (with a TLV) and over AF_UNIX: no IP to claim.
+        let h = Header::parse(&whole(0x21, 0x00, &[0x05, 0, 1, b'7']), 512).unwrap();
+        assert_eq!((h.family, h.claimed()), (Family::Unspec, None));
+        assert_eq!(h.tlv(TLV_UNIQUE_ID), Some(&b"7"[..]));
+        let h = Header::parse(&whole(0x21, 0x31, &[0u8; 216]), 512).unwrap();
+        assert_eq!((h.family, h.claimed()), (Family::Unix, None));
+        // A block shorter than the length says.
+        let mut cut = whole(0x21, 0x11, &v4);
+        cut.truncate(20);
+        assert_eq!(Header::parse(&cut, 512), Err(Malformed::Truncated));
+    }
+
     #[test]
     fn signature_prefixes() {
         assert!(is_signature_prefix(b""));

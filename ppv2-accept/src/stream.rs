@@ -28,7 +28,9 @@ pub struct PeerInfo {
     pub measured: SocketAddr,
     /// The socket's own address.
     pub local: SocketAddr,
-    /// The header's unique id TLV (border's connection id), as text.
+    /// The header's unique id TLV (border's connection id) as text, every
+    /// byte that is not printable ASCII escaped (`\n`, `\xff`): whoever
+    /// connected wrote it, and it goes on log lines.
     pub unique_id: Option<String>,
 }
 
@@ -53,7 +55,7 @@ impl PeerInfo {
             local,
             unique_id: header
                 .and_then(|h| h.tlv(crate::header::TLV_UNIQUE_ID))
-                .map(|v| String::from_utf8_lossy(v).into_owned()),
+                .map(|v| v.escape_ascii().to_string()),
         }
     }
 }

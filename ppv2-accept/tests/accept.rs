@@ -102,8 +102,16 @@ async fn a_v4_header_gives_the_claimed_peer_and_the_data_after_it_intact() {
         Some("203.0.113.10:443".parse().unwrap())
     );
     assert_eq!(peer.unique_id.as_deref(), Some("00010000000000a1"));
-    assert_eq!(peer.client(), peer.claimed.unwrap());
     assert_eq!(a.stats.snapshot().arrived(Arrival::Proxied), 1);
+    // A unique id is the sender's text: it cannot break a log line.
+    let h = proxy_header(
+        "198.51.100.7:1",
+        "203.0.113.10:443",
+        Some(b"x\n INFO forged \xff"),
+    );
+    let (_, peer) = deliver(&a, &[&h], Duration::ZERO).await;
+    assert_eq!(peer.unique_id.as_deref(), Some(r"x\n INFO forged \xff"));
+    assert_eq!(peer.client(), peer.claimed.unwrap());
 }
 
 #[tokio::test]
