@@ -21,6 +21,7 @@
 //! well-formed timestamps option.
 
 use crate::wire::checksum;
+use crate::wire::TcpFlags;
 
 const KIND_END: u8 = 0;
 const KIND_NOP: u8 = 1;
@@ -125,8 +126,10 @@ pub fn shift_tsval(seg: &mut [u8], delta: u32) {
 /// left alone.
 #[inline(always)]
 pub fn unshift_tsecr(seg: &mut [u8], delta: u32) {
-    const ACK: u8 = 0x10;
-    if seg.get(13).is_none_or(|f| f & ACK == 0) {
+    if seg
+        .get(13)
+        .is_none_or(|&f| !TcpFlags(f).contains(TcpFlags::ACK))
+    {
         return;
     }
     if let Some(at) = find(seg) {

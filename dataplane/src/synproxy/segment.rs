@@ -458,20 +458,26 @@ mod tests {
         assert_eq!(write_syn_ack(&mut g, &s, OUR, &SECRET, 0, &key, &ANN), None);
     }
 
+    /// The fixture SYN turned into the SYN sent to the backend (ISN
+    /// 0xFFFF_FFEF, the options below): the frame, its length, the options.
+    fn backend_syn(v6: bool) -> (Vec<u8>, usize, SynOptions) {
+        let (mut f, len) = syn(v6, None, &linux_opts());
+        let p = parse_frame(&f[..len]).unwrap();
+        let s = locate(&f[..len], &p).unwrap();
+        let opts = SynOptions {
+            mss: 1440,
+            wscale: Some(9),
+            sack: true,
+            ts: true,
+        };
+        let n = ack_into_syn(&mut f, &s, &opts, 0xFFFF_FFEF).unwrap();
+        (f, n, opts)
+    }
+
     #[test]
     fn the_ack_becomes_the_clients_syn_with_the_cookies_options() {
         for v6 in [false, true] {
-            let (mut f, len) = syn(v6, None, &linux_opts());
-            // Turn the fixture into the client's ACK: seq + 1, with data.
-            let p = parse_frame(&f[..len]).unwrap();
-            let s = locate(&f[..len], &p).unwrap();
-            let opts = SynOptions {
-                mss: 1440,
-                wscale: Some(9),
-                sack: true,
-                ts: true,
-            };
-            let n = ack_into_syn(&mut f, &s, &opts, 0xFFFF_FFEF).unwrap();
+            let (f, n, opts) = backend_syn(v6);
             let p = parse_frame(&f[..n]).unwrap();
             let s = locate(&f[..n], &p).unwrap();
             assert!(checksum_ok(&f, &s));
@@ -530,21 +536,12 @@ mod tests {
                  05a00402080a0a0b0c0d0000000001030309",
             ),
         ];
-        for (v6, (syn_ack, backend_syn)) in [false, true].into_iter().zip(want) {
+        for (v6, (syn_ack, to_backend)) in [false, true].into_iter().zip(want) {
             let (mut f, len) = syn(v6, Some(42), &linux_opts());
             let n = answer(&mut f, len, 1_000_000);
             assert_eq!(f[..n], hex(syn_ack), "SYN-ACK, v6 {v6}");
-            let (mut f, len) = syn(v6, None, &linux_opts());
-            let p = parse_frame(&f[..len]).unwrap();
-            let s = locate(&f[..len], &p).unwrap();
-            let opts = SynOptions {
-                mss: 1440,
-                wscale: Some(9),
-                sack: true,
-                ts: true,
-            };
-            let n = ack_into_syn(&mut f, &s, &opts, 0xFFFF_FFEF).unwrap();
-            assert_eq!(f[..n], hex(backend_syn), "backend SYN, v6 {v6}");
+            let (f, n, _) = backend_syn(v6);
+            assert_eq!(f[..n], hex(to_backend), "backend SYN, v6 {v6}");
         }
     }
 }

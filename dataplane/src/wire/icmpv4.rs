@@ -31,6 +31,17 @@ pub mod msg_type {
 /// Destination-unreachable code: fragmentation needed and DF set.
 pub const CODE_FRAG_NEEDED: u8 = 4;
 
+/// Sets the type of the ICMP or ICMPv6 message `msg` (whose header,
+/// type, code and checksum, the caller checked is there), updating its
+/// checksum incrementally.
+pub(super) fn rewrite_type(msg: &mut [u8], v: u8) {
+    let old = rd16(msg, 0);
+    let new = u16::from(v) << 8 | (old & 0xFF);
+    let c = checksum::update16(rd16(msg, 2), old, new);
+    msg[0] = v;
+    wr16(msg, 2, c);
+}
+
 /// A view of an ICMPv4 message.
 #[derive(Debug, Clone)]
 pub struct Icmpv4Packet<T> {
@@ -158,11 +169,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv4Packet<T> {
     /// Set the type, updating the checksum incrementally (an echo request
     /// turned into its reply).
     pub fn rewrite_msg_type(&mut self, v: u8) {
-        let old = rd16(self.b(), 0);
-        let new = u16::from(v) << 8 | (old & 0xFF);
-        let c = checksum::update16(self.checksum(), old, new);
-        self.set_msg_type(v);
-        self.set_checksum(c);
+        rewrite_type(self.bm(), v);
     }
 
     /// Set the checksum field.

@@ -387,11 +387,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
     /// destination (an echo request turned into its reply) leaves it as it
     /// was.
     pub fn rewrite_msg_type(&mut self, v: u8) {
-        let old = rd16(self.b(), 0);
-        let new = u16::from(v) << 8 | (old & 0xFF);
-        let c = checksum::update16(self.checksum(), old, new);
-        self.set_msg_type(v);
-        self.set_checksum(c);
+        super::icmpv4::rewrite_type(self.bm(), v);
     }
 
     /// Set the checksum field.
