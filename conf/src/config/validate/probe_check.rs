@@ -253,7 +253,7 @@ fn decode_hex(s: &str) -> Result<Vec<u8>, String> {
     if let Some(c) = digits.iter().find(|c| !c.is_ascii_hexdigit()) {
         return Err(format!("{s:?} contains {c:?} ({expected})"));
     }
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!(
             "{s:?} has an odd number of hex digits ({expected})"
         ));
