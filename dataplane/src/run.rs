@@ -16,7 +16,7 @@ use dpdk_ffi::{
     Eal, FlowRules, Mbuf, Mempool, Port, SteerRule, DEFAULT_DATA_ROOM, LCORE_PANICKED,
     SOCKET_ID_ANY,
 };
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::host;
 use crate::io::BURST;
@@ -186,6 +186,7 @@ fn reload_config(
     let Some(path) = &opts.config_path else {
         return;
     };
+    debug!(path = %path.display(), "SIGHUP: re-reading the config file");
     let new = match Config::from_file(path) {
         Ok(c) => c,
         Err(e) => {

@@ -13,6 +13,7 @@
 //! primary's memory then). See docs/capture.md.
 
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::{DpdkError, Eal};
 
@@ -35,6 +36,11 @@ struct RawPdumpStats {
     reserved: [u64; 4],
 }
 
+/// Whether this process runs the capture server. rte_pdump_stats in a
+/// primary process without it logs `pdump stats not initialized` at ERR
+/// on every call, and border-dp reads the statistics every second.
+static SERVING: AtomicBool = AtomicBool::new(false);
+
 /// What packet capture did on a port since the capture server started
 /// (Rx and Tx queues summed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,7 +58,7 @@ pub struct CaptureStats {
 /// Port `port_id`'s capture statistics; None when the capture server does
 /// not run (its statistics memory does not exist) or the port is unknown.
 pub fn capture_stats(port_id: u16) -> Option<CaptureStats> {
-    if !crate::eal::initialised() {
+    if !crate::eal::initialised() || !SERVING.load(Ordering::Acquire) {
         return None;
     }
     let mut raw = RawPdumpStats::default();
@@ -91,12 +97,14 @@ impl CaptureServer {
                 ),
             );
         }
+        SERVING.store(true, Ordering::Release);
         Ok(CaptureServer { _eal: eal })
     }
 }
 
 impl Drop for CaptureServer {
     fn drop(&mut self) {
+        SERVING.store(false, Ordering::Release);
         // SAFETY: paired with the successful rte_pdump_init in `start`; EAL
         // is still alive (self holds it).
         unsafe { rte_pdump_uninit() };

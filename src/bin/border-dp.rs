@@ -13,7 +13,13 @@ use clap::Parser;
 /// worker liveness are in its state region (`borderctl counters`,
 /// `borderctl status --local`). See docs/config.md and docs/architecture.md.
 #[derive(Parser, Debug)]
-#[command(name = "border-dp", version, about, long_about)]
+#[command(
+    name = "border-dp",
+    version = border::version::short(),
+    long_version = border::version::long_with_loaded_dpdk(),
+    about,
+    long_about
+)]
 struct Args {
     /// Run with this configuration file (TOML; see docs/config.md).
     #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
@@ -25,6 +31,8 @@ struct Args {
     /// (re-read on SIGHUP) instead of following border-mgmt's tables.
     #[arg(long)]
     standalone: bool,
+    #[command(flatten)]
+    log: border::LogArgs,
 }
 
 fn main() -> ExitCode {
@@ -35,7 +43,7 @@ fn main() -> ExitCode {
     if let Some(path) = args.check_config {
         return border::check_config(&path);
     }
-    border::init_logging();
+    border::init_logging(args.log.log_format);
     let Some(path) = args.config else {
         return ExitCode::FAILURE;
     };

@@ -26,7 +26,13 @@ const PROGRAM: &str = "border-gw";
 /// The unit border-gw@NAME.service runs /etc/border/gw-NAME.toml.
 /// See docs/fleet.md.
 #[derive(Parser, Debug)]
-#[command(name = "border-gw", version, about, long_about)]
+#[command(
+    name = "border-gw",
+    version = border::version::short(),
+    long_version = border::version::long(),
+    about,
+    long_about
+)]
 struct Args {
     /// The gateway's config file (TOML; see docs/fleet.md).
     #[arg(long, value_name = "FILE")]
@@ -34,6 +40,8 @@ struct Args {
     /// Validate the config, print OK or the error, and exit.
     #[arg(long)]
     check: bool,
+    #[command(flatten)]
+    log: border::LogArgs,
 }
 
 fn main() -> ExitCode {
@@ -46,7 +54,7 @@ fn main() -> ExitCode {
         println!("OK");
         return ExitCode::SUCCESS;
     }
-    border::init_logging();
+    border::init_logging(args.log.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("border-gw")

@@ -37,7 +37,13 @@ const PROGRAM: &str = "border-mgmt";
 /// time; an invalid file is refused and the running config stays).
 /// SIGINT/SIGTERM stop cleanly (exit 0, socket removed). See docs/api.md.
 #[derive(Parser, Debug)]
-#[command(name = "border-mgmt", version, about, long_about)]
+#[command(
+    name = "border-mgmt",
+    version = border::version::short(),
+    long_version = border::version::long(),
+    about,
+    long_about
+)]
 struct Args {
     /// Run with this configuration file (TOML; see docs/config.md).
     #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
@@ -65,6 +71,8 @@ struct Args {
     #[arg(long, value_name = "MS", default_value_t = 3000,
           value_parser = clap::value_parser!(u64).range(500..=600_000))]
     liveness_grace_ms: u64,
+    #[command(flatten)]
+    log: border::LogArgs,
 }
 
 fn main() -> ExitCode {
@@ -89,7 +97,7 @@ fn main() -> ExitCode {
         Ok(l) => l,
         Err(e) => return border::fail(PROGRAM, &e),
     };
-    border::init_logging();
+    border::init_logging(args.log.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("border-mgmt")

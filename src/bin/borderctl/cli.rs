@@ -23,7 +23,13 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 /// or after the command (`borderctl --config x status` is `borderctl status
 /// --config x`). See docs/api.md.
 #[derive(Parser, Debug)]
-#[command(name = "borderctl", version, about, long_about)]
+#[command(
+    name = "borderctl",
+    version = border::version::short(),
+    long_version = border::version::long(),
+    about,
+    long_about
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
