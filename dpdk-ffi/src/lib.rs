@@ -33,6 +33,7 @@ mod error;
 mod flow;
 mod intr;
 mod lcore;
+mod log;
 mod mbuf;
 mod mempool;
 mod pdump;
@@ -48,6 +49,7 @@ pub use lcore::{
     launch_on, lcore_count, lcore_id, lcore_is_enabled, lcore_socket_id, main_lcore, wait_all,
     wait_lcore, worker_lcores, LCORE_ID_ANY, LCORE_PANICKED,
 };
+pub use log::{redirect_log, LogLevel};
 pub use mbuf::{Drain, Mbuf, MbufBurst, MbufError};
 pub use mempool::{Mempool, DEFAULT_DATA_ROOM, PKTMBUF_HEADROOM, SOCKET_ID_ANY};
 pub use pdump::{capture_stats, CaptureServer, CaptureStats};
