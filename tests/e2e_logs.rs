@@ -6,7 +6,8 @@
 //! border-dp does not log a DPDK error each time its port statistics are
 //! read without a capture server.
 //!
-//! border-dp runs in namespace `lg-lb` (10.121.x.x); border-mgmt
+//! border-dp runs in namespaces `lg-lb` (10.121.x.x) and `lgj-lb`
+//! (10.123.x.x); border-mgmt
 //! (instance e2elgm, a `net_null` port on 10.122.0.1) and border-gw run in
 //! the test's namespace on 127.0.0.1.
 
@@ -217,6 +218,57 @@ fn border_dp_logs_plain_text_changes_level_on_signals_and_reads_stats_quietly() 
     let status = dp.stop();
     assert!(status.success(), "exit {status}:\n{}", dp.text());
     assert_no_colour("border-dp", &dp.bytes());
+}
+
+/// border-dp's `--log-format json`: every line on stderr is an object, its
+/// own and DPDK's (EAL's, the TAP driver's) alike.
+#[test]
+fn border_dp_json_lines_carry_dpdks_own_lines_too() {
+    const INSTANCE: &str = "e2elgj";
+    clean_instance(INSTANCE);
+    let lb = Netns::new("lgj-lb");
+    let dir = TempDir::new("lg-dpj");
+    let cfg = dir.path("border.toml");
+    std::fs::write(
+        &cfg,
+        two_port_config(
+            INSTANCE,
+            "lgj",
+            "10.123.1.1/24",
+            "10.123.2.1/24",
+            "unix:///run/border/e2elgj.sock",
+        ),
+    )
+    .unwrap();
+    let mut dp = Daemon::spawn(
+        "border-dp",
+        Command::new("ip")
+            .args(["netns", "exec", &lb.name, border_dp_bin(), "--standalone"])
+            .args(["--log-format", "json", "--config"])
+            .arg(&cfg),
+        dir.path("border-dp.log"),
+        false,
+    );
+    dp.wait_count("border-dp running", 1);
+    let status = dp.stop();
+    assert!(status.success(), "exit {status}:\n{}", dp.text());
+    let lines = json_lines(&dp.text());
+    let eal: Vec<_> = lines
+        .iter()
+        .filter(|v| v["target"] == "dpdk")
+        .filter(|v| v["message"].as_str().unwrap().starts_with("EAL: "))
+        .collect();
+    assert!(
+        !eal.is_empty(),
+        "no EAL line under target dpdk:\n{}",
+        dp.text()
+    );
+    assert!(
+        lines.iter().any(|v| v["message"] == "workers stopped"),
+        "{}",
+        dp.text()
+    );
+    assert_no_colour("border-dp --log-format json", &dp.bytes());
 }
 
 fn mgmt_config(dir: &TempDir, weight: u32) -> String {
