@@ -37,9 +37,10 @@ packages=(
   # connection (e2e_rst_window), a client forging the PROXY header
   # (e2e_ppv2_forgery), a frame with a wrong IPv4 checksum (e2e_diag)
   python3-scapy
-  # packet capture (e2e_capture): tcpdump reads back what borderctl capture
-  # wrote through dpdk-dumpcap (package dpdk)
-  tcpdump
+  # packet capture (e2e_capture): tcpdump and tshark (Wireshark's command
+  # line) read back what borderctl capture wrote through dpdk-dumpcap
+  # (package dpdk)
+  tcpdump tshark
   # connection records (mgmt/tests/records_export.rs): a real IPFIX collector,
   # nfcapd receives and nfdump -r reads the flows back
   nfdump
@@ -54,6 +55,8 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
+  # tshark: no setuid dumpcap group question (the tests read files as root)
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

@@ -2,6 +2,10 @@
 #![deny(unsafe_code)]
 
 pub mod args;
+pub mod logging;
+pub mod version;
+
+pub use logging::{init_logging, LogArgs, LogFormat};
 
 use std::fs::File;
 use std::io;
@@ -32,17 +36,6 @@ pub fn check_config(path: &Path) -> ExitCode {
 pub fn fail(program: &str, e: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("{program}: error: {e}");
     ExitCode::FAILURE
-}
-
-/// Logs to stderr; `RUST_LOG` overrides the default `info` level.
-pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
 }
 
 /// A flag that SIGINT or SIGTERM sets; a second signal ends the process at once.

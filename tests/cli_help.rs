@@ -230,7 +230,9 @@ fn border_gw_flags_are_documented_and_exist() {
     let offered = offered_flags(&help(BORDER_GW, &[]));
     assert_eq!(
         offered,
-        ["--check-config", "--config"].map(String::from).into(),
+        ["--check-config", "--config", "--log-format"]
+            .map(String::from)
+            .into(),
         "border-gw --help"
     );
     let docs = ["docs/fleet.md", "docs/operations.md", "README.md"]
@@ -305,6 +307,58 @@ fn flags_match_the_docs(program: &str, offered: &BTreeSet<String>, docs: &str) {
         assert!(
             flag.is_subset(offered),
             "the docs give {program} {flag:?}, which its --help does not offer"
+        );
+    }
+}
+
+/// `--version` of every binary: the crate version, the commit it was built
+/// from, the DPDK release and the shared-memory layout versions.
+#[test]
+fn every_version_names_commit_dpdk_and_layouts() {
+    let layouts = format!(
+        "shared memory layouts: state {}, tables {}, records {}",
+        conf::state::STATE_LAYOUT_VERSION,
+        conf::tables::TABLES_LAYOUT_VERSION,
+        conf::records::RECORDS_LAYOUT_VERSION
+    );
+    for (name, bin) in [
+        ("border-dp", BORDER_DP),
+        ("border-mgmt", BORDER_MGMT),
+        ("border-gw", BORDER_GW),
+        ("borderctl", BORDERCTL),
+    ] {
+        let out = Command::new(bin).arg("--version").output().unwrap();
+        assert!(out.status.success(), "{name} --version: {}", out.status);
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines.first().copied(),
+            Some(format!("{name} {}", env!("CARGO_PKG_VERSION")).as_str()),
+            "{text}"
+        );
+        let commit = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("commit "))
+            .unwrap_or_else(|| panic!("{name}: no commit line in {text}"));
+        assert!(
+            commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+            "{name}: commit {commit:?} is not a git hash (built outside a checkout?)"
+        );
+        let dpdk = lines
+            .iter()
+            .find(|l| l.contains("DPDK 22.11"))
+            .unwrap_or_else(|| panic!("{name}: no DPDK line in {text}"));
+        if name == "border-dp" {
+            assert!(dpdk.contains("(loaded; built with 22.11"), "{dpdk}");
+        } else {
+            assert!(dpdk.starts_with("built with DPDK 22.11"), "{dpdk}");
+        }
+        assert!(lines.contains(&layouts.as_str()), "{name}: {text}");
+        // -V: one line, version and commit.
+        let short = Command::new(bin).arg("-V").output().unwrap();
+        assert_eq!(
+            String::from_utf8(short.stdout).unwrap(),
+            format!("{name} {} ({commit})\n", env!("CARGO_PKG_VERSION"))
         );
     }
 }

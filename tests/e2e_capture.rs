@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use conf::state::PortStat;
@@ -180,6 +180,44 @@ fn ping_and_connect(ns: String, vip: SocketAddr) -> impl Fn() + Send + 'static {
     }
 }
 
+/// `tshark -r` (Debian's Wireshark CLI) of a capture file: per frame, its
+/// time (seconds since 1970), interface name and protocol column.
+fn tshark(path: &Path) -> Vec<(f64, String, String)> {
+    let out = run(&[
+        "tshark",
+        "-r",
+        path.to_str().unwrap(),
+        "-T",
+        "fields",
+        "-E",
+        "separator=/t",
+        "-e",
+        "frame.time_epoch",
+        "-e",
+        "frame.interface_name",
+        "-e",
+        "_ws.col.Protocol",
+    ]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 3, "tshark line {l:?}");
+            let t = f[0]
+                .parse()
+                .unwrap_or_else(|e| panic!("tshark time {:?}: {e}", f[0]));
+            (t, f[1].to_string(), f[2].to_string())
+        })
+        .collect()
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
 /// `tcpdump -r` of a capture file: one line per frame.
 fn tcpdump(path: &Path) -> Vec<String> {
     let out = run(&["tcpdump", "-nn", "-r", path.to_str().unwrap()]);
@@ -229,6 +267,7 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
     let victim = dir.path("victim");
     std::fs::write(&victim, b"untouched").unwrap();
     std::os::unix::fs::symlink(&victim, &all).unwrap();
+    let started = unix_now();
     let out = capture_during(
         &[
             "--config",
@@ -245,6 +284,7 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
         ],
         ping_and_connect(cli.name.clone(), vip),
     );
+    let ended = unix_now();
     assert!(out.status.success(), "{}", text(&out));
     // Shown with --nocapture: the figures of this run.
     println!("{}", text(&out));
@@ -308,6 +348,36 @@ fn borderctl_capture_writes_pcapng_that_tcpdump_reads_with_filter_direction_and_
         "the filter `tcp` let ICMP through: {lines:#?}"
     );
     assert_eq!(count("ARP"), 0, "{lines:#?}");
+    // Wireshark reads the file too: the same frames, all TCP, stamped with
+    // the wall-clock time they passed (within a second of the capture's
+    // run: border-dp and this test read the same clock).
+    let frames = tshark(&all);
+    assert_eq!(
+        frames.len(),
+        lines.len(),
+        "tshark {frames:#?}\ntcpdump {lines:#?}"
+    );
+    for (t, _, proto) in &frames {
+        assert!(
+            *t >= started - 1.0 && *t <= ended + 1.0,
+            "frame at {t:.3} s, the capture ran from {started:.3} to {ended:.3} s \
+             ({:+.3} s off)",
+            if *t < started { t - started } else { t - ended }
+        );
+        assert_eq!(proto, "TCP", "{frames:#?}");
+    }
+    // One interface per port (dumpcap names each after the interface that
+    // has the TAP device's index in borderctl's namespace), each in order.
+    let interfaces: std::collections::BTreeSet<&str> =
+        frames.iter().map(|f| f.1.as_str()).collect();
+    assert_eq!(interfaces.len(), 2, "{frames:#?}");
+    for port in interfaces {
+        let times: Vec<f64> = frames.iter().filter(|f| f.1 == port).map(|f| f.0).collect();
+        assert!(
+            times.windows(2).all(|w| w[0] <= w[1]),
+            "{port}'s frames out of time order: {frames:#?}"
+        );
+    }
 
     // ext only, received frames only, ICMP only, stop after 3 packets.
     let icmp = dir.path("icmp.pcapng");

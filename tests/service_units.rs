@@ -270,7 +270,7 @@ fn the_gateway_unit_is_hardened_and_drains_on_stop() {
         ),
         (
             "ExecStart",
-            "/usr/bin/border-gw --config /etc/border/gw-%i.toml",
+            "/usr/bin/border-gw --config /etc/border/gw-%i.toml --log-format journald",
         ),
         ("Documentation", "file:/usr/share/doc/border/fleet.md"),
     ] {

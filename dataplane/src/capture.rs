@@ -7,16 +7,17 @@
 //! its rx/tx callbacks to the captured queues only for the length of a
 //! capture, and removes them when the tool ends it.
 
-use dpdk_ffi::CaptureServer;
+use dpdk_ffi::{CaptureServer, Mempool};
 use tracing::{info, warn};
 
-/// Starts the capture server when the config asks for it; a failure costs
-/// only capture.
-pub fn start(enabled: bool) -> Option<CaptureServer> {
+/// Starts the capture server when the config asks for it (after the ports
+/// are up; `pool` lends an mbuf to start the capture timestamps' clock); a
+/// failure costs only capture.
+pub fn start(enabled: bool, pool: &Mempool) -> Option<CaptureServer> {
     if !enabled {
         return None;
     }
-    match CaptureServer::start() {
+    match CaptureServer::start(pool) {
         Ok(server) => {
             info!("packet capture: dpdk-dumpcap and borderctl capture can attach");
             Some(server)

@@ -140,7 +140,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     let telemetry = start_telemetry(cfg, &stat_ports, &state);
     let mut port_stats = PortStatsCopier::new(state.clone(), &stat_ports);
     // Dropped before the ports close, like telemetry.
-    let capture = crate::capture::start(cfg.dataplane.capture);
+    let capture = crate::capture::start(cfg.dataplane.capture, &pool);
     let mut tables = TablesFollow::attach(tables_path(&cfg.instance), lcores.len());
     let per_ms = (dpdk_ffi::tsc_hz() / 1000).max(1);
     let records = open_records(cfg, access, per_ms)?;

@@ -33,6 +33,7 @@ mod error;
 mod flow;
 mod intr;
 mod lcore;
+mod log;
 mod mbuf;
 mod mempool;
 mod pdump;
@@ -48,6 +49,7 @@ pub use lcore::{
     launch_on, lcore_count, lcore_id, lcore_is_enabled, lcore_socket_id, main_lcore, wait_all,
     wait_lcore, worker_lcores, LCORE_ID_ANY, LCORE_PANICKED,
 };
+pub use log::{redirect_log, LogLevel};
 pub use mbuf::{Drain, Mbuf, MbufBurst, MbufError};
 pub use mempool::{Mempool, DEFAULT_DATA_ROOM, PKTMBUF_HEADROOM, SOCKET_ID_ANY};
 pub use pdump::{capture_stats, CaptureServer, CaptureStats};
@@ -61,6 +63,22 @@ pub use telemetry::{
 
 /// DPDK version this crate was built against (from pkg-config).
 pub const DPDK_VERSION: &str = env!("BORDER_DPDK_VERSION");
+
+// Declared here rather than through bindgen: one call, for `--version`.
+extern "C" {
+    fn rte_version() -> *const std::os::raw::c_char;
+}
+
+/// The DPDK release this process loaded, as librte_eal names itself
+/// (`DPDK 22.11.11`): a point release can differ from [`DPDK_VERSION`].
+pub fn loaded_version() -> String {
+    // SAFETY: rte_version() returns a pointer to a static NUL-terminated
+    // string of librte_eal; it reads no EAL state, so it needs no
+    // rte_eal_init, and the string lives as long as the library.
+    unsafe { std::ffi::CStr::from_ptr(rte_version()) }
+        .to_string_lossy()
+        .into_owned()
+}
 
 #[cfg(test)]
 mod layout_tests {

@@ -16,7 +16,13 @@ use super::duration;
 /// worker liveness are in its state region (`borderctl counters`,
 /// `borderctl status --local`). See docs/config.md and docs/architecture.md.
 #[derive(Parser, Debug)]
-#[command(name = "border-dp", version, about, long_about)]
+#[command(
+    name = "border-dp",
+    version = crate::version::short(),
+    long_version = crate::version::long(),
+    about,
+    long_about
+)]
 pub struct DpArgs {
     /// Run with this configuration file (TOML; see docs/config.md).
     #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
@@ -28,6 +34,8 @@ pub struct DpArgs {
     /// (re-read on SIGHUP) instead of following border-mgmt's tables.
     #[arg(long)]
     pub standalone: bool,
+    #[command(flatten)]
+    pub log: crate::LogArgs,
 }
 
 /// The border management process.
@@ -57,7 +65,13 @@ pub struct DpArgs {
 /// time; an invalid file is refused and the running config stays).
 /// SIGINT/SIGTERM stop cleanly (exit 0, socket removed). See docs/api.md.
 #[derive(Parser, Debug)]
-#[command(name = "border-mgmt", version, about, long_about)]
+#[command(
+    name = "border-mgmt",
+    version = crate::version::short(),
+    long_version = crate::version::long(),
+    about,
+    long_about
+)]
 pub struct MgmtArgs {
     /// Run with this configuration file (TOML; see docs/config.md).
     #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
@@ -87,6 +101,8 @@ pub struct MgmtArgs {
     #[arg(long, value_name = "DURATION", default_value = "3s",
           value_parser = duration::millis::<500, 600_000>)]
     pub liveness_grace_ms: Duration,
+    #[command(flatten)]
+    pub log: crate::LogArgs,
 }
 
 /// The border fleet gateway.
@@ -106,7 +122,13 @@ pub struct MgmtArgs {
 /// The unit border-gw@NAME.service runs /etc/border/gw-NAME.toml.
 /// See docs/fleet.md.
 #[derive(Parser, Debug)]
-#[command(name = "border-gw", version, about, long_about)]
+#[command(
+    name = "border-gw",
+    version = crate::version::short(),
+    long_version = crate::version::long(),
+    about,
+    long_about
+)]
 pub struct GwArgs {
     /// The gateway's config file (TOML; see docs/fleet.md).
     #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
@@ -117,6 +139,8 @@ pub struct GwArgs {
     /// `--config FILE --check`: the older spelling of `--check-config FILE`.
     #[arg(long, hide = true, requires = "config")]
     pub check: bool,
+    #[command(flatten)]
+    pub log: crate::LogArgs,
 }
 
 impl GwArgs {

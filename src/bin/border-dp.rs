@@ -5,17 +5,23 @@
 use std::process::ExitCode;
 
 use border::args::daemons::DpArgs;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() -> ExitCode {
-    let args = DpArgs::parse();
+    // border-dp's --version also names the DPDK it loaded; the shared
+    // definition (used for the man pages too) names only the one it was
+    // built with, so that nothing else links DPDK to print it.
+    let matches = DpArgs::command()
+        .long_version(border::version::long_with_loaded_dpdk())
+        .get_matches();
+    let args = DpArgs::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Whatever this process creates is its owner's only unless it says
     // otherwise (docs/security.md).
     conf::os::files::restrict_umask();
     if let Some(path) = args.check_config {
         return border::check_config(&path);
     }
-    border::init_logging();
+    border::init_logging(args.log.log_format);
     let Some(path) = args.config else {
         return ExitCode::FAILURE;
     };

@@ -33,7 +33,7 @@ fn main() -> ExitCode {
         Ok(l) => l,
         Err(e) => return border::fail(PROGRAM, &e),
     };
-    border::init_logging();
+    border::init_logging(args.log.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("border-mgmt")

@@ -4,7 +4,7 @@
 
 use conf::Config;
 use dpdk_ffi::{Eal, FlowRules, Mempool, Port, SteerRule, DEFAULT_DATA_ROOM, SOCKET_ID_ANY};
-use tracing::{info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::RunError;
 use crate::host;
@@ -144,9 +144,23 @@ impl InterruptLog {
     }
 }
 
+/// One of DPDK's log lines, as an event of border-dp's log (target `dpdk`),
+/// so it takes the `--log-format` of the rest.
+fn dpdk_log_line(level: dpdk_ffi::LogLevel, line: &str) {
+    match level {
+        dpdk_ffi::LogLevel::Error => error!(target: "dpdk", "{line}"),
+        dpdk_ffi::LogLevel::Warning => warn!(target: "dpdk", "{line}"),
+        dpdk_ffi::LogLevel::Info => info!(target: "dpdk", "{line}"),
+        dpdk_ffi::LogLevel::Debug => debug!(target: "dpdk", "{line}"),
+    }
+}
+
 /// Starts EAL with the lcore layout and the devices of the plan; a failure
 /// names the devices EAL may not have probed.
 pub(super) fn start_eal(plan: &EalPlan) -> Result<Eal, RunError> {
+    if let Err(e) = dpdk_ffi::redirect_log(dpdk_log_line) {
+        warn!("DPDK's own log lines stay plain text on stderr: {e}");
+    }
     info!(args = ?plan.args, "starting EAL");
     Ok(Eal::init(&plan.args).map_err(|e| {
         // EAL says which device it could not probe on its own log lines;

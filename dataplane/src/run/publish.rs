@@ -4,7 +4,7 @@
 use conf::state::StateRegion;
 use conf::tables::{tables_path, GenerationBuilder, TablesWriter};
 use conf::Config;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::{RunError, RunOptions};
 
@@ -22,6 +22,7 @@ pub(super) fn reload_config(
     let Some(path) = &opts.config_path else {
         return;
     };
+    debug!(path = %path.display(), "SIGHUP: re-reading the config file");
     let new = match Config::from_file(path) {
         Ok(c) => c,
         Err(e) => {

@@ -14,6 +14,7 @@ use conf::os::files::{self, Access};
 use conf::records::{BACKEND_TO_CLIENT, CLIENT_TO_BACKEND};
 use conf::JsonLog;
 use serde::Serialize;
+use time::{OffsetDateTime, PrimitiveDateTime};
 
 use super::{Exported, Exporter, Record, VipNames};
 
@@ -86,28 +87,16 @@ pub fn line(r: &Record, vips: &VipNames) -> Vec<u8> {
 }
 
 /// `ms` since 1970 as RFC 3339 UTC with milliseconds:
-/// `2026-12-01T22:41:29.123Z`.
+/// `2026-12-01T22:41:29.123Z`. Instants past the year 9999, which no
+/// clock of a running appliance reports, are written as its last millisecond.
 pub fn rfc3339_ms(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let sod = secs % 86_400;
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60,
-        ms % 1000
-    )
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    let at = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or_else(|_| PrimitiveDateTime::MAX.assume_utc());
+    at.format(FORMAT)
+        .unwrap_or_else(|_| "9999-12-31T23:59:59.999Z".to_string())
 }
 
 /// The JSON-lines exporter.
@@ -284,6 +273,13 @@ mod tests {
         assert_eq!(rfc3339_ms(951_782_400_001), "2000-02-29T00:00:00.001Z");
         assert_eq!(rfc3339_ms(1_796_161_289_123), "2026-12-01T21:41:29.123Z");
         assert_eq!(rfc3339_ms(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn instants_past_year_9999_are_its_last_millisecond() {
+        assert_eq!(rfc3339_ms(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339_ms(253_402_300_800_000), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339_ms(u64::MAX), "9999-12-31T23:59:59.999Z");
     }
 
     fn record() -> Record {

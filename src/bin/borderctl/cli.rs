@@ -33,7 +33,13 @@ use crate::pcapng::Direction;
 /// unit (`5s`, `300ms`, `2m`); a bare number keeps the flag's unit. See
 /// docs/api.md.
 #[derive(Parser, Debug)]
-#[command(name = "borderctl", version, about, long_about)]
+#[command(
+    name = "borderctl",
+    version = border::version::short(),
+    long_version = border::version::long(),
+    about,
+    long_about
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
