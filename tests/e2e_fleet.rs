@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::fleet::{redis_cli, registry_count, start_redis, wait_for, Ca, Metrics, Proc};
