@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per packet of `border-perf pipeline` cases, under callgrind
-# (a count a busy machine does not disturb; method in perf/src/pipeline.rs):
+# (a count a busy machine does not disturb; method in perf/src/pipeline/mod.rs):
 # each case is replayed with N = 20000 and 60000 packets and the difference
 # over the 50000 extra packets is the cost of one.
 #   perf/callgrind.sh [BORDER_PERF_BINARY] [CASE ...]

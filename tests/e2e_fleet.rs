@@ -9,12 +9,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::fleet::{redis_cli, registry_count, start_redis, wait_for, Ca, Metrics, Proc};
 use common::metrics::free_port;
-use common::{borderctl, BorderMgmt, TempDir};
+use common::{borderctl, null_port_config, BorderMgmt, TempDir};
 
 struct Gw {
     id: &'static str,
@@ -107,22 +107,13 @@ fn appliance_config(
         .iter()
         .map(|p| format!("\"tcp://127.0.0.1:{p}\""))
         .collect();
-    format!(
-        r#"instance = "{instance}"
-
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.97.0.1/24"]
-local_addresses = ["10.97.0.1"]
-
-[mgmt]
-listen = "unix://{d}/{instance}.sock"
-
+    let d = dir.display();
+    null_port_config(
+        instance,
+        "10.97.0.1",
+        &format!("unix://{d}/{instance}.sock"),
+    ) + &format!(
+        r#"
 [mgmt.tls]
 cert = "{d}/{cert}.pem"
 key = "{d}/{cert}.key"
@@ -152,7 +143,6 @@ maglev_table_size = 1009
 address = "10.97.0.11"
 port = 8080
 "#,
-        d = dir.display(),
         gws = gws.join(", "),
         gw_pins = gw_pins.join(", ")
     )

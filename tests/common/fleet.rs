@@ -367,6 +367,7 @@ fingerprints = ["{ams2}"]
     /// tunnels it opened for a minute.
     pub fn appliance(&self, instance: &str, id: &str, gws: &[&Gw]) -> BorderMgmt {
         super::clean_instance(instance);
+        let d = self.dir.0.display();
         let cert = id.replace('-', "");
         let cfg = self.dir.path(&format!("{instance}.toml"));
         let gws: Vec<String> = gws
@@ -379,22 +380,12 @@ fingerprints = ["{ams2}"]
             .collect();
         std::fs::write(
             &cfg,
-            format!(
-                r#"instance = "{instance}"
-
-[dataplane]
-worker_lcores = [1]
-flow_hash_key = "00112233445566778899aabbccddeeff"
-
-[[port]]
-name = "p0"
-devargs = "net_null0"
-addresses = ["10.89.0.1/24"]
-local_addresses = ["10.89.0.1"]
-
-[mgmt]
-listen = "unix://{d}/{instance}.sock"
-
+            super::null_port_config(
+                instance,
+                "10.89.0.1",
+                &format!("unix://{d}/{instance}.sock"),
+            ) + &format!(
+                r#"
 [mgmt.tls]
 cert = "{d}/{cert}.pem"
 key = "{d}/{cert}.key"
@@ -419,7 +410,6 @@ maglev_table_size = 1009
 address = "10.89.0.11"
 port = 8080
 "#,
-                d = self.dir.0.display(),
                 ctl = self.pin("ctl"),
                 gws = gws.join(", "),
                 gw_pins = gw_pins.join(", ")
