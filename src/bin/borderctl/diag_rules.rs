@@ -471,7 +471,7 @@ fn port_misses(i: &Inputs<'_>, out: &mut Vec<Finding>) {
         out.push(finding(
             "port_rx_missed",
             Severity::Problem,
-            &format!("port {} ({})", p.name, p.role),
+            format!("port {} ({})", p.name, p.role),
             format!(
                 "the NIC dropped received packets in the window: imissed {missed} ({}/s: Rx ring \
                  full, the workers polling it fell behind), rx_nombuf {nombuf} ({}/s: mbuf pool empty)",
@@ -676,7 +676,7 @@ fn flapping(h: &pb::GetHealthResponse, now_unix_ms: u64, out: &mut Vec<Finding>)
             out.push(finding(
                 "backend_flapping",
                 Severity::Problem,
-                &format!("{}/{}", v.name, b.address),
+                format!("{}/{}", v.name, b.address),
                 format!(
                     "health changed {recent} times in the last {} min; now {state}: {}",
                     FLAP_WINDOW_MS / 60_000,
