@@ -104,7 +104,7 @@ pub struct Finding {
 
 impl Finding {
     /// A problem border-mgmt names in GetStatus, with its [`next_step`].
-    pub fn status(kind: &str, subject: Subject, evidence: String) -> Finding {
+    pub fn of_status(kind: &str, subject: Subject, evidence: String) -> Finding {
         Finding {
             kind: kind.to_owned(),
             severity: Severity::Problem,
@@ -153,7 +153,7 @@ pub fn local_tuples(workers: &[(u64, Vec<u64>)], addresses: usize) -> Vec<Findin
         // Addresses that would bring the same load under the threshold.
         let need = (addresses as u64 * used * 100).div_ceil(tuples * LOCAL_TUPLES_LOW_PCT);
         let need = need.max(addresses as u64 + 1);
-        out.push(Finding::status(
+        out.push(Finding::of_status(
             "local_tuples_low",
             Subject::Worker {
                 index: i as u32,

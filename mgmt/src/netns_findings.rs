@@ -80,7 +80,7 @@ pub fn twin_finding(port: &str, twin: &str, link: TwinLink) -> Option<Finding> {
              the host's own traffic through the port is cut; restart border-dp (it creates the twin)"
         ),
     };
-    Some(Finding::status(
+    Some(Finding::of_status(
         "host_twin_down",
         Subject::Port(port.to_string()),
         why,
@@ -95,13 +95,13 @@ pub fn ephemeral_finding(cfg: &Config, ephemeral: Option<(u16, u16)>) -> Option<
         conf::ephemeral::LocalPortsError::Overlap { name, .. } => Some(name.clone()),
         conf::ephemeral::LocalPortsError::Read { .. } => None,
     };
-    // A range the kernel did not let us read names no port (GetStatus then
-    // carries worker 0, as before there was a subject).
+    // A range the kernel did not let us read names no port (GetStatus
+    // carries it with worker 0 and no port).
     let subject = match port {
         Some(p) => Subject::Port(p),
         None => Subject::Named("the kernel's ephemeral port range".into()),
     };
-    Some(Finding::status(
+    Some(Finding::of_status(
         "local_ports_overlap_ephemeral",
         subject,
         format!(

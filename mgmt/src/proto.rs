@@ -105,7 +105,7 @@ impl From<pb::Finding> for Finding {
         } else {
             Subject::Port(f.port)
         };
-        Finding::status(&f.kind, subject, f.detail)
+        Finding::of_status(&f.kind, subject, f.detail)
     }
 }
 
