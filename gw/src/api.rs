@@ -3,7 +3,7 @@
 //! `tls.reader_fingerprints`, readers), HTTP/2, every call handed to
 //! [`crate::forward`] with the caller's role.
 //!
-//! `[limits]` (issue 24): at most `api_connections` open and `handshakes`
+//! `[limits]` (docs/fleet.md): at most `api_connections` open and `handshakes`
 //! (`handshakes_per_source` from one source) in progress, a connection
 //! beyond is closed at once; TLS and the HTTP/2 client preface within
 //! `handshake_timeout_ms`; `streams_per_connection` calls at once on one
