@@ -72,6 +72,16 @@ pub const FLOW_TS_ECHOED: u8 = 4;
 /// cookie, the backend's numbers are spliced (`lb/synproxy.rs`).
 pub const FLOW_SP: u8 = 8;
 
+/// The flow holds one of its VIP's open-connection count (`[vip.limits]`,
+/// see `admit.rs`).
+pub const FLOW_COUNTED_VIP: u8 = 0x40;
+
+/// The flow holds one of its backend's count.
+pub const FLOW_COUNTED_BACKEND: u8 = 0x80;
+
+/// Both.
+pub const FLOW_COUNTED: u8 = FLOW_COUNTED_VIP | FLOW_COUNTED_BACKEND;
+
 impl FlowRec {
     #[inline(always)]
     pub fn pp_on(&self) -> bool {
@@ -112,15 +122,6 @@ impl Default for FlowRec {
     }
 }
 
-/// `FlowRec::bits`: the flow holds one of its VIP's open-connection count
-/// (`[vip.limits]`, see `admit.rs`).
-pub const FLOW_COUNTED_VIP: u8 = 0x40;
-/// `FlowRec::bits`: the flow holds one of its backend's count.
-pub const FLOW_COUNTED_BACKEND: u8 = 0x80;
-/// Both.
-pub const FLOW_COUNTED: u8 = FLOW_COUNTED_VIP | FLOW_COUNTED_BACKEND;
-
-/// No counter.
 /// A sequence or acknowledgement number of the client's sequence space as
 /// the backend sees it (shifted by a PROXY header) taken back to the
 /// client's numbering, as `PpFlow::map_backend` does: numbers past the
