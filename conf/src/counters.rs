@@ -127,6 +127,15 @@ counters! {
     DropNdBadOption => "drop_nd_bad_option", "malformed NDP option";
     DropNdNotOurs => "drop_nd_not_ours", "neighbor solicitation for an address this appliance does not own";
     DropSlowpathUnhandled => "drop_slowpath_unhandled", "frame the slow path could not classify";
+    // A load-balanced packet whose NAT rewrite was refused, by reason.
+    DropNatNotIp => "drop_nat_not_ip", "load-balanced frame to rewrite that is not IPv4 or IPv6";
+    DropNatFragment => "drop_nat_fragment", "load-balanced packet to rewrite that is a fragment without the headers the rewrite needs";
+    DropNatUnsupportedProto => "drop_nat_unsupported_proto", "load-balanced packet (or the packet an ICMP error quotes) neither TCP nor UDP";
+    DropNatFamilyMismatch => "drop_nat_family_mismatch", "load-balanced packet whose translation would change its IP family (IPv4 to IPv6 or back)";
+    DropNatIpv6RoutingHeader => "drop_nat_ipv6_routing_header", "load-balanced IPv6 packet with a routing header with segments left (its checksum covers a final destination the rewrite cannot see)";
+    DropNatNotIcmpError => "drop_nat_not_icmp_error", "ICMP message to translate that is no error quoting a flow";
+    DropNatBadIcmpQuote => "drop_nat_bad_icmp_quote", "ICMP error about a flow whose quoted packet is truncated, a non-first fragment or no valid IP header";
+    DropNatMalformed => "drop_nat_malformed", "load-balanced frame to rewrite whose headers are too short or do not match its parse";
     DropNotOurMac => "drop_not_our_mac", "unicast frame addressed to another MAC";
     DropUnknownEthertype => "drop_unknown_ethertype", "ethertype neither ARP, IPv4 nor IPv6";
     DropArpNotOurs => "drop_arp_not_ours", "ARP for an address this appliance does not own";

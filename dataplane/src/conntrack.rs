@@ -24,10 +24,10 @@
 //!
 //!   Why not `hashbrown`: its deletions leave tombstones under churn, and once
 //!   they use up the spare room it rehashes the whole table in place inside
-//!   an insert. Measured with 64 Ki entries under FIFO churn: a 17-22 ms
-//!   stall every ~45 M inserts, even at 25 % load; that scales with the table
-//!   to a few hundred milliseconds at 1 Mi entries. A worker cannot stall that
-//!   long, so the index is this fixed, tombstone-free table instead.
+//!   an insert, a stall of milliseconds that grows with the table
+//!   (docs/performance.md, "Connection-table index under churn"). A worker
+//!   cannot stall that long, so the index is this fixed, tombstone-free
+//!   table instead.
 //!
 //! # Bytes per entry
 //!
@@ -101,6 +101,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ahash::RandomState;
 use conf::os::advise_huge_pages;
 
+use crate::wire::TcpFlags;
+
 pub mod window;
 pub use window::{RstFit, TcpSeg, TcpTrack};
 
@@ -122,14 +124,6 @@ pub use conf::Timeouts;
 
 /// The largest capacity a table accepts (index references are `slot << 1 | dir` in a `u32`).
 pub const MAX_CAPACITY: usize = 1 << 30;
-
-/// Raw TCP flag bits, as in the TCP header's flags byte.
-mod tcp_flag {
-    pub const FIN: u8 = 0x01;
-    pub const SYN: u8 = 0x02;
-    pub const RST: u8 = 0x04;
-    pub const ACK: u8 = 0x10;
-}
 
 /// `Entry::flags` bits.
 const LIVE: u8 = 0x01;
@@ -912,12 +906,14 @@ impl<V: Copy> Conntrack<V> {
         seg: &TcpSeg,
         now: u64,
     ) -> Result<State, Refused> {
-        use tcp_flag::{FIN, RST, SYN};
         let slot = id.0 as usize;
         let e = &mut self.slots[slot];
         // The common case, short: a segment of an established connection
         // that opens or closes nothing (what `tcp_step` does with it).
-        if e.state == State::Established && seg.flags & (SYN | FIN | RST) == 0 && e.tcp.steady() {
+        if e.state == State::Established
+            && seg.flags & (TcpFlags::SYN.0 | TcpFlags::FIN.0 | TcpFlags::RST.0) == 0
+            && e.tcp.steady()
+        {
             e.flags |= SEEN_ORIG << dir.idx();
             e.tcp.note_steady(dir.idx(), seg);
             let at = now.saturating_add(self.timeout_ms[State::Established as usize]);
@@ -940,7 +936,7 @@ impl<V: Copy> Conntrack<V> {
         let (state, refresh) = match e.state {
             State::Udp => (State::Udp, true),
             State::Closed => (State::Closed, false),
-            _ if seg.flags & tcp_flag::RST != 0 => match e.tcp.judge_rst(dir.idx(), seg) {
+            _ if seg.flags & TcpFlags::RST.0 != 0 => match e.tcp.judge_rst(dir.idx(), seg) {
                 RstFit::Exact => {
                     e.state = State::Closed;
                     (State::Closed, true)
@@ -949,8 +945,9 @@ impl<V: Copy> Conntrack<V> {
             },
             State::SynRecv
                 if dir == Dir::Original
-                    && seg.flags & tcp_flag::SYN == 0
-                    && !(seg.flags & tcp_flag::ACK != 0 && e.tcp.acks_syn(dir.idx(), seg.ack)) =>
+                    && seg.flags & TcpFlags::SYN.0 == 0
+                    && !(seg.flags & TcpFlags::ACK.0 != 0
+                        && e.tcp.acks_syn(dir.idx(), seg.ack)) =>
             {
                 return Err(Refused::HandshakeAck);
             }
@@ -1168,16 +1165,15 @@ impl Index {
 /// One TCP segment's effect: (new state, new flag bits, refresh deadline?).
 /// `bits` other than the FIN/SEEN bits (i.e. `LIVE`) pass through.
 fn tcp_step(state: State, bits: u8, dir: Dir, tcp: u8) -> (State, u8, bool) {
-    use tcp_flag::{ACK, FIN, RST, SYN};
     if state == State::Closed {
         return (state, bits, false);
     }
-    if tcp & RST != 0 {
+    if tcp & TcpFlags::RST.0 != 0 {
         return (State::Closed, bits, true);
     }
     let handshaking = matches!(state, State::SynSent | State::SynRecv);
-    if tcp & SYN != 0 {
-        return match (dir, tcp & ACK != 0) {
+    if tcp & TcpFlags::SYN.0 != 0 {
+        return match (dir, tcp & TcpFlags::ACK.0 != 0) {
             (Dir::Reply, true) if handshaking => (State::SynRecv, bits, true),
             (Dir::Original, false) if handshaking => (state, bits, true),
             _ => (state, bits, false),
@@ -1185,7 +1181,7 @@ fn tcp_step(state: State, bits: u8, dir: Dir, tcp: u8) -> (State, u8, bool) {
     }
     let shift = dir.idx();
     let mut bits = bits | SEEN_ORIG << shift;
-    if tcp & FIN != 0 {
+    if tcp & TcpFlags::FIN.0 != 0 {
         bits |= FIN_ORIG << shift;
     }
     const FINS: u8 = FIN_ORIG | FIN_ORIG << 1;
@@ -1195,7 +1191,7 @@ fn tcp_step(state: State, bits: u8, dir: Dir, tcp: u8) -> (State, u8, bool) {
     } else if bits & FINS != 0 {
         State::FinWait
     } else if handshaking
-        && ((state == State::SynRecv && dir == Dir::Original && tcp & ACK != 0)
+        && ((state == State::SynRecv && dir == Dir::Original && tcp & TcpFlags::ACK.0 != 0)
             || bits & SEEN == SEEN)
     {
         State::Established

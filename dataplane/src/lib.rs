@@ -3,34 +3,35 @@
 //!
 //! Packet logic ([`wire`], [`slowpath`], [`pipeline`]) is pure Rust over
 //! bytes and tables; DPDK is reached only through [`io_dpdk`], [`run`] and
-//! [`telemetry`] (its commands on DPDK's telemetry socket) and `capture`
+//! `telemetry` (its commands on DPDK's telemetry socket) and `capture`
 //! (DPDK's packet-capture server).
 
 pub(crate) mod capture;
 pub mod conntrack;
 pub mod counters;
-pub mod doorbell;
+pub(crate) mod doorbell;
 pub mod fault;
 pub(crate) mod host;
 pub mod io;
 pub(crate) mod io_dpdk;
 pub mod lb;
-pub mod local_ports;
+pub(crate) mod local_ports;
 pub mod nat;
 pub mod neigh;
-pub mod neigh_queue;
+pub(crate) mod neigh_queue;
 pub mod pipeline;
 pub(crate) mod plan;
 pub mod port;
-pub mod port_stats;
+pub(crate) mod port_stats;
 pub mod ppv2;
 pub(crate) mod reset;
+pub mod routes;
 pub mod run;
 pub mod slowpath;
 pub mod standalone;
 pub mod synproxy;
 pub mod tables_source;
-pub mod telemetry;
+pub(crate) mod telemetry;
 pub(crate) mod tstamp;
 pub mod verdict;
 pub mod wire;

@@ -31,7 +31,7 @@
 
 use conf::config::LOCAL_PORT_COOLDOWN_TS_MS;
 
-use crate::lb::{LocalPool, Routes};
+use crate::routes::{LocalPool, Routes};
 
 /// A set of local addresses a backend's connections take tuples from: the
 /// addresses of its data port in its family, or when that port has none,
@@ -345,7 +345,8 @@ impl LocalPorts {
     }
 
     /// Per local address: owned tuples, in use, and resting at `now`
-    /// (a scan of every tuple: for status, not for the packet path).
+    /// (a scan of every tuple: tests; the gauges use [`LocalPorts::scan`]).
+    #[cfg(test)]
     pub fn usage(&self, now: u64) -> impl Iterator<Item = Usage> + '_ {
         self.addrs.iter().map(move |a| {
             let waiting = a.ready_at.iter().filter(|&&t| t > now).count() as u32;
@@ -371,12 +372,17 @@ fn to16(a: std::net::IpAddr) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routes::PortRoute;
     use std::net::IpAddr;
 
     fn routes(pools: &[(&str, usize, (u16, u16))]) -> Routes {
         let mut r = Routes::default();
         for p in 0..2 {
-            r.ports.push((p, Vec::new(), None));
+            r.ports.push(PortRoute {
+                port: p,
+                nets: Vec::new(),
+                gateway: None,
+            });
         }
         for &(a, port, range) in pools {
             r.pools.push(LocalPool {

@@ -48,6 +48,8 @@
 use core::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use conf::counters::Counter;
+
 use crate::wire::checksum;
 use crate::wire::icmpv4::msg_type as icmp4;
 use crate::wire::icmpv6::msg_type as icmp6;
@@ -94,18 +96,24 @@ impl NatError {
         NatError::Malformed,
     ];
 
-    /// Stable name for drop counters (snake_case, never changes).
-    pub fn counter_name(&self) -> &'static str {
+    /// The drop counter a packet refused for this reason is counted under.
+    pub const fn counter(self) -> Counter {
         match self {
-            NatError::NotIp => "nat_not_ip",
-            NatError::Fragment => "nat_fragment",
-            NatError::UnsupportedProto => "nat_unsupported_proto",
-            NatError::FamilyMismatch => "nat_family_mismatch",
-            NatError::Ipv6RoutingHeader => "nat_ipv6_routing_header",
-            NatError::NotIcmpError => "nat_not_icmp_error",
-            NatError::BadQuote => "nat_bad_icmp_quote",
-            NatError::Malformed => "nat_malformed",
+            NatError::NotIp => Counter::DropNatNotIp,
+            NatError::Fragment => Counter::DropNatFragment,
+            NatError::UnsupportedProto => Counter::DropNatUnsupportedProto,
+            NatError::FamilyMismatch => Counter::DropNatFamilyMismatch,
+            NatError::Ipv6RoutingHeader => Counter::DropNatIpv6RoutingHeader,
+            NatError::NotIcmpError => Counter::DropNatNotIcmpError,
+            NatError::BadQuote => Counter::DropNatBadIcmpQuote,
+            NatError::Malformed => Counter::DropNatMalformed,
         }
+    }
+
+    /// The reason's name: its counter's without the `drop_` every drop
+    /// counter's name starts with (snake_case, never changes).
+    pub fn counter_name(&self) -> &'static str {
+        &self.counter().name()["drop_".len()..]
     }
 }
 
@@ -1182,6 +1190,20 @@ mod tests {
         Ipv6RawExtHeader, Ipv6RoutingExtensions, PacketBuilder, TcpHeader,
     };
     use proptest::prelude::*;
+
+    #[test]
+    fn every_reason_has_its_own_drop_counter() {
+        let mut counters: Vec<Counter> = NatError::ALL.iter().map(|e| e.counter()).collect();
+        for e in NatError::ALL {
+            let c = e.counter();
+            assert!(c.is_drop(), "{e:?}: {}", c.name());
+            assert_eq!(c.name(), format!("drop_{e}"));
+            assert_eq!(Counter::from_name(c.name()), Some(c));
+        }
+        counters.sort_by_key(|c| c.index());
+        counters.dedup();
+        assert_eq!(counters.len(), NatError::ALL.len());
+    }
 
     #[derive(Debug, Clone)]
     struct Case {

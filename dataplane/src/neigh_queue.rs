@@ -63,6 +63,8 @@ impl<F> NeighQueue<F> {
         self.parked.is_empty()
     }
 
+    /// Frames waiting (tests).
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.parked.len()
     }

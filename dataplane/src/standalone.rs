@@ -5,7 +5,8 @@
 use conf::tables::{build_generation, no_overrides, TablesError};
 use conf::Config;
 
-use crate::lb::{Adopted, Routes};
+use crate::lb::Adopted;
+use crate::routes::Routes;
 use crate::tables_source::{inputs_from_generation, resets_from_generation};
 
 pub use crate::tables_source::OneShot;

@@ -15,8 +15,9 @@ use conf::tables::{BackendState, Generation, Published, TablesReader, TablesView
 use conf::SynProxy;
 use crossbeam_queue::ArrayQueue;
 
-use crate::lb::{Adopted, ResetKey, Routes, VipInput, VipSrc};
+use crate::lb::{Adopted, ResetKey, VipInput, VipSrc};
 use crate::ppv2::PpConfig;
+use crate::routes::Routes;
 use crate::worker::{TablePoll, TableSource};
 
 /// One worker's inbox for (re)opened readers.

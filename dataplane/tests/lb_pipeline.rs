@@ -39,6 +39,18 @@ fn fnat4_index(ip: IpAddr) -> u8 {
         .unwrap_or_else(|| panic!("{ip} is not a full-NAT IPv4 backend"))
 }
 
+/// `frame`, an untagged IPv6 TCP packet, with the 8-byte extension header
+/// `ext` (whose next header must be TCP) of type `kind` before its TCP header.
+fn with_ext_header(frame: &[u8], kind: u8, ext: [u8; 8]) -> Vec<u8> {
+    let mut out = frame[..54].to_vec();
+    out[20] = kind;
+    let plen = u16::from_be_bytes([frame[18], frame[19]]) + 8;
+    out[18..20].copy_from_slice(&plen.to_be_bytes());
+    out.extend_from_slice(&ext);
+    out.extend_from_slice(&frame[54..]);
+    out
+}
+
 fn assert_no_drops(n: &Node) {
     assert_eq!(n.drops(), vec![], "drop counters");
 }
@@ -638,12 +650,7 @@ fn fragments_to_a_vip_or_the_pool_are_dropped() {
     let syn6 = Pkt::tcp(client6(50000), sa(VIP6, 80), SYN)
         .payload(b"abcd")
         .build();
-    let mut frag6 = syn6[..54].to_vec();
-    frag6[20] = 44;
-    let plen = u16::from_be_bytes([syn6[18], syn6[19]]) + 8;
-    frag6[18..20].copy_from_slice(&plen.to_be_bytes());
-    frag6.extend_from_slice(&[6, 0, 0, 1, 0, 0, 0, 7]);
-    frag6.extend_from_slice(&syn6[54..]);
+    let frag6 = with_ext_header(&syn6, 44, [6, 0, 0, 1, 0, 0, 0, 7]);
     n.swallow(EXT, &frag6);
     // A fragmented reply to a full-NAT local address.
     let mut reply = Pkt::udp(sa(fnat_backend4(0), 5353), sa(LOCAL4, 2000), b"x")
@@ -700,6 +707,25 @@ fn vip_without_backends_drops_with_no_backend() {
     assert_eq!(n.drops(), vec![("drop_no_backend", 2)]);
     assert_eq!(n.w.pipeline.lb().conntrack().len(), 0);
     assert_eq!(n.counter(Counter::NewFlows), 0);
+}
+
+#[test]
+fn a_refused_nat_rewrite_is_counted_under_its_reason() {
+    // An IPv6 SYN to the VIP with a routing header that has a segment left:
+    // its TCP checksum covers a final destination the header does not show,
+    // so the rewrite refuses it (`NatError::Ipv6RoutingHeader`).
+    let mut n = node();
+    let syn6 = Pkt::tcp(client6(53500), sa(VIP6, 80), SYN).build();
+    let mut routed = with_ext_header(&syn6, 43, [6, 0, 0, 1, 0, 0, 0, 0]);
+    n.swallow(EXT, &routed);
+    assert_eq!(n.drops(), vec![("drop_nat_ipv6_routing_header", 1)]);
+    assert_eq!(n.counter(Counter::DropNatIpv6RoutingHeader), 1);
+    assert_eq!(n.counter(Counter::DropSlowpathUnhandled), 0);
+    // Without a segment left the destination is the final one: translated.
+    routed[57] = 0;
+    let out = decode(&n.forward(EXT, &routed, INT));
+    assert_eq!(out.tcp, Some(SYN));
+    assert_eq!(n.drops(), vec![("drop_nat_ipv6_routing_header", 1)]);
 }
 
 // ---------------------------------------------------------------------------

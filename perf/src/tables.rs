@@ -29,8 +29,9 @@ use conf::tables::{
 };
 use conf::Mode;
 use dataplane::conntrack::Timeouts;
-use dataplane::lb::{Lb, LocalPool, Routes};
+use dataplane::lb::Lb;
 use dataplane::neigh::NeighborSync;
+use dataplane::routes::{LocalPool, PortRoute, Routes};
 use dataplane::tables_source::{reader_inbox, ShmTables};
 use dataplane::worker::{TablePoll, TableSource};
 
@@ -227,7 +228,11 @@ fn scenario(args: &Args, n_vips: u32) -> anyhow::Result<Outcome> {
 fn routes() -> Routes {
     let local = IpAddr::V4(Ipv4Addr::new(10, 255, 255, 254));
     Routes {
-        ports: vec![(0, vec![conf::IpNet::new(local, 8).expect("prefix")], None)],
+        ports: vec![PortRoute {
+            port: 0,
+            nets: vec![conf::IpNet::new(local, 8).expect("prefix")],
+            gateway: None,
+        }],
         pools: vec![LocalPool {
             addr: local,
             port: 0,

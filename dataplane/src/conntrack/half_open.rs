@@ -126,8 +126,10 @@ mod tests {
     use super::super::{Dir, FlowKey, InsertError, TcpSeg, Timeouts};
     use super::*;
 
-    const SYN: u8 = 0x02;
-    const ACK: u8 = 0x10;
+    use crate::wire::TcpFlags;
+
+    const SYN: u8 = TcpFlags::SYN.0;
+    const ACK: u8 = TcpFlags::ACK.0;
 
     fn table(capacity: usize) -> Conntrack<u32> {
         Conntrack::with_hasher(

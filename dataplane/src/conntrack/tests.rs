@@ -5,11 +5,11 @@ use proptest::prelude::*;
 
 use super::*;
 
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
-const FIN: u8 = 0x01;
-const RST: u8 = 0x04;
-const PSH: u8 = 0x08;
+const SYN: u8 = TcpFlags::SYN.0;
+const ACK: u8 = TcpFlags::ACK.0;
+const FIN: u8 = TcpFlags::FIN.0;
+const RST: u8 = TcpFlags::RST.0;
+const PSH: u8 = TcpFlags::PSH.0;
 const TCP: u8 = 6;
 const UDP: u8 = 17;
 

@@ -33,10 +33,7 @@
 //! A RST with no reference at all (the first answer to a SYN) is exact only
 //! if it acknowledges exactly the SYN (RFC 9293 §3.10.7.3).
 
-/// Raw TCP flag bits.
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const ACK: u8 = 0x10;
+use crate::wire::TcpFlags;
 
 /// The largest window RFC 7323 allows: 65535 << 14.
 pub const MAX_WINDOW: u32 = 65_535 << 14;
@@ -103,7 +100,7 @@ impl TcpSeg {
             len: payload as u32,
             wscale: NO_WSCALE,
         };
-        if flags & SYN != 0 {
+        if flags & TcpFlags::SYN.0 != 0 {
             s.wscale = syn_wscale(tcp);
         }
         Some(s)
@@ -115,8 +112,8 @@ impl TcpSeg {
     pub fn end(&self) -> u32 {
         self.seq
             .wrapping_add(self.len)
-            .wrapping_add(u32::from(self.flags & SYN != 0))
-            .wrapping_add(u32::from(self.flags & FIN != 0))
+            .wrapping_add(u32::from(self.flags & TcpFlags::SYN.0 != 0))
+            .wrapping_add(u32::from(self.flags & TcpFlags::FIN.0 != 0))
     }
 }
 
@@ -223,7 +220,7 @@ impl TcpTrack {
         }
         // An acknowledgement never goes back, nor past what the other side
         // sent.
-        if s.flags & ACK != 0
+        if s.flags & TcpFlags::ACK.0 != 0
             && (!self.has(ACK_KNOWN, d)
                 || (!after(self.ack[d], s.ack)
                     && (!self.has(NXT_KNOWN, r) || !after(s.ack, self.nxt[r]))))
@@ -233,7 +230,7 @@ impl TcpTrack {
             self.known |= ACK_KNOWN << d;
         }
         self.known |= NXT_KNOWN << d;
-        if s.flags & SYN != 0 {
+        if s.flags & TcpFlags::SYN.0 != 0 {
             self.syn(d, s.wscale);
         }
     }
@@ -260,7 +257,7 @@ impl TcpTrack {
     /// values known ([`TcpTrack::steady`]).
     #[inline(always)]
     pub fn note_steady(&mut self, d: usize, s: &TcpSeg) {
-        debug_assert!(self.steady() && s.flags & (SYN | FIN) == 0);
+        debug_assert!(self.steady() && s.flags & (TcpFlags::SYN.0 | TcpFlags::FIN.0) == 0);
         let d = d & 1;
         let r = d ^ 1;
         let end = s.seq.wrapping_add(s.len);
@@ -270,7 +267,7 @@ impl TcpTrack {
         if fresh {
             self.nxt[d] = end;
         }
-        let acks = (s.flags & ACK != 0)
+        let acks = (s.flags & TcpFlags::ACK.0 != 0)
             & (s.ack.wrapping_sub(self.ack[d]) as i32 >= 0)
             & (self.nxt[r].wrapping_sub(s.ack) as i32 >= 0);
         if acks {
@@ -311,7 +308,9 @@ impl TcpTrack {
             // Nothing heard from the receiver's peer's side: only a RST
             // that acknowledges exactly what the receiver sent.
             (None, None) => {
-                let acks_it = s.flags & ACK != 0 && self.has(NXT_KNOWN, r) && s.ack == self.nxt[r];
+                let acks_it = s.flags & TcpFlags::ACK.0 != 0
+                    && self.has(NXT_KNOWN, r)
+                    && s.ack == self.nxt[r];
                 return if acks_it {
                     RstFit::Exact
                 } else {
@@ -374,8 +373,11 @@ impl TcpTrack {
 mod tests {
     use super::*;
 
-    const RST: u8 = 0x04;
-    const PSH: u8 = 0x08;
+    const FIN: u8 = TcpFlags::FIN.0;
+    const SYN: u8 = TcpFlags::SYN.0;
+    const RST: u8 = TcpFlags::RST.0;
+    const PSH: u8 = TcpFlags::PSH.0;
+    const ACK: u8 = TcpFlags::ACK.0;
 
     fn seg(flags: u8, seq: u32, ack: u32, win: u16, len: u32) -> TcpSeg {
         TcpSeg {

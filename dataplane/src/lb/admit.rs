@@ -1,4 +1,4 @@
-//! Admission of new flows per VIP (`[vip.limits]`, issue 23): allow and
+//! Admission of new flows per VIP (`[vip.limits]`, docs/config.md): allow and
 //! deny lists (longest prefix wins), a token bucket per source prefix, a
 //! token bucket per VIP, and open-connection caps per VIP and per backend.
 //!
@@ -23,15 +23,8 @@ use std::sync::Arc;
 use conf::counters::Counter;
 use conf::tables::{LimitsRecord, PrefixRecord};
 
+use super::flow::{FLOW_COUNTED, FLOW_COUNTED_BACKEND, FLOW_COUNTED_VIP};
 use crate::conntrack::{FlowKey, State};
-
-/// `FlowRec::bits`: the flow holds one of its VIP's open-connection count.
-/// (High bits, away from the flags `track.rs` defines.)
-pub const FLOW_COUNTED_VIP: u8 = 0x40;
-/// `FlowRec::bits`: the flow holds one of its backend's count.
-pub const FLOW_COUNTED_BACKEND: u8 = 0x80;
-/// Both.
-pub const FLOW_COUNTED: u8 = FLOW_COUNTED_VIP | FLOW_COUNTED_BACKEND;
 
 /// No counter.
 pub const NO_COUNTER: u32 = u32::MAX;

@@ -8,8 +8,7 @@ use arrayvec::ArrayVec;
 use conf::counters::Counter;
 
 use super::count_drop;
-use super::track::count_forwarded;
-use super::FlowRec;
+use super::flow::{count_forwarded, FlowRec};
 use super::Lb;
 use super::Out;
 use crate::conntrack::{Dir, EntryId};
@@ -23,63 +22,6 @@ use crate::slowpath::{Hearing, Neighbor};
 use crate::verdict::Verdict;
 use crate::wire::Parsed;
 
-/// A full-NAT source pool entry: address, the data port it lives on, port range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LocalPool {
-    pub addr: IpAddr,
-    pub port: usize,
-    pub range: (u16, u16),
-}
-
-/// Where to send packets for an address: data port and next hop.
-#[derive(Clone, Debug, Default)]
-pub struct Routes {
-    /// (data port, subnets of the port, gateway)
-    pub ports: Vec<(usize, Vec<conf::IpNet>, Option<IpAddr>)>,
-    pub pools: Vec<LocalPool>,
-}
-
-impl Routes {
-    pub fn from_config(cfg: &conf::Config) -> Routes {
-        let mut r = Routes::default();
-        for (i, p) in cfg.ports.iter().enumerate() {
-            r.ports.push((i, p.addresses.clone(), p.gateway));
-            if let Some(range) = p.local_port_range {
-                for a in &p.local_addresses {
-                    r.pools.push(LocalPool {
-                        addr: *a,
-                        port: i,
-                        range,
-                    });
-                }
-            }
-        }
-        r
-    }
-
-    /// The data port and next hop for `dst`: on-link first, else a gateway of the same family.
-    pub fn route(&self, dst: IpAddr) -> Option<(usize, IpAddr)> {
-        if let Some((p, _, _)) = self
-            .ports
-            .iter()
-            .find(|(_, nets, _)| nets.iter().any(|n| n.contains(dst)))
-        {
-            return Some((*p, dst));
-        }
-        self.ports
-            .iter()
-            .find_map(|(p, _, gw)| gw.filter(|g| g.is_ipv4() == dst.is_ipv4()).map(|g| (*p, g)))
-    }
-
-    /// The full-NAT pool used towards a backend reached through `port`.
-    pub fn pool_for(&self, port: usize, v4: bool) -> Option<&LocalPool> {
-        self.pools
-            .iter()
-            .find(|l| l.port == port && l.addr.is_ipv4() == v4)
-            .or_else(|| self.pools.iter().find(|l| l.addr.is_ipv4() == v4))
-    }
-}
-
 impl Lb {
     /// Whether `ip` is on the link of data port `port`: in one of its
     /// subnets (IPv6 link-local addresses are on every link).
@@ -89,12 +31,9 @@ impl Lb {
                 return true;
             }
         }
-        self.tables.as_ref().is_some_and(|t| {
-            t.routes
-                .ports
-                .iter()
-                .any(|(p, nets, _)| *p == port && nets.iter().any(|n| n.contains(ip)))
-        })
+        self.tables
+            .as_ref()
+            .is_some_and(|t| t.routes.on_port(port, ip))
     }
 }
 

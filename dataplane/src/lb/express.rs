@@ -8,8 +8,8 @@ use conf::counters::Counter;
 use conf::Mode;
 
 use super::count_drop;
+use super::flow::{client_space, count_forwarded, FlowRec, FLOW_PP, FLOW_SP};
 use super::rewrite::{to_backend, to_client, FromBackend, Sums};
-use super::track::{client_space, count_forwarded};
 use super::Lb;
 use crate::conntrack::window::NO_WSCALE;
 use crate::conntrack::{Dir, FlowKey, Hint, KeyHash, State, TcpSeg};
@@ -19,21 +19,27 @@ use crate::port::PortDesc;
 use crate::ppv2;
 use crate::verdict::Verdict;
 use crate::wire::ethernet::ethertype;
-use crate::wire::{self, ip_proto};
+use crate::wire::{self, ip_proto, TcpFlags};
 
-/// TCP flags the express lane looks at.
-pub(super) const TCP_SYN: u8 = 0x02;
+/// What [`express_parse`] reads of a frame the lane may take.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ExpressFrame {
+    /// Where its IP and transport headers start, and their kinds.
+    pub(super) at: nat::Layout,
+    pub(super) key: FlowKey,
+    /// The TCP flags (0 for UDP).
+    pub(super) flags: u8,
+    /// The TCP payload's length.
+    pub(super) payload: u16,
+}
 
-pub(super) const TCP_ACK: u8 = 0x10;
+/// Flags that leave a segment to the general path: a SYN may start a
+/// connection, a RST is judged against the flow's window, and a FIN
+/// changes the flow's state (the general path verifies it first).
+const NOT_STEADY: u8 = TcpFlags::SYN.0 | TcpFlags::RST.0 | TcpFlags::FIN.0;
 
-/// A RST: judged against the flow's window on the general path.
-pub(super) const TCP_RST: u8 = 0x04;
-
-/// A FIN changes the flow's state: the general path verifies it first.
-pub(super) const TCP_FIN: u8 = 0x01;
-
-/// The express lane's parse: the layout, the flow key, the TCP flags (0 for
-/// UDP) and the TCP payload length of a frame of the shape [`Lb::express`]
+/// The express lane's parse: the layout, the flow key, the TCP flags and
+/// the TCP payload length of a frame of the shape [`Lb::express`]
 /// takes. It runs the
 /// stages of `parse_fast` (so it accepts no frame `parse_frame` would
 /// refuse, and finds the same offsets) and stops where the lane has what it
@@ -45,29 +51,27 @@ pub(super) const TCP_FIN: u8 = 0x01;
 /// the general path verifies the checksum of every segment that changes
 /// a flow's state.
 #[inline(always)]
-pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8, u16)> {
+pub(super) fn express_parse(f: &[u8]) -> Option<ExpressFrame> {
     let (_, et, l3) = wire::fast_link(f)?;
     let h = f.get(l3..)?;
-    let (v4, ttl, proto, hl, total) = match et {
+    let (v4, ip) = match et {
         ethertype::IPV4 => {
-            let (ttl, proto, hl, total) = wire::fast_ipv4(h)?;
-            if hl != 20 || !wire::ipv4_header_ok(h.get(..20)?) {
+            let ip = wire::fast_ipv4(h)?;
+            if ip.header_len != 20 || !wire::ipv4_header_ok(h.get(..20)?) {
                 return None;
             }
-            (true, ttl, proto, hl, total)
+            (true, ip)
         }
-        ethertype::IPV6 => {
-            let (ttl, proto, total) = wire::fast_ipv6(h)?;
-            (false, ttl, proto, 40, total)
-        }
+        ethertype::IPV6 => (false, wire::fast_ipv6(h)?),
         _ => return None,
     };
-    if ttl <= 1 {
+    let (proto, hl, total) = (ip.proto, ip.header_len, ip.total_len);
+    if ip.ttl <= 1 {
         return None;
     }
     let (ports, tcp_flags, doff) = wire::fast_l4(proto, h.get(hl..total)?)?;
     let flags = tcp_flags.map_or(0, |t| t.0);
-    if flags & (TCP_SYN | TCP_RST | TCP_FIN) != 0 || !tcp_flags.is_none_or(wire::tcp_flags_valid) {
+    if flags & NOT_STEADY != 0 || !tcp_flags.is_none_or(wire::tcp_flags_valid) {
         return None;
     }
     // `fast_l4` checked `doff` against the segment: no underflow.
@@ -89,8 +93,8 @@ pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8, u16)>
     key.sport = u16::from_be_bytes([ports[0], ports[1]]);
     key.dport = u16::from_be_bytes([ports[2], ports[3]]);
     let udp = proto == ip_proto::UDP;
-    Some((
-        nat::Layout {
+    Some(ExpressFrame {
+        at: nat::Layout {
             l3,
             l4: l3 + hl,
             v4,
@@ -99,7 +103,7 @@ pub(super) fn express_parse(f: &[u8]) -> Option<(nat::Layout, FlowKey, u8, u16)>
         key,
         flags,
         payload,
-    ))
+    })
 }
 
 /// The TCP fields the connection table tracks, of a segment whose header
@@ -178,7 +182,12 @@ impl Lb {
         if tables.reset_pending {
             return None;
         }
-        let (at, key, flags, payload) = express_parse(frame)?;
+        let ExpressFrame {
+            at,
+            key,
+            flags,
+            payload,
+        } = express_parse(frame)?;
         let mut not_local = false;
         let dir = if tables
             .vip_at(&key.dst, key.v6, key.dport, key.proto)
@@ -296,8 +305,7 @@ impl Lb {
         }
         // PROXY and SYN proxy flows: one test of `bits` for every flow,
         // the rest out of line.
-        if e.value.bits & (super::FLOW_PP | super::FLOW_SP) != 0
-            && declines_special(&e.value, at.udp, flags, dir)
+        if e.value.bits & (FLOW_PP | FLOW_SP) != 0 && declines_special(&e.value, at.udp, flags, dir)
         {
             return None;
         }
@@ -325,7 +333,7 @@ impl Lb {
             }
             // No RST comes here: nothing is refused.
             let _ = self.conntrack.update_tcp(id, dir, &seg, now);
-            if flags & 0x01 != 0 {
+            if flags & TcpFlags::FIN.0 != 0 {
                 self.note_closed(id); // a FIN may end the connection: [vip.limits]
             }
         }
@@ -390,12 +398,12 @@ impl Lb {
 /// they translate). SYN proxy flows (`FLOW_SP`) never do.
 #[cold]
 #[inline(never)]
-fn declines_special(rec: &super::FlowRec, udp: bool, flags: u8, dir: Dir) -> bool {
-    rec.bits & super::FLOW_SP != 0
+fn declines_special(rec: &FlowRec, udp: bool, flags: u8, dir: Dir) -> bool {
+    rec.bits & FLOW_SP != 0
         || !(rec.proxy.steady()
             && !udp
-            && flags & TCP_SYN == 0
-            && (dir == Dir::Original || flags & TCP_ACK != 0))
+            && flags & TcpFlags::SYN.0 == 0
+            && (dir == Dir::Original || flags & TcpFlags::ACK.0 != 0))
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 
 use conf::counters::Counter;
 
-use super::records::Ending;
-use super::track::Release;
+use super::flow::Ending;
+use super::release::Release;
 use super::Lb;
 use crate::conntrack::Eviction;
 use crate::counters::Counters;

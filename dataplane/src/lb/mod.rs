@@ -3,16 +3,23 @@
 //!
 //! 1. `classify`: what the destination is (a VIP, a full-NAT local
 //!    address, a DNAT client); [`Lb::handle`] is the general path's entry.
-//! 2. `track`: the connection table: flow records, the lookup of a
-//!    client's or a backend's packet, forgetting an entry.
+//! 2. `track`: a tracked flow's connection state: its TCP segments, whether
+//!    a packet may change it, forgetting an entry.
 //! 3. `select`: a new flow's backend (Maglev), local tuple and owner.
 //! 4. `rewrite`: the NAT translation, PROXY protocol v2, ICMP errors about
 //!    a flow.
-//! 5. `emit`: routes, next hops and neighbour requests: where it leaves.
+//! 5. `emit`: next hops and neighbour requests: where it leaves.
 //!
-//! `reset` handles flows to a backend health took down; `express` is the
-//! burst lane that does steps 1-5 for established flows without a parse;
-//! `tables` is the adopted table generation they all read.
+//! The stages depend one way: each uses only the stages before it and the
+//! shared files, which use no stage: `key` (lookup keys), `flow` (the flow
+//! record and its bits), `admit` (`[vip.limits]`), `records` (connection
+//! records), `release` (what a going entry gives back), `tables` (the
+//! adopted table generation) and `flood` (room in a full table). Two paths
+//! put the stages together: `path`, the general path of a parsed packet,
+//! and `express`, the burst lane that does steps 1-5 for established flows
+//! without a parse; `on_down` and `synproxy` are the policies they call
+//! (flows to a backend health took down; SYN cookies). The test
+//! `dataplane/tests/lb_stage_order.rs` keeps the order.
 //!
 //! Sans-IO like the rest of the pipeline: [`Lb::handle`] takes a parsed
 //! frame and returns a verdict, or `None` when the frame is not load-balancer
@@ -31,32 +38,36 @@ use crate::ppv2::{self, PpWorker};
 use crate::verdict::Verdict;
 use crate::wire::Parsed;
 use records::FlowRecords;
-use track::Release;
+use release::Release;
 
 mod admit;
 mod classify;
 mod emit;
 mod express;
 mod flood;
+mod flow;
+mod key;
+mod on_down;
+mod path;
 mod records;
-mod reset;
+mod release;
 mod rewrite;
 mod select;
 mod synproxy;
 mod tables;
 mod track;
 
-pub use admit::{
-    Acl, Admission, ConnCounts, SourceTable, TokenBucket, VipAdmit, FLOW_COUNTED_BACKEND,
-    FLOW_COUNTED_VIP,
-};
-pub use emit::{LocalPool, NeighRequest, Routes};
+pub(crate) use admit::TokenBucket;
+pub use admit::{Admission, ConnCounts, VipAdmit};
+pub(crate) use emit::NeighRequest;
 pub use express::Prepared;
 pub use flood::HALF_OPEN_MIN_AGE_MS;
-pub use reset::ResetKey;
-pub use select::{port_owner, Flow4or6};
-pub use tables::{Adopted, BackendRt, VipInput, VipRt, VipSrc};
-pub use track::{FlowRec, FLOW_PP, FLOW_SP, FLOW_TS, FLOW_TS_ECHOED};
+pub use flow::{FlowRec, FLOW_COUNTED_BACKEND, FLOW_COUNTED_VIP};
+pub(crate) use key::ResetKey;
+pub(crate) use select::port_owner;
+pub use select::Flow4or6;
+pub use tables::{Adopted, BackendRt, VipRt};
+pub(crate) use tables::{VipInput, VipSrc};
 
 /// Full-NAT local tuples counted for the pool gauges per poll iteration.
 const LOCAL_TUPLE_SCAN_BUDGET: usize = 512;
@@ -68,7 +79,7 @@ pub const EXPIRE_BUDGET: usize = 64;
 /// which polls ~100 times a second instead of millions: with this, a
 /// table of a million entries is swept in ~10 s while idle (64 per
 /// wake-up would take ~3 minutes), for a few microseconds per wake-up.
-pub const IDLE_EXPIRE_BUDGET: usize = 1024;
+pub(crate) const IDLE_EXPIRE_BUDGET: usize = 1024;
 
 /// A received frame on the general path, as the stages pass it on.
 struct Rx<'a> {
@@ -236,8 +247,9 @@ impl Lb {
             }
         }
         for i in 0..t.routes.ports.len() {
-            if let (port, _, Some(gw)) = t.routes.ports[i] {
-                self.configured_hop(port, gw, Slot::NONE);
+            let route = &t.routes.ports[i];
+            if let Some(gw) = route.gateway {
+                self.configured_hop(route.port, gw, Slot::NONE);
             }
         }
     }

@@ -1,4 +1,4 @@
-//! Connection records (issue 15, docs/records.md): a meter per
+//! Connection records (docs/records.md): a meter per
 //! connection-table slot counts each flow's packets and bytes both ways,
 //! and when an entry goes, its record is written to the worker's ring in
 //! the records region for border-mgmt to export.
@@ -9,13 +9,10 @@
 //! 192-byte copy into the ring: no allocation, no lock, no system call.
 
 use conf::config::Mode;
-use conf::records::{
-    ConnRecord, EndReason, RecordWriter, REC_FULL_NAT, REC_PAYLOAD, REC_PROXY_SENT,
-};
+use conf::records::{ConnRecord, RecordWriter, REC_FULL_NAT, REC_PAYLOAD, REC_PROXY_SENT};
 
-use crate::conntrack::{Dir, Entry, EntryId, State};
-
-use super::track::FlowRec;
+use super::flow::{Ending, FlowRec};
+use crate::conntrack::{Dir, Entry, EntryId};
 
 /// Bit 63 of a direction's octet count: a packet that way carried payload.
 /// 2^63 bytes is never reached by a count, so the bit is free.
@@ -28,29 +25,6 @@ struct FlowMeter {
     packets: [u64; 2],
     /// IP bytes, with [`PAYLOAD_SEEN`].
     octets: [u64; 2],
-}
-
-/// Why an entry goes, as its remover knows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Ending {
-    /// Its own state says: expired, or replaced after it closed.
-    AsItsState,
-    /// Evicted from a full table (a SYN flood's half-open entries).
-    Evicted,
-    /// border reset it (its backend went down, `on_down = "reset"`).
-    Reset,
-}
-
-impl Ending {
-    fn reason(self, state: State) -> EndReason {
-        match (self, state) {
-            (Ending::Evicted, _) => EndReason::Evicted,
-            (Ending::Reset, _) => EndReason::Reset,
-            (Ending::AsItsState, State::Closed) => EndReason::Rst,
-            (Ending::AsItsState, State::FinWait | State::TimeWait) => EndReason::Fin,
-            (Ending::AsItsState, _) => EndReason::Timeout,
-        }
-    }
 }
 
 /// A worker's meters and its end of the records ring.
@@ -165,7 +139,10 @@ impl FlowRecords {
 
 #[cfg(test)]
 mod tests {
+    use conf::records::EndReason;
+
     use super::*;
+    use crate::conntrack::State;
 
     #[test]
     fn a_meter_is_half_a_cache_line() {

@@ -6,11 +6,10 @@
 use conf::counters::Counter;
 use conf::Mode;
 
-use super::classify::key_of;
 use super::count_drop;
-use super::track::client_space;
+use super::flow::{client_space, FlowRec, FLOW_TS_ECHOED};
+use super::key::key_of;
 use super::Lb;
-use super::{FlowRec, FLOW_TS_ECHOED};
 use crate::conntrack::{Dir, Entry, EntryId, FlowKey};
 use crate::counters::Counters;
 use crate::nat;
@@ -18,25 +17,10 @@ use crate::port::PortDesc;
 use crate::ppv2::{self};
 use crate::tstamp;
 use crate::verdict::Verdict;
-use crate::wire::Parsed;
+use crate::wire::{Parsed, TcpFlags};
 
-/// The checksum changes of a flow's rewrites (see [`FlowRec::fwd`]).
-pub(super) fn flow_deltas(
-    mode: Mode,
-    orig: &FlowKey,
-    reply: &FlowKey,
-) -> (nat::Deltas, nat::Deltas) {
-    let (v4, src, dst) = (!orig.v6, (&orig.src, orig.sport), (&orig.dst, orig.dport));
-    let to_backend = (&reply.src, reply.sport);
-    match mode {
-        Mode::FullNat => nat::deltas_both(v4, src, dst, (&reply.dst, reply.dport), to_backend),
-        // The backend's packets to the client: from the VIP.
-        Mode::Dnat => (
-            nat::deltas(v4, src, dst, None, Some(to_backend)),
-            nat::deltas(v4, to_backend, (&reply.dst, reply.dport), Some(dst), None),
-        ),
-    }
-}
+/// A SYN-ACK's flags.
+const SYN_ACK: u8 = TcpFlags::SYN.0 | TcpFlags::ACK.0;
 
 /// Where a tracked flow's rewrite takes its checksum changes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +55,7 @@ pub(super) fn to_backend(
     sums: Sums,
 ) -> Result<(), Counter> {
     if orig.v6 != reply.v6 {
-        return Err(Counter::DropSlowpathUnhandled);
+        return Err(nat::NatError::FamilyMismatch.counter());
     }
     let src = match rec.mode {
         Mode::FullNat => Some((&reply.dst, reply.dport)),
@@ -116,7 +100,7 @@ pub(super) fn to_client(
 ) -> Result<(), Counter> {
     let orig = e.orig();
     if orig.v6 != from.key.v6 {
-        return Err(Counter::DropSlowpathUnhandled);
+        return Err(nat::NatError::FamilyMismatch.counter());
     }
     let r = nat::Rewrite {
         headers,
@@ -128,7 +112,7 @@ pub(super) fn to_client(
     let rec = &mut e.value;
     if rec.ts_on() {
         if let Some(seg) = frame.get_mut(headers.l4()..) {
-            if from.flags & 0x12 == 0x12 && tstamp::present(seg) {
+            if from.flags & SYN_ACK == SYN_ACK && tstamp::present(seg) {
                 rec.bits |= FLOW_TS_ECHOED;
             }
             tstamp::unshift_tsecr(seg, rec.ts_delta);
@@ -142,7 +126,7 @@ pub(super) fn to_client(
 pub(super) fn forward_drop(e: nat::ForwardError) -> Counter {
     match e {
         nat::ForwardError::TtlExpired => Counter::DropTtlExceeded,
-        nat::ForwardError::Nat(_) => Counter::DropSlowpathUnhandled,
+        nat::ForwardError::Nat(e) => e.counter(),
     }
 }
 
@@ -232,7 +216,10 @@ impl Lb {
         };
         let outer_src = (rec.mode == Mode::FullNat).then_some(outer_src);
         let ok = nat::rewrite_icmp_error(frame, p, outer_src, Some(to.0), Some(to), Some(about));
-        if ok.is_err() || nat::decrement_ttl(frame, p).is_err() {
+        if let Err(e) = ok {
+            return Some(count_drop(counters, e.counter()));
+        }
+        if nat::decrement_ttl(frame, p).is_err() {
             return Some(count_drop(counters, Counter::DropSlowpathUnhandled));
         }
         counters.inc(Counter::IcmpErrorsTranslated);

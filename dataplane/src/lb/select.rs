@@ -6,15 +6,11 @@ use conf::state::FlowStat;
 use conf::Mode;
 
 use super::count_drop;
-use super::records::Ending;
-use super::rewrite::flow_deltas;
-use super::track::Release;
-use super::Adopted;
-use super::FlowRec;
+use super::flood::HALF_OPEN_MIN_AGE_MS;
+use super::flow::{flow_deltas, Ending, FlowRec, FLOW_PP, FLOW_TS};
+use super::release::Release;
+use super::tables::{Adopted, VipRt};
 use super::Lb;
-use super::VipRt;
-use super::FLOW_PP;
-use super::FLOW_TS;
 use crate::conntrack::{EntryId, Eviction, FlowKey, InsertError, State};
 use crate::counters::Counters;
 use crate::local_ports::SetId;
@@ -26,10 +22,10 @@ use crate::verdict::Verdict;
 use crate::wire::{ip_proto, Parsed};
 
 /// A half-open entry old enough to give up its local tuple to a new flow
-/// (see [`super::HALF_OPEN_MIN_AGE_MS`]).
+/// (see [`HALF_OPEN_MIN_AGE_MS`]).
 fn stale_half_open(state: State, created_at: u64, now: u64) -> bool {
     matches!(state, State::SynSent | State::SynRecv)
-        && now.saturating_sub(created_at) >= super::HALF_OPEN_MIN_AGE_MS
+        && now.saturating_sub(created_at) >= HALF_OPEN_MIN_AGE_MS
 }
 
 /// Local ports tried for one new full-NAT flow before giving up.

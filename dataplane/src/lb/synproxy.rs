@@ -23,13 +23,12 @@ use conf::SynProxy;
 
 use super::classify::flags_of;
 use super::count_drop;
-use super::records::Ending;
+use super::flow::{client_space, Ending, FLOW_SP, FLOW_TS, FLOW_TS_ECHOED};
 use super::rewrite::{to_backend, Sums};
 use super::select::Picked;
-use super::track::{client_space, seg_of};
+use super::track::seg_of;
 use super::Lb;
 use super::{Out, Rx};
-use super::{FLOW_SP, FLOW_TS};
 use crate::conntrack::{Dir, EntryId, FlowKey};
 use crate::counters::Counters;
 use crate::nat;
@@ -42,11 +41,12 @@ use crate::synproxy::hold::{self, Hold};
 use crate::synproxy::segment::{self, Announce};
 use crate::synproxy::splice::{BackendSynAck, SpFlow, OUR_WSCALE};
 use crate::verdict::Verdict;
-use crate::wire::{parse_frame, Parsed};
+use crate::wire::{parse_frame, Parsed, TcpFlags};
 
-const SYN: u8 = 0x02;
-const RST: u8 = 0x04;
-const ACK: u8 = 0x10;
+/// The flags the SYN proxy matches segments on (patterns need constants).
+const SYN: u8 = TcpFlags::SYN.0;
+const RST: u8 = TcpFlags::RST.0;
+const ACK: u8 = TcpFlags::ACK.0;
 
 /// A worker's SYN proxy state.
 pub(super) struct SynProxyWorker {
@@ -461,7 +461,7 @@ impl Lb {
         }
         let e = self.conntrack.get_mut(id);
         if tcp_has_ts(tcp) && e.value.bits & FLOW_TS != 0 {
-            e.value.bits |= super::FLOW_TS_ECHOED;
+            e.value.bits |= FLOW_TS_ECHOED;
         }
         if e.value.pp_on() {
             // Its ISN and MSS; the frame goes no further.

@@ -11,12 +11,19 @@ use conf::{Mode, SynProxy};
 use hashbrown::HashMap;
 
 use super::admit::{Admission, VipAdmit};
-use super::classify::{to16, AddrClass, RawKey, RawMap};
-use super::ResetKey;
-use super::Routes;
+use super::key::{to16, RawKey, RawMap, ResetKey};
 use crate::local_ports::{self, SetId};
 use crate::neigh::Slot;
 use crate::ppv2::PpConfig;
+use crate::routes::Routes;
+
+/// What a destination address is: a VIP address (of some port and
+/// protocol) and/or a full-NAT local address with its pool's port range.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct AddrClass {
+    pub(super) vip: bool,
+    pub(super) pool: Option<(u16, u16)>,
+}
 
 /// A backend as a worker needs it to forward.
 #[derive(Clone, Debug, PartialEq, Eq)]

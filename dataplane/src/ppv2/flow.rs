@@ -39,12 +39,7 @@ use super::queue::Pending;
 use super::{seg, tls, PpConfig, PpWorker};
 use crate::conntrack::EntryId;
 use crate::counters::Counters;
-use crate::wire::Parsed;
-
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const RST: u8 = 0x04;
-const ACK: u8 = 0x10;
+use crate::wire::{Parsed, TcpFlags};
 
 /// `PpFlow::bits`.
 mod bit {
@@ -209,8 +204,8 @@ impl PpFlow {
         let flags = s.flags(buf);
         let seq = s.seq(buf);
         let plen = s.payload_len();
-        if flags & SYN != 0 {
-            if flags & ACK == 0 {
+        if flags & TcpFlags::SYN.0 != 0 {
+            if flags & TcpFlags::ACK.0 == 0 {
                 if !self.has(bit::ISN) {
                     self.client_isn = seq;
                     self.bits |= bit::ISN;
@@ -230,7 +225,7 @@ impl PpFlow {
             }
             return Ok(len);
         }
-        let fin = flags & FIN != 0;
+        let fin = flags & TcpFlags::FIN.0 != 0;
         if !self.has(bit::ISN) {
             // No SYN went out in this flow: there is no place for a header,
             // so no byte may pass (docs/security.md, PROXY header).
@@ -241,7 +236,7 @@ impl PpFlow {
         }
         let c1 = self.client_isn.wrapping_add(1);
         let first = seq == c1;
-        let rst = flags & RST != 0;
+        let rst = flags & TcpFlags::RST.0 != 0;
         if plen > 0 && !self.has(bit::ACKED) && after(c1, seq) {
             // Data starting before the client's first byte: unshifted, it
             // would cover the header's place at the backend (which trims the
@@ -332,9 +327,9 @@ impl PpFlow {
                 counters.inc(Counter::PpSplitTailDeferred);
             }
             s = seg::truncate(buf, &s, keep);
-            if flags & FIN != 0 {
+            if flags & TcpFlags::FIN.0 != 0 {
                 // The FIN comes after the rest of the payload.
-                seg::set_flags(buf, &s, flags & !FIN);
+                seg::set_flags(buf, &s, flags & !TcpFlags::FIN.0);
             }
         }
         let s = seg::insert(buf, &s, &hdr[..l]).ok_or(Counter::DropPpBadSegment)?;
@@ -374,7 +369,7 @@ impl PpFlow {
             return Err(Counter::DropPpBadSegment);
         };
         let flags = s.flags(frame);
-        if flags & (SYN | ACK) == SYN | ACK {
+        if flags & (TcpFlags::SYN.0 | TcpFlags::ACK.0) == TcpFlags::SYN.0 | TcpFlags::ACK.0 {
             self.backend_isn = s.seq(frame);
             self.backend_mss = seg::mss(frame, &s).unwrap_or(0);
             self.bits |= bit::SYNACK;
@@ -386,7 +381,7 @@ impl PpFlow {
         }
         // Nothing to translate before the length is fixed, nor in a flow
         // picked up mid-stream (no SYN seen: no header ever goes out).
-        if !self.has(bit::COMMITTED) || !self.has(bit::ISN) || flags & ACK == 0 {
+        if !self.has(bit::COMMITTED) || !self.has(bit::ISN) || flags & TcpFlags::ACK.0 == 0 {
             return Ok(());
         }
         let edge = self

@@ -363,12 +363,24 @@ pub(crate) fn fast_link(buf: &[u8]) -> Option<(Option<u16>, u16, usize)> {
     })
 }
 
+/// What the fast parses read of a common-shape IP header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FastIp {
+    /// TTL (IPv4) or hop limit (IPv6).
+    pub(crate) ttl: u8,
+    /// The transport protocol (IPv4 protocol, IPv6 next header).
+    pub(crate) proto: u8,
+    /// Where the transport header starts, from the IP header's start.
+    pub(crate) header_len: usize,
+    /// Header and payload: where the packet ends.
+    pub(crate) total_len: usize,
+}
+
 /// A common-shape IPv4 header at the start of `l3`: version 4, header and
-/// total length consistent and within `l3`, not a fragment. Returns (TTL,
-/// protocol, header length, total length). The checksum is
-/// [`ipv4_header_ok`]'s business.
+/// total length consistent and within `l3`, not a fragment. The checksum
+/// is [`ipv4_header_ok`]'s business.
 #[inline(always)]
-pub(crate) fn fast_ipv4(l3: &[u8]) -> Option<(u8, u8, usize, usize)> {
+pub(crate) fn fast_ipv4(l3: &[u8]) -> Option<FastIp> {
     let h = l3.get(..20)?;
     let hl = usize::from(h[0] & 0x0F) * 4;
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
@@ -380,20 +392,29 @@ pub(crate) fn fast_ipv4(l3: &[u8]) -> Option<(u8, u8, usize, usize)> {
     {
         return None;
     }
-    Some((h[8], h[9], hl, total))
+    Some(FastIp {
+        ttl: h[8],
+        proto: h[9],
+        header_len: hl,
+        total_len: total,
+    })
 }
 
 /// A common-shape IPv6 header at the start of `l3` (its next header taken
-/// as the transport): version 6, payload within `l3`. Returns (hop limit,
-/// next header, total length).
+/// as the transport): version 6, payload within `l3`.
 #[inline(always)]
-pub(crate) fn fast_ipv6(l3: &[u8]) -> Option<(u8, u8, usize)> {
+pub(crate) fn fast_ipv6(l3: &[u8]) -> Option<FastIp> {
     let h = l3.get(..40)?;
     let total = 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
     if h[0] >> 4 != 6 || total > l3.len() {
         return None;
     }
-    Some((h[7], h[6], total))
+    Some(FastIp {
+        ttl: h[7],
+        proto: h[6],
+        header_len: 40,
+        total_len: total,
+    })
 }
 
 /// A common-shape transport header at the start of `l4` (the IP payload):
@@ -432,18 +453,20 @@ pub(crate) fn fast_l4(proto: u8, l4: &[u8]) -> Option<(&[u8], Option<TcpFlags>, 
 pub(crate) fn parse_fast(buf: &[u8], opts: &ParseOptions) -> Option<Parsed> {
     let (vlan_tci, et, l3_offset) = fast_link(buf)?;
     let l3 = buf.get(l3_offset..)?;
-    let (ttl, proto, hl, total) = match et {
+    let FastIp {
+        ttl,
+        proto,
+        header_len: hl,
+        total_len: total,
+    } = match et {
         ethertype::IPV4 => {
-            let (ttl, proto, hl, total) = fast_ipv4(l3)?;
-            if opts.verify_ipv4_checksum && !ipv4_header_ok(l3.get(..hl)?) {
+            let ip = fast_ipv4(l3)?;
+            if opts.verify_ipv4_checksum && !ipv4_header_ok(l3.get(..ip.header_len)?) {
                 return None;
             }
-            (ttl, proto, hl, total)
+            ip
         }
-        ethertype::IPV6 => {
-            let (ttl, proto, total) = fast_ipv6(l3)?;
-            (ttl, proto, 40, total)
-        }
+        ethertype::IPV6 => fast_ipv6(l3)?,
         _ => return None,
     };
     let l4 = l3.get(hl..total)?;

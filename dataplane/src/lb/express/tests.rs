@@ -10,7 +10,7 @@ use conf::Config;
 use etherparse::{PacketBuilder, TcpHeader};
 
 use super::*;
-use crate::lb::classify::key_of;
+use crate::lb::key::key_of;
 use crate::lb::Adopted;
 use crate::lb::FlowRec;
 use crate::lb::Lb;
@@ -180,11 +180,11 @@ fn frame(
         b.udp(src.1, dst.1).write(&mut out, payload).unwrap();
     } else {
         let mut h = TcpHeader::new(src.1, dst.1, 1000, 4096);
-        h.fin = flags & 0x01 != 0;
-        h.syn = flags & 0x02 != 0;
-        h.rst = flags & 0x04 != 0;
-        h.psh = flags & 0x08 != 0;
-        h.ack = flags & 0x10 != 0;
+        h.fin = flags & TcpFlags::FIN.0 != 0;
+        h.syn = flags & TcpFlags::SYN.0 != 0;
+        h.rst = flags & TcpFlags::RST.0 != 0;
+        h.psh = flags & TcpFlags::PSH.0 != 0;
+        h.ack = flags & TcpFlags::ACK.0 != 0;
         h.acknowledgment_number = 7;
         b.tcp_header(h).write(&mut out, payload).unwrap();
     }
@@ -367,12 +367,12 @@ fn numbered(
 /// segment included, sequence numbers wrapping.
 ///
 /// Over 150 lines because it is one differential scenario, moved here as it
-/// was (issue 16: tests move, they are not rewritten): both workers must see
-/// every step in the same order.
+/// was (a test that moves is not rewritten, so it still proves what it
+/// proved): both workers must see every step in the same order.
 #[test]
 fn steady_proxy_flows_take_the_express_lane_as_the_general_path() {
-    const ACK: u8 = 0x10;
-    const PSH_ACK: u8 = 0x18;
+    const ACK: u8 = TcpFlags::ACK.0;
+    const PSH_ACK: u8 = TcpFlags::PSH.0 | TcpFlags::ACK.0;
     let (mut a, mut b) = (node(true), node(false));
     tick(&mut a, &mut b, 1_000);
     let mut rng = Rng(0x5EED_0F9E_3779_B9A1);

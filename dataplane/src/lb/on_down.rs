@@ -1,58 +1,19 @@
 //! Flows to a backend health took down, on a VIP with `on_down = "reset"`:
 //! TCP answered with a RST, UDP forgotten.
 
-use std::net::IpAddr;
-
 use conf::counters::Counter;
 
-use super::classify::{flags_of, to16};
+use super::classify::{flags_of, syn_only};
 use super::count_drop;
-use super::records::Ending;
+use super::flow::Ending;
+use super::key::ResetKey;
 use super::Lb;
 use super::{Out, Rx};
 use crate::conntrack::{EntryId, FlowKey};
 use crate::counters::Counters;
 use crate::port::PortDesc;
 use crate::verdict::Verdict;
-use crate::wire::{ip_proto, Parsed};
-
-/// A backend of a VIP whose established flows a worker resets, as a
-/// connection-table entry names them: the VIP (the original key's
-/// destination) and the backend (the reply key's source).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ResetKey {
-    vip: [u8; 16],
-    backend: [u8; 16],
-    vip_port: u16,
-    backend_port: u16,
-    proto: u8,
-}
-
-impl ResetKey {
-    /// Backend `backend:backend_port` of the VIP `vip:vip_port` (protocol
-    /// number `proto`).
-    pub fn new(vip: IpAddr, vip_port: u16, proto: u8, backend: IpAddr, backend_port: u16) -> Self {
-        ResetKey {
-            vip: to16(vip),
-            backend: to16(backend),
-            vip_port,
-            backend_port,
-            proto,
-        }
-    }
-
-    /// The backend of the flow with these keys.
-    #[inline]
-    pub(super) fn of_flow(orig: &FlowKey, reply: &FlowKey) -> Self {
-        ResetKey {
-            vip: orig.dst,
-            backend: reply.src,
-            vip_port: orig.dport,
-            backend_port: reply.sport,
-            proto: orig.proto,
-        }
-    }
-}
+use crate::wire::{ip_proto, Parsed, TcpFlags};
 
 impl Lb {
     /// Whether the flow of entry `id` goes to a backend whose flows the
@@ -81,8 +42,7 @@ impl Lb {
         id: EntryId,
         out: Out<'_>,
     ) -> Verdict {
-        let syn_only = flags_of(rx.p) & 0x12 == 0x02;
-        if key.proto != ip_proto::TCP || syn_only {
+        if key.proto != ip_proto::TCP || syn_only(flags_of(rx.p)) {
             self.forget(id, Ending::Reset);
             out.counters.inc(Counter::ForgotBackendDown);
             return self.client_miss(rx, vi, key, None, out);
@@ -139,7 +99,7 @@ impl Lb {
     ) -> Verdict {
         let c = Counter::DropPpMidStream;
         counters.inc(c);
-        if flags_of(p) & 0x04 != 0 {
+        if flags_of(p) & TcpFlags::RST.0 != 0 {
             return Verdict::Drop(c);
         }
         let Some(port) = ports.get(in_port) else {
