@@ -15,10 +15,10 @@ use super::ports::{InterruptLog, StartedPorts};
 use super::RunError;
 use crate::io_dpdk::{rx_waiter, DpdkPorts};
 use crate::lb::Lb;
-use crate::routes::Routes;
 use crate::neigh::NeighborSync;
 use crate::pipeline::Pipeline;
 use crate::port::{ports_from_config, PortDesc};
+use crate::routes::Routes;
 use crate::tables_source::{ReaderInbox, ShmTables};
 use crate::worker::{Clock, Handoff, Poll, Worker};
 
