@@ -1,4 +1,4 @@
-//! Spoofed packets that must not change a flow (issue 13, finding 5), on
+//! Spoofed packets that must not change a flow (docs/security.md), on
 //! byte fixtures through `Worker::poll_once`: a RST is judged against the
 //! receiver's window (RFC 5961 §3), an ICMP error must quote a sequence
 //! number the flow has in flight (RFC 5927), and a DNAT reply without an

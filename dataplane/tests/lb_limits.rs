@@ -1,4 +1,4 @@
-//! Issue 23, `[vip.limits]` on byte fixtures: allow and deny lists, the
+//! `[vip.limits]` (docs/config.md) on byte fixtures: allow and deny lists, the
 //! open-connection caps of a VIP and of a backend (given back when the
 //! connection closes or its entry goes), the new-connection rate, the
 //! per-source SYN and UDP rates, limits changed by a new table generation

@@ -1,4 +1,4 @@
-//! The neighbour table on byte fixtures (issue 23): what ARP and NDP
+//! The neighbour table on byte fixtures (docs/reliability.md): what ARP and NDP
 //! frames may write into it, its bound, and how a next hop in use is
 //! probed and followed to a new MAC. Frames built with etherparse go into
 //! `Worker::poll_once` over in-memory ports; what comes out is decoded.

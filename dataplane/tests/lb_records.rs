@@ -1,4 +1,4 @@
-//! Connection records (issue 15) on byte fixtures through
+//! Connection records (docs/records.md) on byte fixtures through
 //! `Worker::poll_once`: every forwarded packet is metered, and when the
 //! entry goes its record lands in the worker's ring of a real records
 //! region, as border-mgmt will read it.
