@@ -80,7 +80,9 @@ impl Notifier {
 
     /// Sends `state` (newline-separated `KEY=value` lines) in one datagram.
     pub fn send(&self, state: &str) -> io::Result<()> {
-        self.socket.send_to_addr(state.as_bytes(), &self.to).map(|_| ())
+        self.socket
+            .send_to_addr(state.as_bytes(), &self.to)
+            .map(|_| ())
     }
 
     /// Half the manager's watchdog period, if it wants pings from this process.
