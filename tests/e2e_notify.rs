@@ -6,8 +6,6 @@
 //! stopping too, and honour `WATCHDOG_PID`. Namespaces `sn-*`, subnet
 //! 10.131.0.0/24.
 
-// Only the namespaces and daemons of the harness are used here.
-#[allow(unused_imports)]
 mod common;
 
 use std::os::unix::net::UnixDatagram;

@@ -5,10 +5,11 @@
 //! [`run`] puts the pieces together in order; each file under `run/` has
 //! one job: `lock.rs` the instance lock, `signals.rs` the signals,
 //! `ports.rs` EAL, the mbuf pool and the ports, `publish.rs` standalone
-//! tables and SIGHUP reloads, `follow.rs` the tables region, `readiness.rs` what the service
-//! manager is told (ready, watchdog, stopping), `telemetry.rs`
-//! what the ports show while running, `workers.rs` launching and stopping
-//! the workers, `supervise.rs` the main thread's loop meanwhile.
+//! tables and SIGHUP reloads, `follow.rs` the tables region,
+//! `readiness.rs` what the service manager is told (ready, watchdog,
+//! stopping), `telemetry.rs` what the ports show while running,
+//! `workers.rs` launching and stopping the workers, `supervise.rs` the main
+//! thread's loop meanwhile.
 
 mod follow;
 mod lock;
