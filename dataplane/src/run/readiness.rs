@@ -5,14 +5,22 @@
 //! process), `STOPPING=1` when it stops. The main thread looks once per
 //! loop; nothing is sent without `NOTIFY_SOCKET`.
 
+use std::time::{Duration, Instant};
+
 use conf::os::notify::ServiceNotify;
 use conf::state::StateRegion;
-use tracing::{error, info};
+use tracing::{error, info, warn};
+
+/// How long polling workers may take to apply the published tables before
+/// border-dp says it is ready anyway (a refused generation is never applied).
+const ADOPT_GRACE: Duration = Duration::from_secs(5);
 
 /// The main thread's view of readiness and worker liveness.
 pub(super) struct Readiness {
     notify: ServiceNotify,
     ready: bool,
+    /// When every worker was first seen polling.
+    polling_since: Option<Instant>,
     /// Every worker's heartbeat at the last watchdog ping.
     beats: Vec<u64>,
     /// Workers whose heartbeat stood still when a ping was due (logged once).
@@ -24,6 +32,7 @@ impl Readiness {
         Readiness {
             notify: ServiceNotify::from_env(),
             ready: false,
+            polling_since: None,
             beats: Vec::new(),
             stuck: Vec::new(),
         }
@@ -43,15 +52,34 @@ impl Readiness {
         if !self.ready {
             let all_polling = workers.iter().all(|&(beat, _)| beat > 0);
             let all_applied = workers.iter().all(|&(_, applied)| applied >= published);
-            if all_polling && all_applied {
-                self.ready = true;
-                self.beats = workers.iter().map(|&(beat, _)| beat).collect();
-                self.notify.ready(&format!(
+            if !all_polling {
+                return;
+            }
+            let polling_since = *self.polling_since.get_or_insert_with(Instant::now);
+            // Workers that refused the published generation forward on
+            // what they have: say so rather than never becoming ready
+            // (systemd would fail the start and restart into the same).
+            let status = if all_applied {
+                format!(
                     "forwarding: {} workers, tables generation {published}",
                     workers.len()
-                ));
-                info!(generation = published, "told the service manager: ready");
-            }
+                )
+            } else if polling_since.elapsed() >= ADOPT_GRACE {
+                warn!(
+                    generation = published,
+                    "workers have not applied the published tables; ready anyway (they forward on what they have)"
+                );
+                format!(
+                    "forwarding: {} workers, tables generation {published} not applied by every worker",
+                    workers.len()
+                )
+            } else {
+                return;
+            };
+            self.ready = true;
+            self.beats = workers.iter().map(|&(beat, _)| beat).collect();
+            self.notify.ready(&status);
+            info!(generation = published, "told the service manager: ready");
             return;
         }
         if !self.notify.ping_due() {
