@@ -323,25 +323,23 @@ fn with_pointer(mut sc: Command, pointer: &str) -> Command {
 }
 
 impl Cli {
-    /// Parses the command line; a bad one exits 2 with clap's usage error
-    /// (one JSON object on stderr when the line has --json), and so does a
-    /// combination clap cannot check. (clap checks `conflicts_with` and
-    /// `requires` per level: a global flag before the subcommand and one
-    /// after it would escape them, and a global flag cannot be required.)
-    pub fn parse_checked() -> Cli {
+    /// Parses the command line. A bad one, or a combination clap cannot
+    /// check, comes back as clap's usage error with whether the line asked
+    /// for `--json` (the caller exits 2 with it: `output::usage_error`).
+    /// (clap checks `conflicts_with` and `requires` per level: a global flag
+    /// before the subcommand and one after it would escape them, and a
+    /// global flag cannot be required.)
+    pub fn parse_checked() -> Result<Cli, (clap::Error, bool)> {
         let json = std::env::args_os().any(|a| a == "--json");
         let mut cmd = command();
-        let parsed = cmd
+        let cli = cmd
             .try_get_matches_from_mut(std::env::args_os())
-            .and_then(|m: ArgMatches| Cli::from_arg_matches(&m));
-        let cli = match parsed {
-            Ok(cli) => cli,
-            Err(e) => crate::output::usage_error(e, json),
-        };
+            .and_then(|m: ArgMatches| Cli::from_arg_matches(&m))
+            .map_err(|e| (e, json))?;
         if let Err((kind, msg)) = cli.check() {
-            crate::output::usage_error(cmd.error(kind, msg), cli.json);
+            return Err((cmd.error(kind, msg), cli.json));
         }
-        cli
+        Ok(cli)
     }
 
     fn check(&self) -> Result<(), (ErrorKind, String)> {

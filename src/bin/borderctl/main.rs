@@ -40,7 +40,8 @@ use cli::{Cli, Cmd};
 const PROGRAM: &str = "borderctl";
 
 fn main() -> ExitCode {
-    let Cli { cmd, target, json } = Cli::parse_checked();
+    let Cli { cmd, target, json } =
+        Cli::parse_checked().unwrap_or_else(|(e, json)| output::usage_error(e, json));
     let res = match cmd {
         Cmd::Status { local, sample_ms } => status::run(&target, json, local, sample_ms),
         Cmd::Apply { file, dry_run } => apply::run(&target, &file, dry_run, json),
