@@ -80,6 +80,20 @@ pub enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// The running config.
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Every backend of every VIP: its health verdict, each checker's last
+    /// observation, and the quorum.
+    ///
+    /// The verdict is `up`, `down`, `drained` (by the operator), `fail-open`
+    /// (down, but serving: every backend of its VIP is down), `undecided`
+    /// or `unchecked` (the VIP has no health check). With [[mgmt.peer]]
+    /// checkers, lists each with whether its votes count, and every
+    /// backend's observations name their checker. Exit 0 when no
+    /// health-checked backend is down, undecided or failing open, 1
+    /// otherwise. See docs/health.md.
+    Health,
     /// Drain a backend: no new connections; open ones finish.
     Drain(BackendRef),
     /// Undo a drain.
@@ -187,6 +201,18 @@ pub enum Cmd {
         /// Where to write the pages (created if missing).
         dir: PathBuf,
     },
+}
+
+/// `config ...`.
+#[derive(Subcommand, Debug)]
+pub enum ConfigCmd {
+    /// Print the config border-mgmt runs, as TOML, with its source (the
+    /// file, or `<api>` for a config applied with `borderctl apply`) and
+    /// when it was applied, as comment lines above it.
+    ///
+    /// The text is valid TOML (save it, edit it, `borderctl apply` it).
+    /// --json prints `{source, applied_at, generation, toml}`.
+    Show,
 }
 
 /// `maintenance on|off`.
