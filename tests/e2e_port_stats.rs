@@ -204,8 +204,11 @@ fn pings_move_port_stats_in_counters_and_metrics() {
 
     let status = dp.stop();
     assert!(status.success(), "exit {status}:\n{}", dp.log_text());
-    // The last run's statistics stay readable.
-    let last = counters_json();
+    // The last run's statistics stay readable; the exit status says that
+    // border-dp has stopped (1, docs/api.md's exit codes).
+    let (code, out, err) = borderctl(&["counters", "--instance", INSTANCE, "--json"]);
+    assert_eq!(code, 1, "stdout: {out}\nstderr: {err}");
+    let last: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert!(
         port_stat(&last, "ext", "ipackets") >= rx_before + PINGS,
         "{last}"
