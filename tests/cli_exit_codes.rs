@@ -81,6 +81,8 @@ fn every_command(server: &str, instance: &str, apply: &str, config: &str) -> Vec
         s(&["status", "--instance", instance]),
         s(&["apply", apply, "--server", server]),
         s(&["apply", apply, "--dry-run", "--server", server]),
+        s(&["config", "show", "--server", server]),
+        s(&["health", "--server", server]),
         s(&["drain", "web", "10.20.0.11:8080", "--server", server]),
         s(&["undrain", "web", "10.20.0.11:8080", "--server", server]),
         s(&["weight", "web", "10.20.0.11:8080", "5", "--server", server]),

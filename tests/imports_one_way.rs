@@ -12,7 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The source directories whose files must import one way.
-const CRATES: &[&str] = &["conf/src", "mgmt/src", "gw/src", "src/bin/borderctl"];
+const CRATES: &[&str] = &[
+    "conf/src",
+    "mgmt/src",
+    "gw/src",
+    "src/bin/borderctl",
+    "dataplane/src",
+];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

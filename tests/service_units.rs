@@ -555,3 +555,28 @@ api_fingerprints = ["sha256:{zeros}"]
     );
     assert_eq!(text.trim().lines().count(), 1, "{text}");
 }
+
+#[test]
+fn every_unit_notifies_readiness_and_keeps_a_watchdog() {
+    for name in ["border-dp", "border-mgmt", "border-gw"] {
+        let unit = unit_keys(
+            &std::fs::read_to_string(repo().join(format!("deploy/systemd/{name}@.service")))
+                .unwrap(),
+        );
+        assert_eq!(unit["Type"], "notify", "{name}: READY=1 ends the start");
+        // The pings come from the main process (its main thread or runtime).
+        assert_eq!(unit["NotifyAccess"], "main", "{name}");
+        let secs: u64 = unit["WatchdogSec"]
+            .strip_suffix('s')
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: WatchdogSec={}", unit["WatchdogSec"]));
+        // Pings come at half the period; a restart needs a few missed ones.
+        assert!((5..=60).contains(&secs), "{name}: WatchdogSec={secs}s");
+        // A watchdog timeout ends in a restart.
+        assert!(
+            ["always", "on-failure"].contains(&unit["Restart"].as_str()),
+            "{name}: Restart={}",
+            unit["Restart"]
+        );
+    }
+}

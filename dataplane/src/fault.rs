@@ -1,5 +1,5 @@
 //! Test-only fault injection: makes one worker panic inside its poll loop,
-//! or empties the mbuf pool for a while, so the end-to-end and chaos tests
+//! or wedges one (it stops polling), or empties the mbuf pool for a while, so the end-to-end and chaos tests
 //! can show what border-dp does then (docs/reliability.md, "A worker that
 //! panics", "An empty mbuf pool"). Only debug builds (the
 //! ones `cargo test` and `scripts/chaos.sh` run) compile the trigger; in a
@@ -20,6 +20,12 @@ pub const PANIC_FILE_ENV: &str = "BORDER_TEST_PANIC_FILE";
 /// (`run/supervise.rs` `PoolHold`, `io_dpdk.rs`).
 pub const HOLD_MBUFS_FILE_ENV: &str = "BORDER_TEST_HOLD_MBUFS_FILE";
 
+/// The environment variable naming the trigger file of a wedged worker:
+/// when it appears holding a worker index, that worker stops at its next
+/// poll without beating its heartbeat (a stuck worker, for the watchdog),
+/// until border-dp is asked to stop.
+pub const STALL_FILE_ENV: &str = "BORDER_TEST_STALL_FILE";
+
 #[cfg(debug_assertions)]
 mod armed {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,7 +33,13 @@ mod armed {
     /// The worker asked to panic; `usize::MAX`: none.
     static PANIC_WORKER: AtomicUsize = AtomicUsize::new(usize::MAX);
 
+    /// The worker asked to stall; `usize::MAX`: none.
+    static STALL_WORKER: AtomicUsize = AtomicUsize::new(usize::MAX);
+
     pub fn worker_checkpoint(me: usize) {
+        while STALL_WORKER.load(Ordering::Relaxed) == me {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         if PANIC_WORKER.load(Ordering::Relaxed) == me {
             PANIC_WORKER.store(usize::MAX, Ordering::Relaxed);
             panic!(
@@ -54,6 +66,19 @@ mod armed {
         let _ = std::fs::remove_file(&path);
         let ms = text.trim().parse::<u64>().ok()?;
         Some(std::time::Duration::from_millis(ms.min(60_000)))
+    }
+
+    pub fn poll_stall_trigger() -> Option<usize> {
+        let path = std::env::var_os(super::STALL_FILE_ENV)?;
+        let text = std::fs::read_to_string(&path).ok()?;
+        let _ = std::fs::remove_file(&path);
+        let worker = text.trim().parse::<usize>().ok()?;
+        STALL_WORKER.store(worker, Ordering::Relaxed);
+        Some(worker)
+    }
+
+    pub fn release_stall() {
+        STALL_WORKER.store(usize::MAX, Ordering::Relaxed);
     }
 
     pub fn poll_trigger() -> Option<usize> {
@@ -102,6 +127,22 @@ pub fn poll_hold_trigger() -> Option<std::time::Duration> {
     return armed::poll_hold_trigger();
     #[cfg(not(debug_assertions))]
     None
+}
+
+/// Called by border-dp's main thread: if the trigger file of a wedged
+/// worker exists, stalls the worker it names and returns it.
+pub fn poll_stall_trigger() -> Option<usize> {
+    #[cfg(debug_assertions)]
+    return armed::poll_stall_trigger();
+    #[cfg(not(debug_assertions))]
+    None
+}
+
+/// Lets a stalled worker go on (border-dp's main thread, before it stops
+/// the workers).
+pub fn release_stall() {
+    #[cfg(debug_assertions)]
+    armed::release_stall();
 }
 
 /// Called by border-dp's main thread: if the trigger file exists, arms the

@@ -5,14 +5,17 @@
 //! [`run`] puts the pieces together in order; each file under `run/` has
 //! one job: `lock.rs` the instance lock, `signals.rs` the signals,
 //! `ports.rs` EAL, the mbuf pool and the ports, `publish.rs` standalone
-//! tables and SIGHUP reloads, `follow.rs` the tables region, `telemetry.rs`
-//! what the ports show while running, `workers.rs` launching and stopping
-//! the workers, `supervise.rs` the main thread's loop meanwhile.
+//! tables and SIGHUP reloads, `follow.rs` the tables region,
+//! `readiness.rs` what the service manager is told (ready, watchdog,
+//! stopping), `telemetry.rs` what the ports show while running,
+//! `workers.rs` launching and stopping the workers, `supervise.rs` the main
+//! thread's loop meanwhile.
 
 mod follow;
 mod lock;
 mod ports;
 mod publish;
+mod readiness;
 mod signals;
 mod supervise;
 mod telemetry;
@@ -180,12 +183,15 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
             &crew,
             &mut chores,
         );
+        chores.readiness.stopping();
         if signals.terminating() {
             info!("signal received, stopping workers");
         } else if crew.exited.load(Ordering::SeqCst) > 0 {
             report_dead_worker(&crew, lcores);
         }
     }
+    // A wedged worker (test trigger) must answer the stop.
+    crate::fault::release_stall();
     let outcome = stop_workers(launched, &crew, outcome);
     if outcome.is_ok() && crew.exited.load(Ordering::SeqCst) > 0 && !signals.terminating() {
         warn!("a worker stopped without being asked to");

@@ -53,7 +53,7 @@ use crate::wire::{
 /// `icmp_echo_rate_limited`).
 #[derive(Clone, Copy, Debug)]
 pub struct EchoLimiter {
-    bucket: crate::lb::TokenBucket,
+    bucket: crate::token_bucket::TokenBucket,
     per_second: u32,
 }
 
@@ -62,7 +62,7 @@ impl EchoLimiter {
     pub fn new(per_second: u32) -> Self {
         let per_second = per_second.max(1);
         EchoLimiter {
-            bucket: crate::lb::TokenBucket::full(per_second, 0),
+            bucket: crate::token_bucket::TokenBucket::full(per_second, 0),
             per_second,
         }
     }

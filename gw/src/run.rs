@@ -94,10 +94,21 @@ pub async fn run(cfg: GwConfig) -> Result<(), String> {
         redis = %cfg.redis,
         "border-gw running"
     );
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+    // The service manager (systemd Type=notify): ready now that every
+    // listener is bound; the watchdog pings come from this task's loop.
+    let mut notify = conf::os::notify::ServiceNotify::from_env();
+    notify.ready("accepting tunnels and calls");
+    let mut watchdog =
+        tokio::time::interval(notify.watchdog().unwrap_or(Duration::from_secs(3600)));
+    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = watchdog.tick() => notify.ping(),
+            _ = int.recv() => break,
+            _ = term.recv() => break,
+        }
     }
+    notify.stopping("draining tunnels");
     let _ = stop_tx.send(true);
     for a in accepting {
         let _ = a.await;

@@ -543,8 +543,20 @@ pub async fn run(
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut server = tokio::spawn(serve(m.clone(), bound, tick, stop_rx));
+    // The service manager (systemd Type=notify): ready now that the API
+    // listens and the tables are published; the watchdog pings come from
+    // this loop, so they stop if the runtime stops turning.
+    let mut notify = conf::os::notify::ServiceNotify::from_env();
+    notify.ready(&format!(
+        "serving: tables generation {}",
+        m.published_generation()
+    ));
+    let mut watchdog =
+        tokio::time::interval(notify.watchdog().unwrap_or(Duration::from_secs(3600)));
+    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            _ = watchdog.tick() => notify.ping(),
             r = &mut server => return match r {
                 Ok(Ok(())) => Err(RunError::Start("the API server stopped unexpectedly".into())),
                 Ok(Err(e)) => Err(e.into()),
@@ -561,6 +573,7 @@ pub async fn run(
         }
     }
     tracing::info!("signal received, stopping");
+    notify.stopping("stopping");
     withdraw_before_stop(&m).await;
     let _ = stop_tx.send(true);
     // A second signal ends the process at once.

@@ -57,7 +57,6 @@ mod synproxy;
 mod tables;
 mod track;
 
-pub(crate) use admit::TokenBucket;
 pub use admit::{Admission, ConnCounts, VipAdmit};
 pub(crate) use emit::NeighRequest;
 pub use express::Prepared;

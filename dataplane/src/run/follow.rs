@@ -65,6 +65,15 @@ impl TablesFollow {
         }
     }
 
+    /// The generation the workers are to forward on (0: no region).
+    pub(super) fn published_generation(&self) -> u64 {
+        if self.watch.is_some() {
+            self.seen.generation
+        } else {
+            0
+        }
+    }
+
     /// Sleeps up to MAIN_LOOP_PERIOD, but wakes for every publication and
     /// wakes the workers for it: one asleep on its Rx interrupts then
     /// adopts the new generation at once, not at the end of its bounded wait.

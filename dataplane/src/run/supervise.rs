@@ -6,12 +6,14 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use conf::records::RecordsRegion;
+use conf::state::StateRegion;
 use conf::Config;
 use dpdk_ffi::{Mbuf, Mempool, Port};
 use tracing::{error, warn};
 
 use super::follow::TablesFollow;
 use super::publish::{reload_config, Publisher};
+use super::readiness::Readiness;
 use super::signals::Signals;
 use super::workers::Crew;
 use super::RunOptions;
@@ -82,6 +84,8 @@ pub(super) struct Chores<'a> {
     /// The records region whose clock offset is kept current, and TSC
     /// ticks per millisecond (the workers' clock).
     records_clock: Option<(&'static RecordsRegion, u64)>,
+    /// Readiness and the watchdog, for the service manager.
+    pub(super) readiness: Readiness,
 }
 
 impl<'a> Chores<'a> {
@@ -97,11 +101,13 @@ impl<'a> Chores<'a> {
             hold: PoolHold::new(pool, ports),
             port_stats,
             records_clock,
+            readiness: Readiness::from_env(),
         }
     }
 
-    fn tick(&mut self, handoff: &Handoff<Mbuf>) {
+    fn tick(&mut self, handoff: &Handoff<Mbuf>, state: &StateRegion, published: u64) {
         self.hold.tick(handoff);
+        self.readiness.tick(state, published);
         self.port_stats.tick(read_port);
         if let Some((region, per_ms)) = self.records_clock {
             set_records_clock(region, per_ms);
@@ -143,7 +149,14 @@ pub(super) fn supervise(
             );
             crew.handoff.ring_all();
         }
-        chores.tick(&crew.handoff);
+        if let Some(w) = crate::fault::poll_stall_trigger() {
+            warn!(
+                worker = w,
+                "test trigger: this worker stops polling (wedged) until border-dp stops"
+            );
+            crew.handoff.ring_all();
+        }
+        chores.tick(&crew.handoff, &crew.state, tables.published_generation());
         if signals.reload.swap(false, Ordering::Relaxed) {
             reload_config(opts, &mut live_cfg, publisher.as_deref_mut(), &crew.state);
         }

@@ -80,6 +80,20 @@ pub enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// The running config.
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Every backend of every VIP: its health verdict, each checker's last
+    /// observation, and the quorum.
+    ///
+    /// The verdict is `up`, `down`, `drained` (by the operator), `fail-open`
+    /// (down, but serving: every backend of its VIP is down), `undecided`
+    /// or `unchecked` (the VIP has no health check). With [[mgmt.peer]]
+    /// checkers, lists each with whether its votes count, and every
+    /// backend's observations name their checker. Exit 0 when no
+    /// health-checked backend is down, undecided or failing open, 1
+    /// otherwise. See docs/health.md.
+    Health,
     /// Drain a backend: no new connections; open ones finish.
     Drain(BackendRef),
     /// Undo a drain.
@@ -187,6 +201,18 @@ pub enum Cmd {
         /// Where to write the pages (created if missing).
         dir: PathBuf,
     },
+}
+
+/// `config ...`.
+#[derive(Subcommand, Debug)]
+pub enum ConfigCmd {
+    /// Print the config border-mgmt runs, as TOML, with its source (the
+    /// file, or `<api>` for a config applied with `borderctl apply`) and
+    /// when it was applied, as comment lines above it.
+    ///
+    /// The text is valid TOML (save it, edit it, `borderctl apply` it).
+    /// --json prints `{source, applied_at, generation, toml}`.
+    Show,
 }
 
 /// `maintenance on|off`.
@@ -323,25 +349,23 @@ fn with_pointer(mut sc: Command, pointer: &str) -> Command {
 }
 
 impl Cli {
-    /// Parses the command line; a bad one exits 2 with clap's usage error
-    /// (one JSON object on stderr when the line has --json), and so does a
-    /// combination clap cannot check. (clap checks `conflicts_with` and
-    /// `requires` per level: a global flag before the subcommand and one
-    /// after it would escape them, and a global flag cannot be required.)
-    pub fn parse_checked() -> Cli {
+    /// Parses the command line. A bad one, or a combination clap cannot
+    /// check, comes back as clap's usage error with whether the line asked
+    /// for `--json` (the caller exits 2 with it: `output::usage_error`).
+    /// (clap checks `conflicts_with` and `requires` per level: a global flag
+    /// before the subcommand and one after it would escape them, and a
+    /// global flag cannot be required.)
+    pub fn parse_checked() -> Result<Cli, (clap::Error, bool)> {
         let json = std::env::args_os().any(|a| a == "--json");
         let mut cmd = command();
-        let parsed = cmd
+        let cli = cmd
             .try_get_matches_from_mut(std::env::args_os())
-            .and_then(|m: ArgMatches| Cli::from_arg_matches(&m));
-        let cli = match parsed {
-            Ok(cli) => cli,
-            Err(e) => crate::output::usage_error(e, json),
-        };
+            .and_then(|m: ArgMatches| Cli::from_arg_matches(&m))
+            .map_err(|e| (e, json))?;
         if let Err((kind, msg)) = cli.check() {
-            crate::output::usage_error(cmd.error(kind, msg), cli.json);
+            return Err((cmd.error(kind, msg), cli.json));
         }
-        cli
+        Ok(cli)
     }
 
     fn check(&self) -> Result<(), (ErrorKind, String)> {

@@ -4,6 +4,9 @@
 //! region directly, and `status`/`stats` fall back to it when border-mgmt
 //! is not reachable; `capture` runs `dpdk-dumpcap` against border-dp's ports.
 //!
+//! `config show` prints the running config; `health` every backend's
+//! verdict and the checkers' observations.
+//!
 //! `diag` puts status, counters and health together and names the
 //! problems it sees.
 //!
@@ -19,11 +22,13 @@ mod backend;
 mod bgp;
 mod capture;
 mod cli;
+mod config;
 mod conn;
 mod counters;
 mod diag;
 mod diag_rules;
 mod events;
+mod health;
 mod maintenance;
 mod manuals;
 mod output;
@@ -35,15 +40,18 @@ mod status_local;
 use std::process::ExitCode;
 
 use backend::Change;
-use cli::{Cli, Cmd};
+use cli::{Cli, Cmd, ConfigCmd};
 
 const PROGRAM: &str = "borderctl";
 
 fn main() -> ExitCode {
-    let Cli { cmd, target, json } = Cli::parse_checked();
+    let Cli { cmd, target, json } =
+        Cli::parse_checked().unwrap_or_else(|(e, json)| output::usage_error(e, json));
     let res = match cmd {
         Cmd::Status { local, sample_ms } => status::run(&target, json, local, sample_ms),
         Cmd::Apply { file, dry_run } => apply::run(&target, &file, dry_run, json),
+        Cmd::Config(ConfigCmd::Show) => config::show(&target, json),
+        Cmd::Health => health::run(&target, json),
         Cmd::Drain(which) => backend::run(&target, which, Change::Drain, json),
         Cmd::Undrain(which) => backend::run(&target, which, Change::Undrain, json),
         Cmd::Weight { backend, weight } => {
