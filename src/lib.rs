@@ -19,9 +19,17 @@ use conf::os::{instance_lock_path, process_alive};
 use conf::state::{state_path, RunState, StateError, StateRegion};
 
 /// `--check-config FILE`: prints `OK` or the error, exit status to match.
+///
+/// Besides the file itself it checks what the start checks before anything
+/// else: that no full-NAT `local_port_range` meets this network namespace's
+/// ephemeral ports. So an OK here means the start will not refuse the
+/// config for either reason, when run in the same namespace.
 pub fn check_config(path: &Path) -> ExitCode {
-    match conf::check_config_file(path) {
-        Ok(_) => {
+    let checked = conf::check_config_file(path)
+        .map_err(|e| e.to_string())
+        .and_then(|cfg| conf::ephemeral::check_local_ports_here(&cfg).map_err(|e| e.to_string()));
+    match checked {
+        Ok(()) => {
             println!("OK");
             ExitCode::SUCCESS
         }

@@ -253,7 +253,8 @@ fn a_missing_config_file_is_one_line() {
 
 /// The kernel twin's own connections take source ports from its
 /// namespace's ephemeral range; a full-NAT range that meets it is refused
-/// by both processes before anything starts, naming both ranges.
+/// by both processes before anything starts, naming both ranges, and
+/// `--check-config` in the same namespace refuses it with the same line.
 #[test]
 fn a_full_nat_range_inside_the_kernels_ephemeral_ports_is_refused_at_start() {
     let ns = Netns::new("er-eph");
@@ -276,6 +277,7 @@ fn a_full_nat_range_inside_the_kernels_ephemeral_ports_is_refused_at_start() {
         "--state-dir",
         state.to_str().unwrap(),
     ];
+    let overlap = "port[0] (\"ext\").local_port_range [1024, 32767] overlaps the kernel's ephemeral ports 20000-60999 (net.ipv4.ip_local_port_range of this network namespace), which its kernel twin ker-eph uses for the host's own connections: their replies would be taken for full-NAT replies and dropped (expected a local_port_range outside 20000-60999, e.g. [1024, 19999], or move the kernel's range with sysctl)";
     for (program, path, args) in [
         ("border-dp", border_dp_bin(), &args[..2]),
         ("border-mgmt", mgmt_bin(), &args[..]),
@@ -283,8 +285,33 @@ fn a_full_nat_range_inside_the_kernels_ephemeral_ports_is_refused_at_start() {
         let out = run_bounded(in_netns(&ns, path, args), &dir, program);
         assert_eq!(
             one_line_error(program, &out),
-            format!("{program}: error: port[0] (\"ext\").local_port_range [1024, 32767] overlaps the kernel's ephemeral ports 20000-60999 (net.ipv4.ip_local_port_range of this network namespace), which its kernel twin ker-eph uses for the host's own connections: their replies would be taken for full-NAT replies and dropped (expected a local_port_range outside 20000-60999, e.g. [1024, 19999], or move the kernel's range with sysctl)")
+            format!("{program}: error: {overlap}")
         );
+
+        // --check-config looks at the namespace it runs in, as the start does.
+        let check = ["--check-config", cfg.to_str().unwrap()];
+        let tag = format!("{program}-check");
+        let out = run_bounded(in_netns(&ns, path, &check), &dir, &tag);
+        assert!(!out.status.success(), "{program} --check-config said OK");
+        assert!(out.stdout.is_empty(), "{program} printed to stdout");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), format!("{overlap}\n"));
+    }
+    // Where the kernel's range stays clear of the pool, the same file is OK.
+    ns.run(&[
+        "sh",
+        "-c",
+        "echo '40000 60999' > /proc/sys/net/ipv4/ip_local_port_range",
+    ]);
+    for (program, path) in [("border-dp", border_dp_bin()), ("border-mgmt", mgmt_bin())] {
+        let check = ["--check-config", cfg.to_str().unwrap()];
+        let tag = format!("{program}-check-ok");
+        let out = run_bounded(in_netns(&ns, path, &check), &dir, &tag);
+        assert!(
+            out.status.success(),
+            "{program}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "OK\n", "{program}");
     }
     assert!(!state.exists(), "border-mgmt saved nothing");
 }

@@ -438,3 +438,65 @@ async fn http_get(port: u16, path: &str) -> String {
     s.read_to_string(&mut out).await.unwrap();
     out
 }
+
+/// The drain's throughput, the figure in docs/records.md: two full rings of
+/// 65,536 records each, exported to an IPFIX collector (a UDP socket nobody
+/// reads: the kernel drops what does not fit, as a slow collector would)
+/// and to a JSON-lines file, timed from the first pass to the last record
+/// out. A measurement, not a check: run it on a quiet box with
+/// `cargo test --release -p mgmt --test records_export -- --ignored
+/// --nocapture drain_throughput`.
+#[test]
+#[ignore]
+fn drain_throughput() {
+    const SLOTS: u64 = 65_536;
+    const WORKERS: usize = 2;
+    let dir = TempDir::new("rec-rate");
+    let region = RecordsRegion::create(
+        &dir.0.join("records"),
+        WORKERS,
+        SLOTS as u32,
+        Access::PRIVATE,
+    )
+    .unwrap();
+    region.set_clock_offset_ms(CLOCK_OFFSET_MS);
+    for worker in 0..WORKERS {
+        let mut w = region.writer(worker).unwrap();
+        for i in 0..SLOTS {
+            // The record builders make addresses from n: keep it small.
+            let n = i % 200;
+            let rec = if i % 2 == 0 {
+                v4_record(n)
+            } else {
+                v6_record(n)
+            };
+            assert!(w.push(&rec), "worker {worker}: ring full at {i}");
+        }
+    }
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let log = dir.0.join("records.jsonl");
+    let mut cfg = records_cfg(
+        Some(sink.local_addr().unwrap()),
+        Some(json_cfg(log, 1 << 30, 1)),
+    );
+    cfg.ring_slots = SLOTS as u32;
+    let (mut d, stats) = new_drain(&dir.0, &cfg, VipNames::default());
+    let total = SLOTS * WORKERS as u64;
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(300);
+    loop {
+        d.pass(Instant::now());
+        let r = stats.report();
+        if exported(&r, "json").0 == total
+            && exported(&r, "ipfix").0 + exported(&r, "ipfix").1 == total
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "drain did not finish: {r:?}");
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "drain_throughput: {total} records to IPFIX and JSON in {secs:.3} s: {:.0} records/s",
+        total as f64 / secs
+    );
+}

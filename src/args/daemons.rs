@@ -27,7 +27,9 @@ pub struct DpArgs {
     /// Run with this configuration file (TOML; see docs/config.md).
     #[arg(long, value_name = "FILE", required_unless_present = "check_config")]
     pub config: Option<PathBuf>,
-    /// Validate FILE, print OK or the first error, and exit.
+    /// Validate FILE, print OK or the first error, and exit. Like the start,
+    /// it also refuses a local_port_range that meets this network namespace's
+    /// net.ipv4.ip_local_port_range.
     #[arg(long, value_name = "FILE", conflicts_with = "config")]
     pub check_config: Option<PathBuf>,
     /// Build and publish the load-balancing tables from the config file
@@ -86,7 +88,9 @@ pub struct MgmtArgs {
     /// [default: /var/lib/border/<instance>].
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Validate FILE, print OK or the first error, and exit.
+    /// Validate FILE, print OK or the first error, and exit. Like the start,
+    /// it also refuses a local_port_range that meets this network namespace's
+    /// net.ipv4.ip_local_port_range.
     #[arg(long, value_name = "FILE", conflicts_with = "config")]
     pub check_config: Option<PathBuf>,
     /// How often to look at the dataplane's state region (worker liveness,
