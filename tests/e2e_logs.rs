@@ -96,20 +96,8 @@ impl Daemon {
     /// SIGTERM and the exit status (10 s at most).
     fn stop(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
-        // SAFETY: as in `signal`.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                return st;
-            }
-            if start.elapsed() > Duration::from_secs(10) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{} did not stop within 10 s:\n{}", self.what, self.text());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        sigterm_and_wait(&mut child, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("{} did not stop within 10 s:\n{}", self.what, self.text()))
     }
 }
 

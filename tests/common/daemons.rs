@@ -133,25 +133,14 @@ impl BorderDp {
 
     /// Sends SIGTERM and waits for the exit status (at most 20 s).
     pub fn stop(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("border-dp already stopped");
         // `ip netns exec` execs border-dp, so the child's pid is border-dp's.
-        // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                return st;
-            }
-            if start.elapsed() > Duration::from_secs(20) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "border-dp did not exit within 20 s of SIGTERM:\n{}",
-                    self.log_text()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let mut child = self.child.take().expect("border-dp already stopped");
+        sigterm_and_wait(&mut child, Duration::from_secs(20)).unwrap_or_else(|| {
+            panic!(
+                "border-dp did not exit within 20 s of SIGTERM:\n{}",
+                self.log_text()
+            )
+        })
     }
 }
 
@@ -161,6 +150,25 @@ impl Drop for BorderDp {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+/// Sends SIGTERM to a child and waits up to `within` for its exit status;
+/// `None` when it did not exit in time (it is then killed and reaped).
+pub fn sigterm_and_wait(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    // SAFETY: kill(2) on a child we spawned and have not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        if start.elapsed() > within {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -315,20 +323,8 @@ impl BorderMgmt {
     /// SIGTERM and the exit status (at most 10 s).
     pub fn stop(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("border-mgmt already stopped");
-        // SAFETY: kill(2) on a child we spawned and have not reaped.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                return st;
-            }
-            if start.elapsed() > Duration::from_secs(10) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("border-mgmt did not stop within 10 s:\n{}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        sigterm_and_wait(&mut child, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("border-mgmt did not stop within 10 s:\n{}", self.log_text()))
     }
 }
 
