@@ -224,6 +224,17 @@ counters! {
     SynProxyBackendResets => "syn_proxy_backend_resets", "backends that refused a cookie connection's SYN: the client got a RST";
     SynProxyAutoOn => "syn_proxy_auto_on", "gauge: 1 while this worker answers SYNs to syn_proxy = \"auto\" VIPs with cookies (half-open pressure), else 0";
     SynProxyAutoSwitches => "syn_proxy_auto_switches", "times this worker switched syn_proxy = \"auto\" VIPs to cookies";
+    FlowsAdopted => "flows_adopted", "connection-table entries taken over from the previous border-dp's flows region at start";
+    AdoptDroppedTorn => "adopt_dropped_torn", "previous entries not adopted: their keys' seal did not match (a write cut short by a kill)";
+    AdoptDroppedBadKeys => "adopt_dropped_bad_keys", "previous entries not adopted: invalid keys";
+    AdoptDroppedBadState => "adopt_dropped_bad_state", "previous entries not adopted: invalid state, or a state that does not fit the protocol";
+    AdoptDroppedBadValue => "adopt_dropped_bad_value", "previous entries not adopted: the flow record is invalid or does not fit its VIP";
+    AdoptDroppedExpired => "adopt_dropped_expired", "previous entries not adopted: their deadline passed during the restart";
+    AdoptDroppedDuplicate => "adopt_dropped_duplicate", "previous entries not adopted: a key already tracked";
+    AdoptDroppedNoVip => "adopt_dropped_no_vip", "previous entries not adopted: their VIP is not configured any more";
+    AdoptDroppedNoBackend => "adopt_dropped_no_backend", "previous entries not adopted: their backend is not one of the VIP's any more";
+    AdoptDroppedNotOwned => "adopt_dropped_not_owned", "previous entries not adopted: their full-NAT local tuple is not in this worker's pools";
+    AdoptDroppedFull => "adopt_dropped_full", "previous entries not adopted: the connection table was full";
 }
 
 #[cfg(test)]

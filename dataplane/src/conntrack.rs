@@ -103,7 +103,10 @@ use conf::os::advise_huge_pages;
 
 use crate::wire::TcpFlags;
 
+pub mod adopt;
+pub mod slab;
 pub mod window;
+pub use slab::Slab;
 pub use window::{RstFit, TcpSeg, TcpTrack};
 
 /// Why [`Conntrack::update_tcp`] left an entry as it was.
@@ -220,6 +223,26 @@ impl FlowKey {
             | u64::from(self.proto) << 32
             | u64::from(self.v6) << 40
     }
+}
+
+/// A fixed (not secret, not per process) checksum of an entry's keys,
+/// kept in its `next_free` word while it is live: adoption recomputes it
+/// to catch an insert a kill cut short. Costs one computation per insert,
+/// nothing per packet.
+pub(crate) fn seal(keys: &[FlowKey; 2]) -> u32 {
+    const K: [u64; 3] = [
+        0x243F_6A88_85A3_08D3,
+        0x1319_8A2E_0370_7344,
+        0xA409_3822_299F_31D0,
+    ];
+    let mut h = K[0];
+    for k in keys {
+        let (s, d) = (u128::from_ne_bytes(k.src), u128::from_ne_bytes(k.dst));
+        h = folded_multiply(h ^ s as u64, (s >> 64) as u64 ^ K[1]);
+        h = folded_multiply(h ^ d as u64, (d >> 64) as u64 ^ K[2]);
+        h = folded_multiply(h ^ k.rest_word(), K[1]);
+    }
+    (h ^ h >> 32) as u32
 }
 
 /// The 128-bit product of `a` and `b`, its halves xored.
@@ -349,7 +372,9 @@ pub struct Entry<V> {
     keys: [FlowKey; 2],
     state: State,
     flags: u8,
-    /// Next free slot while on the free list.
+    /// Next free slot while on the free list; while live, the seal of the
+    /// keys ([`seal`]), which adoption checks to catch an insert cut short
+    /// by a kill.
     next_free: u32,
     expires_at: u64,
     /// The pipeline's per-flow record.
@@ -442,7 +467,7 @@ pub enum InsertError {
 
 /// The per-worker connection table. See the [module docs](self).
 pub struct Conntrack<V> {
-    slots: Vec<Entry<V>>,
+    slots: Slab<Entry<V>>,
     /// Per slot, the entry's deadline or an earlier time, in [`coarse`]
     /// units ([`FREE`] for a free slot): [`Conntrack::expire`] sweeps these
     /// 4-byte words instead of the entries. Refreshing a deadline does not
@@ -519,12 +544,22 @@ impl<V: Copy> Conntrack<V> {
     /// # Panics
     /// If `capacity` is 0 or above [`MAX_CAPACITY`].
     pub fn with_hasher(capacity: usize, timeouts: Timeouts, hasher: RandomState) -> Self {
+        Self::on_slab(Slab::heap(capacity), timeouts, hasher)
+    }
+
+    /// A table whose entries live in `slots` (an empty slab of a flows
+    /// region, so they outlive the process), of the slab's capacity.
+    ///
+    /// # Panics
+    /// If the capacity is 0 or above [`MAX_CAPACITY`], or the slab is not empty.
+    pub fn on_slab(slots: Slab<Entry<V>>, timeouts: Timeouts, hasher: RandomState) -> Self {
+        let capacity = slots.capacity();
         assert!(
             (1..=MAX_CAPACITY).contains(&capacity),
             "conntrack capacity {capacity} out of range 1..={MAX_CAPACITY}"
         );
+        assert!(slots.is_empty(), "a new table starts on an empty slab");
         let index = Index::new(4 * capacity);
-        let slots: Vec<Entry<V>> = Vec::with_capacity(capacity);
         let hints: Vec<i32> = Vec::with_capacity(capacity);
         advise_huge_pages(
             slots.as_ptr().cast(),
@@ -791,9 +826,28 @@ impl<V: Copy> Conntrack<V> {
             tcp: TcpTrack::NEW,
             next_free: NIL,
             state,
-            flags: LIVE,
+            flags: 0,
         };
+        let slot = self.place(entry).ok_or(InsertError::Full)?;
+        if state.is_half_open() {
+            self.half_open.push(slot, now);
+        }
+        self.index.insert(h_orig, index_ref(slot, Dir::Original));
+        self.index.insert(h_reply, index_ref(slot, Dir::Reply));
+        Ok(EntryId(slot as u32))
+    }
+
+    /// Writes `entry` into a free slot and makes it live (the index is the
+    /// caller's): the slot, or `None` when the slab is full.
+    ///
+    /// The entry is written whole first, its keys sealed, and only then
+    /// marked live: in a flows region, a process killed in the middle
+    /// leaves a slot that adoption ignores (not live) or rejects (the seal
+    /// does not match the keys), never a half-written live entry.
+    fn place(&mut self, mut entry: Entry<V>) -> Option<usize> {
         let deadline = entry.expires_at;
+        entry.flags = 0;
+        entry.next_free = seal(&entry.keys);
         let slot = if self.free != NIL {
             let s = self.free as usize;
             self.free = self.slots[s].next_free;
@@ -803,20 +857,20 @@ impl<V: Copy> Conntrack<V> {
         } else {
             // len < capacity and every slot below slots.len() is live, so
             // these pushes stay within the reserved capacity.
-            debug_assert!(self.slots.len() < self.slots.capacity());
-            self.slots.push(entry);
+            self.slots.push(entry).ok()?;
             self.hints.push(coarse(deadline));
             self.slots.len() - 1
         };
+        // Program order is store order on x86-64 (and the only reader is a
+        // later process): the fence keeps the compiler from moving the
+        // flag's store before the entry's.
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+        self.slots[slot].flags = LIVE;
         self.len += 1;
-        if state.is_half_open() {
-            self.half_open.push(slot, now);
+        if entry.state.is_half_open() {
             self.half_open_now += 1;
         }
-
-        self.index.insert(h_orig, index_ref(slot, Dir::Original));
-        self.index.insert(h_reply, index_ref(slot, Dir::Reply));
-        Ok(EntryId(slot as u32))
+        Some(slot)
     }
 
     /// Unindexes a live slot and puts it on the free list; its contents stay

@@ -11,6 +11,7 @@ pub mod conntrack;
 pub mod counters;
 pub(crate) mod doorbell;
 pub mod fault;
+pub mod flows_region;
 pub(crate) mod host;
 pub mod io;
 pub(crate) mod io_dpdk;

@@ -253,6 +253,18 @@ impl LocalPorts {
         }
     }
 
+    /// An entry adopted from the previous process holds `port` of
+    /// `addr16`: counted as taken if the tuple is one of this worker's.
+    pub fn adopted(&mut self, addr16: &[u8; 16], port: u16) -> bool {
+        match self.find(addr16, port) {
+            Some((a, _)) => {
+                a.in_use += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The entry holding `port` of `addr16` is gone; the tuple rests until
     /// `ready_at` (see [`LocalPorts::ready_at`]).
     pub fn released(&mut self, addr16: &[u8; 16], port: u16, ready_at: u64) {

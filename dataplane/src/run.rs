@@ -11,6 +11,7 @@
 //! `workers.rs` launching and stopping the workers, `supervise.rs` the main
 //! thread's loop meanwhile.
 
+mod flows;
 mod follow;
 mod lock;
 mod ports;
@@ -147,6 +148,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     let mut tables = TablesFollow::attach(tables_path(&cfg.instance), lcores.len());
     let per_ms = (dpdk_ffi::tsc_hz() / 1000).max(1);
     let records = open_records(cfg, access, per_ms)?;
+    let flows = flows::FlowsStart::prepare(cfg, access, per_ms);
     let crew = Crew::new(
         cfg,
         Handoff::new(lcores.len()),
@@ -154,6 +156,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         poll,
         per_ms,
         records,
+        flows,
     );
     let (launched, outcome) = launch_workers(
         cfg,
@@ -174,6 +177,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         );
         let records_clock = crew.records.map(|(r, _)| (r, per_ms));
         let mut chores = Chores::new(&pool, &started.ports, &mut port_stats, records_clock);
+        chores.flows_clock = Some((crew.flows.clone(), per_ms));
         supervise(
             cfg,
             opts,

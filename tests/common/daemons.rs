@@ -48,13 +48,24 @@ impl BorderDp {
     /// Writes `config` to `dir`, starts `border-dp --standalone` (it
     /// publishes its own tables) in `ns` and waits until its workers run.
     pub fn start(ns: &Netns, dir: &TempDir, instance: &str, config: &str) -> BorderDp {
-        Self::start_mode(ns, dir, instance, config, true)
+        Self::start_mode(ns, dir, instance, config, true, &[])
+    }
+
+    /// [`BorderDp::start`] with more environment variables.
+    pub fn start_with_env(
+        ns: &Netns,
+        dir: &TempDir,
+        instance: &str,
+        config: &str,
+        env: &[(&str, &str)],
+    ) -> BorderDp {
+        Self::start_mode(ns, dir, instance, config, true, env)
     }
 
     /// Like [`BorderDp::start`], without `--standalone`: border-dp follows
     /// the tables region that border-mgmt publishes.
     pub fn start_following(ns: &Netns, dir: &TempDir, instance: &str, config: &str) -> BorderDp {
-        Self::start_mode(ns, dir, instance, config, false)
+        Self::start_mode(ns, dir, instance, config, false, &[])
     }
 
     fn start_mode(
@@ -63,6 +74,7 @@ impl BorderDp {
         instance: &str,
         config: &str,
         standalone: bool,
+        env: &[(&str, &str)],
     ) -> BorderDp {
         let cfg = dir.path("border.toml");
         std::fs::write(&cfg, config).unwrap();
@@ -74,6 +86,7 @@ impl BorderDp {
             .arg("--config")
             .arg(&cfg)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(logf.try_clone().unwrap())
             .stderr(logf)
@@ -187,6 +200,9 @@ pub fn clean_instance(instance: &str) {
     let _ = std::fs::remove_file(state_path(instance));
     let _ = std::fs::remove_file(conf::tables::tables_path(instance));
     let _ = std::fs::remove_file(conf::records::records_path(instance));
+    for w in 0..8 {
+        let _ = std::fs::remove_file(dataplane::flows_region::flows_path(instance, w));
+    }
     forget_intent(instance);
 }
 

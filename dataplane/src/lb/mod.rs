@@ -41,6 +41,7 @@ use records::FlowRecords;
 use release::Release;
 
 mod admit;
+mod adopt;
 mod classify;
 mod emit;
 mod express;
@@ -58,6 +59,7 @@ mod tables;
 mod track;
 
 pub use admit::{Admission, ConnCounts, VipAdmit};
+pub use adopt::Previous;
 pub(crate) use emit::NeighRequest;
 pub use express::Prepared;
 pub use flood::HALF_OPEN_MIN_AGE_MS;
@@ -138,6 +140,8 @@ pub struct Lb {
     admission: admit::Admission,
     /// SYN cookies and the splice of cookie connections (`syn_proxy`).
     syn_proxy: synproxy::SynProxyWorker,
+    /// The previous process's flows, until adopted (`adopt.rs`).
+    previous: Option<Previous>,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -177,6 +181,7 @@ impl Lb {
             records: None,
             admission: admit::Admission::default(),
             syn_proxy: synproxy::SynProxyWorker::new(),
+            previous: None,
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]
@@ -251,6 +256,14 @@ impl Lb {
                 self.configured_hop(route.port, gw, Slot::NONE);
             }
         }
+    }
+
+    /// Keeps the connection table's entries in `slots` (a flows region's
+    /// slab, so they outlive the process), before any traffic: the table
+    /// starts over, empty, with the same timeouts.
+    pub fn use_slab(&mut self, slots: crate::conntrack::Slab<crate::conntrack::Entry<FlowRec>>) {
+        let timeouts = self.conntrack.timeouts();
+        self.conntrack = Conntrack::on_slab(slots, timeouts, ahash::RandomState::new());
     }
 
     /// Counts open connections of capped VIPs and backends in `counts`,
@@ -331,6 +344,9 @@ impl Lb {
     pub(crate) fn tick(&mut self, now_ms: u64, counters: &mut Counters) {
         self.now_ms = now_ms;
         self.neighbors.set_now(now_ms);
+        if self.previous.is_some() {
+            self.adopt_previous(counters);
+        }
         self.sync
             .drain_into(self.worker, &mut self.neighbors, now_ms);
         if self.neighbors.probing() {

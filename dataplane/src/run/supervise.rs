@@ -86,6 +86,9 @@ pub(super) struct Chores<'a> {
     records_clock: Option<(&'static RecordsRegion, u64)>,
     /// Readiness and the watchdog, for the service manager.
     pub(super) readiness: Readiness,
+    /// The flows regions whose clock offset is kept current, and TSC
+    /// ticks per millisecond.
+    pub(super) flows_clock: Option<(super::flows::FlowsStart, u64)>,
 }
 
 impl<'a> Chores<'a> {
@@ -102,6 +105,7 @@ impl<'a> Chores<'a> {
             port_stats,
             records_clock,
             readiness: Readiness::from_env(),
+            flows_clock: None,
         }
     }
 
@@ -111,6 +115,9 @@ impl<'a> Chores<'a> {
         self.port_stats.tick(read_port);
         if let Some((region, per_ms)) = self.records_clock {
             set_records_clock(region, per_ms);
+        }
+        if let Some((flows, per_ms)) = &self.flows_clock {
+            flows.tick(*per_ms);
         }
     }
 }

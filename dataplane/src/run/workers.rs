@@ -112,6 +112,8 @@ pub(super) struct Crew {
     conn_counts: Arc<crate::lb::ConnCounts>,
     /// What every worker's load balancer is built with.
     lb: LbSettings,
+    /// The flows regions: each worker's slab, the previous flows.
+    pub(super) flows: super::flows::FlowsStart,
 }
 
 /// The `[dataplane]` settings every worker's load balancer is built with.
@@ -133,6 +135,7 @@ impl Crew {
         poll: Poll,
         per_ms: u64,
         records: Option<(&'static RecordsRegion, bool)>,
+        flows: super::flows::FlowsStart,
     ) -> Crew {
         let workers = cfg.dataplane.worker_lcores.len();
         Crew {
@@ -146,6 +149,7 @@ impl Crew {
             per_ms,
             records,
             conn_counts: Arc::new(crate::lb::ConnCounts::default()),
+            flows,
             lb: LbSettings {
                 workers,
                 capacity: cfg.dataplane.conntrack_per_worker as usize,
@@ -188,6 +192,13 @@ impl WorkerSetup {
             leak_stats(&crew.state, w, false),
         );
         lb.share_conn_counts(crew.conn_counts);
+        let (slab, previous) = crew.flows.take(w, crew.per_ms);
+        if let Some(slab) = slab {
+            lb.use_slab(slab);
+        }
+        if let Some(previous) = previous {
+            lb.adopt_from(previous);
+        }
         let region: &'static StateRegion = Box::leak(Box::new(crew.state.clone()));
         if let Some(b) = region.worker(w) {
             lb.set_local_pool_stats(b.local_pools());

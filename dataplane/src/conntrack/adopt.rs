@@ -1,0 +1,241 @@
+//! Taking over the entries a previous border-dp left in its flows region
+//! (`crate::flows_region`): each slot is read as raw bytes and checked
+//! before anything in it is trusted, then re-inserted into this table.
+//!
+//! A slot is read as an [`Entry`] only after every byte that has fewer
+//! valid values than its type's size allows (the `bool`s of the keys, the
+//! [`State`] discriminant, the value's own enums and `bool`s, see
+//! [`RawValue`]) was found to hold one of them; a slot that fails is
+//! dropped with a [`Dropped`] reason, never repaired. The index, the free
+//! list, the expiry hints and the ring of half-open entries are not read
+//! at all: they are rebuilt from the entries kept, which is cheaper than
+//! validating them and cannot be fooled by them.
+//!
+//! Times move on: the previous process's clock and this one's differ (each
+//! counts TSC ticks with its own calibration), so each region header keeps
+//! the offset from its workers' clock to the wall clock, and an entry's
+//! deadline and creation time move by the difference of the two offsets.
+//! An entry whose deadline passed during the restart is dropped as
+//! [`Dropped::Expired`].
+
+use core::mem::{offset_of, size_of, MaybeUninit};
+
+use super::{seal, Conntrack, Dir, Entry, EntryId, FlowKey, State, LIVE};
+
+/// A value type whose raw bytes can be checked before they are read as
+/// one (the connection table's `V`).
+///
+/// # Safety
+/// `bytes_valid` must return `true` only if `bytes` (exactly
+/// `size_of::<Self>()` of them) is a valid value of `Self`: every `bool`
+/// 0 or 1, every enum discriminant one of its variants', no references.
+pub unsafe trait RawValue: Copy {
+    fn bytes_valid(bytes: &[u8]) -> bool;
+}
+
+// SAFETY: every bit pattern is a valid integer.
+unsafe impl RawValue for u32 {
+    fn bytes_valid(bytes: &[u8]) -> bool {
+        bytes.len() == size_of::<u32>()
+    }
+}
+
+// SAFETY: every bit pattern is a valid integer.
+unsafe impl RawValue for u64 {
+    fn bytes_valid(bytes: &[u8]) -> bool {
+        bytes.len() == size_of::<u64>()
+    }
+}
+
+/// Why a slot of a previous table was not adopted. Each has its own
+/// counter (`adopt_dropped_*`, see `conf::counters`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dropped {
+    /// The seal word does not match the keys: an insert cut short (a kill
+    /// in the middle of a write) or memory written by something else.
+    Torn,
+    /// A key's family flag is not a `bool`, an IPv4 key is not
+    /// IPv4-mapped, or both keys are the same.
+    BadKeys,
+    /// The state byte is no [`State`], or it does not fit the protocol.
+    BadState,
+    /// The value's bytes are not a valid value, or it does not fit the
+    /// flow (its VIP, mode, ports or checksum deltas).
+    BadValue,
+    /// Its deadline passed before this process took over.
+    Expired,
+    /// A key is tracked already (by an entry adopted before it).
+    Duplicate,
+    /// Its VIP is not in this process's tables.
+    NoVip,
+    /// Its backend is not (any more) one of its VIP's.
+    NoBackend,
+    /// Its full-NAT local tuple is not one this worker owns.
+    NotOwned,
+    /// The table is full.
+    Full,
+}
+
+impl Dropped {
+    pub const ALL: [Dropped; 10] = [
+        Dropped::Torn,
+        Dropped::BadKeys,
+        Dropped::BadState,
+        Dropped::BadValue,
+        Dropped::Expired,
+        Dropped::Duplicate,
+        Dropped::NoVip,
+        Dropped::NoBackend,
+        Dropped::NotOwned,
+        Dropped::Full,
+    ];
+
+    /// Its name in logs (and in its counter, after `adopt_dropped_`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Dropped::Torn => "torn",
+            Dropped::BadKeys => "bad_keys",
+            Dropped::BadState => "bad_state",
+            Dropped::BadValue => "bad_value",
+            Dropped::Expired => "expired",
+            Dropped::Duplicate => "duplicate",
+            Dropped::NoVip => "no_vip",
+            Dropped::NoBackend => "no_backend",
+            Dropped::NotOwned => "not_owned",
+            Dropped::Full => "full",
+        }
+    }
+}
+
+/// The bytes of a valid `T`, to compare a raw byte against (for enums and
+/// `bool`s whose representation Rust does not fix).
+pub fn byte_of<T: Copy>(v: T) -> u8 {
+    assert_eq!(size_of::<T>(), 1, "byte_of takes one-byte values");
+    // SAFETY: `v` is a valid, initialised one-byte value (asserted above).
+    unsafe { *(&v as *const T).cast::<u8>() }
+}
+
+/// A slot of a previous slab: `Ok(None)` when it holds no live entry.
+///
+/// `shift_ms` moves its times from the previous process's clock to this
+/// one's (see the module docs); `now` is this process's clock.
+pub fn read_slot<V: RawValue>(
+    raw: &[u8],
+    shift_ms: i64,
+    now: u64,
+) -> Result<Option<Entry<V>>, Dropped> {
+    if raw.len() < size_of::<Entry<V>>() {
+        return Err(Dropped::BadValue);
+    }
+    let at = |o: usize| raw[o];
+    if at(offset_of!(Entry<V>, flags)) & LIVE == 0 {
+        return Ok(None);
+    }
+    let keys = offset_of!(Entry<V>, keys);
+    for k in 0..2 {
+        let v6 = at(keys + k * size_of::<FlowKey>() + offset_of!(FlowKey, v6));
+        if v6 > 1 {
+            return Err(Dropped::BadKeys);
+        }
+    }
+    let state_byte = at(offset_of!(Entry<V>, state));
+    let Some(state) = STATES.iter().copied().find(|&s| byte_of(s) == state_byte) else {
+        return Err(Dropped::BadState);
+    };
+    let value = offset_of!(Entry<V>, value);
+    if !V::bytes_valid(&raw[value..value + size_of::<V>()]) {
+        return Err(Dropped::BadValue);
+    }
+    let mut e = MaybeUninit::<Entry<V>>::uninit();
+    // SAFETY: `raw` holds at least one `Entry<V>` (checked above), and
+    // every byte with invalid patterns (the keys' `v6`, the state, the
+    // value's, per `RawValue`) holds a valid one; the other fields are
+    // integers and arrays of them, for which any bytes are valid.
+    // `read_unaligned` because a byte slice has no alignment.
+    let mut e: Entry<V> = unsafe {
+        core::ptr::copy_nonoverlapping(raw.as_ptr(), e.as_mut_ptr().cast::<u8>(), size_of::<Entry<V>>());
+        e.assume_init()
+    };
+    debug_assert_eq!(e.state, state);
+    if e.next_free != seal(&e.keys) {
+        return Err(Dropped::Torn);
+    }
+    let mapped = |k: &FlowKey| {
+        let prefix = u128::from_be_bytes(k.src) >> 32 == 0xFFFF && u128::from_be_bytes(k.dst) >> 32 == 0xFFFF;
+        k.v6 || prefix
+    };
+    if e.keys[0] == e.keys[1] || !e.keys.iter().all(mapped) {
+        return Err(Dropped::BadKeys);
+    }
+    let tcp = e.keys[0].proto == crate::wire::ip_proto::TCP;
+    if tcp == (e.state == State::Udp) || e.keys[0].proto != e.keys[1].proto {
+        return Err(Dropped::BadState);
+    }
+    let moved = |t: u64| (t as i64).saturating_add(shift_ms).max(0) as u64;
+    e.expires_at = moved(e.expires_at);
+    e.created_at = moved(e.created_at).min(now);
+    if e.expires_at <= now {
+        return Err(Dropped::Expired);
+    }
+    Ok(Some(e))
+}
+
+/// Every [`State`], to match a raw state byte against.
+const STATES: [State; 7] = [
+    State::SynSent,
+    State::SynRecv,
+    State::Established,
+    State::FinWait,
+    State::TimeWait,
+    State::Closed,
+    State::Udp,
+];
+
+impl<V: Copy> Conntrack<V> {
+    /// Inserts an entry read from a previous table ([`read_slot`]) as it
+    /// is: its state, deadline, TCP tracking and value. The deadline is
+    /// capped at `now` plus the state's timeout (a previous process may
+    /// have had longer timeouts).
+    pub fn adopt_entry(&mut self, mut e: Entry<V>, now: u64) -> Result<EntryId, Dropped> {
+        let (h_orig, h_reply) = (self.hash(&e.keys[0]), self.hash(&e.keys[1]));
+        if self.find(h_orig, &e.keys[0]).is_some() || self.find(h_reply, &e.keys[1]).is_some() {
+            return Err(Dropped::Duplicate);
+        }
+        if self.len == self.capacity {
+            return Err(Dropped::Full);
+        }
+        let cap = now.saturating_add(self.timeout_ms[e.state as usize]);
+        e.expires_at = e.expires_at.min(cap);
+        let (half_open, created) = (e.state.is_half_open(), e.created_at);
+        let slot = self.place(e).ok_or(Dropped::Full)?;
+        if half_open {
+            self.half_open.push(slot, created);
+        }
+        self.index.insert(h_orig, super::index_ref(slot, Dir::Original));
+        self.index.insert(h_reply, super::index_ref(slot, Dir::Reply));
+        Ok(EntryId(slot as u32))
+    }
+}
+
+/// The byte size of one slot of a slab of `Entry<V>`.
+pub const fn slot_bytes<V>() -> usize {
+    size_of::<Entry<V>>()
+}
+
+/// Offsets and sizes that fix where adoption reads what, for the flows
+/// region's geometry checksum: a build whose entry layout differs has a
+/// different checksum even under the same layout version.
+pub fn layout_words<V>() -> [u64; 10] {
+    [
+        size_of::<Entry<V>>() as u64,
+        core::mem::align_of::<Entry<V>>() as u64,
+        size_of::<V>() as u64,
+        size_of::<FlowKey>() as u64,
+        offset_of!(Entry<V>, state) as u64,
+        offset_of!(Entry<V>, flags) as u64,
+        offset_of!(Entry<V>, next_free) as u64,
+        offset_of!(Entry<V>, expires_at) as u64,
+        offset_of!(Entry<V>, value) as u64,
+        (offset_of!(Entry<V>, created_at) as u64) << 16 | offset_of!(Entry<V>, tcp) as u64,
+    ]
+}

@@ -1,0 +1,210 @@
+//! Taking over the flows of the previous border-dp of the instance: each
+//! live entry of its flows regions that this worker owns is checked
+//! (`conntrack::adopt`), fitted to this process's tables (its VIP and
+//! backend, their statistics slots, the backend's neighbour slot, the
+//! full-NAT local tuple) and inserted, or dropped and counted with its
+//! reason. Runs once, at the first tick after the first tables arrive.
+//!
+//! Owners: a full-NAT flow belongs to the worker that owns its local port
+//! (the backend's replies are steered there), whatever worker held it
+//! before; a DNAT flow stays with the worker of the same index, or with
+//! `index % workers` when there are fewer workers now (the NIC's RSS then
+//! decides where its packets land, as for any flow).
+//!
+//! Not carried: `[vip.limits]` shares (adopted flows hold none and do not
+//! count against the caps) and the records meters (an adopted flow's
+//! record counts what it forwarded after the restart).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use conf::counters::Counter;
+use conf::state::FlowStat;
+use conf::Mode;
+
+use super::flow::{flow_deltas, FlowRec, FLOW_COUNTED};
+use super::Lb;
+use crate::conntrack::adopt::{byte_of, read_slot, Dropped, RawValue};
+use crate::conntrack::Entry;
+use crate::counters::Counters;
+use crate::flows_region::PreviousFlows;
+use crate::ppv2::PpConfig;
+
+/// What a worker adopts from, set before it starts.
+pub struct Previous {
+    pub flows: Arc<PreviousFlows>,
+    /// Wall clock minus this process's worker clock, in ms.
+    pub clock_offset_ms: i64,
+}
+
+// SAFETY: `bytes_valid` checks every byte of `FlowRec` that has invalid
+// patterns: `mode` (an enum) and the `bool`s of the PROXY settings; every
+// other field is an integer, an array of integers or a struct of them.
+unsafe impl RawValue for FlowRec {
+    fn bytes_valid(b: &[u8]) -> bool {
+        use core::mem::offset_of;
+        if b.len() != core::mem::size_of::<FlowRec>() {
+            return false;
+        }
+        let mode = b[offset_of!(FlowRec, mode)];
+        if mode != byte_of(Mode::FullNat) && mode != byte_of(Mode::Dnat) {
+            return false;
+        }
+        let cfg = offset_of!(FlowRec, proxy) + offset_of!(crate::ppv2::PpFlow, cfg);
+        [
+            offset_of!(PpConfig, enabled),
+            offset_of!(PpConfig, send_on_connect),
+            offset_of!(PpConfig, unique_id),
+            offset_of!(PpConfig, crc32c),
+            offset_of!(PpConfig, authority),
+        ]
+        .iter()
+        .all(|&o| b[cfg + o] <= 1)
+    }
+}
+
+/// The counter of each reason.
+pub(super) fn dropped_counter(d: Dropped) -> Counter {
+    match d {
+        Dropped::Torn => Counter::AdoptDroppedTorn,
+        Dropped::BadKeys => Counter::AdoptDroppedBadKeys,
+        Dropped::BadState => Counter::AdoptDroppedBadState,
+        Dropped::BadValue => Counter::AdoptDroppedBadValue,
+        Dropped::Expired => Counter::AdoptDroppedExpired,
+        Dropped::Duplicate => Counter::AdoptDroppedDuplicate,
+        Dropped::NoVip => Counter::AdoptDroppedNoVip,
+        Dropped::NoBackend => Counter::AdoptDroppedNoBackend,
+        Dropped::NotOwned => Counter::AdoptDroppedNotOwned,
+        Dropped::Full => Counter::AdoptDroppedFull,
+    }
+}
+
+impl Lb {
+    /// Flows of the previous process to adopt at the first tick that has
+    /// tables (see the module docs).
+    pub fn adopt_from(&mut self, previous: Previous) {
+        self.previous = Some(previous);
+    }
+
+    /// Adopts the previous flows if they are waiting and tables are here.
+    #[cold]
+    pub(super) fn adopt_previous(&mut self, counters: &mut Counters) {
+        if self.tables.is_none() {
+            return;
+        }
+        let Some(prev) = self.previous.take() else {
+            return;
+        };
+        let started = std::time::Instant::now();
+        let now = self.now_ms;
+        let (mut kept, mut dropped) = (0u64, [0u64; Dropped::ALL.len()]);
+        for region in &prev.flows.regions {
+            let shift = region.clock_offset_ms.saturating_sub(prev.clock_offset_ms);
+            let dnat_here = region.worker % self.workers == self.worker;
+            for i in 0..region.slots() {
+                let e = match read_slot::<FlowRec>(region.slot(i), shift, now) {
+                    Ok(Some(e)) => e,
+                    Ok(None) => continue,
+                    // Counted by the worker that had it, once.
+                    Err(d) if dnat_here => {
+                        counters.inc(dropped_counter(d));
+                        dropped[d as usize] += 1;
+                        continue;
+                    }
+                    Err(_) => continue,
+                };
+                let mine = match e.value.mode {
+                    Mode::FullNat => self.owner(e.reply().dport) == self.worker,
+                    Mode::Dnat => dnat_here,
+                };
+                if !mine {
+                    continue;
+                }
+                match self.adopt_one(e, now) {
+                    Ok(()) => {
+                        kept += 1;
+                        counters.inc(Counter::FlowsAdopted);
+                    }
+                    Err(d) => {
+                        counters.inc(dropped_counter(d));
+                        dropped[d as usize] += 1;
+                    }
+                }
+            }
+        }
+        let reasons: Vec<String> = Dropped::ALL
+            .iter()
+            .filter(|d| dropped[**d as usize] > 0)
+            .map(|d| format!("{} {}", d.name(), dropped[*d as usize]))
+            .collect();
+        tracing::info!(
+            worker = self.worker,
+            adopted = kept,
+            dropped = %reasons.join(", "),
+            took_ms = started.elapsed().as_millis() as u64,
+            "flows of the previous border-dp adopted"
+        );
+    }
+
+    /// Fits one checked entry to this process's tables and inserts it.
+    fn adopt_one(&mut self, mut e: Entry<FlowRec>, now: u64) -> Result<(), Dropped> {
+        let (orig, reply) = (*e.orig(), *e.reply());
+        let Some(tables) = self.tables.as_ref() else {
+            return Err(Dropped::NoVip);
+        };
+        let vip_ip = orig.dst_ip();
+        let Some(vip) = tables
+            .vips
+            .iter()
+            .find(|v| v.addr == vip_ip && v.port == orig.dport && v.proto == orig.proto)
+        else {
+            return Err(Dropped::NoVip);
+        };
+        let rec = &mut e.value;
+        if rec.mode != vip.mode || usize::from(rec.client_port) >= tables.routes.ports.len() {
+            return Err(Dropped::BadValue);
+        }
+        let backend = IpAddr::from(reply.src);
+        let backend = match backend {
+            IpAddr::V6(a) if !reply.v6 => a.to_ipv4_mapped().map_or(backend, IpAddr::V4),
+            b => b,
+        };
+        let Some(b) = vip
+            .backends
+            .iter()
+            .find(|b| b.addr == backend && b.port == reply.sport && b.out_port != usize::MAX)
+        else {
+            return Err(Dropped::NoBackend);
+        };
+        (rec.vip_slot, rec.backend_slot) = (vip.stat_slot, b.stat_slot);
+        rec.backend_port = b.out_port as u8;
+        rec.bits &= !FLOW_COUNTED;
+        (rec.fwd, rec.rev) = flow_deltas(rec.mode, &orig, &reply);
+        let (hop, next_hop) = (b.hop, b.next_hop);
+        rec.hop = match hop {
+            crate::neigh::Slot::NONE => self.neighbors.slot_for(next_hop),
+            hop => hop,
+        };
+        if rec.mode == Mode::FullNat && !self.local_ports.adopted(&reply.dst, reply.dport) {
+            return Err(Dropped::NotOwned);
+        }
+        let (vs, bs) = (rec.vip_slot, rec.backend_slot);
+        match self.conntrack.adopt_entry(e, now) {
+            Ok(_) => {
+                self.vip_stats.add(vs, FlowStat::ActiveConnections, 1);
+                self.backend_stats.add(bs, FlowStat::ActiveConnections, 1);
+                Ok(())
+            }
+            Err(d) => {
+                if rec_is_fullnat(&e) {
+                    self.local_ports.released(&reply.dst, reply.dport, 0);
+                }
+                Err(d)
+            }
+        }
+    }
+}
+
+fn rec_is_fullnat(e: &Entry<FlowRec>) -> bool {
+    e.value.mode == Mode::FullNat
+}
