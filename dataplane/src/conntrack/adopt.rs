@@ -239,3 +239,183 @@ pub fn layout_words<V>() -> [u64; 10] {
         (offset_of!(Entry<V>, created_at) as u64) << 16 | offset_of!(Entry<V>, tcp) as u64,
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conntrack::Timeouts;
+    use ahash::RandomState;
+
+    const T: Timeouts = Timeouts {
+        tcp_syn: 30,
+        tcp_established: 900,
+        tcp_closing: 10,
+        udp: 300,
+        local_port_cooldown: 60,
+    };
+
+    fn table(capacity: usize) -> Conntrack<u32> {
+        Conntrack::with_hasher(capacity, T, RandomState::with_seeds(1, 2, 3, 4))
+    }
+
+    fn key(port: u16, proto: u8) -> (FlowKey, FlowKey) {
+        (
+            FlowKey::v4([192, 0, 2, 1], [10, 140, 0, 100], port, 80, proto),
+            FlowKey::v4([10, 141, 0, 11], [10, 141, 0, 1], 8080, port, proto),
+        )
+    }
+
+    /// The raw bytes of slot `id` of `ct`: what a previous process left.
+    fn raw(ct: &Conntrack<u32>, id: EntryId) -> Vec<u8> {
+        let e = ct.get(id);
+        // SAFETY: reading the bytes of a live, initialised entry (padding
+        // included, which is only compared and copied).
+        unsafe {
+            core::slice::from_raw_parts((e as *const Entry<u32>).cast::<u8>(), size_of::<Entry<u32>>())
+        }
+        .to_vec()
+    }
+
+    fn established(ct: &mut Conntrack<u32>, port: u16, now: u64) -> EntryId {
+        let (o, r) = key(port, 6);
+        let id = ct.insert(o, r, 7, State::SynSent, now, |_, _| {}).unwrap();
+        ct.update_tcp(id, Dir::Reply, &crate::conntrack::TcpSeg::flags(0x12), now).unwrap();
+        ct.update_tcp(id, Dir::Original, &crate::conntrack::TcpSeg { ack: 1, ..crate::conntrack::TcpSeg::flags(0x10) }, now).unwrap();
+        assert_eq!(ct.get(id).state(), State::Established);
+        id
+    }
+
+    #[test]
+    fn a_valid_entry_is_adopted_as_it_was() {
+        let mut old = table(16);
+        let id = established(&mut old, 1000, 5_000);
+        let bytes = raw(&old, id);
+        let e = read_slot::<u32>(&bytes, 0, 6_000).unwrap().unwrap();
+        let mut new = table(16);
+        let nid = new.adopt_entry(e, 6_000).unwrap();
+        let (o, r) = key(1000, 6);
+        assert_eq!(new.lookup(&o, 6_000), Some((nid, Dir::Original)));
+        assert_eq!(new.lookup(&r, 6_000), Some((nid, Dir::Reply)));
+        let got = new.get(nid);
+        assert_eq!((got.state(), got.value, got.expires_at()), (State::Established, 7, 5_000 + 900_000));
+        assert_eq!(got.tcp(), old.get(id).tcp());
+        new.check();
+    }
+
+    #[test]
+    fn a_free_slot_is_nothing() {
+        let mut old = table(16);
+        let id = established(&mut old, 1000, 0);
+        old.remove(id);
+        assert!(read_slot::<u32>(&raw(&old, id), 0, 1).unwrap().is_none());
+        assert!(read_slot::<u32>(&vec![0u8; size_of::<Entry<u32>>()], 0, 1).unwrap().is_none());
+    }
+
+    #[test]
+    fn each_bad_byte_is_dropped_with_its_reason() {
+        let mut old = table(16);
+        let id = established(&mut old, 1000, 0);
+        let good = raw(&old, id);
+        let at = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = good.clone();
+            f(&mut b);
+            read_slot::<u32>(&b, 0, 1).map(|_| ())
+        };
+        let keys = offset_of!(Entry<u32>, keys);
+        // A key byte changed after the seal: a torn insert.
+        assert_eq!(at(&|b| b[keys + 3] ^= 1), Err(Dropped::Torn));
+        // The seal word itself torn.
+        assert_eq!(at(&|b| b[offset_of!(Entry<u32>, next_free)] ^= 0x80), Err(Dropped::Torn));
+        // `v6` is no bool.
+        assert_eq!(at(&|b| b[keys + offset_of!(FlowKey, v6)] = 7), Err(Dropped::BadKeys));
+        // No such state.
+        assert_eq!(at(&|b| b[offset_of!(Entry<u32>, state)] = 9), Err(Dropped::BadState));
+        // A UDP state on a TCP flow.
+        assert_eq!(
+            at(&|b| b[offset_of!(Entry<u32>, state)] = byte_of(State::Udp)),
+            Err(Dropped::BadState)
+        );
+        // Too short.
+        assert_eq!(read_slot::<u32>(&good[..64], 0, 1).map(|_| ()), Err(Dropped::BadValue));
+    }
+
+    #[test]
+    fn a_value_whose_bytes_are_invalid_is_dropped() {
+        #[derive(Clone, Copy)]
+        #[allow(dead_code)]
+        struct Flag(bool);
+        // SAFETY: checks the one byte, a bool.
+        unsafe impl RawValue for Flag {
+            fn bytes_valid(b: &[u8]) -> bool {
+                b.len() == 1 && b[0] <= 1
+            }
+        }
+        let mut old: Conntrack<Flag> = Conntrack::with_hasher(4, T, RandomState::with_seeds(1, 2, 3, 4));
+        let (o, r) = key(9, 17);
+        let id = old.insert(o, r, Flag(true), State::Udp, 0, |_, _| {}).unwrap();
+        let e = old.get(id);
+        // SAFETY: the bytes of a live entry, as in `raw`.
+        let mut b = unsafe {
+            core::slice::from_raw_parts((e as *const Entry<Flag>).cast::<u8>(), size_of::<Entry<Flag>>())
+        }
+        .to_vec();
+        assert!(read_slot::<Flag>(&b, 0, 1).unwrap().is_some());
+        b[offset_of!(Entry<Flag>, value)] = 2;
+        assert_eq!(read_slot::<Flag>(&b, 0, 1).map(|_| ()), Err(Dropped::BadValue));
+    }
+
+    #[test]
+    fn entries_age_by_the_time_between_the_processes() {
+        let mut old = table(16);
+        let id = established(&mut old, 1000, 10_000);
+        let bytes = raw(&old, id);
+        // The previous clock's 10 s is this clock's 2 s (shift -8 s); 899 s
+        // of the 900 s timeout passed in between: one second left.
+        let e = read_slot::<u32>(&bytes, -8_000, 2_000 + 899_000).unwrap().unwrap();
+        assert_eq!(e.expires_at(), 2_000 + 900_000);
+        assert_eq!(e.created_at(), 2_000);
+        // One more second: expired during the restart.
+        assert_eq!(
+            read_slot::<u32>(&bytes, -8_000, 2_000 + 900_000).map(|_| ()),
+            Err(Dropped::Expired)
+        );
+    }
+
+    #[test]
+    fn a_deadline_beyond_this_process_s_timeout_is_capped() {
+        let mut old = table(16);
+        let id = established(&mut old, 1000, 0);
+        let e = read_slot::<u32>(&raw(&old, id), 0, 1).unwrap().unwrap();
+        let mut new = Conntrack::<u32>::with_hasher(16, Timeouts { tcp_established: 60, ..T }, RandomState::new());
+        let nid = new.adopt_entry(e, 1).unwrap();
+        assert_eq!(new.get(nid).expires_at(), 1 + 60_000);
+    }
+
+    #[test]
+    fn duplicates_and_a_full_table_are_dropped() {
+        let mut old = table(16);
+        let a = established(&mut old, 1000, 0);
+        let b = established(&mut old, 1001, 0);
+        let (ea, eb) = (
+            read_slot::<u32>(&raw(&old, a), 0, 1).unwrap().unwrap(),
+            read_slot::<u32>(&raw(&old, b), 0, 1).unwrap().unwrap(),
+        );
+        let mut new = table(1);
+        new.adopt_entry(ea, 1).unwrap();
+        assert_eq!(new.adopt_entry(ea, 1).map(|_| ()), Err(Dropped::Duplicate));
+        assert_eq!(new.adopt_entry(eb, 1).map(|_| ()), Err(Dropped::Full));
+        new.check();
+    }
+
+    #[test]
+    fn half_open_entries_are_evictable_after_adoption() {
+        let mut old = table(4);
+        let (o, r) = key(5, 6);
+        let id = old.insert(o, r, 1, State::SynSent, 100, |_, _| {}).unwrap();
+        let e = read_slot::<u32>(&raw(&old, id), 0, 200).unwrap().unwrap();
+        let mut new = table(4);
+        new.adopt_entry(e, 200).unwrap();
+        assert_eq!(new.half_open_len(), 1);
+        new.check();
+    }
+}
