@@ -6,6 +6,7 @@
 //! to `Command` in `main.rs`, done. Benchmarks run on stable Rust (no
 //! `#[bench]`); build them with `--release`.
 
+pub mod adopt;
 pub mod alloc_count;
 pub mod apply;
 pub mod clock;

@@ -4,6 +4,7 @@
 //! cargo run -p perf --release --bin border-perf -- maglev
 //! cargo run -p perf --release --bin border-perf -- flowhash
 //! cargo run -p perf --release --bin border-perf -- pipeline
+//! cargo run -p perf --release --bin border-perf -- adopt
 //! cargo run -p perf --release --bin border-perf -- wake --dp target/release/border-dp
 //! cargo run -p perf --release --bin border-perf -- memif   # needs border-dp built, root
 //! cargo run -p perf --release --bin border-perf -- all
@@ -44,6 +45,8 @@ enum Command {
     Gen(perf::memif::gen::Args),
     /// memif packet rate: the generator through border-dp, then through dpdk-testpmd (io), with ratios.
     Memif(perf::memif::runner::Args),
+    /// Adoption of a previous process's connection table (1 Mi entries by default).
+    Adopt(perf::adopt::Args),
     /// Every benchmark with its default options.
     All,
 }
@@ -58,6 +61,7 @@ fn run(cmd: &Command) -> anyhow::Result<()> {
         Command::Flowhash(a) => perf::flowhash::run(a)?,
         Command::Pipeline(a) => perf::pipeline::run(a)?,
         Command::Tables(a) => perf::tables::run(a)?,
+        Command::Adopt(a) => perf::adopt::run(a)?,
         Command::Apply(a) => perf::apply::run(a)?,
         Command::Wake(a) => perf::wake::run(a)?,
         Command::Gen(a) => {
