@@ -141,8 +141,7 @@ fn udp_flow(stop: Arc<AtomicBool>) -> Shared {
                         out.lock().unwrap().echoes.push(Instant::now())
                     }
                     _ => {
-                        out.lock().unwrap().error =
-                            Some(format!("bad datagram {:?}", &back[..n]));
+                        out.lock().unwrap().error = Some(format!("bad datagram {:?}", &back[..n]));
                         return;
                     }
                 }
@@ -251,7 +250,14 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
     let progressed = |since: Instant| -> Vec<Option<Instant>> {
         flows
             .iter()
-            .map(|(_, s)| s.lock().unwrap().echoes.iter().copied().find(|&t| t > since))
+            .map(|(_, s)| {
+                s.lock()
+                    .unwrap()
+                    .echoes
+                    .iter()
+                    .copied()
+                    .find(|&t| t > since)
+            })
             .collect()
     };
     let check_errors = |dp: &BorderDp| {
@@ -274,6 +280,7 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
     }
     plan.push(Restart::Upgrade);
     let mut gaps = Vec::new();
+    let mut tcp_gaps = Vec::new();
     for (i, how) in plan.iter().enumerate() {
         std::thread::sleep(Duration::from_millis(300));
         let before = Instant::now();
@@ -284,6 +291,7 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
             Restart::Kill9 => dp.kill9(),
         }
         drop(dp);
+        let stopped = before.elapsed();
         dp = match how {
             Restart::Upgrade => BorderDp::start_with_env(
                 &lb,
@@ -294,6 +302,7 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
             ),
             _ => BorderDp::start(&lb, &dir, INSTANCE, &cfg),
         };
+        let started = before.elapsed();
         let deadline = Instant::now() + Duration::from_secs(10);
         while progressed(before).iter().any(Option::is_none) && Instant::now() < deadline {
             check_errors(&dp);
@@ -308,25 +317,27 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
                 dp.log_text()
             );
         }
-        // The gap: the streams' last echo before the restart to their
-        // first one after it (TCP only: UDP has no retransmission).
-        let gap = flows[..2]
-            .iter()
-            .zip(&after)
-            .map(|((_, s), t)| {
-                let last = s
-                    .lock()
-                    .unwrap()
-                    .echoes
-                    .iter()
-                    .copied()
-                    .filter(|&e| e <= before)
-                    .last()
-                    .unwrap_or(before);
-                t.unwrap().duration_since(last)
-            })
-            .max()
-            .unwrap();
+        // The gaps, each from a flow's last echo before the restart to its
+        // first after it: the UDP flow's (a datagram every 20 ms) is the
+        // forwarding gap, last packet through the old process to first
+        // through the new one; the TCP streams' adds their retransmission
+        // backoff.
+        let gap_of = |k: usize| {
+            let last = flows[k]
+                .1
+                .lock()
+                .unwrap()
+                .echoes
+                .iter()
+                .copied()
+                .filter(|&e| e <= before)
+                .last()
+                .unwrap_or(before);
+            after[k].unwrap().duration_since(last)
+        };
+        let gap = gap_of(2);
+        let tcp_gap = gap_of(0).max(gap_of(1));
+        tcp_gaps.push(tcp_gap);
         gaps.push(gap);
         let adopted = dp.counter(Counter::FlowsAdopted);
         assert!(
@@ -340,20 +351,21 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
             "restart {i} ({how:?}): new connections failed: {failed:?}\n{}",
             dp.log_text()
         );
-        eprintln!("restart {i} ({how:?}): gap {gap:?}, {adopted} flows adopted");
+        eprintln!(
+            "restart {i} ({how:?}): forwarding gap {gap:?}, TCP echo gap {tcp_gap:?} (old process gone after {stopped:?}, new one running after {started:?}), {adopted} flows adopted"
+        );
     }
     check_errors(&dp);
     stop.store(true, Ordering::Relaxed);
     gaps.sort();
+    tcp_gaps.sort();
+    let (p50, max) = (gaps[gaps.len() / 2], gaps[gaps.len() - 1]);
     eprintln!(
-        "gaps over {} restarts: p50 {:?}, max {:?}",
+        "forwarding gaps over {} restarts: p50 {p50:?}, max {max:?}; TCP echo gaps: p50 {:?}, max {:?}",
         gaps.len(),
-        gaps[gaps.len() / 2],
-        gaps[gaps.len() - 1]
+        tcp_gaps[tcp_gaps.len() / 2],
+        tcp_gaps[tcp_gaps.len() - 1]
     );
-    assert!(
-        gaps[gaps.len() - 1] <= Duration::from_secs(5),
-        "gap {gaps:?}"
-    );
+    assert!(max <= Duration::from_secs(2), "forwarding gaps {gaps:?}");
     dp.stop();
 }

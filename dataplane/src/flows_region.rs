@@ -173,9 +173,15 @@ impl FlowsRegion {
     /// The slab of `T` (whose size is the `slot_bytes` of `create`), empty.
     pub fn into_slab<T: Copy>(self) -> Slab<T> {
         assert!(core::mem::align_of::<T>() <= 4096, "slab alignment");
-        let base = self.map.as_mut_ptr().wrapping_add(self.layout.header_len).cast::<T>();
+        let base = self
+            .map
+            .as_mut_ptr()
+            .wrapping_add(self.layout.header_len)
+            .cast::<T>();
         let hw = self.map.as_mut_ptr().wrapping_add(48).cast::<u64>();
-        let (Some(base), Some(high_water)) = (core::ptr::NonNull::new(base), core::ptr::NonNull::new(hw)) else {
+        let (Some(base), Some(high_water)) =
+            (core::ptr::NonNull::new(base), core::ptr::NonNull::new(hw))
+        else {
             return Slab::heap(self.capacity);
         };
         let mapped = crate::conntrack::slab::Mapped {
@@ -238,7 +244,12 @@ pub struct PreviousRegion {
 impl PreviousRegion {
     /// Maps and checks the region at `path`; `Ok(None)` if there is none.
     /// An error says why it cannot be adopted.
-    pub fn open(path: &Path, access: Access, slot_bytes: usize, words: &[u64]) -> Result<Option<PreviousRegion>, String> {
+    pub fn open(
+        path: &Path,
+        access: Access,
+        slot_bytes: usize,
+        words: &[u64],
+    ) -> Result<Option<PreviousRegion>, String> {
         let file: File = match files::open_own(path, access, false) {
             Ok(f) => f,
             Err(files::FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -258,17 +269,28 @@ impl PreviousRegion {
             u64::from_le_bytes(b)
         };
         let version = u32_at(8);
-        let Some(layout) = readable_layouts().into_iter().find(|l| l.version == version) else {
+        let Some(layout) = readable_layouts()
+            .into_iter()
+            .find(|l| l.version == version)
+        else {
             return Err(format!(
                 "layout version {version} is not one this build reads ({:?})",
-                readable_layouts().iter().map(|l| l.version).collect::<Vec<_>>()
+                readable_layouts()
+                    .iter()
+                    .map(|l| l.version)
+                    .collect::<Vec<_>>()
             ));
         };
         if u32_at(60) as usize != layout.header_len || u64_at(32) != geometry_sum(layout, words) {
-            return Err(format!("geometry checksum of layout version {version} does not match this build's entries"));
+            return Err(format!(
+                "geometry checksum of layout version {version} does not match this build's entries"
+            ));
         }
         if u32_at(20) as usize != slot_bytes {
-            return Err(format!("{} bytes per slot, this build has {slot_bytes}", u32_at(20)));
+            return Err(format!(
+                "{} bytes per slot, this build has {slot_bytes}",
+                u32_at(20)
+            ));
         }
         let capacity = u64_at(24) as usize;
         let room = map.len().saturating_sub(layout.header_len) / slot_bytes.max(1);
@@ -311,7 +333,13 @@ impl PreviousFlows {
     /// Opens `border-<instance>-flows-<w>` for `w` from 0 on, until one is
     /// missing (at most `max` of them). Regions that cannot be adopted are
     /// returned with the reason, for the log.
-    pub fn open(instance: &str, access: Access, slot_bytes: usize, words: &[u64], max: usize) -> (PreviousFlows, Vec<(PathBuf, String)>) {
+    pub fn open(
+        instance: &str,
+        access: Access,
+        slot_bytes: usize,
+        words: &[u64],
+        max: usize,
+    ) -> (PreviousFlows, Vec<(PathBuf, String)>) {
         let mut prev = PreviousFlows::default();
         let mut refused = Vec::new();
         for w in 0..max {

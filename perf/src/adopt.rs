@@ -43,13 +43,27 @@ const TIMEOUTS: Timeouts = Timeouts {
 fn keys(i: usize) -> (FlowKey, FlowKey) {
     let c = (i as u32).to_be_bytes();
     (
-        FlowKey::v4([100, c[1], c[2], c[3]], [10, 140, 0, 100], 1024 + (i % 50_000) as u16, 80, 6),
-        FlowKey::v4([10, 141, 0, 11], [10, 141, c[1], c[2]], 8080, c[3] as u16 | 1024, 6),
+        FlowKey::v4(
+            [100, c[1], c[2], c[3]],
+            [10, 140, 0, 100],
+            1024 + (i % 50_000) as u16,
+            80,
+            6,
+        ),
+        FlowKey::v4(
+            [10, 141, 0, 11],
+            [10, 141, c[1], c[2]],
+            8080,
+            c[3] as u16 | 1024,
+            6,
+        ),
     )
 }
 
 pub fn run(a: &Args) -> anyhow::Result<Table> {
-    let path = a.dir.join(format!("border-perf-adopt-{}", std::process::id()));
+    let path = a
+        .dir
+        .join(format!("border-perf-adopt-{}", std::process::id()));
     let words = layout_words::<FlowRec>();
     let bytes = slot_bytes::<FlowRec>();
     let region = FlowsRegion::create(&path, (0, 1), a.entries, (bytes, &words), Access::PRIVATE)?;
@@ -57,8 +71,15 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
     let fill = Instant::now();
     for i in 0..a.entries {
         let (o, r) = keys(i);
-        old.insert(o, r, FlowRec::default(), State::Established, 1_000, |_, _| {})
-            .map_err(|e| anyhow::anyhow!("fill {i}: {e}"))?;
+        old.insert(
+            o,
+            r,
+            FlowRec::default(),
+            State::Established,
+            1_000,
+            |_, _| {},
+        )
+        .map_err(|e| anyhow::anyhow!("fill {i}: {e}"))?;
     }
     let fill_ms = fill.elapsed().as_secs_f64() * 1e3;
     drop(old);

@@ -153,7 +153,11 @@ pub fn read_slot<V: RawValue>(
     // integers and arrays of them, for which any bytes are valid.
     // `read_unaligned` because a byte slice has no alignment.
     let mut e: Entry<V> = unsafe {
-        core::ptr::copy_nonoverlapping(raw.as_ptr(), e.as_mut_ptr().cast::<u8>(), size_of::<Entry<V>>());
+        core::ptr::copy_nonoverlapping(
+            raw.as_ptr(),
+            e.as_mut_ptr().cast::<u8>(),
+            size_of::<Entry<V>>(),
+        );
         e.assume_init()
     };
     debug_assert_eq!(e.state, state);
@@ -161,7 +165,8 @@ pub fn read_slot<V: RawValue>(
         return Err(Dropped::Torn);
     }
     let mapped = |k: &FlowKey| {
-        let prefix = u128::from_be_bytes(k.src) >> 32 == 0xFFFF && u128::from_be_bytes(k.dst) >> 32 == 0xFFFF;
+        let prefix = u128::from_be_bytes(k.src) >> 32 == 0xFFFF
+            && u128::from_be_bytes(k.dst) >> 32 == 0xFFFF;
         k.v6 || prefix
     };
     if e.keys[0] == e.keys[1] || !e.keys.iter().all(mapped) {
@@ -211,8 +216,10 @@ impl<V: Copy> Conntrack<V> {
         if half_open {
             self.half_open.push(slot, created);
         }
-        self.index.insert(h_orig, super::index_ref(slot, Dir::Original));
-        self.index.insert(h_reply, super::index_ref(slot, Dir::Reply));
+        self.index
+            .insert(h_orig, super::index_ref(slot, Dir::Original));
+        self.index
+            .insert(h_reply, super::index_ref(slot, Dir::Reply));
         Ok(EntryId(slot as u32))
     }
 }
@@ -271,7 +278,10 @@ mod tests {
         // SAFETY: reading the bytes of a live, initialised entry (padding
         // included, which is only compared and copied).
         unsafe {
-            core::slice::from_raw_parts((e as *const Entry<u32>).cast::<u8>(), size_of::<Entry<u32>>())
+            core::slice::from_raw_parts(
+                (e as *const Entry<u32>).cast::<u8>(),
+                size_of::<Entry<u32>>(),
+            )
         }
         .to_vec()
     }
@@ -279,8 +289,18 @@ mod tests {
     fn established(ct: &mut Conntrack<u32>, port: u16, now: u64) -> EntryId {
         let (o, r) = key(port, 6);
         let id = ct.insert(o, r, 7, State::SynSent, now, |_, _| {}).unwrap();
-        ct.update_tcp(id, Dir::Reply, &crate::conntrack::TcpSeg::flags(0x12), now).unwrap();
-        ct.update_tcp(id, Dir::Original, &crate::conntrack::TcpSeg { ack: 1, ..crate::conntrack::TcpSeg::flags(0x10) }, now).unwrap();
+        ct.update_tcp(id, Dir::Reply, &crate::conntrack::TcpSeg::flags(0x12), now)
+            .unwrap();
+        ct.update_tcp(
+            id,
+            Dir::Original,
+            &crate::conntrack::TcpSeg {
+                ack: 1,
+                ..crate::conntrack::TcpSeg::flags(0x10)
+            },
+            now,
+        )
+        .unwrap();
         assert_eq!(ct.get(id).state(), State::Established);
         id
     }
@@ -297,7 +317,10 @@ mod tests {
         assert_eq!(new.lookup(&o, 6_000), Some((nid, Dir::Original)));
         assert_eq!(new.lookup(&r, 6_000), Some((nid, Dir::Reply)));
         let got = new.get(nid);
-        assert_eq!((got.state(), got.value, got.expires_at()), (State::Established, 7, 5_000 + 900_000));
+        assert_eq!(
+            (got.state(), got.value, got.expires_at()),
+            (State::Established, 7, 5_000 + 900_000)
+        );
         assert_eq!(got.tcp(), old.get(id).tcp());
         new.check();
     }
@@ -308,7 +331,9 @@ mod tests {
         let id = established(&mut old, 1000, 0);
         old.remove(id);
         assert!(read_slot::<u32>(&raw(&old, id), 0, 1).unwrap().is_none());
-        assert!(read_slot::<u32>(&vec![0u8; size_of::<Entry<u32>>()], 0, 1).unwrap().is_none());
+        assert!(read_slot::<u32>(&vec![0u8; size_of::<Entry<u32>>()], 0, 1)
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -325,18 +350,30 @@ mod tests {
         // A key byte changed after the seal: a torn insert.
         assert_eq!(at(&|b| b[keys + 3] ^= 1), Err(Dropped::Torn));
         // The seal word itself torn.
-        assert_eq!(at(&|b| b[offset_of!(Entry<u32>, next_free)] ^= 0x80), Err(Dropped::Torn));
+        assert_eq!(
+            at(&|b| b[offset_of!(Entry<u32>, next_free)] ^= 0x80),
+            Err(Dropped::Torn)
+        );
         // `v6` is no bool.
-        assert_eq!(at(&|b| b[keys + offset_of!(FlowKey, v6)] = 7), Err(Dropped::BadKeys));
+        assert_eq!(
+            at(&|b| b[keys + offset_of!(FlowKey, v6)] = 7),
+            Err(Dropped::BadKeys)
+        );
         // No such state.
-        assert_eq!(at(&|b| b[offset_of!(Entry<u32>, state)] = 9), Err(Dropped::BadState));
+        assert_eq!(
+            at(&|b| b[offset_of!(Entry<u32>, state)] = 9),
+            Err(Dropped::BadState)
+        );
         // A UDP state on a TCP flow.
         assert_eq!(
             at(&|b| b[offset_of!(Entry<u32>, state)] = byte_of(State::Udp)),
             Err(Dropped::BadState)
         );
         // Too short.
-        assert_eq!(read_slot::<u32>(&good[..64], 0, 1).map(|_| ()), Err(Dropped::BadValue));
+        assert_eq!(
+            read_slot::<u32>(&good[..64], 0, 1).map(|_| ()),
+            Err(Dropped::BadValue)
+        );
     }
 
     #[test]
@@ -350,18 +387,27 @@ mod tests {
                 b.len() == 1 && b[0] <= 1
             }
         }
-        let mut old: Conntrack<Flag> = Conntrack::with_hasher(4, T, RandomState::with_seeds(1, 2, 3, 4));
+        let mut old: Conntrack<Flag> =
+            Conntrack::with_hasher(4, T, RandomState::with_seeds(1, 2, 3, 4));
         let (o, r) = key(9, 17);
-        let id = old.insert(o, r, Flag(true), State::Udp, 0, |_, _| {}).unwrap();
+        let id = old
+            .insert(o, r, Flag(true), State::Udp, 0, |_, _| {})
+            .unwrap();
         let e = old.get(id);
         // SAFETY: the bytes of a live entry, as in `raw`.
         let mut b = unsafe {
-            core::slice::from_raw_parts((e as *const Entry<Flag>).cast::<u8>(), size_of::<Entry<Flag>>())
+            core::slice::from_raw_parts(
+                (e as *const Entry<Flag>).cast::<u8>(),
+                size_of::<Entry<Flag>>(),
+            )
         }
         .to_vec();
         assert!(read_slot::<Flag>(&b, 0, 1).unwrap().is_some());
         b[offset_of!(Entry<Flag>, value)] = 2;
-        assert_eq!(read_slot::<Flag>(&b, 0, 1).map(|_| ()), Err(Dropped::BadValue));
+        assert_eq!(
+            read_slot::<Flag>(&b, 0, 1).map(|_| ()),
+            Err(Dropped::BadValue)
+        );
     }
 
     #[test]
@@ -371,7 +417,9 @@ mod tests {
         let bytes = raw(&old, id);
         // The previous clock's 10 s is this clock's 2 s (shift -8 s); 899 s
         // of the 900 s timeout passed in between: one second left.
-        let e = read_slot::<u32>(&bytes, -8_000, 2_000 + 899_000).unwrap().unwrap();
+        let e = read_slot::<u32>(&bytes, -8_000, 2_000 + 899_000)
+            .unwrap()
+            .unwrap();
         assert_eq!(e.expires_at(), 2_000 + 900_000);
         assert_eq!(e.created_at(), 2_000);
         // One more second: expired during the restart.
@@ -386,7 +434,14 @@ mod tests {
         let mut old = table(16);
         let id = established(&mut old, 1000, 0);
         let e = read_slot::<u32>(&raw(&old, id), 0, 1).unwrap().unwrap();
-        let mut new = Conntrack::<u32>::with_hasher(16, Timeouts { tcp_established: 60, ..T }, RandomState::new());
+        let mut new = Conntrack::<u32>::with_hasher(
+            16,
+            Timeouts {
+                tcp_established: 60,
+                ..T
+            },
+            RandomState::new(),
+        );
         let nid = new.adopt_entry(e, 1).unwrap();
         assert_eq!(new.get(nid).expires_at(), 1 + 60_000);
     }

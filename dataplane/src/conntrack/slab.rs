@@ -24,7 +24,9 @@ pub struct Mapped {
 enum Backing<T> {
     /// Private memory, `Vec::with_capacity`; the Vec stays empty and only
     /// owns the allocation.
-    Heap { _alloc: Vec<T> },
+    Heap {
+        _alloc: Vec<T>,
+    },
     Region(Mapped),
 }
 

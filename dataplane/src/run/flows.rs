@@ -44,7 +44,8 @@ impl FlowsStart {
         let words = layout_words::<FlowRec>();
         let bytes = slot_bytes::<FlowRec>();
         let workers = cfg.dataplane.worker_lcores.len();
-        let (previous, refused) = PreviousFlows::open(&cfg.instance, access, bytes, &words, MAX_PREVIOUS_REGIONS);
+        let (previous, refused) =
+            PreviousFlows::open(&cfg.instance, access, bytes, &words, MAX_PREVIOUS_REGIONS);
         for (path, why) in refused {
             warn!(region = %path.display(), "flows of the previous border-dp not adopted: {why}");
         }
@@ -87,7 +88,11 @@ impl FlowsStart {
     }
 
     /// Worker `w`'s slab and what it adopts (once).
-    pub(super) fn take(&self, w: usize, per_ms: u64) -> (Option<Slab<Entry<FlowRec>>>, Option<Previous>) {
+    pub(super) fn take(
+        &self,
+        w: usize,
+        per_ms: u64,
+    ) -> (Option<Slab<Entry<FlowRec>>>, Option<Previous>) {
         let region = {
             let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
             regions.get_mut(w).and_then(Option::take)
