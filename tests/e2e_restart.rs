@@ -303,13 +303,15 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
             _ => BorderDp::start(&lb, &dir, INSTANCE, &cfg),
         };
         let started = before.elapsed();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while progressed(before).iter().any(Option::is_none) && Instant::now() < deadline {
+        // Echoed from now on: through the new process (the old one is gone).
+        let running = Instant::now();
+        let deadline = running + Duration::from_secs(10);
+        while progressed(running).iter().any(Option::is_none) && Instant::now() < deadline {
             check_errors(&dp);
             std::thread::sleep(Duration::from_millis(10));
         }
         check_errors(&dp);
-        let after = progressed(before);
+        let after = progressed(running);
         for ((name, _), t) in flows.iter().zip(&after) {
             assert!(
                 t.is_some(),
@@ -317,23 +319,26 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
                 dp.log_text()
             );
         }
-        // The gaps, each from a flow's last echo before the restart to its
-        // first after it: the UDP flow's (a datagram every 20 ms) is the
-        // forwarding gap, last packet through the old process to first
-        // through the new one; the TCP streams' adds their retransmission
-        // backoff.
+        // The gaps: the longest silence of each flow from shortly before
+        // the stop to its first echo through the new process. The UDP
+        // flow's (a datagram every 20 ms) is the forwarding gap, last
+        // packet through the old process to first through the new one; the
+        // TCP streams' adds their retransmission backoff.
         let gap_of = |k: usize| {
-            let last = flows[k]
-                .1
-                .lock()
-                .unwrap()
+            let end = after[k].unwrap();
+            let from = before - Duration::from_millis(500);
+            let seen = flows[k].1.lock().unwrap();
+            let times: Vec<Instant> = seen
                 .echoes
                 .iter()
                 .copied()
-                .filter(|&e| e <= before)
-                .last()
-                .unwrap_or(before);
-            after[k].unwrap().duration_since(last)
+                .filter(|&e| e >= from && e <= end)
+                .collect();
+            times
+                .windows(2)
+                .map(|w| w[1].duration_since(w[0]))
+                .max()
+                .unwrap_or_default()
         };
         let gap = gap_of(2);
         let tcp_gap = gap_of(0).max(gap_of(1));

@@ -17,6 +17,8 @@ const ORDER: &[&str] = &[
     "classify", "track", "select", "rewrite", "emit",
     // Policies and the paths that put the stages together.
     "on_down", "synproxy", "path", "express",
+    // Start-up only: the previous process's flows fitted to the tables.
+    "adopt",
 ];
 
 fn lb_dir() -> PathBuf {

@@ -189,8 +189,12 @@ impl Lb {
             return Err(Dropped::NotOwned);
         }
         let (vs, bs) = (rec.vip_slot, rec.backend_slot);
+        let counter = (rec.conn_id & 0xFFFF_FFFF_FFFF) + 1;
         match self.conntrack.adopt_entry(e, now) {
             Ok(_) => {
+                // New connections' ids (the PPv2 UNIQUE_ID) go on after the
+                // adopted ones'.
+                self.conn_counter = self.conn_counter.max(counter);
                 self.vip_stats.add(vs, FlowStat::ActiveConnections, 1);
                 self.backend_stats.add(bs, FlowStat::ActiveConnections, 1);
                 Ok(())

@@ -18,7 +18,8 @@
 //! put the stages together: `path`, the general path of a parsed packet,
 //! and `express`, the burst lane that does steps 1-5 for established flows
 //! without a parse; `on_down` and `synproxy` are the policies they call
-//! (flows to a backend health took down; SYN cookies). The test
+//! (flows to a backend health took down; SYN cookies). `adopt` runs once
+//! at start: the previous border-dp's flows fitted to these tables. The test
 //! `dataplane/tests/lb_stage_order.rs` keeps the order.
 //!
 //! Sans-IO like the rest of the pipeline: [`Lb::handle`] takes a parsed
