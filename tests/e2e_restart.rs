@@ -1,7 +1,8 @@
 //! Flows across restarts of border-dp on `net_af_xdp` ports over veth
 //! pairs (the veths, and so the kernel side, stay while border-dp is
 //! gone): long-lived full-NAT and DNAT TCP streams echo-checked byte for
-//! byte and a UDP flow keep going across SIGTERM + start, `kill -9` +
+//! byte, a PROXY v2 stream through HAProxy's `accept-proxy` and a UDP flow
+//! keep going across SIGTERM + start, `kill -9` +
 //! start, and an upgrade to the next flows layout version; after each
 //! restart 50 of 50 new connections succeed within 0.3 s.
 //!
@@ -40,7 +41,13 @@ fn config() -> String {
         ("fullnat", 80, "tcp", "fullnat", 7000),
         ("dnat", 81, "tcp", "dnat", 7001),
         ("udp", 82, "udp", "fullnat", 7002),
+        ("pp", 83, "tcp", "fullnat", 7003),
     ] {
+        let pp = if name == "pp" {
+            "proxy_protocol = \"v2\"\n"
+        } else {
+            ""
+        };
         c += &format!(
             r#"
 [[vip]]
@@ -49,7 +56,7 @@ address = "{VIP}"
 port = {port}
 protocol = "{proto}"
 mode = "{mode}"
-[[vip.backend]]
+{pp}[[vip.backend]]
 address = "{BACKEND}"
 port = {to}
 "#
@@ -179,6 +186,35 @@ fn echo_servers() {
     });
 }
 
+/// HAProxy with `accept-proxy` on 7003 in the backend namespace, relaying
+/// to the TCP echo server on 7000: the PROXY v2 flow's backend.
+fn haproxy(bk: &Netns, dir: &TempDir) -> Spawned {
+    let cfg = format!(
+        r#"global
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend pp
+    bind {BACKEND}:7003 accept-proxy
+    default_backend echo
+backend echo
+    server e {BACKEND}:7000
+"#
+    );
+    let path = dir.path("haproxy.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let path = path.to_str().unwrap();
+    bk.run(&["haproxy", "-c", "-q", "-f", path]);
+    let h = bk.spawn(&["haproxy", "-db", "-f", path]);
+    wait_until("haproxy listening", Duration::from_secs(10), || {
+        let out = bk.try_run(&["ss", "-Htln"]);
+        String::from_utf8_lossy(&out.stdout).contains(":7003 ")
+    });
+    h
+}
+
 /// 50 new connections to the full-NAT VIP, one after the other: each
 /// connects and echoes a line within 0.3 s. Returns the failures.
 fn fifty_new_connections() -> Vec<String> {
@@ -239,12 +275,14 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
     cli.run(&["ip", "route", "add", "default", "via", "10.140.0.1"]);
     bk.run(&["ip", "route", "add", "default", "via", "10.141.0.1"]);
     echo_servers();
+    let _haproxy = haproxy(&bk, &dir);
     std::thread::sleep(Duration::from_millis(200));
 
     let stop = Arc::new(AtomicBool::new(false));
     let flows = [
         ("fullnat tcp", tcp_stream(1, 80, stop.clone())),
         ("dnat tcp", tcp_stream(2, 81, stop.clone())),
+        ("proxy v2 tcp", tcp_stream(3, 83, stop.clone())),
         ("udp", udp_flow(stop.clone())),
     ];
     let progressed = |since: Instant| -> Vec<Option<Instant>> {
@@ -340,13 +378,13 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
                 .max()
                 .unwrap_or_default()
         };
-        let gap = gap_of(2);
-        let tcp_gap = gap_of(0).max(gap_of(1));
+        let gap = gap_of(3);
+        let tcp_gap = gap_of(0).max(gap_of(1)).max(gap_of(2));
         tcp_gaps.push(tcp_gap);
         gaps.push(gap);
         let adopted = dp.counter(Counter::FlowsAdopted);
         assert!(
-            adopted >= 3,
+            adopted >= 4,
             "restart {i} ({how:?}): {adopted} flows adopted\n{}",
             dp.log_text()
         );
