@@ -2,8 +2,8 @@
 //! pairs (the veths, and so the kernel side, stay while border-dp is
 //! gone): long-lived full-NAT and DNAT TCP streams echo-checked byte for
 //! byte, a PROXY v2 stream through HAProxy's `accept-proxy` and a UDP flow
-//! keep going across SIGTERM + start, `kill -9` +
-//! start, and an upgrade to the next flows layout version; after each
+//! keep going across SIGTERM + start, `kill -9` + start, a worker panic
+//! (border-dp ends) + start, and an upgrade to the next flows layout version; after each
 //! restart 50 of 50 new connections succeed within 0.3 s.
 //!
 //! `BORDER_RESTART_ROUNDS=n` runs n SIGTERM and n kill -9 rounds (default 2).
@@ -251,6 +251,8 @@ fn fifty_new_connections() -> Vec<String> {
 enum Restart {
     Sigterm,
     Kill9,
+    /// A worker panics (the debug builds' test trigger): border-dp ends.
+    Panic,
     Upgrade,
 }
 
@@ -269,7 +271,17 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
     PortKind::AfXdp.prepare(&lb, &bk, &int);
     let dir = TempDir::new(TAG);
     let cfg = config();
-    let mut dp = BorderDp::start(&lb, &dir, INSTANCE, &cfg);
+    let panic_file = dir.path("panic");
+    let panic_env = [(
+        dataplane::fault::PANIC_FILE_ENV,
+        panic_file.to_str().unwrap().to_string(),
+    )];
+    let start = |env: &[(&str, &str)]| {
+        let mut all: Vec<(&str, &str)> = panic_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        all.extend_from_slice(env);
+        BorderDp::start_with_env(&lb, &dir, INSTANCE, &cfg, &all)
+    };
+    let mut dp = start(&[]);
     PortKind::AfXdp.connect(&lb, &cli, &ext, &["10.140.0.2/24"]);
     PortKind::AfXdp.connect(&lb, &bk, &int, &[&format!("{BACKEND}/24")]);
     cli.run(&["ip", "route", "add", "default", "via", "10.140.0.1"]);
@@ -316,6 +328,7 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
         plan.push(Restart::Sigterm);
         plan.push(Restart::Kill9);
     }
+    plan.push(Restart::Panic);
     plan.push(Restart::Upgrade);
     let mut gaps = Vec::new();
     let mut tcp_gaps = Vec::new();
@@ -327,18 +340,21 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
                 dp.stop();
             }
             Restart::Kill9 => dp.kill9(),
+            Restart::Panic => {
+                std::fs::write(&panic_file, "0").unwrap();
+                let status = dp.wait_exit(Duration::from_secs(10));
+                assert!(
+                    status.is_some_and(|s| !s.success()),
+                    "a worker panic ends border-dp with an error: {status:?}\n{}",
+                    dp.log_text()
+                );
+            }
         }
         drop(dp);
         let stopped = before.elapsed();
         dp = match how {
-            Restart::Upgrade => BorderDp::start_with_env(
-                &lb,
-                &dir,
-                INSTANCE,
-                &cfg,
-                &[("BORDER_FLOWS_LAYOUT_NEXT", "1")],
-            ),
-            _ => BorderDp::start(&lb, &dir, INSTANCE, &cfg),
+            Restart::Upgrade => start(&[("BORDER_FLOWS_LAYOUT_NEXT", "1")]),
+            _ => start(&[]),
         };
         let started = before.elapsed();
         // Echoed from now on: through the new process (the old one is gone).

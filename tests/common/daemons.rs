@@ -351,6 +351,20 @@ impl Drop for BorderMgmt {
 }
 
 impl BorderDp {
+    /// Waits up to `within` for border-dp to exit on its own (a worker
+    /// panic); its status, or `None` if it still runs.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Some(status) = self.child.as_mut()?.try_wait().ok().flatten() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        None
+    }
+
     /// SIGKILL and reap: no clean-up (the state region stays marked running).
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
