@@ -253,6 +253,8 @@ enum Restart {
     Kill9,
     /// A worker panics (the debug builds' test trigger): border-dp ends.
     Panic,
+    /// SIGTERM, and a start with another `conntrack_per_worker`.
+    Resize,
     Upgrade,
 }
 
@@ -276,11 +278,17 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
         dataplane::fault::PANIC_FILE_ENV,
         panic_file.to_str().unwrap().to_string(),
     )];
-    let start = |env: &[(&str, &str)]| {
+    let resized = cfg.replace(
+        "conntrack_per_worker = 16384",
+        "conntrack_per_worker = 8192",
+    );
+    assert_ne!(resized, cfg);
+    let start_on = |cfg: &str, env: &[(&str, &str)]| {
         let mut all: Vec<(&str, &str)> = panic_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         all.extend_from_slice(env);
-        BorderDp::start_with_env(&lb, &dir, INSTANCE, &cfg, &all)
+        BorderDp::start_with_env(&lb, &dir, INSTANCE, cfg, &all)
     };
+    let start = |env: &[(&str, &str)]| start_on(&cfg, env);
     let mut dp = start(&[]);
     PortKind::AfXdp.connect(&lb, &cli, &ext, &["10.140.0.2/24"]);
     PortKind::AfXdp.connect(&lb, &bk, &int, &[&format!("{BACKEND}/24")]);
@@ -329,6 +337,7 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
         plan.push(Restart::Kill9);
     }
     plan.push(Restart::Panic);
+    plan.push(Restart::Resize);
     plan.push(Restart::Upgrade);
     let mut gaps = Vec::new();
     let mut tcp_gaps = Vec::new();
@@ -336,7 +345,7 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
         std::thread::sleep(Duration::from_millis(300));
         let before = Instant::now();
         match how {
-            Restart::Sigterm | Restart::Upgrade => {
+            Restart::Sigterm | Restart::Upgrade | Restart::Resize => {
                 dp.stop();
             }
             Restart::Kill9 => dp.kill9(),
@@ -353,7 +362,8 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
         drop(dp);
         let stopped = before.elapsed();
         dp = match how {
-            Restart::Upgrade => start(&[("BORDER_FLOWS_LAYOUT_NEXT", "1")]),
+            Restart::Upgrade => start_on(&resized, &[("BORDER_FLOWS_LAYOUT_NEXT", "1")]),
+            Restart::Resize => start_on(&resized, &[]),
             _ => start(&[]),
         };
         let started = before.elapsed();
