@@ -340,10 +340,25 @@ impl PreviousFlows {
         words: &[u64],
         max: usize,
     ) -> (PreviousFlows, Vec<(PathBuf, String)>) {
+        Self::open_paths(
+            (0..max).map(|w| flows_path(instance, w)),
+            access,
+            slot_bytes,
+            words,
+        )
+    }
+
+    /// [`PreviousFlows::open`] over the regions at `paths`, in order, until
+    /// one is missing.
+    pub fn open_paths(
+        paths: impl Iterator<Item = PathBuf>,
+        access: Access,
+        slot_bytes: usize,
+        words: &[u64],
+    ) -> (PreviousFlows, Vec<(PathBuf, String)>) {
         let mut prev = PreviousFlows::default();
         let mut refused = Vec::new();
-        for w in 0..max {
-            let path = flows_path(instance, w);
+        for path in paths {
             match PreviousRegion::open(&path, access, slot_bytes, words) {
                 Ok(Some(r)) => prev.regions.push(r),
                 Ok(None) => break,

@@ -235,6 +235,12 @@ pub struct Setup {
     /// Connection records into this region (worker `w` writes ring `w`),
     /// and `log_empty`.
     pub records: Option<(&'static conf::records::RecordsRegion, bool)>,
+    /// Keep worker `w`'s table in the flows region `<prefix>-<w>`, and
+    /// adopt these previous flows.
+    pub flows: Option<(
+        std::path::PathBuf,
+        Option<std::sync::Arc<dataplane::flows_region::PreviousFlows>>,
+    )>,
 }
 
 /// Statistics (VIP, backend) of worker `w` shared by every appliance built
@@ -262,6 +268,7 @@ impl Default for Setup {
             edit: None,
             syn_proxy: None,
             records: None,
+            flows: None,
         }
     }
 }
@@ -328,6 +335,27 @@ impl Setup {
                     vip_stats,
                     backend_stats,
                 );
+                if let Some((prefix, previous)) = &self.flows {
+                    let path = std::path::PathBuf::from(format!("{}-{w}", prefix.display()));
+                    let words =
+                        dataplane::conntrack::adopt::layout_words::<dataplane::lb::FlowRec>();
+                    let bytes = dataplane::conntrack::adopt::slot_bytes::<dataplane::lb::FlowRec>();
+                    let region = dataplane::flows_region::FlowsRegion::create(
+                        &path,
+                        (w, self.workers),
+                        self.conntrack,
+                        (bytes, &words),
+                        conf::os::files::Access::PRIVATE,
+                    )
+                    .expect("flows region");
+                    lb.use_slab(region.into_slab());
+                    if let Some(p) = previous {
+                        lb.adopt_from(dataplane::lb::Previous {
+                            flows: p.clone(),
+                            clock_offset_ms: 0,
+                        });
+                    }
+                }
                 if let Some((region, log_empty)) = self.records {
                     lb.enable_records(region.writer(w).expect("a ring per worker"), log_empty);
                 }
