@@ -187,6 +187,7 @@ pub fn clean_instance(instance: &str) {
     let _ = std::fs::remove_file(state_path(instance));
     let _ = std::fs::remove_file(conf::tables::tables_path(instance));
     let _ = std::fs::remove_file(conf::records::records_path(instance));
+    let _ = std::fs::remove_file(conf::conns::conns_path(instance));
     forget_intent(instance);
 }
 

@@ -235,6 +235,9 @@ pub struct Setup {
     /// Connection records into this region (worker `w` writes ring `w`),
     /// and `log_empty`.
     pub records: Option<(&'static conf::records::RecordsRegion, bool)>,
+    /// Walks of the live connections served through this region (worker
+    /// `w` through ring `w`).
+    pub conns: Option<&'static conf::conns::ConnsRegion>,
 }
 
 /// Statistics (VIP, backend) of worker `w` shared by every appliance built
@@ -262,6 +265,7 @@ impl Default for Setup {
             edit: None,
             syn_proxy: None,
             records: None,
+            conns: None,
         }
     }
 }
@@ -330,6 +334,9 @@ impl Setup {
                 );
                 if let Some((region, log_empty)) = self.records {
                     lb.enable_records(region.writer(w).expect("a ring per worker"), log_empty);
+                }
+                if let Some(region) = self.conns {
+                    lb.enable_conns(region.exporter(w).expect("a ring per worker"));
                 }
                 if self.learn_backends {
                     for ip in all_backends(self.tcp4_weights.len()) {
