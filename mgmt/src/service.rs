@@ -285,7 +285,7 @@ impl Border for BorderService {
                 tx.blocking_send(Ok(c.into())).is_ok() && sent < limit
             });
             if let Err(e) = walked {
-                let _ = tx.blocking_send(Err(Status::unavailable(e.to_string())));
+                let _ = tx.blocking_send(Err(Status::failed_precondition(e.to_string())));
             }
         });
         Ok(Response::new(ReceiverStream::new(out)))
