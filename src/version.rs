@@ -35,11 +35,12 @@ pub fn long_with_loaded_dpdk() -> &'static str {
 
 fn lines(dpdk: &str) -> String {
     format!(
-        "{}\ncommit {COMMIT}\n{dpdk}\nshared memory layouts: state {}, tables {}, records {}",
+        "{}\ncommit {COMMIT}\n{dpdk}\nshared memory layouts: state {}, tables {}, records {}, conns {}",
         env!("CARGO_PKG_VERSION"),
         conf::state::STATE_LAYOUT_VERSION,
         conf::tables::TABLES_LAYOUT_VERSION,
         conf::records::RECORDS_LAYOUT_VERSION,
+        conf::conns::CONNS_LAYOUT_VERSION,
     )
 }
 
@@ -62,6 +63,10 @@ mod tests {
                 conf::state::STATE_LAYOUT_VERSION,
                 conf::tables::TABLES_LAYOUT_VERSION
             )),
+            "{v}"
+        );
+        assert!(
+            v.ends_with(&format!(", conns {}", conf::conns::CONNS_LAYOUT_VERSION)),
             "{v}"
         );
     }
