@@ -89,6 +89,7 @@ fn every_command(server: &str, instance: &str, apply: &str, config: &str) -> Vec
         s(&["stats", "--server", server]),
         s(&["stats", "--instance", instance]),
         s(&["events", "--count", "1", "--server", server]),
+        s(&["conns", "--vip", "10.20.0.100:80", "--server", server]),
         s(&["maintenance", "on", "--server", server]),
         s(&["diag", "--window", "1s", "--server", server]),
         s(&["counters", "--instance", instance]),
@@ -234,6 +235,8 @@ fn a_bad_command_line_exits_2_and_with_json_says_so_in_json() {
         &["--config", "x.toml", "status", "--instance", "ec-x"][..],
         &["counters"][..],
         &["status", "--local"][..],
+        &["conns", "--limit", "0"][..],
+        &["conns", "--client"][..],
     ] {
         let (code, _, err) = borderctl(args);
         assert_eq!(code, 2, "{args:?}: {err}");

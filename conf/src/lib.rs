@@ -3,6 +3,7 @@
 //! flow hash, the Maglev table builder, and the few system calls several
 //! crates make (`os`). See docs/design.md §1 and §3.
 pub mod config;
+pub mod conns;
 pub mod counters;
 pub mod ephemeral;
 pub mod flowhash;

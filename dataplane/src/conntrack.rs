@@ -933,6 +933,22 @@ impl<V: Copy> Conntrack<V> {
         &mut self.slots[id.0 as usize]
     }
 
+    /// Slots ever filled: every entry's slot is below this (a walk over
+    /// the table, `lb::conns`, goes up to it).
+    pub fn slots_used(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The entry in slot `slot`, if the slot holds one (possibly expired,
+    /// not yet reclaimed).
+    #[inline]
+    pub fn entry_at(&self, slot: usize) -> Option<(EntryId, &Entry<V>)> {
+        self.slots
+            .get(slot)
+            .filter(|e| e.is_live())
+            .map(|e| (EntryId(slot as u32), e))
+    }
+
     /// Whether the slot holds an entry (possibly expired, not yet reclaimed).
     pub fn is_live(&self, id: EntryId) -> bool {
         self.slots.get(id.0 as usize).is_some_and(Entry::is_live)

@@ -112,6 +112,12 @@ impl Pipeline {
         self.lb.expire(budget, &mut self.counters);
     }
 
+    /// Copies up to `budget` more entries into a walk of the live
+    /// connections, if one runs.
+    pub fn export_conns(&mut self, budget: usize) {
+        self.lb.export_conns(budget);
+    }
+
     /// The generation of the adopted tables, if any.
     pub fn generation(&self) -> Option<u64> {
         self.lb.generation()

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use conf::conns::{conns_path, ConnsRegion};
 use conf::os::files::Access;
 use conf::records::{records_path, RecordsRegion};
 use conf::state::{state_path, RunState, StateRegion};
@@ -70,6 +71,8 @@ pub enum RunError {
     State(#[from] conf::state::StateError),
     #[error("{0}")]
     Records(#[from] conf::records::RecordsError),
+    #[error("{0}")]
+    Conns(#[from] conf::conns::ConnsError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     /// `[mgmt] operators_group` names no group on this machine.
@@ -149,7 +152,8 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     let per_ms = (dpdk_ffi::tsc_hz() / 1000).max(1);
     let records = open_records(cfg, access, per_ms)?;
     let flows = flows::FlowsStart::prepare(cfg, access, per_ms);
-    let crew = Crew::new(
+    let conns = open_conns(cfg, access)?;
+    let mut crew = Crew::new(
         cfg,
         Handoff::new(lcores.len()),
         state,
@@ -158,6 +162,7 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
         records,
         flows,
     );
+    crew.conns = Some(conns);
     let (launched, outcome) = launch_workers(
         cfg,
         &started,
@@ -235,6 +240,18 @@ fn open_records(
     let region: &'static RecordsRegion = Box::leak(Box::new(region));
     set_records_clock(region, per_ms);
     Ok(Some((region, r.log_empty)))
+}
+
+/// The connections region the workers serve walks of their tables
+/// through (`borderctl conns`); it lives as long as the process.
+fn open_conns(cfg: &Config, access: Access) -> Result<&'static ConnsRegion, RunError> {
+    let region = ConnsRegion::create(
+        &conns_path(&cfg.instance),
+        cfg.dataplane.worker_lcores.len(),
+        conf::conns::RING_SLOTS,
+        access,
+    )?;
+    Ok(Box::leak(Box::new(region)))
 }
 
 /// Logs the counters the workers left non-zero.

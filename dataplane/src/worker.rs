@@ -35,7 +35,7 @@ use crossbeam_queue::ArrayQueue;
 
 use crate::doorbell::Doorbell;
 use crate::io::{Burst, Frame, PortIo, BURST};
-use crate::lb::{Adopted, Prepared, IDLE_EXPIRE_BUDGET};
+use crate::lb::{Adopted, Prepared, IDLE_EXPIRE_BUDGET, IDLE_EXPORT_BUDGET};
 use crate::neigh_queue::{Fate, NeighQueue};
 use crate::pipeline::{Lane, Pipeline};
 use crate::verdict::Verdict;
@@ -353,6 +353,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             let done = received > 0 || stop.load(Ordering::Relaxed);
             if !done {
                 self.pipeline.expire(IDLE_EXPIRE_BUDGET);
+                self.pipeline.export_conns(IDLE_EXPORT_BUDGET);
                 self.pipeline.counters().publish(shared);
                 self.io.wait(IDLE_WAIT);
             }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// Every module of `lb/` (but `mod.rs`, the root), in dependency order.
 const ORDER: &[&str] = &[
     // Shared: what every stage may use.
-    "key", "flow", "admit", "records", "release", "tables", "flood",
+    "key", "flow", "admit", "records", "conns", "release", "tables", "flood",
     // The stages, in the order a packet meets them.
     "classify", "track", "select", "rewrite", "emit",
     // Policies and the paths that put the stages together.

@@ -28,6 +28,9 @@ _borderctl() {
             borderctl,config)
                 cmd="borderctl__subcmd__config"
                 ;;
+            borderctl,conns)
+                cmd="borderctl__subcmd__conns"
+                ;;
             borderctl,counters)
                 cmd="borderctl__subcmd__counters"
                 ;;
@@ -88,6 +91,9 @@ _borderctl() {
             borderctl__subcmd__help,config)
                 cmd="borderctl__subcmd__help__subcmd__config"
                 ;;
+            borderctl__subcmd__help,conns)
+                cmd="borderctl__subcmd__help__subcmd__conns"
+                ;;
             borderctl__subcmd__help,counters)
                 cmd="borderctl__subcmd__help__subcmd__counters"
                 ;;
@@ -134,7 +140,7 @@ _borderctl() {
 
     case "${cmd}" in
         borderctl)
-            opts="-h -V --json --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --help --version status apply config health drain undrain weight stats events maintenance diag counters capture completions man-pages help"
+            opts="-h -V --json --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --help --version status apply config health drain undrain weight stats events conns maintenance diag counters capture completions man-pages help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -523,6 +529,76 @@ _borderctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        borderctl__subcmd__conns)
+            opts="-h --vip --backend --client --limit --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --vip)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --instance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gateway)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --appliance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         borderctl__subcmd__counters)
             opts="-h --all --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -806,7 +882,7 @@ _borderctl() {
             return 0
             ;;
         borderctl__subcmd__help)
-            opts="status apply config health drain undrain weight stats events maintenance diag counters capture completions man-pages help"
+            opts="status apply config health drain undrain weight stats events conns maintenance diag counters capture completions man-pages help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -878,6 +954,20 @@ _borderctl() {
         borderctl__subcmd__help__subcmd__config__subcmd__show)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        borderctl__subcmd__help__subcmd__conns)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -27,12 +27,14 @@ use tonic::codegen::http;
 use tonic::transport::server::Connected;
 use tonic::Status;
 
-/// Calls a reader may make: the `Get*` calls and `WatchEvents`.
-const READER_CALLS: [&str; 7] = [
+/// Calls a reader may make: the `Get*` calls, `WatchEvents` and
+/// `ListConnections`.
+const READER_CALLS: [&str; 8] = [
     "/border.v1.Border/GetConfig",
     "/border.v1.Border/GetStatus",
     "/border.v1.Border/GetStats",
     "/border.v1.Border/WatchEvents",
+    "/border.v1.Border/ListConnections",
     "/border.v1.BorderBgp/GetBgp",
     "/border.v1.BorderHealth/GetObservations",
     "/border.v1.BorderHealth/GetHealth",
@@ -371,7 +373,7 @@ pub fn check(caller: Option<&Caller>, path: &str, counters: &ApiCounters) -> Res
                 "api: call refused: outside the caller's role"
             );
             Err(Status::permission_denied(format!(
-                "border-mgmt: role {shown} may not call {path} (readers: the Get* calls and WatchEvents; peers: BorderHealth; operators: everything)"
+                "border-mgmt: role {shown} may not call {path} (readers: the Get* calls, WatchEvents and ListConnections; peers: BorderHealth; operators: everything)"
             )))
         }
     }
@@ -468,6 +470,7 @@ mod tests {
             ("/border.v1.Border/GetStatus", true, true, false),
             ("/border.v1.Border/GetStats", true, true, false),
             ("/border.v1.Border/WatchEvents", true, true, false),
+            ("/border.v1.Border/ListConnections", true, true, false),
             ("/border.v1.BorderBgp/GetBgp", true, true, false),
             ("/border.v1.BorderBgp/SetMaintenance", true, false, false),
             ("/border.v1.BorderHealth/GetObservations", true, true, true),

@@ -20,6 +20,7 @@ pub mod backoff;
 pub mod bgp;
 pub mod budget;
 pub mod client;
+pub mod conns;
 pub mod dp;
 pub mod findings;
 pub mod health;

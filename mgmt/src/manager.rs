@@ -43,6 +43,9 @@ pub struct Paths {
     /// The records region (written by border-dp, drained by border-mgmt
     /// with `[records]`).
     pub records: PathBuf,
+    /// The connections region (made by border-dp; border-mgmt asks its
+    /// workers for walks of their tables there).
+    pub conns: PathBuf,
     /// The state directory: the applied config and the operator overrides,
     /// kept across restarts and reboots ([`crate::intent`]); `None`: kept
     /// in memory only.
@@ -60,6 +63,7 @@ impl Paths {
             tables: tables_path(instance),
             state: state_path(instance),
             records: conf::records::records_path(instance),
+            conns: conf::conns::conns_path(instance),
             state_dir: Some(crate::intent::default_state_dir(instance)),
             legacy_overrides: Some(crate::intent::legacy_overrides_path(instance)),
         }
@@ -71,6 +75,7 @@ impl Paths {
             tables: dir.join("tables"),
             state: dir.join("state"),
             records: dir.join("records"),
+            conns: dir.join("conns"),
             state_dir: Some(dir.join("intent")),
             legacy_overrides: None,
         }

@@ -18,6 +18,37 @@ use crate::model::{
 use crate::pb;
 use crate::store::BackendAction;
 
+impl From<conf::conns::LiveConn> for pb::Connection {
+    fn from(c: conf::conns::LiveConn) -> pb::Connection {
+        let at = |ip: std::net::IpAddr, port| SocketAddr::new(ip, port).to_string();
+        let elapsed = |since: u64| c.now_ms.saturating_sub(since);
+        pb::Connection {
+            worker: c.worker.into(),
+            conn_id: c.conn_id,
+            protocol: match c.proto {
+                6 => "tcp".into(),
+                17 => "udp".into(),
+                p => p.to_string(),
+            },
+            client: at(c.client_ip(), c.client_port),
+            vip: at(c.vip_ip(), c.vip_port),
+            backend: at(c.backend_ip(), c.backend_port),
+            local: at(c.local_ip(), c.local_port),
+            mode: if c.full_nat() { "full_nat" } else { "dnat" }.into(),
+            state: c.state_name().into(),
+            age_ms: elapsed(c.created_ms),
+            idle_ms: elapsed(c.last_seen_ms),
+            expires_in_ms: c.expires_ms.saturating_sub(c.now_ms),
+            metered: c.metered(),
+            packets_to_backend: c.packets[conf::records::CLIENT_TO_BACKEND],
+            packets_to_client: c.packets[conf::records::BACKEND_TO_CLIENT],
+            bytes_to_backend: c.octets[conf::records::CLIENT_TO_BACKEND],
+            bytes_to_client: c.octets[conf::records::BACKEND_TO_CLIENT],
+            proxy: c.proxy_status().into(),
+        }
+    }
+}
+
 impl From<BackendState> for pb::BackendState {
     fn from(s: BackendState) -> pb::BackendState {
         match s {

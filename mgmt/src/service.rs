@@ -24,6 +24,8 @@ pub struct BorderService {
     /// Slots of WatchEvents streams over all connections.
     watch_slots: Arc<Semaphore>,
     counters: Arc<ApiCounters>,
+    /// Walks of border-dp's live connections (ListConnections).
+    walker: Arc<crate::conns::Walker>,
 }
 
 impl BorderService {
@@ -35,12 +37,14 @@ impl BorderService {
         counters: Arc<ApiCounters>,
     ) -> BorderService {
         let limits = m.config().mgmt.limits;
+        let walker = Arc::new(crate::conns::Walker::new(m.options().paths.conns.clone()));
         BorderService {
             m,
             shutdown,
             limits,
             watch_slots: Arc::new(Semaphore::new(limits.watch_streams as usize)),
             counters,
+            walker,
         }
     }
 
@@ -251,6 +255,37 @@ impl Border for BorderService {
                         }
                     }
                 }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(out)))
+    }
+
+    type ListConnectionsStream = ReceiverStream<Result<pb::Connection, Status>>;
+
+    async fn list_connections(
+        &self,
+        req: Request<pb::ListConnectionsRequest>,
+    ) -> Result<Response<Self::ListConnectionsStream>, Status> {
+        let r = req.into_inner();
+        let filter = crate::conns::Filter::parse(&r.vip, &r.backend, &r.client)
+            .map_err(Status::invalid_argument)?;
+        let limit = if r.limit == 0 { u64::MAX } else { r.limit };
+        // The region is border-dp's, made with the operators' group.
+        let group = self.m.config().mgmt.operators_group;
+        let access = conf::os::files::Access::for_group_name(group.as_deref())
+            .unwrap_or(conf::os::files::Access::PRIVATE);
+        let walker = self.walker.clone();
+        let (tx, out) = mpsc::channel(256);
+        tokio::task::spawn_blocking(move || {
+            let mut sent = 0u64;
+            let walked = walker.walk(access, &filter, |c| {
+                sent += 1;
+                // A full channel waits for the client; a closed one (the
+                // client went away) ends the walk.
+                tx.blocking_send(Ok(c.into())).is_ok() && sent < limit
+            });
+            if let Err(e) = walked {
+                let _ = tx.blocking_send(Err(Status::failed_precondition(e.to_string())));
             }
         });
         Ok(Response::new(ReceiverStream::new(out)))

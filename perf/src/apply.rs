@@ -436,6 +436,7 @@ fn run_scenario(args: &Args, n_vips: u32, dir: &Path) -> anyhow::Result<Outcome>
             tables: conf::tables::tables_path(INSTANCE),
             state: conf::state::state_path(INSTANCE),
             records: conf::records::records_path(INSTANCE),
+            conns: conf::conns::conns_path(INSTANCE),
             state_dir: Some(dir.join("intent")),
             legacy_overrides: None,
         }

@@ -203,6 +203,7 @@ pub fn clean_instance(instance: &str) {
     for w in 0..8 {
         let _ = std::fs::remove_file(dataplane::flows_region::flows_path(instance, w));
     }
+    let _ = std::fs::remove_file(conf::conns::conns_path(instance));
     forget_intent(instance);
 }
 

@@ -44,6 +44,7 @@ use release::Release;
 mod admit;
 mod adopt;
 mod classify;
+mod conns;
 mod emit;
 mod express;
 mod flood;
@@ -61,6 +62,7 @@ mod track;
 
 pub use admit::{Admission, ConnCounts, VipAdmit};
 pub use adopt::Previous;
+pub use conns::{EXPORT_BUDGET, IDLE_EXPORT_BUDGET};
 pub(crate) use emit::NeighRequest;
 pub use express::Prepared;
 pub use flood::HALF_OPEN_MIN_AGE_MS;
@@ -137,6 +139,8 @@ pub struct Lb {
     proxy_out: PpWorker,
     /// Connection meters and records (`[records]`; none: off).
     records: Option<FlowRecords>,
+    /// This worker's end of the connections region (`borderctl conns`).
+    conns: Option<conf::conns::ConnsExport<'static>>,
     /// Open-connection counts of capped VIPs and backends (`[vip.limits]`).
     admission: admit::Admission,
     /// SYN cookies and the splice of cookie connections (`syn_proxy`).
@@ -180,6 +184,7 @@ impl Lb {
             conn_counter: 0,
             proxy_out: PpWorker::default(),
             records: None,
+            conns: None,
             admission: admit::Admission::default(),
             syn_proxy: synproxy::SynProxyWorker::new(),
             previous: None,
@@ -293,6 +298,28 @@ impl Lb {
         self.records = Some(FlowRecords::new(ring, capacity, log_empty, self.worker));
     }
 
+    /// Serves walks of the live connections asked for through `export`.
+    pub fn enable_conns(&mut self, export: conf::conns::ConnsExport<'static>) {
+        self.conns = Some(export);
+    }
+
+    /// Copies up to `budget` more entries into the walk of the live
+    /// connections, if one runs (at the `now` of the last [`Lb::tick`]).
+    #[inline]
+    pub(crate) fn export_conns(&mut self, budget: usize) {
+        if let Some(x) = self.conns.as_mut() {
+            conns::step(
+                x,
+                &self.conntrack,
+                self.records.as_ref(),
+                &self.state_timeouts_ms,
+                self.now_ms,
+                self.worker,
+                budget,
+            );
+        }
+    }
+
     pub fn generation(&self) -> Option<u64> {
         self.tables.as_ref().map(|t| t.generation)
     }
@@ -354,6 +381,7 @@ impl Lb {
             self.follow_probes();
         }
         self.expire(EXPIRE_BUDGET, counters);
+        self.export_conns(EXPORT_BUDGET);
         self.publish_neighbor_stats(counters);
         self.syn_proxy_tick(counters);
         counters.set(Counter::ConntrackEntries, self.conntrack.len() as u64);

@@ -70,6 +70,13 @@ impl FlowRecords {
         }
     }
 
+    /// The packets and IP bytes counted so far for the flow in `slot`,
+    /// per [`Dir`] (a walk of the live connections).
+    pub(super) fn meter(&self, slot: usize) -> Option<([u64; 2], [u64; 2])> {
+        let m = self.meters.get(slot)?;
+        Some((m.packets, m.octets.map(|n| n & !PAYLOAD_SEEN)))
+    }
+
     /// Starts loading the meter of the flow in `slot` (with its entry, in
     /// the express lane's prefetch step); a hint, nothing changes.
     #[inline(always)]

@@ -108,6 +108,9 @@ pub(super) struct Crew {
     /// The records region (`[records]`) and `log_empty`; it lives as long
     /// as the process, like the workers' writers into it.
     pub(super) records: Option<(&'static RecordsRegion, bool)>,
+    /// The connections region (`borderctl conns`); it lives as long as
+    /// the process, like the workers' exporters into it.
+    pub(super) conns: Option<&'static conf::conns::ConnsRegion>,
     /// Open connections of capped VIPs and backends, counted across workers.
     conn_counts: Arc<crate::lb::ConnCounts>,
     /// What every worker's load balancer is built with.
@@ -148,6 +151,7 @@ impl Crew {
             poll,
             per_ms,
             records,
+            conns: None,
             conn_counts: Arc::new(crate::lb::ConnCounts::default()),
             flows,
             lb: LbSettings {
@@ -202,6 +206,9 @@ impl WorkerSetup {
         let region: &'static StateRegion = Box::leak(Box::new(crew.state.clone()));
         if let Some(b) = region.worker(w) {
             lb.set_local_pool_stats(b.local_pools());
+        }
+        if let Some(export) = crew.conns.and_then(|c| c.exporter(w)) {
+            lb.enable_conns(export);
         }
         if let Some((records, log_empty)) = crew.records {
             match records.writer(w) {

@@ -241,6 +241,9 @@ pub struct Setup {
         std::path::PathBuf,
         Option<std::sync::Arc<dataplane::flows_region::PreviousFlows>>,
     )>,
+    /// Walks of the live connections served through this region (worker
+    /// `w` through ring `w`).
+    pub conns: Option<&'static conf::conns::ConnsRegion>,
 }
 
 /// Statistics (VIP, backend) of worker `w` shared by every appliance built
@@ -269,6 +272,7 @@ impl Default for Setup {
             syn_proxy: None,
             records: None,
             flows: None,
+            conns: None,
         }
     }
 }
@@ -358,6 +362,9 @@ impl Setup {
                 }
                 if let Some((region, log_empty)) = self.records {
                     lb.enable_records(region.writer(w).expect("a ring per worker"), log_empty);
+                }
+                if let Some(region) = self.conns {
+                    lb.enable_conns(region.exporter(w).expect("a ring per worker"));
                 }
                 if self.learn_backends {
                     for ip in all_backends(self.tcp4_weights.len()) {

@@ -148,6 +148,9 @@ pub(super) struct Rig {
     pub(super) hz: f64,
     offset_ms: Arc<AtomicU64>,
     backends: Vec<IpAddr>,
+    /// The connections region the worker serves walks through, as
+    /// border-dp's workers always do.
+    pub(super) conns: &'static conf::conns::ConnsRegion,
 }
 
 impl Rig {
@@ -175,6 +178,12 @@ impl Rig {
         if RECORDS.load(Ordering::Relaxed) {
             lb.enable_records(bench_records_ring()?, false);
         }
+        let conns = bench_conns_region()?;
+        lb.enable_conns(
+            conns
+                .exporter(0)
+                .ok_or_else(|| anyhow::anyhow!("connections region without a ring"))?,
+        );
         let pipeline = Pipeline::new(ports_from_config(cfg, &[EXT_MAC, INT_MAC], false), lb);
         let offset_ms = Arc::new(AtomicU64::new(0));
         let clock = BenchClock {
@@ -197,6 +206,7 @@ impl Rig {
             hz: tsc_hz,
             offset_ms,
             backends: all,
+            conns,
         })
     }
 
@@ -235,6 +245,19 @@ impl Rig {
             .map(|(_, v)| v)
             .sum()
     }
+}
+
+/// A connections region for one rig's worker, leaked like border-dp's.
+fn bench_conns_region() -> anyhow::Result<&'static conf::conns::ConnsRegion> {
+    let path = std::env::temp_dir().join(format!("border-perf-conns-{}", std::process::id()));
+    let region = conf::conns::ConnsRegion::create(
+        &path,
+        1,
+        conf::conns::RING_SLOTS,
+        conf::os::files::Access::PRIVATE,
+    )?;
+    let _ = std::fs::remove_file(&path);
+    Ok(Box::leak(Box::new(region)))
 }
 
 /// A records region for one rig's worker, leaked like the workers' own.

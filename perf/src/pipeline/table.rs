@@ -67,6 +67,11 @@ pub(super) fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
             par.join(", ")
         ));
     }
+    for r in rows {
+        if let Some(note) = &r.note {
+            t.note(note.clone());
+        }
+    }
     // One verdict per flow count: with more flows than the caches hold,
     // the per-packet cost is the memory's (see the memory line), not ours.
     for &n in &args.flows {
@@ -75,7 +80,7 @@ pub(super) fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
         if let Some(worst) = rows
             .iter()
             .filter(|r| r.case.starts_with("established") && r.flows == flows)
-            .filter(|r| !proxied(r))
+            .filter(|r| !proxied(r) && !r.case.ends_with(super::cases::DURING_WALKS))
             .map(|r| r.pipeline.median - r.bare.map_or(0.0, |b| b.median))
             .max_by(f64::total_cmp)
         {

@@ -129,6 +129,19 @@ pub enum Cmd {
         #[arg(long, value_name = "N")]
         count: Option<u64>,
     },
+    /// The live connections border-dp's workers hold: client, VIP, backend,
+    /// local tuple, state, age, packets and bytes each way, PROXY v2 status.
+    ///
+    /// Asks border-mgmt, which has each worker copy its connection table a
+    /// few entries per poll (forwarding goes on at full speed). Each line is
+    /// one connection as its worker saw it at one instant; the listing is
+    /// not one instant of the whole table (a connection that lives through
+    /// it is listed once; one that starts or ends meanwhile may or may not
+    /// be). Packets and bytes are counted only with [records] configured.
+    /// --json prints one object per line as they come. Exit 0 when listed
+    /// (also none), 1 when border-dp is not running or a worker did not
+    /// answer, 3 when border-mgmt cannot be reached. See docs/operations.md.
+    Conns(ConnsArgs),
     /// BGP maintenance: `on` withdraws every VIP route from the routers
     /// (within 1 s) while border-dp keeps forwarding the connections already
     /// established; `off` announces them again.
@@ -232,6 +245,24 @@ pub struct BackendRef {
     /// Text kept with the override and shown in the reason.
     #[arg(long)]
     pub note: Option<String>,
+}
+
+/// `borderctl conns` filters.
+#[derive(Args, Debug)]
+pub struct ConnsArgs {
+    /// Only connections to this VIP: an address, or address:port
+    /// (192.0.2.10:443, [2001:db8::10]:443).
+    #[arg(long, value_name = "ADDR[:PORT]")]
+    pub vip: Option<String>,
+    /// Only connections to this backend: an address, or address:port.
+    #[arg(long, value_name = "ADDR[:PORT]")]
+    pub backend: Option<String>,
+    /// Only clients in this prefix (198.51.100.0/24) or of this address.
+    #[arg(long, value_name = "PREFIX")]
+    pub client: Option<String>,
+    /// Stop after this many connections.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
 }
 
 /// `borderctl capture` flags.

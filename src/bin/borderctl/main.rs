@@ -1,6 +1,6 @@
 //! borderctl: the operator's command-line tool of border. Talks to
 //! border-mgmt's gRPC API `border.v1` (status, apply, drain/undrain/weight,
-//! stats, events, maintenance); `counters` and `status --local` read border-dp's state
+//! stats, events, conns, maintenance); `counters` and `status --local` read border-dp's state
 //! region directly, and `status`/`stats` fall back to it when border-mgmt
 //! is not reachable; `capture` runs `dpdk-dumpcap` against border-dp's ports.
 //!
@@ -24,6 +24,7 @@ mod capture;
 mod cli;
 mod config;
 mod conn;
+mod conns;
 mod counters;
 mod diag;
 mod diag_rules;
@@ -59,6 +60,7 @@ fn main() -> ExitCode {
         }
         Cmd::Stats { all } => stats::run(&target, all, json),
         Cmd::Events { count } => events::run(&target, json, count),
+        Cmd::Conns(args) => conns::run(&target, &args, json),
         Cmd::Maintenance { state } => maintenance::run(&target, state, json),
         Cmd::Counters { all } => counters::run(&target, all, json),
         Cmd::Diag { window } => diag::run(&target, window, json),
