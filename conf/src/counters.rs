@@ -224,6 +224,11 @@ counters! {
     SynProxyBackendResets => "syn_proxy_backend_resets", "backends that refused a cookie connection's SYN: the client got a RST";
     SynProxyAutoOn => "syn_proxy_auto_on", "gauge: 1 while this worker answers SYNs to syn_proxy = \"auto\" VIPs with cookies (half-open pressure), else 0";
     SynProxyAutoSwitches => "syn_proxy_auto_switches", "times this worker switched syn_proxy = \"auto\" VIPs to cookies";
+    // Direct server return (docs/config.md): the client's packets of a DSR VIP, MAC-rewritten or encapsulated.
+    DsrForwarded => "dsr_forwarded", "client packets of DSR VIPs sent to their backend (destination MAC rewritten, or encapsulated in IPIP/IP6IP6/GUE)";
+    DropDsrTooBig => "drop_dsr_too_big", "client packets of encapsulating DSR VIPs that would exceed the backend port's MTU once encapsulated";
+    DropDsrNoRoom => "drop_dsr_no_room", "client packets of encapsulating DSR VIPs whose buffer had no room for the outer headers";
+    DropDsrNoSource => "drop_dsr_no_source", "client packets of encapsulating DSR VIPs whose backend port has no address of the backend's family to derive the outer source from";
 }
 
 #[cfg(test)]

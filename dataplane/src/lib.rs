@@ -10,6 +10,7 @@ pub(crate) mod capture;
 pub mod conntrack;
 pub mod counters;
 pub(crate) mod doorbell;
+pub mod encap;
 pub mod fault;
 pub(crate) mod host;
 pub mod io;

@@ -34,7 +34,8 @@ impl Validator {
             ],
             Encap::None,
         );
-        let only_dsr = "is only used with mode = \"dsr\" (expected mode = \"dsr\", or remove this key)";
+        let only_dsr =
+            "is only used with mode = \"dsr\" (expected mode = \"dsr\", or remove this key)";
         if !mode.is_dsr() {
             if let Some(e) = &v.encap {
                 self.err(at(e), format!("{key}.encap"), only_dsr);
