@@ -100,7 +100,14 @@ fn build_xdp(dir: &TempDir) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/xdp/dsr_decap.c");
     let obj = dir.path("dsr_decap.o");
     let out = Command::new("clang")
-        .args(["-O2", "-g", "-target", "bpf", "-I/usr/include/x86_64-linux-gnu", "-c"])
+        .args([
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-I/usr/include/x86_64-linux-gnu",
+            "-c",
+        ])
         .arg(&src)
         .arg("-o")
         .arg(&obj)
@@ -144,7 +151,9 @@ fn start() -> Topo {
     let lb = Netns::new("ds-lb");
     let cli = Netns::new("ds-cli");
     let sw = Netns::new("ds-sw");
-    let bks: Vec<Netns> = (0..BACKENDS).map(|i| Netns::new(&format!("ds-b{i}"))).collect();
+    let bks: Vec<Netns> = (0..BACKENDS)
+        .map(|i| Netns::new(&format!("ds-b{i}")))
+        .collect();
     let dir = TempDir::new("ds");
     let xdp = build_xdp(&dir);
     // The client takes replies from the VIPs on the return veths, whose
@@ -158,6 +167,18 @@ fn start() -> Topo {
     cli.adopt(&lb, "ds-ext", &["10.142.0.2/24", "fd00:142::2/64"]);
     wait_iface(&lb, "ds-int");
     sw.adopt(&lb, "ds-int", &[]);
+    // The TAP device carries border's MAC: in the bridge that MAC would be
+    // the bridge's own, and frames to border would stop there.
+    sw.run(&["ip", "link", "set", "ds-int", "down"]);
+    sw.run(&[
+        "ip",
+        "link",
+        "set",
+        "ds-int",
+        "address",
+        "02:00:00:14:30:01",
+    ]);
+    sw.run(&["ip", "link", "set", "ds-int", "up"]);
     sw.run(&["ip", "link", "add", "ds-br", "type", "bridge"]);
     sw.run(&["ip", "link", "set", "ds-int", "master", "ds-br"]);
     sw.run(&["ip", "link", "set", "ds-br", "up"]);
@@ -170,7 +191,14 @@ fn start() -> Topo {
             let plen = if vip.contains(':') { "128" } else { "32" };
             bk.run(&["ip", "addr", "add", &format!("{vip}/{plen}"), "dev", "lo"]);
         }
-        bk.run(&["ip", "addr", "add", &format!("{DOWNLOAD_VIP}/32"), "dev", "lo"]);
+        bk.run(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{DOWNLOAD_VIP}/32"),
+            "dev",
+            "lo",
+        ]);
         // The link to the appliance, with the XDP decapsulation.
         let (port, link) = (format!("ds-p{i}"), format!("ds-l{i}"));
         run(&[
@@ -222,10 +250,25 @@ fn start() -> Topo {
         let via4 = format!("10.144.{i}.1");
         let via6 = format!("fd00:144:{i}::1");
         bk.run(&[
-            "ip", "route", "add", "10.142.0.0/24", "via", &via4, "advmss", "1380",
+            "ip",
+            "route",
+            "add",
+            "10.142.0.0/24",
+            "via",
+            &via4,
+            "advmss",
+            "1380",
         ]);
         bk.run(&[
-            "ip", "-6", "route", "add", "fd00:142::/64", "via", &via6, "advmss", "1360",
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "fd00:142::/64",
+            "via",
+            &via6,
+            "advmss",
+            "1360",
         ]);
     }
     sysctl(&cli, "net.ipv4.conf.ds-ext.rp_filter=0");
@@ -254,22 +297,27 @@ impl Topo {
 
     /// Bytes received so far on the client's interface `iface`.
     fn rx_bytes(&self, iface: &str) -> u64 {
-        let out = self
-            .cli
-            .run(&["cat", &format!("/sys/class/net/{iface}/statistics/rx_bytes")]);
+        let out = self.cli.run(&[
+            "cat",
+            &format!("/sys/class/net/{iface}/statistics/rx_bytes"),
+        ]);
         String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
     }
 
     /// Bytes the client received over the return paths.
     fn rx_return(&self) -> u64 {
-        (0..BACKENDS).map(|i| self.rx_bytes(&format!("ds-c{i}"))).sum()
+        (0..BACKENDS)
+            .map(|i| self.rx_bytes(&format!("ds-c{i}")))
+            .sum()
     }
 
     fn wait_generation(&self, g: u64) {
         let state = self.dp.state();
-        wait_until(&format!("workers on generation {g}"), Duration::from_secs(10), || {
-            (0..state.n_workers()).all(|w| state.worker(w).unwrap().applied_generation() >= g)
-        });
+        wait_until(
+            &format!("workers on generation {g}"),
+            Duration::from_secs(10),
+            || (0..state.n_workers()).all(|w| state.worker(w).unwrap().applied_generation() >= g),
+        );
     }
 }
 
@@ -309,7 +357,9 @@ fn echo(cli: &str, to: SocketAddr, n: usize) -> usize {
         let mut got = Vec::new();
         r.read_to_end(&mut got).expect("read the echo");
         writer.join().unwrap();
-        got.iter().position(|&b| b == b'\n').map_or(0, |nl| got.len() - nl - 1)
+        got.iter()
+            .position(|&b| b == b'\n')
+            .map_or(0, |nl| got.len() - nl - 1)
     })
     .join()
     .unwrap()
@@ -348,7 +398,11 @@ fn dsr_vips_spread_and_backends_answer_the_client_directly() {
     // comes back over the return veths, and border-dp received the client's
     // bytes once (not the backend's too).
     let n = 4 << 20;
-    let (ext0, ret0, rx0) = (t.rx_bytes("ds-ext"), t.rx_return(), t.dp.counter(Counter::RxBytes));
+    let (ext0, ret0, rx0) = (
+        t.rx_bytes("ds-ext"),
+        t.rx_return(),
+        t.dp.counter(Counter::RxBytes),
+    );
     for (name, addr, _) in VIPS {
         assert_eq!(echo(&t.cli.name, vip(addr, 80), n), n, "{name}: the echo");
     }
@@ -357,8 +411,14 @@ fn dsr_vips_spread_and_backends_answer_the_client_directly() {
     let ret = t.rx_return() - ret0;
     let rx = t.dp.counter(Counter::RxBytes) - rx0;
     eprintln!("echoed {sent} bytes: client rx {ret} on the return paths, {ext} from the appliance; border-dp rx {rx}");
-    assert!(ret >= sent, "the echoes came back over the return paths: {ret} < {sent}");
-    assert!(ext < sent / 20, "hardly anything came from the appliance: {ext}");
+    assert!(
+        ret >= sent,
+        "the echoes came back over the return paths: {ret} < {sent}"
+    );
+    assert!(
+        ext < sent / 20,
+        "hardly anything came from the appliance: {ext}"
+    );
     assert!(
         rx < sent + sent / 2,
         "border-dp received the client's bytes, not the replies too: {rx} for {sent}"
@@ -388,7 +448,9 @@ fn drained_backend_keeps_its_flows_and_gets_no_new_ones() {
             let s = connect_retry(to, Duration::from_secs(10)).expect("connect");
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let mut line = String::new();
-            BufReader::new(s.try_clone().unwrap()).read_line(&mut line).unwrap();
+            BufReader::new(s.try_clone().unwrap())
+                .read_line(&mut line)
+                .unwrap();
             if line.starts_with("b0 ") {
                 return s;
             }
@@ -404,7 +466,10 @@ fn drained_backend_keeps_its_flows_and_gets_no_new_ones() {
         .map(|l| split(l).0)
         .collect();
     let spread = tally(&names);
-    assert!(!spread.contains_key("b0"), "no new connection to the drained b0: {spread:?}");
+    assert!(
+        !spread.contains_key("b0"),
+        "no new connection to the drained b0: {spread:?}"
+    );
     assert_eq!(spread.len(), 2, "{spread:?}");
     // The held connection still reaches b0 and is answered.
     let echoed = in_netns(&t.cli.name, move || {
@@ -433,11 +498,19 @@ fn download_through_a_dsr_vip_moves_near_the_direct_rate() {
         let start = Instant::now();
         loop {
             let out = t.cli.try_run(&[
-                "iperf3", "-c", to, "-p", &IPERF_PORT.to_string(), "-R", "-n", &size, "-J",
+                "iperf3",
+                "-c",
+                to,
+                "-p",
+                &IPERF_PORT.to_string(),
+                "-R",
+                "-n",
+                &size,
+                "-J",
             ]);
-            if out.status.success() {
-                let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-                return v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            if let Some(bps) = v["end"]["sum_received"]["bits_per_second"].as_f64() {
+                return bps;
             }
             assert!(
                 start.elapsed() < Duration::from_secs(20),
@@ -447,8 +520,12 @@ fn download_through_a_dsr_vip_moves_near_the_direct_rate() {
             std::thread::sleep(Duration::from_millis(200));
         }
     };
-    let direct = rate("10.144.0.2");
-    let dsr = rate(DOWNLOAD_VIP);
+    // Alternated, the best of two each: the machine is shared.
+    let (mut direct, mut dsr) = (0f64, 0f64);
+    for _ in 0..2 {
+        direct = direct.max(rate("10.144.0.2"));
+        dsr = dsr.max(rate(DOWNLOAD_VIP));
+    }
     eprintln!(
         "download of {size}: direct {:.2} Gbit/s, through the DSR VIP {:.2} Gbit/s ({:.2} x)",
         direct / 1e9,
