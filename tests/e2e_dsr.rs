@@ -127,8 +127,8 @@ struct Topo {
     cli: Netns,
     bks: Vec<Netns>,
     _sw: Netns,
-    _lb: Netns,
-    _dir: TempDir,
+    lb: Netns,
+    dir: TempDir,
 }
 
 fn sysctl(ns: &Netns, kv: &str) {
@@ -148,6 +148,12 @@ fn addresses(ns: &Netns, iface: &str, addrs: &[&str]) {
 }
 
 fn start() -> Topo {
+    start_with(&config(&[]), false)
+}
+
+/// The namespaces and border-dp on `config`, standalone or `following`
+/// border-mgmt's tables.
+fn start_with(config: &str, following: bool) -> Topo {
     let lb = Netns::new("ds-lb");
     let cli = Netns::new("ds-cli");
     let sw = Netns::new("ds-sw");
@@ -162,7 +168,14 @@ fn start() -> Topo {
         sysctl(ns, "net.ipv4.conf.all.rp_filter=0");
         sysctl(ns, "net.ipv4.conf.default.rp_filter=0");
     }
-    let dp = BorderDp::start(&lb, &dir, "e2eds", &config(&[]));
+    let dp = if following {
+        // Nothing left over from an earlier run of this instance.
+        let _ = std::fs::remove_file(conf::tables::tables_path("e2eds"));
+        forget_intent("e2eds");
+        BorderDp::start_following(&lb, &dir, "e2eds", config)
+    } else {
+        BorderDp::start(&lb, &dir, "e2eds", config)
+    };
     wait_iface(&lb, "ds-ext");
     cli.adopt(&lb, "ds-ext", &["10.142.0.2/24", "fd00:142::2/64"]);
     wait_iface(&lb, "ds-int");
@@ -277,8 +290,8 @@ fn start() -> Topo {
         cli,
         bks,
         _sw: sw,
-        _lb: lb,
-        _dir: dir,
+        lb,
+        dir,
     }
 }
 
@@ -482,6 +495,55 @@ fn drained_backend_keeps_its_flows_and_gets_no_new_ones() {
     .join()
     .unwrap();
     assert_eq!(&echoed, b"still there\n");
+}
+
+/// Health checks of a DSR VIP go to each backend's own address (the
+/// default `health_target = "backend"`), from border-mgmt through the
+/// kernel twin: a backend whose service stops is taken down and gets no
+/// new connection, and comes back when it answers again.
+#[test]
+fn health_probes_reach_dsr_backends_at_their_own_address() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config(&[]).replacen(
+        "name = \"ipip4\"\naddress = \"10.142.0.101\"\nport = 80\nmode = \"dsr\"\nencap = \"ipip\"\nmaglev_table_size = 1021\n",
+        "name = \"ipip4\"\naddress = \"10.142.0.101\"\nport = 80\nmode = \"dsr\"\nencap = \"ipip\"\nmaglev_table_size = 1021\nhealth_target = \"backend\"\n[vip.health]\nkind = \"tcp\"\ninterval_ms = 200\ntimeout_ms = 150\nrise = 1\nfall = 2\n",
+        1,
+    );
+    assert!(cfg.contains("[vip.health]"));
+    let t = start_with(&cfg, true);
+    let cfg_path = t.dir.path("mgmt.toml");
+    std::fs::write(&cfg_path, &cfg).unwrap();
+    let _mgmt = BorderMgmt::start_in(Some(&t.lb.name), &cfg_path, t.dir.path("mgmt.log"));
+    let to = vip("10.142.0.101", 80);
+    let mut servers: Vec<Option<TcpBackends>> = t.servers().into_iter().map(Some).collect();
+    let spread = |n: usize| {
+        tally(
+            &tcp_names(&t.cli.name, to, n)
+                .iter()
+                .map(|l| split(l).0)
+                .collect::<Vec<_>>(),
+        )
+    };
+    wait_until(
+        "every backend healthy and picked",
+        Duration::from_secs(20),
+        || spread(30).len() == 3,
+    );
+    // b0's service stops: its probes fail, it goes down, new flows avoid it.
+    servers[0] = None;
+    wait_until("b0 taken down", Duration::from_secs(20), || {
+        !spread(30).contains_key("b0")
+    });
+    let s = spread(60);
+    assert_eq!(s.len(), 2, "{s:?}");
+    // Back again.
+    servers[0] = Some(TcpBackends::start(
+        &t.bks[0].name,
+        &[("b0", "[::]:80".parse().unwrap())],
+    ));
+    wait_until("b0 back", Duration::from_secs(20), || {
+        spread(30).contains_key("b0")
+    });
 }
 
 /// A download through the DSR VIP against the same download straight
