@@ -4,8 +4,9 @@
 # each case is replayed with N = 20000 and 60000 packets and the difference
 # over the 50000 extra packets is the cost of one.
 #   perf/callgrind.sh [BORDER_PERF_BINARY] [CASE ...]
-# Default cases: established full-NAT, DNAT and PROXY, both directions, and
-# full-NAT IPv6. Prints one line per case: `<Ir per packet>  <case>`.
+# Default cases: established full-NAT, DNAT and PROXY, both directions,
+# full-NAT IPv6 and DSR (MAC only and IPIP; client->backend, its one direction).
+# Prints one line per case: `<Ir per packet>  <case>`.
 set -euo pipefail
 bin=${1:-target/release/border-perf}
 shift || true
@@ -19,6 +20,8 @@ if [ ${#cases[@]} -eq 0 ]; then
     "established full-NAT IPv6, client->backend"
     "established full-NAT IPv4 + PROXY v2, client->backend"
     "established full-NAT IPv4 + PROXY v2, backend->client"
+    "established DSR IPv4, client->backend"
+    "established DSR IPIP IPv4, client->backend"
   )
 fi
 command -v valgrind >/dev/null || { echo "callgrind.sh needs valgrind (apt-get install valgrind)" >&2; exit 1; }

@@ -47,6 +47,10 @@ packages=(
   # UDP health probes (e2e_udp_health): a real DNS server as a backend; the
   # binary only (dnsmasq-base starts no system service)
   dnsmasq-base
+  # direct server return (e2e_dsr): the backends' XDP decapsulation is built
+  # with clang for the bpf target against libbpf's headers, and loaded with
+  # iproute2 (this kernel has no ipip, fou or ip6_tunnel module)
+  llvm libbpf-dev
 )
 
 missing=()

@@ -646,7 +646,35 @@ pub enum Mode {
     FullNat,
     /// Destination rewrite only; backends route replies through the appliance.
     Dnat,
+    /// Direct server return: the client's packet reaches the backend
+    /// unchanged (its MAC rewritten, or encapsulated), and the backend,
+    /// holding the VIP itself, answers the client directly.
+    Dsr(Encap),
 }
+
+impl Mode {
+    /// True for every direct-server-return mode.
+    pub fn is_dsr(self) -> bool {
+        matches!(self, Mode::Dsr(_))
+    }
+}
+
+/// `vip.encap`: how a DSR VIP's packets reach the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Encap {
+    /// Only the destination MAC is rewritten (IPVS "gatewaying"): the
+    /// backend shares a link with the appliance.
+    #[default]
+    None,
+    /// IP in IP: IPIP (IPv4 in IPv4) or IP6IP6 (IPv6 in IPv6).
+    Ipip,
+    /// Generic UDP Encapsulation (variant 0, 4-byte header) to UDP port
+    /// [`GUE_PORT`].
+    Gue,
+}
+
+/// The UDP port GUE-encapsulated packets are sent to (Katran's default).
+pub const GUE_PORT: u16 = 6080;
 
 /// `vip.syn_proxy`: border answers a client's SYN with a SYN cookie and
 /// opens the backend's connection only once the client's ACK proved it.
@@ -793,7 +821,25 @@ macro_rules! names {
 }
 names!(PollMode { Busy => "busy", Adaptive => "adaptive" });
 names!(Protocol { Tcp => "tcp", Udp => "udp" });
-names!(Mode { FullNat => "fullnat", Dnat => "dnat" });
+names!(Encap { None => "none", Ipip => "ipip", Gue => "gue" });
+
+impl Mode {
+    /// The spelling used in the config file (`mode`; a DSR VIP's `encap`
+    /// is [`Encap::as_str`]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::FullNat => "fullnat",
+            Mode::Dnat => "dnat",
+            Mode::Dsr(_) => "dsr",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 names!(ProxyProtocol { None => "none", V2 => "v2" });
 names!(SynProxy { Off => "off", Auto => "auto", Always => "always" });
 names!(PpTlv { UniqueId => "unique_id", Crc32c => "crc32c", Authority => "authority" });

@@ -235,6 +235,11 @@ counters! {
     AdoptDroppedNoBackend => "adopt_dropped_no_backend", "previous entries not adopted: their backend is not one of the VIP's any more";
     AdoptDroppedNotOwned => "adopt_dropped_not_owned", "previous entries not adopted: their full-NAT local tuple is not in this worker's pools";
     AdoptDroppedFull => "adopt_dropped_full", "previous entries not adopted: the connection table was full";
+    // Direct server return (docs/config.md): the client's packets of a DSR VIP, MAC-rewritten or encapsulated.
+    DsrForwarded => "dsr_forwarded", "client packets of DSR VIPs sent to their backend (destination MAC rewritten, or encapsulated in IPIP/IP6IP6/GUE)";
+    DropDsrTooBig => "drop_dsr_too_big", "client packets of encapsulating DSR VIPs that would exceed the backend port's MTU once encapsulated";
+    DropDsrNoRoom => "drop_dsr_no_room", "client packets of encapsulating DSR VIPs whose buffer had no room for the outer headers";
+    DropDsrNoSource => "drop_dsr_no_source", "client packets of encapsulating DSR VIPs whose backend port has no address of the backend's family to derive the outer source from";
 }
 
 #[cfg(test)]

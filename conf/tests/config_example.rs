@@ -417,3 +417,25 @@ fn example_records_block_parses_when_uncommented() {
     assert_eq!(j.rotate_bytes, 104_857_600);
     assert_eq!(j.keep, 5);
 }
+
+/// The commented direct-server-return VIP of the example, turned on by
+/// removing the `# ` of its lines, parses as written.
+#[test]
+fn example_dsr_block_parses_when_uncommented() {
+    let text = std::fs::read_to_string(example_path()).unwrap();
+    let start = text
+        .find("# [[vip]]\n# name = \"download\"")
+        .expect("the DSR block");
+    let block = &text[start..];
+    let end = block.find("\n\n").expect("the block's end");
+    let on: String = block[..end]
+        .lines()
+        .map(|l| l.strip_prefix("# ").or(l.strip_prefix('#')).unwrap_or(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let c = Config::from_toml_str(&format!("{text}\n{on}"), "example")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let v = c.vip("download").expect("the DSR VIP");
+    assert_eq!(v.mode, Mode::Dsr(conf::Encap::Gue));
+    assert_eq!((v.port, v.backends[0].port), (443, 443));
+}

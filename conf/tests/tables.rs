@@ -191,6 +191,37 @@ maglev_table_size = 2
         }
     }
 
+    /// A DSR VIP's encapsulation travels in the record's mode byte and
+    /// comes back as written, for each of the three.
+    #[test]
+    fn dsr_modes_round_trip() {
+        let mut text = CONFIG.to_string();
+        for (i, encap) in ["none", "ipip", "gue"].iter().enumerate() {
+            text += &format!(
+                "[[vip]]\nname = \"dsr-{encap}\"\naddress = \"10.10.0.{}\"\nport = 80\nmode = \"dsr\"\nencap = \"{encap}\"\nmaglev_table_size = 211\n[[vip.backend]]\naddress = \"10.20.0.11\"\nport = 80\n",
+                200 + i
+            );
+        }
+        let cfg = Config::from_toml_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        let gen = build_generation(&cfg, &|_, _| None).unwrap();
+        let path = TmpPath::new("dsr-modes");
+        let mut w = TablesWriter::create(&path.0, 1 << 20).unwrap();
+        let r = TablesReader::open(&path.0).unwrap();
+        w.publish(&gen, &[]).unwrap();
+        let view = r.view(r.current()).unwrap();
+        let n = gen.vips.len();
+        let modes: Vec<Mode> = (n - 3..n).map(|i| view.vip(i).unwrap().mode()).collect();
+        assert_eq!(
+            modes,
+            [
+                Mode::Dsr(conf::Encap::None),
+                Mode::Dsr(conf::Encap::Ipip),
+                Mode::Dsr(conf::Encap::Gue)
+            ]
+        );
+        assert_eq!(view.to_generation(), gen);
+    }
+
     #[test]
     fn round_trip_from_config() {
         let cfg = config();

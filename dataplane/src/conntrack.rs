@@ -134,6 +134,9 @@ const LIVE: u8 = 0x01;
 const FIN_ORIG: u8 = 0x02;
 /// Non-SYN segment seen from the original side; `<< 1` for the reply side.
 const SEEN_ORIG: u8 = 0x08;
+/// Only the original side's segments pass the appliance (direct server
+/// return): its state follows them alone ([`Conntrack::mark_one_way`]).
+const ONE_WAY: u8 = 0x20;
 
 const NIL: u32 = u32::MAX;
 
@@ -1039,6 +1042,18 @@ impl<V: Copy> Conntrack<V> {
         Ok(state)
     }
 
+    /// Marks live entry `id` as one whose reply side never passes the
+    /// appliance (direct server return): the client's ACK that follows its
+    /// SYN establishes it, since the backend's SYN-ACK is never seen (and
+    /// the check that this ACK acknowledges it cannot apply); a client FIN
+    /// takes it to `FinWait`, a client RST at its next sequence number
+    /// closes it, and otherwise it ends by idling out.
+    pub fn mark_one_way(&mut self, id: EntryId) {
+        if let Some(e) = self.slots.get_mut(id.0 as usize) {
+            e.flags |= ONE_WAY;
+        }
+    }
+
     /// Refreshes the deadline to `now` plus the timeout of the entry's state
     /// (a UDP packet). `Closed` entries are not refreshed.
     #[inline]
@@ -1262,6 +1277,7 @@ fn tcp_step(state: State, bits: u8, dir: Dir, tcp: u8) -> (State, u8, bool) {
         State::FinWait
     } else if handshaking
         && ((state == State::SynRecv && dir == Dir::Original && tcp & TcpFlags::ACK.0 != 0)
+            || (bits & ONE_WAY != 0 && dir == Dir::Original && tcp & TcpFlags::ACK.0 != 0)
             || bits & SEEN == SEEN)
     {
         State::Established

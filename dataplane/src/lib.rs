@@ -10,6 +10,7 @@ pub(crate) mod capture;
 pub mod conntrack;
 pub mod counters;
 pub(crate) mod doorbell;
+pub mod encap;
 pub mod fault;
 pub mod flows_region;
 pub(crate) mod host;

@@ -32,7 +32,18 @@ pub struct PortDesc {
     /// VIP addresses in this port's subnets: answered for ARP/NDP/echo, consumed by the dataplane.
     pub vips_v4: Vec<Ipv4Addr>,
     pub vips_v6: Vec<Ipv6Addr>,
+    /// The largest IP packet the port sends ([`DEFAULT_MTU`] until the
+    /// config says otherwise): encapsulating DSR VIPs keep their outer
+    /// packets within it.
+    pub mtu: u16,
+    /// The port's first subnet of each family (its address and prefix
+    /// length): where the outer sources of DSR tunnels are folded into.
+    pub subnet_v4: Option<(Ipv4Addr, u8)>,
+    pub subnet_v6: Option<(Ipv6Addr, u8)>,
 }
+
+/// A port's MTU when the config names none: Ethernet's 1500.
+pub const DEFAULT_MTU: u16 = 1500;
 
 /// The IPv6 link-local address a kernel derives from `mac` (modified EUI-64),
 /// which the twin, carrying the port's MAC, will have.
@@ -94,11 +105,22 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
             addrs_v6: Vec::new(),
             vips_v4: Vec::new(),
             vips_v6: Vec::new(),
+            mtu: DEFAULT_MTU,
+            subnet_v4: None,
+            subnet_v6: None,
         };
         for net in &p.addresses {
             match net.addr {
-                std::net::IpAddr::V4(a) => info.addrs_v4.push(a),
-                std::net::IpAddr::V6(a) => info.addrs_v6.push(a),
+                std::net::IpAddr::V4(a) => {
+                    info.addrs_v4.push(a);
+                    info.subnet_v4.get_or_insert((a, net.prefix_len));
+                }
+                std::net::IpAddr::V6(a) => {
+                    info.addrs_v6.push(a);
+                    if !a.is_unicast_link_local() {
+                        info.subnet_v6.get_or_insert((a, net.prefix_len));
+                    }
+                }
             }
         }
         if with_twins {
@@ -125,6 +147,9 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
                 addrs_v6: Vec::new(),
                 vips_v4: Vec::new(),
                 vips_v6: Vec::new(),
+                mtu: DEFAULT_MTU,
+                subnet_v4: None,
+                subnet_v6: None,
             });
         }
     }

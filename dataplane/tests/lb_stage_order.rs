@@ -14,7 +14,7 @@ const ORDER: &[&str] = &[
     // Shared: what every stage may use.
     "key", "flow", "admit", "records", "conns", "release", "tables", "flood",
     // The stages, in the order a packet meets them.
-    "classify", "track", "select", "rewrite", "emit",
+    "classify", "track", "select", "rewrite", "emit", "dsr",
     // Policies and the paths that put the stages together.
     "on_down", "synproxy", "path", "express",
     // Start-up only: the previous process's flows fitted to the tables.

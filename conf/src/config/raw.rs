@@ -163,6 +163,8 @@ pub(super) struct RawVip {
     pub port: S<u16>,
     pub protocol: Option<S<String>>,
     pub mode: Option<S<String>>,
+    pub encap: Option<S<String>>,
+    pub health_target: Option<S<String>>,
     pub proxy_protocol: Option<S<String>>,
     pub proxy_protocol_send_on_connect: Option<S<bool>>,
     pub proxy_protocol_tlvs: Option<List<String>>,

@@ -22,6 +22,7 @@ type List<T> = S<Vec<S<T>>>;
 
 mod agent;
 mod bgp;
+mod dsr;
 mod health;
 mod limits;
 mod mgmt;

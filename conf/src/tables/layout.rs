@@ -140,7 +140,8 @@ pub struct VipRecord {
     pub family: u8,
     /// IP protocol number: 6 (TCP) or 17 (UDP).
     pub proto: u8,
-    /// 0 = fullnat, 1 = dnat.
+    /// 0 = fullnat, 1 = dnat, 2 = dsr with encap none, 3 = dsr/ipip,
+    /// 4 = dsr/gue.
     pub mode: u8,
     /// 0.
     pub reserved0: u8,

@@ -17,7 +17,7 @@ use zerocopy::FromBytes;
 
 use super::layout::*;
 use super::{BackendEntry, BackendState, Corruption, Generation, TablesError, VipFlags, VipTable};
-use crate::config::Mode;
+use crate::config::{Encap, Mode};
 use crate::flowhash::FlowHasher;
 use crate::maglev::slot;
 
@@ -271,11 +271,7 @@ impl<'a> VipView<'a> {
     }
     /// Forwarding mode.
     pub fn mode(&self) -> Mode {
-        if self.rec.mode == 1 {
-            Mode::Dnat
-        } else {
-            Mode::FullNat
-        }
+        mode_of(self.rec.mode).unwrap_or(Mode::FullNat)
     }
     /// Flags (validated: only defined bits).
     pub fn flags(&self) -> VipFlags {
@@ -716,7 +712,7 @@ fn vip<'a>(
     if rec.proto != super::PROTO_TCP && rec.proto != super::PROTO_UDP {
         return Err(field("proto", rec.proto.into()));
     }
-    if rec.mode > 1 {
+    if mode_of(rec.mode).is_none() {
         return Err(field("mode", rec.mode.into()));
     }
     if VipFlags::from_bits(rec.flags).is_none() {
@@ -1114,4 +1110,16 @@ impl TablesReader {
             Err(_) => true,
         }
     }
+}
+
+/// The mode a [`VipRecord::mode`] byte names (`None`: no mode).
+fn mode_of(byte: u8) -> Option<Mode> {
+    Some(match byte {
+        0 => Mode::FullNat,
+        1 => Mode::Dnat,
+        2 => Mode::Dsr(Encap::None),
+        3 => Mode::Dsr(Encap::Ipip),
+        4 => Mode::Dsr(Encap::Gue),
+        _ => return None,
+    })
 }

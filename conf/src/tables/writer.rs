@@ -18,7 +18,7 @@ use super::reader::{check_header, header_word, validate, Region};
 use super::{
     file_error, BackendEntry, Generation, Published, TablesError, VipTable, PROTO_TCP, PROTO_UDP,
 };
-use crate::config::{Mode, VipLimits};
+use crate::config::{Encap, Mode, VipLimits};
 use crate::os::files::{self, Access};
 use crate::os::LockError;
 
@@ -273,10 +273,7 @@ fn vip_head(v: &VipTable, born: u64, out: &mut Vec<u8>) -> VipLayout {
         pp_max_len: v.pp_max_len,
         family,
         proto: v.proto,
-        mode: match v.mode {
-            Mode::FullNat => 0,
-            Mode::Dnat => 1,
-        },
+        mode: mode_byte(v.mode),
         reserved0: 0,
         n_backends: v.backends.len() as u32,
         ring_len: v.ring.len() as u32,
@@ -952,4 +949,15 @@ struct Placement<'a> {
     min_q: u64,
     stats: &'a mut PublishStats,
     fresh: &'a mut Vec<(u64, u64)>,
+}
+
+/// [`VipRecord::mode`] of a VIP's mode (the reader's `mode_of` is the inverse).
+pub(crate) fn mode_byte(mode: Mode) -> u8 {
+    match mode {
+        Mode::FullNat => 0,
+        Mode::Dnat => 1,
+        Mode::Dsr(Encap::None) => 2,
+        Mode::Dsr(Encap::Ipip) => 3,
+        Mode::Dsr(Encap::Gue) => 4,
+    }
 }

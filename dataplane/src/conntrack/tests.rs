@@ -514,6 +514,60 @@ fn tcp_handshake_data_and_close() {
     assert_eq!(ct.lookup(&client(1), 26_001), None);
 }
 
+/// Direct server return: only the client's segments pass. Its ACK after
+/// the SYN establishes the flow (no SYN-ACK is ever seen), its FIN starts
+/// the close, its RST at its next sequence number closes; a two-way entry
+/// stays half-open on the same segments.
+#[test]
+fn one_way_entries_follow_the_client_alone() {
+    let mut ct = seeded::<u32>(8, T);
+    let one = ct
+        .insert(client(1), fullnat_reply(1), 0, State::SynSent, 0, none)
+        .unwrap();
+    let two = ct
+        .insert(client(2), fullnat_reply(2), 0, State::SynSent, 0, none)
+        .unwrap();
+    ct.mark_one_way(one);
+    for id in [one, two] {
+        assert_eq!(tcp(&mut ct, id, Dir::Original, SYN, 1_000), State::SynSent);
+    }
+    assert_eq!(tcp(&mut ct, two, Dir::Original, ACK, 2_000), State::SynSent);
+    assert_eq!(
+        tcp(&mut ct, one, Dir::Original, ACK, 2_000),
+        State::Established
+    );
+    assert_eq!(ct.get(one).expires_at(), 902_000, "the established timeout");
+    assert_eq!(ct.half_open_len(), 1, "only the two-way entry is half-open");
+    let mut data = TcpSeg::flags(PSH | ACK);
+    data.seq = 1;
+    data.len = 100;
+    assert_eq!(
+        ct.update_tcp(one, Dir::Original, &data, 3_000),
+        Ok(State::Established)
+    );
+    assert_eq!(
+        tcp(&mut ct, one, Dir::Original, FIN | ACK, 4_000),
+        State::FinWait
+    );
+    assert_eq!(ct.get(one).expires_at(), 14_000);
+    // A RST at the client's next sequence number closes it.
+    assert_eq!(
+        tcp(&mut ct, one, Dir::Original, RST | ACK, 5_000),
+        State::Closed
+    );
+    // A client's mid-stream ACK (no SYN seen: a restart, an ECMP move)
+    // establishes a one-way entry at once.
+    let mid = ct
+        .insert(client(3), fullnat_reply(3), 0, State::SynSent, 0, none)
+        .unwrap();
+    ct.mark_one_way(mid);
+    assert_eq!(
+        tcp(&mut ct, mid, Dir::Original, ACK, 6_000),
+        State::Established
+    );
+    ct.check();
+}
+
 #[test]
 fn tcp_rst_closes_and_is_not_refreshed() {
     for (from_flags, dir) in [

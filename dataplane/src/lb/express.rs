@@ -8,9 +8,10 @@ use conf::counters::Counter;
 use conf::Mode;
 
 use super::count_drop;
+use super::dsr::DsrEnds;
 use super::flow::{client_space, count_forwarded, FlowRec, FLOW_PP, FLOW_SP};
 use super::rewrite::{to_backend, to_client, FromBackend, Sums};
-use super::Lb;
+use super::{Lb, Out};
 use crate::conntrack::window::NO_WSCALE;
 use crate::conntrack::{Dir, FlowKey, Hint, KeyHash, State, TcpSeg};
 use crate::counters::Counters;
@@ -338,6 +339,20 @@ impl Lb {
             }
         }
         let e = self.conntrack.get_mut(id);
+        if dir == Dir::Original && e.value.mode.is_dsr() {
+            let (rec, backend) = (e.value, e.reply().src);
+            count_forwarded(self.vip_stats, self.backend_stats, &rec, len);
+            if let Some(r) = self.records.as_mut() {
+                r.count(id, dir, len - at.l3, payload != 0);
+            }
+            let ends = DsrEnds {
+                client: &key.src,
+                sport: key.sport,
+                backend: &backend,
+            };
+            let out = Out { ports, counters };
+            return Some(self.dsr_forward(buf, len, at.l3, &rec, ends, out));
+        }
         let headers = nat::Headers::Layout(at);
         let translated = match dir {
             Dir::Original => to_backend(frame, headers, &e.value, e.orig(), e.reply(), Sums::Flow),

@@ -175,6 +175,8 @@ pub(super) fn flow_deltas(
             nat::deltas(v4, src, dst, None, Some(to_backend)),
             nat::deltas(v4, to_backend, (&reply.dst, reply.dport), Some(dst), None),
         ),
+        // The client's packet reaches the backend unchanged.
+        Mode::Dsr(_) => (nat::Deltas::default(), nat::Deltas::default()),
     }
 }
 

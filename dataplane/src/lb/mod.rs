@@ -9,6 +9,9 @@
 //! 4. `rewrite`: the NAT translation, PROXY protocol v2, ICMP errors about
 //!    a flow.
 //! 5. `emit`: next hops and neighbour requests: where it leaves.
+//! 6. `dsr`: a direct-server-return VIP's client packets, which `rewrite`
+//!    leaves alone: the backend's MAC written or the packet encapsulated,
+//!    then sent through `emit`.
 //!
 //! The stages depend one way: each uses only the stages before it and the
 //! shared files, which use no stage: `key` (lookup keys), `flow` (the flow
@@ -45,6 +48,7 @@ mod admit;
 mod adopt;
 mod classify;
 mod conns;
+mod dsr;
 mod emit;
 mod express;
 mod flood;

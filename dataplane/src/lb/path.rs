@@ -12,6 +12,7 @@ use conf::Mode;
 
 use super::classify::{flags_of, syn_only};
 use super::count_drop;
+use super::dsr::DsrEnds;
 use super::flow::{client_space, count_forwarded, Ending, FLOW_SP};
 use super::key::to16;
 use super::rewrite::{forward_drop, to_backend, to_client, FromBackend, Sums};
@@ -117,6 +118,17 @@ impl Lb {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         };
         let e = self.conntrack.get(id);
+        if e.value.mode.is_dsr() {
+            let (rec, backend) = (e.value, e.reply().src);
+            let ends = DsrEnds {
+                client: &key.src,
+                sport: key.sport,
+                backend: &backend,
+            };
+            let payload = p.l3_end > p.payload_offset;
+            let out = Out { ports, counters };
+            return self.dsr_sent(buf, len, p.l3_offset, (Some(id), payload), &rec, ends, out);
+        }
         let at = nat::Headers::Parsed(p);
         if let Err(c) = to_backend(frame, at, &e.value, e.orig(), e.reply(), Sums::Packet) {
             return count_drop(counters, c);
@@ -203,7 +215,7 @@ impl Lb {
         };
         // The client's packet becomes the reply key reversed: from the
         // local address (full-NAT) or the client (DNAT) to the backend.
-        let (rec, id) = match &picked {
+        let (rec, id, backend) = match &picked {
             Picked::Tracked(id) => {
                 if tcp {
                     // Its first segment: where its sequence space starts
@@ -226,16 +238,26 @@ impl Lb {
                 if let Err(c) = to_backend(frame, at, &e.value, e.orig(), e.reply(), Sums::Packet) {
                     return count_drop(counters, c);
                 }
-                (e.value, Some(*id))
+                (e.value, Some(*id), e.reply().src)
             }
             Picked::Stateless(rec, reply) => {
                 let at = nat::Headers::Parsed(p);
                 if let Err(c) = to_backend(frame, at, rec, key, reply, Sums::Packet) {
                     return count_drop(counters, c);
                 }
-                (*rec, None)
+                (*rec, None, reply.src)
             }
         };
+        if rec.mode.is_dsr() {
+            let ends = DsrEnds {
+                client: &key.src,
+                sport: key.sport,
+                backend: &backend,
+            };
+            let payload = p.l3_end > p.payload_offset;
+            let out = Out { ports, counters };
+            return self.dsr_sent(buf, len, p.l3_offset, (id, payload), &rec, ends, out);
+        }
         self.client_sent(buf, len, p, id, &rec, Out { ports, counters })
     }
 

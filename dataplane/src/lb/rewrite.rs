@@ -60,6 +60,8 @@ pub(super) fn to_backend(
     let src = match rec.mode {
         Mode::FullNat => Some((&reply.dst, reply.dport)),
         Mode::Dnat => None,
+        // Sent as the client sent it (`dsr.rs` writes the MAC or the tunnel).
+        Mode::Dsr(_) => return Ok(()),
     };
     let r = nat::Rewrite {
         headers,

@@ -255,7 +255,9 @@ impl Lb {
     ) -> Result<Picked, Counter> {
         let now = self.now_ms;
         let picked = match to.mode {
-            Mode::Dnat => {
+            // DSR: keyed as DNAT (the backend's replies would be backend ->
+            // client), though none passes here: the entry is one-way.
+            Mode::Dnat | Mode::Dsr(_) => {
                 let reply = FlowKey {
                     src: to.addr16,
                     dst: orig.src,
@@ -277,7 +279,12 @@ impl Lb {
                     .conntrack
                     .insert(*orig, reply, *rec, state, now, |id, e| release.entry(id, e));
                 match inserted {
-                    Ok(id) => Picked::Tracked(id),
+                    Ok(id) => {
+                        if to.mode.is_dsr() {
+                            self.conntrack.mark_one_way(id);
+                        }
+                        Picked::Tracked(id)
+                    }
                     // A stateless PROXY flow could carry no header.
                     Err(InsertError::Full) if rec.pp_on() => {
                         return Err(Counter::DropPpConntrackFull);

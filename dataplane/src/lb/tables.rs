@@ -166,7 +166,7 @@ pub(super) fn backend_rt(
     let (out_port, next_hop) = routes.route(addr).unwrap_or((usize::MAX, addr));
     let local = match mode {
         Mode::FullNat => routes.pool_for(out_port, addr.is_ipv4()).map(|l| l.addr),
-        Mode::Dnat => None,
+        Mode::Dnat | Mode::Dsr(_) => None,
     };
     let local_set = local.and_then(|_| local_ports::set_for(routes, out_port, addr.is_ipv4()));
     BackendRt {

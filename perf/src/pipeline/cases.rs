@@ -4,7 +4,7 @@
 use conf::counters::Counter;
 use conf::Config;
 
-use super::flows::{establish, establish_proxied};
+use super::flows::{establish, establish_dsr, establish_proxied};
 use super::frames::syns;
 use super::measure::{bare_sample, pipeline_sample, summarize, summarize_wall};
 use super::rig::{Rig, Vip, EXT, INT};
@@ -32,10 +32,18 @@ pub(super) fn established_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Re
     let mut rows: Vec<Row> = Vec::new();
     for &n in &args.flows {
         anyhow::ensure!(n > 0, "--flows must be above 0");
-        for vip in [Vip::FullNat4, Vip::Dnat4, Vip::FullNat6, Vip::Proxy4] {
+        for vip in [
+            Vip::FullNat4,
+            Vip::Dnat4,
+            Vip::FullNat6,
+            Vip::Proxy4,
+            Vip::Dsr4,
+            Vip::DsrIpip4,
+        ] {
             let fwd_name = format!("established {}, client->backend", vip.name());
             let rev_name = format!("established {}, backend->client", vip.name());
-            let do_rev = vip != Vip::FullNat6 && wanted(&rev_name);
+            // DSR: the backend's packets never pass the appliance.
+            let do_rev = vip != Vip::FullNat6 && !vip.is_dsr() && wanted(&rev_name);
             // Only asked for by name: `--only` of the plain case (the
             // callgrind counts) does not run it.
             let walk_name = format!("{fwd_name}{DURING_WALKS}");
@@ -49,6 +57,7 @@ pub(super) fn established_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Re
             let mut rig = Rig::new(cfg, args.backends, n + 1024, hz)?;
             let (fwd, rev) = match vip {
                 Vip::Proxy4 => establish_proxied(&mut rig, n)?,
+                _ if vip.is_dsr() => (establish_dsr(&mut rig, vip, n)?, Vec::new()),
                 _ => establish(&mut rig, vip, n)?,
             };
             let mut cases = vec![(fwd_name, EXT, fwd)];
@@ -95,7 +104,13 @@ pub(super) fn established_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Re
 pub(super) fn new_flow_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Result<Vec<Row>> {
     let wanted = |name: &str| wanted(args, name);
     let mut rows: Vec<Row> = Vec::new();
-    for vip in [Vip::FullNat4, Vip::Dnat4, Vip::FullNat6] {
+    for vip in [
+        Vip::FullNat4,
+        Vip::Dnat4,
+        Vip::FullNat6,
+        Vip::Dsr4,
+        Vip::DsrIpip4,
+    ] {
         let name = format!("new flows {} (SYN)", vip.name());
         if !wanted(&name) {
             continue;

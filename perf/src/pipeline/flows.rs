@@ -61,6 +61,29 @@ pub(super) fn establish(rig: &mut Rig, vip: Vip, n: usize) -> anyhow::Result<(Fr
     Ok((fwd, rev))
 }
 
+/// Established direct-server-return flows: the client's SYN and ACK
+/// through the rig (no backend packet ever passes it), then the client's
+/// segments in shuffled flow order.
+pub(super) fn establish_dsr(rig: &mut Rig, vip: Vip, n: usize) -> anyhow::Result<Frames> {
+    let sent = rig.exchange(EXT, &syns(vip, 0, n));
+    anyhow::ensure!(
+        sent.len() == n && sent.iter().all(|(p, _)| *p == INT),
+        "{} of {n} SYNs forwarded (drops {:?})",
+        sent.len(),
+        rig.w.pipeline.counters().nonzero()
+    );
+    let mut fwd: Frames = (0..n)
+        .map(|i| {
+            let c = client(vip, 0, i as u32);
+            tcp_frame(CLIENT_MAC, EXT_MAC, c, (vip.addr(), 80), false, Some(2))
+        })
+        .collect();
+    let acked = rig.exchange(EXT, &fwd);
+    anyhow::ensure!(acked.len() == n, "{} of {n} ACKs forwarded", acked.len());
+    shuffle(&mut fwd);
+    Ok(fwd)
+}
+
 /// The client's first data of a PROXY protocol flow.
 pub(super) const FIRST_DATA: &[u8] = b"GET / HTTP/1.0\r\n\r\n";
 /// The backends' initial sequence number in PROXY protocol flows.

@@ -52,6 +52,10 @@ pub(super) enum Vip {
     Proxy4,
     /// Full-NAT IPv4 with `syn_proxy = "always"`: SYNs get cookie SYN-ACKs.
     SynProxy4,
+    /// Direct server return, IPv4, only the MAC written (`encap = "none"`).
+    Dsr4,
+    /// Direct server return, IPv4, IPIP (`encap = "ipip"`).
+    DsrIpip4,
 }
 
 impl Vip {
@@ -62,6 +66,8 @@ impl Vip {
             Vip::FullNat6 => Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x100).into(),
             Vip::Proxy4 => Ipv4Addr::new(10, 1, 0, 102).into(),
             Vip::SynProxy4 => Ipv4Addr::new(10, 1, 0, 103).into(),
+            Vip::Dsr4 => Ipv4Addr::new(10, 1, 0, 104).into(),
+            Vip::DsrIpip4 => Ipv4Addr::new(10, 1, 0, 105).into(),
         }
     }
     pub(super) fn name(self) -> &'static str {
@@ -71,7 +77,14 @@ impl Vip {
             Vip::FullNat6 => "full-NAT IPv6",
             Vip::Proxy4 => "full-NAT IPv4 + PROXY v2",
             Vip::SynProxy4 => "full-NAT IPv4 + SYN proxy",
+            Vip::Dsr4 => "DSR IPv4",
+            Vip::DsrIpip4 => "DSR IPIP IPv4",
         }
+    }
+
+    /// Direct server return: the client's direction only.
+    pub(super) fn is_dsr(self) -> bool {
+        matches!(self, Vip::Dsr4 | Vip::DsrIpip4)
     }
 }
 
@@ -106,18 +119,25 @@ listen = "unix:///run/border/bench.sock"
         ("fnat6", Vip::FullNat6, "fullnat", "none", "off"),
         ("pp4", Vip::Proxy4, "fullnat", "v2", "off"),
         ("sp4", Vip::SynProxy4, "fullnat", "none", "always"),
+        ("dsr4", Vip::Dsr4, "dsr", "none", "off"),
+        ("dsripip4", Vip::DsrIpip4, "dsr", "none", "off"),
     ] {
         c.push_str(&format!(
             "\n[[vip]]\nname = \"{name}\"\naddress = \"{}\"\nport = 80\nprotocol = \"tcp\"\nmode = \"{mode}\"\nproxy_protocol = \"{proxy}\"\nsyn_proxy = \"{syn_proxy}\"\n",
             vip.addr()
         ));
+        if vip == Vip::DsrIpip4 {
+            c.push_str("encap = \"ipip\"\n");
+        }
+        // A DSR backend listens on the VIP's port.
+        let port = if vip.is_dsr() { 80 } else { 8080 };
         for k in 0..backends {
             let b: IpAddr = match vip {
                 Vip::FullNat6 => backend_v6(k).into(),
                 _ => backend_v4(k).into(),
             };
             c.push_str(&format!(
-                "[[vip.backend]]\naddress = \"{b}\"\nport = 8080\n"
+                "[[vip.backend]]\naddress = \"{b}\"\nport = {port}\n"
             ));
         }
     }

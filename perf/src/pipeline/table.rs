@@ -90,6 +90,25 @@ pub(super) fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
             ));
         }
     }
+    // Direct server return: a client packet at most what DNAT's costs.
+    for &n in &args.flows {
+        let flows = n.to_string();
+        let fwd = |vip: Vip| {
+            let case = format!("established {}, client->backend", vip.name());
+            rows.iter()
+                .find(|r| r.case == case && r.flows == flows)
+                .map(|r| r.pipeline.median)
+        };
+        for dsr in [Vip::Dsr4, Vip::DsrIpip4] {
+            if let (Some(d), Some(x)) = (fwd(dsr), fwd(Vip::Dnat4)) {
+                t.note(format!(
+                    "goal established {} client->backend <= DNAT IPv4's, {n} flows: {d:.1} vs {x:.1} ticks/pkt ({})",
+                    dsr.name(),
+                    if d <= x { "met" } else { "MISSED" }
+                ));
+            }
+        }
+    }
     if rows.iter().any(|r| r.case.contains(Vip::Proxy4.name())) {
         t.note("PROXY v2 rows: each segment's sequence (client side) or acknowledgement number (backend side) is translated past the header; once the backend has acknowledged past it, these steady flows take the express lane like any established flow; they are reported, not part of the verdicts above.");
     }

@@ -88,12 +88,7 @@ impl Validator {
             &[("tcp", Protocol::Tcp), ("udp", Protocol::Udp)],
             Protocol::Tcp,
         );
-        let mode = self.choice(
-            &v.mode,
-            &format!("{key}.mode"),
-            &[("fullnat", Mode::FullNat), ("dnat", Mode::Dnat)],
-            Mode::FullNat,
-        );
+        let mode = self.vip_mode(sv, key);
         let proxy_protocol = self.choice(
             &v.proxy_protocol,
             &format!("{key}.proxy_protocol"),
@@ -104,6 +99,7 @@ impl Validator {
         if let (Some(ip), true) = (address, ports_ok) {
             self.vip_on_ports(sv, key, ports, ip, mode);
         }
+        self.dsr_rules(sv, key, mode, ports);
         let pp = self.vip_proxy_protocol(sv, key, (protocol, proxy_protocol), address);
         let (backends, configured) = self.vip_backends(v, key, address);
         let limits = self.vip_limits(sv, key, (protocol, address), &backends);
