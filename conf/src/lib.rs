@@ -14,7 +14,8 @@ pub mod tables;
 
 pub use config::{
     check_config_file, Agent, Announce, Backend, Bgp, ClientRole, Config, ConfigError, ConfigText,
-    Dataplane, DnsProbe, DnsRcode, DnsType, GatewayAddr, Health, HealthKind, IpNet, IpfixCollector,
-    JsonLog, Listen, Mgmt, MgmtLimits, MgmtTls, Mode, OnDown, Peer, PollMode, Port, PpTlv,
-    Protocol, ProxyProtocol, Records, SynProxy, Timeouts, UdpExpect, UdpProbe, Vip, VipLimits,
+    Dataplane, DnsProbe, DnsRcode, DnsType, FlowHashFields, GatewayAddr, Health, HealthKind, IpNet,
+    IpfixCollector, JsonLog, Listen, Mgmt, MgmtLimits, MgmtTls, Mode, OnDown, Peer, PollMode, Port,
+    PpTlv, Protocol, ProxyProtocol, Records, SynProxy, Timeouts, UdpExpect, UdpProbe, Vip,
+    VipLimits,
 };
