@@ -21,6 +21,7 @@ pub mod bgp;
 pub mod budget;
 pub mod client;
 pub mod dp;
+pub mod edit;
 pub mod findings;
 pub mod health;
 pub mod intent;

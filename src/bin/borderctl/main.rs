@@ -27,6 +27,7 @@ mod conn;
 mod counters;
 mod diag;
 mod diag_rules;
+mod edit;
 mod events;
 mod health;
 mod maintenance;
@@ -57,6 +58,8 @@ fn main() -> ExitCode {
         Cmd::Weight { backend, weight } => {
             backend::run(&target, backend, Change::Weight(weight), json)
         }
+        Cmd::Backend(cmd) => edit::backend(&target, cmd, json),
+        Cmd::Vip(cmd) => edit::vip(&target, cmd, json),
         Cmd::Stats { all } => stats::run(&target, all, json),
         Cmd::Events { count } => events::run(&target, json, count),
         Cmd::Maintenance { state } => maintenance::run(&target, state, json),
