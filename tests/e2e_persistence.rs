@@ -15,7 +15,8 @@ use std::time::Duration;
 use common::*;
 use conf::counters::Counter;
 
-const TAG: &str = "tk";
+/// Tags `tk1` (hash = "source") and `tk2` (5-tuple): namespaces
+/// `<tag>-lb|cli|bk`, instance `e2e<tag>`.
 /// Client side 10.146.0.0/24, backend side 10.147.0.0/24.
 const EXT_NET: u8 = 146;
 const INT_NET: u8 = 147;
@@ -38,13 +39,13 @@ fn backend(i: u8) -> SocketAddr {
     SocketAddr::new(int(11 + i).parse().unwrap(), 8080)
 }
 
-fn config(hash: &str) -> String {
+fn config(tag: &str, hash: &str) -> String {
     let mut c = two_port_config(
-        &format!("e2e{TAG}"),
-        TAG,
+        &format!("e2e{tag}"),
+        tag,
         &format!("{}/24", ext(1)),
         &format!("{}/24", int(1)),
-        &format!("unix:///run/border/e2e{TAG}.sock"),
+        &format!("unix:///run/border/e2e{tag}.sock"),
     );
     c += &format!(
         "\n[[vip]]\nname = \"v\"\naddress = \"{}\"\nport = 80\nmaglev_table_size = 1021\nhash = \"{hash}\"\n",
@@ -68,18 +69,18 @@ struct Topo {
     _servers: TcpBackends,
 }
 
-fn start(hash: &str) -> Topo {
-    let lb = Netns::new(&format!("{TAG}-lb"));
-    let cli = Netns::new(&format!("{TAG}-cli"));
-    let bk = Netns::new(&format!("{TAG}-bk"));
-    let dir = TempDir::new(TAG);
-    let dp = BorderDp::start(&lb, &dir, &format!("e2e{TAG}"), &config(hash));
+fn start(tag: &str, hash: &str) -> Topo {
+    let lb = Netns::new(&format!("{tag}-lb"));
+    let cli = Netns::new(&format!("{tag}-cli"));
+    let bk = Netns::new(&format!("{tag}-bk"));
+    let dir = TempDir::new(tag);
+    let dp = BorderDp::start(&lb, &dir, &format!("e2e{tag}"), &config(tag, hash));
     let cli_addrs: Vec<String> = (0..CLIENTS).map(|i| format!("{}/24", ext(2 + i))).collect();
     let cli_refs: Vec<&str> = cli_addrs.iter().map(String::as_str).collect();
-    PortKind::Tap.connect(&lb, &cli, &format!("{TAG}-ext"), &cli_refs);
+    PortKind::Tap.connect(&lb, &cli, &format!("{tag}-ext"), &cli_refs);
     let bk_addrs: Vec<String> = (0..3).map(|i| format!("{}/24", backend(i).ip())).collect();
     let bk_refs: Vec<&str> = bk_addrs.iter().map(String::as_str).collect();
-    PortKind::Tap.connect(&lb, &bk, &format!("{TAG}-int"), &bk_refs);
+    PortKind::Tap.connect(&lb, &bk, &format!("{tag}-int"), &bk_refs);
     cli.run(&["ip", "-4", "route", "add", "default", "via", &ext(1)]);
     let servers = TcpBackends::start(
         &bk.name,
@@ -169,7 +170,7 @@ fn run_clients(topo: &Topo, n: usize) -> (Vec<(String, u16)>, Vec<String>) {
 
 #[test]
 fn hash_source_keeps_a_client_on_one_backend_while_clients_spread() {
-    let topo = start("source");
+    let topo = start("tk1", "source");
     let (one, others) = run_clients(&topo, 60);
     let ports: BTreeSet<u16> = one.iter().map(|(_, p)| *p).collect();
     assert_eq!(ports.len(), 60, "60 connections from 60 source ports");
@@ -191,7 +192,7 @@ fn hash_source_keeps_a_client_on_one_backend_while_clients_spread() {
 
 #[test]
 fn five_tuple_hash_spreads_one_clients_connections() {
-    let topo = start("5-tuple");
+    let topo = start("tk2", "5-tuple");
     let (one, _) = run_clients(&topo, 60);
     let backends: BTreeSet<&str> = one.iter().map(|(b, _)| b.as_str()).collect();
     assert_eq!(
