@@ -32,6 +32,9 @@ pub struct PortDesc {
     /// VIP addresses in this port's subnets: answered for ARP/NDP/echo, consumed by the dataplane.
     pub vips_v4: Vec<Ipv4Addr>,
     pub vips_v6: Vec<Ipv6Addr>,
+    /// The port's subnets (`addresses`), which say which VIPs it answers
+    /// for; empty for a twin.
+    pub nets: Vec<conf::IpNet>,
 }
 
 /// The IPv6 link-local address a kernel derives from `mac` (modified EUI-64),
@@ -58,6 +61,24 @@ pub fn link_local_of(mac: [u8; 6]) -> Ipv6Addr {
 }
 
 impl PortDesc {
+    /// Answers for the VIP addresses among `vips` that lie in this port's
+    /// subnets, from now on (at start, and for each adopted table
+    /// generation, so that a VIP added at run time is answered for).
+    pub fn set_vips(&mut self, vips: impl Iterator<Item = std::net::IpAddr>) {
+        self.vips_v4.clear();
+        self.vips_v6.clear();
+        for ip in vips {
+            if !self.nets.iter().any(|net| net.contains(ip)) {
+                continue;
+            }
+            match ip {
+                std::net::IpAddr::V4(a) if !self.vips_v4.contains(&a) => self.vips_v4.push(a),
+                std::net::IpAddr::V6(a) if !self.vips_v6.contains(&a) => self.vips_v6.push(a),
+                _ => {}
+            }
+        }
+    }
+
     /// True for the port's own addresses and its VIPs.
     pub fn owns_any(&self, ip: std::net::IpAddr) -> bool {
         match ip {
@@ -83,7 +104,6 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
     let n = cfg.ports.len();
     let mut ports = Vec::with_capacity(n * 2);
     for (i, p) in cfg.ports.iter().enumerate() {
-        let in_port = |ip: std::net::IpAddr| p.addresses.iter().any(|net| net.contains(ip));
         let mut info = PortDesc {
             name: p.name.clone(),
             mac: macs[i],
@@ -94,6 +114,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
             addrs_v6: Vec::new(),
             vips_v4: Vec::new(),
             vips_v6: Vec::new(),
+            nets: p.addresses.clone(),
         };
         for net in &p.addresses {
             match net.addr {
@@ -106,13 +127,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
             // for any owned address, and traffic to it goes up to the kernel.
             info.addrs_v6.push(link_local_of(macs[i]));
         }
-        for vip in cfg.vips.iter().filter(|v| in_port(v.address)) {
-            match vip.address {
-                std::net::IpAddr::V4(a) if !info.vips_v4.contains(&a) => info.vips_v4.push(a),
-                std::net::IpAddr::V6(a) if !info.vips_v6.contains(&a) => info.vips_v6.push(a),
-                _ => {}
-            }
-        }
+        info.set_vips(cfg.vips.iter().map(|v| v.address));
         ports.push(info);
     }
     if with_twins {
@@ -125,6 +140,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
                 addrs_v6: Vec::new(),
                 vips_v4: Vec::new(),
                 vips_v6: Vec::new(),
+                nets: Vec::new(),
             });
         }
     }
