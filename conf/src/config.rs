@@ -535,6 +535,9 @@ pub struct Vip {
     /// TCP: whether border answers clients' SYNs with SYN cookies itself
     /// (default [`SynProxy::Off`]).
     pub syn_proxy: SynProxy,
+    /// What the flow hash of a new flow's Maglev pick covers (default
+    /// [`FlowHashFields::FiveTuple`]).
+    pub hash: FlowHashFields,
     /// When the VIP is announced over BGP (default [`Announce::Healthy`]);
     /// meaningful only with `[mgmt.bgp]`.
     pub announce: Announce,
@@ -687,6 +690,19 @@ pub enum SynProxy {
     Auto,
     /// Cookies for every SYN.
     Always,
+}
+
+/// `vip.hash`: which fields of a new flow pick its backend. Stateless:
+/// every appliance and worker computes the same pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FlowHashFields {
+    /// Source and destination address and port, and the protocol.
+    #[default]
+    FiveTuple,
+    /// The same with the source port left out (hashed as 0): every
+    /// connection of one client address goes to the same backend while
+    /// the backend set stays the same (Katran's "no source port" hash).
+    Source,
 }
 
 /// PROXY protocol towards backends.

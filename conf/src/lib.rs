@@ -15,7 +15,7 @@ pub mod tables;
 
 pub use config::{
     check_config_file, Agent, Announce, Backend, Bgp, ClientRole, Config, ConfigError, ConfigText,
-    Dataplane, DnsProbe, DnsRcode, DnsType, Encap, GatewayAddr, Health, HealthKind, IpNet,
+    Dataplane, DnsProbe, DnsRcode, DnsType, Encap, FlowHashFields, GatewayAddr, Health, HealthKind, IpNet,
     IpfixCollector, JsonLog, Listen, Mgmt, MgmtLimits, MgmtTls, Mode, OnDown, Peer, PollMode, Port,
     PpTlv, Protocol, ProxyProtocol, Records, SynProxy, Timeouts, UdpExpect, UdpProbe, Vip,
     VipLimits, GUE_PORT,

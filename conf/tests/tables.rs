@@ -400,6 +400,28 @@ maglev_table_size = 2
         assert_eq!(v.vip(0).unwrap().to_table(), *gen.vips[0]);
     }
 
+    /// `hash = "source"` becomes the VIP's HASH_SOURCE bit, which readers
+    /// see; the default 5-tuple hash sets no bit.
+    #[test]
+    fn hash_source_flag() {
+        let text = CONFIG.replacen(
+            "zone_affinity = true\n",
+            "zone_affinity = true\nhash = \"source\"\n",
+            1,
+        );
+        let cfg = Config::from_toml_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        let gen = GenerationBuilder::new().build(&cfg, &no_overrides).unwrap();
+        assert!(gen.vips[0].flags.contains(VipFlags::HASH_SOURCE));
+        assert!(!gen.vips[1].flags.contains(VipFlags::HASH_SOURCE));
+        let path = TmpPath::new("hash-source");
+        let mut w = TablesWriter::create(&path.0, 1 << 20).unwrap();
+        w.publish(&gen, &[]).unwrap();
+        let r = TablesReader::open(&path.0).unwrap();
+        let v = r.view_current().unwrap();
+        assert!(v.vip(0).unwrap().flags().contains(VipFlags::HASH_SOURCE));
+        assert!(!v.vip(1).unwrap().flags().contains(VipFlags::HASH_SOURCE));
+    }
+
     /// `syn_proxy` becomes the VIP's SYN_PROXY_* bit, readers see it, and a
     /// change of it alone is a new block for that VIP only (applied without
     /// a restart).

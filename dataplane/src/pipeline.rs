@@ -123,9 +123,15 @@ impl Pipeline {
         self.lb.generation()
     }
 
-    /// Switches to a new table generation (see [`Lb::adopt`]).
+    /// Switches to a new table generation (see [`Lb::adopt`]); the ports
+    /// answer ARP/NDP for its VIPs (a VIP added since the start included).
     pub fn adopt(&mut self, t: Adopted<'static>) {
         self.lb.adopt(t);
+        if let Some(t) = self.lb.tables() {
+            for p in self.ports.iter_mut() {
+                p.set_vips(t.vips.iter().map(|v| v.addr));
+            }
+        }
     }
 
     /// Installs a static neighbour binding (and tells the other workers):

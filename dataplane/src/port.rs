@@ -40,6 +40,9 @@ pub struct PortDesc {
     /// length): where the outer sources of DSR tunnels are folded into.
     pub subnet_v4: Option<(Ipv4Addr, u8)>,
     pub subnet_v6: Option<(Ipv6Addr, u8)>,
+    /// The port's subnets (`addresses`), which say which VIPs it answers
+    /// for; empty for a twin.
+    pub nets: Vec<conf::IpNet>,
 }
 
 /// A port's MTU when the config names none: Ethernet's 1500.
@@ -69,6 +72,24 @@ pub fn link_local_of(mac: [u8; 6]) -> Ipv6Addr {
 }
 
 impl PortDesc {
+    /// Answers for the VIP addresses among `vips` that lie in this port's
+    /// subnets, from now on (at start, and for each adopted table
+    /// generation, so that a VIP added at run time is answered for).
+    pub fn set_vips(&mut self, vips: impl Iterator<Item = std::net::IpAddr>) {
+        self.vips_v4.clear();
+        self.vips_v6.clear();
+        for ip in vips {
+            if !self.nets.iter().any(|net| net.contains(ip)) {
+                continue;
+            }
+            match ip {
+                std::net::IpAddr::V4(a) if !self.vips_v4.contains(&a) => self.vips_v4.push(a),
+                std::net::IpAddr::V6(a) if !self.vips_v6.contains(&a) => self.vips_v6.push(a),
+                _ => {}
+            }
+        }
+    }
+
     /// True for the port's own addresses and its VIPs.
     pub fn owns_any(&self, ip: std::net::IpAddr) -> bool {
         match ip {
@@ -94,7 +115,6 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
     let n = cfg.ports.len();
     let mut ports = Vec::with_capacity(n * 2);
     for (i, p) in cfg.ports.iter().enumerate() {
-        let in_port = |ip: std::net::IpAddr| p.addresses.iter().any(|net| net.contains(ip));
         let mut info = PortDesc {
             name: p.name.clone(),
             mac: macs[i],
@@ -108,6 +128,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
             mtu: DEFAULT_MTU,
             subnet_v4: None,
             subnet_v6: None,
+            nets: p.addresses.clone(),
         };
         for net in &p.addresses {
             match net.addr {
@@ -128,13 +149,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
             // for any owned address, and traffic to it goes up to the kernel.
             info.addrs_v6.push(link_local_of(macs[i]));
         }
-        for vip in cfg.vips.iter().filter(|v| in_port(v.address)) {
-            match vip.address {
-                std::net::IpAddr::V4(a) if !info.vips_v4.contains(&a) => info.vips_v4.push(a),
-                std::net::IpAddr::V6(a) if !info.vips_v6.contains(&a) => info.vips_v6.push(a),
-                _ => {}
-            }
-        }
+        info.set_vips(cfg.vips.iter().map(|v| v.address));
         ports.push(info);
     }
     if with_twins {
@@ -150,6 +165,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
                 mtu: DEFAULT_MTU,
                 subnet_v4: None,
                 subnet_v6: None,
+                nets: Vec::new(),
             });
         }
     }

@@ -417,3 +417,48 @@ fn the_table_is_bounded_and_keeps_the_configured_next_hops() {
     let out = decode(&n.forward(EXT, &datagram(43_000), INT));
     assert_eq!(out.dmac, host_mac(out.dst.ip()));
 }
+
+/// A VIP a later table generation adds (a `vip add`, an applied config)
+/// is answered for ARP from the generation on, on the port whose subnet
+/// holds it only; one the generation removes is no longer.
+#[test]
+fn a_vip_added_at_run_time_is_answered_for_arp() {
+    let mut n = node();
+    let new_vip = Ipv4Addr::new(10, 1, 0, 150);
+    let ask = arp(ArpOperation::REQUEST, BCAST, CLIENT_MAC, CLIENT4, new_vip);
+    n.swallow(EXT, &ask);
+    assert_eq!(n.counter(Counter::ArpReplies), 0);
+
+    let with_vip = config_text(&[1, 1, 1])
+        + "\n[[vip]]\nname = \"late\"\naddress = \"10.1.0.150\"\nport = 80\nmaglev_table_size = 1021\n[[vip.backend]]\naddress = \"10.2.0.11\"\nport = 8080\n";
+    let cfg = conf::Config::from_toml_str(&with_vip, "lbtest.toml").unwrap();
+    n.publish(dataplane::standalone::adopted_from_config(&cfg, 2).unwrap());
+    n.poll();
+    let (ext, int) = n.exchange(EXT, &ask);
+    assert!(int.is_empty());
+    assert_eq!(ext.len(), 1, "the ARP reply");
+    let SlicedPacket {
+        net: Some(NetSlice::Arp(reply)),
+        ..
+    } = SlicedPacket::from_ethernet(&ext[0]).unwrap()
+    else {
+        panic!("not ARP: {:02x?}", ext[0])
+    };
+    assert_eq!(reply.operation(), ArpOperation::REPLY);
+    assert_eq!(reply.sender_hw_addr(), EXT_MAC);
+    assert_eq!(reply.sender_protocol_addr(), new_vip.octets());
+    // Not on the backend side, whose subnet does not hold it.
+    let from_backend = arp(
+        ArpOperation::REQUEST,
+        BCAST,
+        NEW_MAC,
+        Ipv4Addr::new(10, 2, 0, 77),
+        new_vip,
+    );
+    n.swallow(INT, &from_backend);
+
+    n.publish(tables(&[1, 1, 1], 3));
+    n.poll();
+    n.swallow(EXT, &ask);
+    assert_eq!(n.counter(Counter::ArpReplies), 1);
+}

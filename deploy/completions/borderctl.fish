@@ -44,6 +44,8 @@ complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "health" -d 'Eve
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "drain" -d 'Drain a backend: no new connections; open ones finish'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "undrain" -d 'Undo a drain'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "weight" -d 'Set a backend\'s weight (0..=65535; 0 takes it out of the ring), or `reset` to the configured weight'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "backend" -d 'Add or remove one backend of a VIP in the running config'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "vip" -d 'Add or remove one VIP of the running config'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "stats" -d 'Dataplane counters per worker and totals, and per-VIP / per-backend flow statistics'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "events" -d 'Follow border-mgmt\'s events (publishes, refused tables, worker liveness, config and backend changes, health) from now on, one line each'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "conns" -d 'The live connections border-dp\'s workers hold: client, VIP, backend, local tuple, state, age, packets and bytes each way, PROXY v2 status'
@@ -160,6 +162,97 @@ complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l appliance
 complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
 complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
 complete -c borderctl -n "__fish_borderctl_using_subcommand weight" -s h -l help -d 'Print help'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -f -a "add" -d 'Add a backend to a VIP ([[vip.backend]] with these keys)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -f -a "remove" -d 'Remove a backend from a VIP; its open connections are no longer forwarded'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and not __fish_seen_subcommand_from add remove help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l weight -d 'Weight 0..=65535 (default 1)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l zone -d 'The backend\'s zone' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l max-connections -d 'Open connections at most (default: no limit)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l dry-run -d 'Validate only; apply nothing'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l dry-run -d 'Validate only; apply nothing'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add a backend to a VIP ([[vip.backend]] with these keys)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove a backend from a VIP; its open connections are no longer forwarded'
+complete -c borderctl -n "__fish_borderctl_using_subcommand backend; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -f -a "add" -d 'Add the VIP in FILE: exactly one [[vip]] table, with its [[vip.backend]], [vip.health] and [vip.limits] tables (docs/config.md)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -f -a "remove" -d 'Remove a VIP: it stops being served and announced'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and not __fish_seen_subcommand_from add remove help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l dry-run -d 'Validate only; apply nothing'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l dry-run -d 'Validate only; apply nothing'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from remove" -s h -l help -d 'Print help'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add the VIP in FILE: exactly one [[vip]] table, with its [[vip.backend]], [vip.health] and [vip.limits] tables (docs/config.md)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from help" -f -a "remove" -d 'Remove a VIP: it stops being served and announced'
+complete -c borderctl -n "__fish_borderctl_using_subcommand vip; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
 complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
 complete -c borderctl -n "__fish_borderctl_using_subcommand stats" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
@@ -302,3 +395,7 @@ complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish
 complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply config health drain undrain weight stats events conns maintenance diag counters capture completions man-pages help" -f -a "man-pages" -d 'Write the man pages of borderctl (and each of its commands), border-dp, border-mgmt and border-gw into DIR'
 complete -c borderctl -n "__fish_borderctl_using_subcommand help; and not __fish_seen_subcommand_from status apply config health drain undrain weight stats events conns maintenance diag counters capture completions man-pages help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c borderctl -n "__fish_borderctl_using_subcommand help; and __fish_seen_subcommand_from config" -f -a "show" -d 'Print the config border-mgmt runs, as TOML, with its source (the file, or `<api>` for a config applied with `borderctl apply`) and when it was applied, as comment lines above it'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and __fish_seen_subcommand_from backend" -f -a "add" -d 'Add a backend to a VIP ([[vip.backend]] with these keys)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and __fish_seen_subcommand_from backend" -f -a "remove" -d 'Remove a backend from a VIP; its open connections are no longer forwarded'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and __fish_seen_subcommand_from vip" -f -a "add" -d 'Add the VIP in FILE: exactly one [[vip]] table, with its [[vip.backend]], [vip.health] and [vip.limits] tables (docs/config.md)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand help; and __fish_seen_subcommand_from vip" -f -a "remove" -d 'Remove a VIP: it stops being served and announced'

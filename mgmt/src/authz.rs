@@ -466,6 +466,10 @@ mod tests {
         for (path, op, reader, peer) in [
             ("/border.v1.Border/ApplyConfig", true, false, false),
             ("/border.v1.Border/SetBackend", true, false, false),
+            ("/border.v1.Border/AddBackend", true, false, false),
+            ("/border.v1.Border/RemoveBackend", true, false, false),
+            ("/border.v1.Border/AddVip", true, false, false),
+            ("/border.v1.Border/RemoveVip", true, false, false),
             ("/border.v1.Border/GetConfig", true, true, false),
             ("/border.v1.Border/GetStatus", true, true, false),
             ("/border.v1.Border/GetStats", true, true, false),

@@ -22,6 +22,7 @@ pub mod budget;
 pub mod client;
 pub mod conns;
 pub mod dp;
+pub mod edit;
 pub mod findings;
 pub mod health;
 pub mod intent;

@@ -21,6 +21,7 @@ use conf::{Config, ConfigError, ConfigText};
 use tokio::sync::broadcast;
 
 use crate::dp::{read_stats, DpWatcher, StatKeys};
+use crate::edit::{edited, ConfigEdit, EditError};
 use crate::intent::{Intent, IntentError, IntentFile, Staged};
 pub use crate::model::ChangeOutcome;
 use crate::model::{
@@ -179,6 +180,22 @@ pub enum ApplyError {
     /// Valid, but it could not be saved; nothing changed.
     #[error("{0}; nothing changed")]
     Save(#[from] IntentError),
+    /// A change made to the running config found another config running
+    /// by the time it was applied (and kept finding one); nothing changed.
+    #[error("the running config changed while this change was made; nothing changed, try again")]
+    Raced,
+}
+
+/// Why one change (AddBackend, RemoveBackend, AddVip, RemoveVip) was not
+/// applied.
+#[derive(Debug, thiserror::Error)]
+pub enum EditConfigError {
+    /// It cannot be written into the running config's text.
+    #[error("{0}")]
+    Edit(#[from] EditError),
+    /// The config with the change is refused as an ApplyConfig of it would be.
+    #[error("{0}")]
+    Apply(#[from] ApplyError),
 }
 
 /// Why a SetBackend was not applied.
@@ -505,6 +522,44 @@ impl Manager {
         }
     }
 
+    /// One change to the running config (AddBackend, RemoveBackend,
+    /// AddVip, RemoveVip): the running text with `edit` made is validated,
+    /// published and saved exactly as [`Manager::apply_config`] of it
+    /// would be, in one generation. Should another config become the
+    /// running one meanwhile, the change is made again on that one.
+    pub fn edit_config(
+        &self,
+        edit: &ConfigEdit,
+        origin: &str,
+        dry_run: bool,
+    ) -> Result<ChangeOutcome, EditConfigError> {
+        const TRIES: usize = 4;
+        let dir = self.opts.config_path.as_deref().and_then(Path::parent);
+        for _ in 0..TRIES {
+            let base: Arc<str> = lock(&self.core).store.text().into();
+            let text = edited(&base, edit)?;
+            let (cfg, text) = match self.parse(&text, origin, dir) {
+                Ok(parsed) => parsed,
+                Err(e) => return Err(self.rejected(origin, e.into()).into()),
+            };
+            match self.apply_parsed_over(cfg, text, origin, dry_run, Some(&base)) {
+                Err(ApplyError::Raced) => continue,
+                Ok(out) => {
+                    tracing::info!(
+                        origin,
+                        ?edit,
+                        generation = out.generation,
+                        dry_run,
+                        "config changed by one edit"
+                    );
+                    return Ok(out);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApplyError::Raced.into())
+    }
+
     /// SIGHUP: re-reads the config file and applies it.
     pub fn reload_file(&self) -> Result<ChangeOutcome, ApplyError> {
         let Some(path) = self.opts.config_path.clone() else {
@@ -568,10 +623,27 @@ impl Manager {
         origin: &str,
         dry_run: bool,
     ) -> Result<ChangeOutcome, ApplyError> {
+        self.apply_parsed_over(cfg, text, origin, dry_run, None)
+    }
+
+    /// [`Manager::apply_parsed`]; with `base`, only while the running
+    /// config's text is still `base` (else [`ApplyError::Raced`], nothing
+    /// changed).
+    fn apply_parsed_over(
+        &self,
+        cfg: Arc<Config>,
+        text: Arc<str>,
+        origin: &str,
+        dry_run: bool,
+        base: Option<&str>,
+    ) -> Result<ChangeOutcome, ApplyError> {
         if let Err(e) = conf::ephemeral::check_local_ports_here(&cfg) {
             return Err(self.rejected(origin, e.into()));
         }
         let mut core = lock(&self.core);
+        if base.is_some_and(|b| b != core.store.text()) {
+            return Err(ApplyError::Raced);
+        }
         if let Err(section) = check_reloadable(core.store.config(), &cfg) {
             drop(core);
             return Err(self.rejected(origin, ApplyError::NotReloadable { section }));

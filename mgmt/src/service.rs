@@ -8,7 +8,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::authz::{ApiCounters, Caller, Limit};
-use crate::manager::{ApplyError, Manager, SetError};
+use crate::edit::{ConfigEdit, EditError};
+use crate::manager::{ApplyError, EditConfigError, Manager, SetError};
 use crate::pb::{self, border_server::Border};
 use crate::store::{BackendAction, SetBackendError};
 
@@ -73,6 +74,21 @@ impl BorderService {
             .await
             .map_err(|e| Status::internal(format!("internal error: {e}")))??;
         Ok(Response::new(out.into()))
+    }
+}
+
+impl BorderService {
+    /// One change to the running config, answered as ApplyConfig is.
+    async fn edit(
+        &self,
+        edit: ConfigEdit,
+        dry_run: bool,
+    ) -> Result<Response<pb::ApplyConfigResponse>, Status> {
+        self.call(move |m| {
+            m.edit_config(&edit, API_ORIGIN, dry_run)
+                .map_err(edit_status)
+        })
+        .await
     }
 }
 
@@ -142,6 +158,20 @@ fn apply_status(e: ApplyError) -> Status {
         e @ ApplyError::Publish(_) => Status::internal(e.to_string()),
         // The state directory is full or read-only: the operator's to fix.
         e @ ApplyError::Save(_) => Status::failed_precondition(e.to_string()),
+        e @ ApplyError::Raced => Status::aborted(e.to_string()),
+    }
+}
+
+fn edit_status(e: EditConfigError) -> Status {
+    match e {
+        EditConfigError::Edit(e @ (EditError::NoVip(_) | EditError::NoBackend { .. })) => {
+            Status::not_found(e.to_string())
+        }
+        EditConfigError::Edit(
+            e @ (EditError::BadAddress(_) | EditError::BadValue(_) | EditError::BadVip(_)),
+        ) => Status::invalid_argument(e.to_string()),
+        EditConfigError::Edit(e @ EditError::Running(_)) => Status::internal(e.to_string()),
+        EditConfigError::Apply(e) => apply_status(e),
     }
 }
 
@@ -207,6 +237,51 @@ impl Border for BorderService {
                 .map_err(set_status)
         })
         .await
+    }
+
+    async fn add_backend(
+        &self,
+        req: Request<pb::AddBackendRequest>,
+    ) -> Result<Response<pb::ApplyConfigResponse>, Status> {
+        let r = req.into_inner();
+        let edit = ConfigEdit::AddBackend {
+            vip: r.vip,
+            backend: r.backend,
+            weight: r.weight,
+            zone: r.zone,
+            max_connections: r.max_connections,
+        };
+        self.edit(edit, r.dry_run).await
+    }
+
+    async fn remove_backend(
+        &self,
+        req: Request<pb::RemoveBackendRequest>,
+    ) -> Result<Response<pb::ApplyConfigResponse>, Status> {
+        let r = req.into_inner();
+        let edit = ConfigEdit::RemoveBackend {
+            vip: r.vip,
+            backend: r.backend,
+        };
+        self.edit(edit, r.dry_run).await
+    }
+
+    async fn add_vip(
+        &self,
+        req: Request<pb::AddVipRequest>,
+    ) -> Result<Response<pb::ApplyConfigResponse>, Status> {
+        let r = req.into_inner();
+        self.edit(ConfigEdit::AddVip { toml: r.vip_toml }, r.dry_run)
+            .await
+    }
+
+    async fn remove_vip(
+        &self,
+        req: Request<pb::RemoveVipRequest>,
+    ) -> Result<Response<pb::ApplyConfigResponse>, Status> {
+        let r = req.into_inner();
+        self.edit(ConfigEdit::RemoveVip { vip: r.vip }, r.dry_run)
+            .await
     }
 
     async fn get_status(

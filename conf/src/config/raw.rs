@@ -173,6 +173,7 @@ pub(super) struct RawVip {
     pub zone_affinity: Option<S<bool>>,
     pub translate_timestamps: Option<S<bool>>,
     pub syn_proxy: Option<S<String>>,
+    pub hash: Option<S<String>>,
     pub announce: Option<S<String>>,
     pub health: Option<S<RawHealth>>,
     pub backend: Option<List<RawBackend>>,

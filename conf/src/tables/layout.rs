@@ -16,7 +16,7 @@ const _: () = assert!(
 
 /// Bumped whenever the byte layout changes. Readers and writers refuse a
 /// region of another version.
-pub const TABLES_LAYOUT_VERSION: u32 = 2;
+pub const TABLES_LAYOUT_VERSION: u32 = 3;
 
 /// First 8 bytes of the region.
 pub const REGION_MAGIC: [u8; 8] = *b"BRDTABLE";

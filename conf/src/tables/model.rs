@@ -5,7 +5,9 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::config::{Config, Mode, PpTlv, Protocol, ProxyProtocol, SynProxy, Vip, VipLimits};
+use crate::config::{
+    Config, FlowHashFields, Mode, PpTlv, Protocol, ProxyProtocol, SynProxy, Vip, VipLimits,
+};
 use crate::flowhash::siphash24;
 use crate::maglev::{build_into, BackendId, MaglevBackend, MaglevScratch};
 
@@ -148,8 +150,11 @@ impl VipFlags {
     pub const SYN_PROXY_AUTO: VipFlags = VipFlags(1 << 10);
     /// `syn_proxy = "always"`: SYN cookies for every SYN.
     pub const SYN_PROXY_ALWAYS: VipFlags = VipFlags(1 << 11);
+    /// `hash = "source"`: the Maglev pick hashes the flow with its source
+    /// port as 0.
+    pub const HASH_SOURCE: VipFlags = VipFlags(1 << 12);
     /// Every defined bit.
-    pub const ALL: VipFlags = VipFlags((1 << 12) - 1);
+    pub const ALL: VipFlags = VipFlags((1 << 13) - 1);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -258,6 +263,7 @@ pub fn config_flags(v: &Vip) -> VipFlags {
     f.set(VipFlags::TIMESTAMPS_PASS, !v.translate_timestamps);
     f.set(VipFlags::SYN_PROXY_AUTO, v.syn_proxy == SynProxy::Auto);
     f.set(VipFlags::SYN_PROXY_ALWAYS, v.syn_proxy == SynProxy::Always);
+    f.set(VipFlags::HASH_SOURCE, v.hash == FlowHashFields::Source);
     f.set(
         VipFlags::RESET_ON_DOWN,
         v.health

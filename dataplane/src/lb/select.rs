@@ -50,6 +50,17 @@ pub enum Flow4or6 {
     },
 }
 
+/// The source port the flow hash of `vip` takes: 0 with `hash = "source"`,
+/// so that every connection of a client address hashes alike.
+#[inline(always)]
+fn hashed_sport(vip: &VipRt<'_>, sport: u16) -> u16 {
+    if vip.hash_source {
+        0
+    } else {
+        sport
+    }
+}
+
 impl<'t> Adopted<'t> {
     /// The backend Maglev picks for the flow of a client's packet.
     #[inline]
@@ -57,12 +68,13 @@ impl<'t> Adopted<'t> {
         if vip.ring.is_empty() {
             return None;
         }
+        let sport = hashed_sport(vip, k.sport);
         let h = if k.v6 {
-            self.hasher.hash_v6(k.src, k.dst, k.sport, k.dport, k.proto)
+            self.hasher.hash_v6(k.src, k.dst, sport, k.dport, k.proto)
         } else {
             let v4 = |a: &[u8; 16]| [a[12], a[13], a[14], a[15]];
             self.hasher
-                .hash_v4(v4(&k.src), v4(&k.dst), k.sport, k.dport, k.proto)
+                .hash_v4(v4(&k.src), v4(&k.dst), sport, k.dport, k.proto)
         };
         vip.ring
             .get(conf::maglev::slot(h, vip.ring.len() as u32))
@@ -81,14 +93,18 @@ impl<'t> Adopted<'t> {
                 sport,
                 dport,
                 proto,
-            } => self.hasher.hash_v4(*src, *dst, *sport, *dport, *proto),
+            } => self
+                .hasher
+                .hash_v4(*src, *dst, hashed_sport(vip, *sport), *dport, *proto),
             Flow4or6::V6 {
                 src,
                 dst,
                 sport,
                 dport,
                 proto,
-            } => self.hasher.hash_v6(*src, *dst, *sport, *dport, *proto),
+            } => self
+                .hasher
+                .hash_v6(*src, *dst, hashed_sport(vip, *sport), *dport, *proto),
         };
         vip.ring
             .get(conf::maglev::slot(h, vip.ring.len() as u32))

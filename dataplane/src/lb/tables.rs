@@ -66,6 +66,8 @@ pub struct VipRt<'t> {
     pub proxy_protocol: PpConfig,
     /// Full-NAT TCP flows get their timestamps translated ([`tstamp`]).
     pub translate_timestamps: bool,
+    /// `hash = "source"`: the pick hashes the flow with source port 0.
+    pub hash_source: bool,
     /// `syn_proxy`: when the worker answers SYNs with cookies.
     pub syn_proxy: SynProxy,
     /// The tables-region block the VIP was read from (`None`: built in
@@ -141,6 +143,8 @@ pub struct VipInput<'t> {
     /// PROXY protocol v2 settings; `PpConfig::default()` is off.
     pub proxy_protocol: PpConfig,
     pub translate_timestamps: bool,
+    /// `hash = "source"`.
+    pub hash_source: bool,
     /// `[vip.limits]`: the values, the allow/deny prefixes, and (in-process
     /// VIPs; empty for a block's, whose records carry them) the caps of
     /// the backends, in `backends` order.
@@ -304,6 +308,7 @@ impl<'t> Adopted<'t> {
                 backends,
                 proxy_protocol: v.proxy_protocol,
                 translate_timestamps: v.translate_timestamps,
+                hash_source: v.hash_source,
                 syn_proxy: v.syn_proxy,
                 src: v.block.map(|(src, _)| src),
                 records,

@@ -107,6 +107,20 @@ pub enum Cmd {
         #[arg(value_parser = parse_weight)]
         weight: WeightArg,
     },
+    /// Add or remove one backend of a VIP in the running config.
+    ///
+    /// The running config with the change is validated, published and saved
+    /// as `apply` would (the same errors; atomic; kept across restarts of
+    /// border-mgmt). See docs/api.md.
+    #[command(subcommand)]
+    Backend(BackendCmd),
+    /// Add or remove one VIP of the running config.
+    ///
+    /// The running config with the change is validated, published and saved
+    /// as `apply` would (the same errors; atomic; kept across restarts of
+    /// border-mgmt). See docs/api.md.
+    #[command(subcommand)]
+    Vip(VipCmd),
     /// Dataplane counters per worker and totals, and per-VIP / per-backend
     /// flow statistics.
     ///
@@ -226,6 +240,63 @@ pub enum ConfigCmd {
     /// The text is valid TOML (save it, edit it, `borderctl apply` it).
     /// --json prints `{source, applied_at, generation, toml}`.
     Show,
+}
+
+/// `backend ...`: one change to a VIP's backends.
+#[derive(Subcommand, Debug)]
+pub enum BackendCmd {
+    /// Add a backend to a VIP ([[vip.backend]] with these keys).
+    Add {
+        /// VIP name.
+        vip: String,
+        /// Backend as addr:port (10.20.0.11:8080, [2001:db8::11]:8080).
+        backend: String,
+        /// Weight 0..=65535 (default 1).
+        #[arg(long, value_name = "N")]
+        weight: Option<u32>,
+        /// The backend's zone.
+        #[arg(long, value_name = "ZONE")]
+        zone: Option<String>,
+        /// Open connections at most (default: no limit).
+        #[arg(long, value_name = "N")]
+        max_connections: Option<u32>,
+        /// Validate only; apply nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove a backend from a VIP; its open connections are no longer
+    /// forwarded.
+    Remove {
+        /// VIP name.
+        vip: String,
+        /// Backend as addr:port.
+        backend: String,
+        /// Validate only; apply nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// `vip ...`: one change to the VIPs.
+#[derive(Subcommand, Debug)]
+pub enum VipCmd {
+    /// Add the VIP in FILE: exactly one [[vip]] table, with its
+    /// [[vip.backend]], [vip.health] and [vip.limits] tables (docs/config.md).
+    Add {
+        /// The VIP (TOML).
+        file: PathBuf,
+        /// Validate only; apply nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove a VIP: it stops being served and announced.
+    Remove {
+        /// VIP name.
+        vip: String,
+        /// Validate only; apply nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// `maintenance on|off`.

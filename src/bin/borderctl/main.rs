@@ -1,6 +1,6 @@
 //! borderctl: the operator's command-line tool of border. Talks to
 //! border-mgmt's gRPC API `border.v1` (status, apply, drain/undrain/weight,
-//! stats, events, conns, maintenance); `counters` and `status --local` read border-dp's state
+//! backend and vip add/remove, stats, events, conns, maintenance); `counters` and `status --local` read border-dp's state
 //! region directly, and `status`/`stats` fall back to it when border-mgmt
 //! is not reachable; `capture` runs `dpdk-dumpcap` against border-dp's ports.
 //!
@@ -28,6 +28,7 @@ mod conns;
 mod counters;
 mod diag;
 mod diag_rules;
+mod edit;
 mod events;
 mod health;
 mod maintenance;
@@ -58,6 +59,8 @@ fn main() -> ExitCode {
         Cmd::Weight { backend, weight } => {
             backend::run(&target, backend, Change::Weight(weight), json)
         }
+        Cmd::Backend(cmd) => edit::backend(&target, cmd, json),
+        Cmd::Vip(cmd) => edit::vip(&target, cmd, json),
         Cmd::Stats { all } => stats::run(&target, all, json),
         Cmd::Events { count } => events::run(&target, json, count),
         Cmd::Conns(args) => conns::run(&target, &args, json),

@@ -10,9 +10,9 @@ use toml::Spanned as S;
 use super::super::net::{family, is_prime, next_prime};
 use super::super::raw::{RawBackend, RawVip};
 use super::super::{
-    Backend, IpNet, Mode, Port, PpTlv, Protocol, ProxyProtocol, Vip, DEFAULT_MAGLEV_TABLE_SIZE,
-    DEFAULT_PROXY_PROTOCOL_MAX_LEN, MAX_MAGLEV_TABLE_SIZE, MAX_PROXY_PROTOCOL_MAX_LEN, MAX_WEIGHT,
-    PPV2_FIXED_LEN,
+    Backend, FlowHashFields, IpNet, Mode, Port, PpTlv, Protocol, ProxyProtocol, Vip,
+    DEFAULT_MAGLEV_TABLE_SIZE, DEFAULT_PROXY_PROTOCOL_MAX_LEN, MAX_MAGLEV_TABLE_SIZE,
+    MAX_PROXY_PROTOCOL_MAX_LEN, MAX_WEIGHT, PPV2_FIXED_LEN,
 };
 use super::{at, clashes, nets, or, pos, Clash, List, Validator, MAX_NAME, MAX_ZONE};
 
@@ -134,6 +134,15 @@ impl Validator {
             zone_affinity,
             translate_timestamps: or(&v.translate_timestamps, true),
             syn_proxy: self.syn_proxy(v, key, protocol),
+            hash: self.choice(
+                &v.hash,
+                &format!("{key}.hash"),
+                &[
+                    ("5-tuple", FlowHashFields::FiveTuple),
+                    ("source", FlowHashFields::Source),
+                ],
+                FlowHashFields::FiveTuple,
+            ),
             announce: self.announce(&v.announce, key),
             health,
             backends,
