@@ -17,4 +17,5 @@ pub use config::{
     Dataplane, DnsProbe, DnsRcode, DnsType, GatewayAddr, Health, HealthKind, IpNet, IpfixCollector,
     JsonLog, Listen, Mgmt, MgmtLimits, MgmtTls, Mode, OnDown, Peer, PollMode, Port, PpTlv,
     Protocol, ProxyProtocol, Records, SynProxy, Timeouts, UdpExpect, UdpProbe, Vip, VipLimits,
+    DEFAULT_MTU, MAX_MTU, MIN_MTU,
 };

@@ -364,6 +364,10 @@ impl Pipeline {
         if !group && frame[..6] != mac {
             return self.drop(Counter::DropNotOurMac);
         }
+        let mtu = port.mtu;
+        if len > port.max_frame_len() {
+            return self.drop(Counter::DropOverMtu);
+        }
         if express {
             let mut prep = Prepared::default();
             if self.lb.express_prepare(frame, &mut prep) {
@@ -387,6 +391,9 @@ impl Pipeline {
             },
         };
         parsed.nic_l4_checksum = nic;
+        if parsed.l3_end.saturating_sub(parsed.l3_offset) > usize::from(mtu) {
+            return self.drop(Counter::DropOverMtu);
+        }
         match parsed.l3 {
             L3Kind::Arp => {
                 let o = slowpath::arp_parsed(frame, &parsed, mac, |ip| port.owns_v4(ip));

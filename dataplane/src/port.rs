@@ -32,6 +32,9 @@ pub struct PortDesc {
     /// VIP addresses in this port's subnets: answered for ARP/NDP/echo, consumed by the dataplane.
     pub vips_v4: Vec<Ipv4Addr>,
     pub vips_v6: Vec<Ipv6Addr>,
+    /// Largest IP packet the port's link carries (`port.mtu`; a twin has
+    /// its data port's).
+    pub mtu: u16,
 }
 
 /// The IPv6 link-local address a kernel derives from `mac` (modified EUI-64),
@@ -58,6 +61,13 @@ pub fn link_local_of(mac: [u8; 6]) -> Ipv6Addr {
 }
 
 impl PortDesc {
+    /// Longest frame the port takes: its `mtu`, an Ethernet header and up
+    /// to two VLAN tags.
+    #[inline]
+    pub fn max_frame_len(&self) -> usize {
+        usize::from(self.mtu) + 14 + 8
+    }
+
     /// True for the port's own addresses and its VIPs.
     pub fn owns_any(&self, ip: std::net::IpAddr) -> bool {
         match ip {
@@ -94,6 +104,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
             addrs_v6: Vec::new(),
             vips_v4: Vec::new(),
             vips_v6: Vec::new(),
+            mtu: p.mtu,
         };
         for net in &p.addresses {
             match net.addr {
@@ -125,6 +136,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
                 addrs_v6: Vec::new(),
                 vips_v4: Vec::new(),
                 vips_v6: Vec::new(),
+                mtu: p.mtu,
             });
         }
     }
