@@ -32,6 +32,7 @@ pub mod standalone;
 pub mod synproxy;
 pub mod tables_source;
 pub(crate) mod telemetry;
+pub mod too_big;
 pub(crate) mod token_bucket;
 pub(crate) mod tstamp;
 pub mod verdict;

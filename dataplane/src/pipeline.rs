@@ -63,6 +63,7 @@ impl Pipeline {
     /// (`dataplane.icmp_echo_per_second`).
     pub fn set_icmp_echo_rate(&mut self, per_second: u32) {
         self.echo = slowpath::EchoLimiter::new(per_second);
+        self.lb.set_icmp_error_rate(per_second);
     }
 
     /// The port of the frame handled last (for frames handed to another worker).

@@ -168,3 +168,108 @@ fn a_frame_over_the_ports_mtu_is_dropped() {
     assert_eq!(n.counter(Counter::DropOverMtu), 2);
     assert_eq!(n.counter(Counter::NewFlows), 1);
 }
+
+/// `frame` (untagged IPv4) with DF set, its header checksum fixed.
+fn with_df(mut frame: Vec<u8>) -> Vec<u8> {
+    frame[20] |= 0x40;
+    fix_ipv4_checksum(frame)
+}
+
+/// `frame` (untagged IPv4) with DF clear, its header checksum fixed.
+fn without_df(mut frame: Vec<u8>) -> Vec<u8> {
+    frame[20] &= !0x40;
+    fix_ipv4_checksum(frame)
+}
+
+fn fix_ipv4_checksum(mut frame: Vec<u8>) -> Vec<u8> {
+    support::lb::fix_ipv4_checksum(&mut frame);
+    frame
+}
+
+#[test]
+fn a_segment_too_big_for_the_backends_port_is_answered_with_frag_needed() {
+    let mut n = Setup {
+        mtu: Some((9000, 1500)),
+        ..Setup::default()
+    }
+    .node();
+    let client = sa(CLIENT4, 40010);
+    let vip = sa(VIP4, 80);
+    handshake(&mut n, client, vip);
+    let sent = n.counter(Counter::TxPackets);
+    // 1501 bytes of IP: one too many for int.
+    let big = with_df(Pkt::tcp(client, vip, ACK | PSH).payload(&pattern(1461)).build());
+    let out = forward_chained(&mut n, EXT, &big, EXT);
+    assert_eq!(out.len(), 1, "the error goes back out of ext, nothing to int");
+    let icmp = decode_icmp(&out[0]);
+    assert_eq!(icmp.kind, (3, 4), "fragmentation needed");
+    assert_eq!(
+        (icmp.src, icmp.dst),
+        (IpAddr::from(std::net::Ipv4Addr::new(10, 1, 0, 1)), IpAddr::from(CLIENT4))
+    );
+    assert_eq!((icmp.smac, icmp.dmac), (EXT_MAC, CLIENT_MAC));
+    assert_eq!((icmp.inner_src, icmp.inner_dst), (client, vip), "the packet as the client sent it");
+    let mtu = u16::from_be_bytes([out[0][14 + 20 + 6], out[0][14 + 20 + 7]]);
+    assert_eq!(mtu, 1500);
+    assert_eq!(n.counter(Counter::DropTooBig), 1);
+    assert_eq!(n.counter(Counter::IcmpTooBigSent), 1);
+    assert_eq!(n.counter(Counter::TxPackets), sent + 1);
+
+    // Exactly 1500 bytes of IP leave for the backend.
+    let fits = Pkt::tcp(client, vip, ACK | PSH).payload(&pattern(1460));
+    let seen = decode(&n.forward(EXT, &with_df(fits.build()), INT));
+    assert_eq!(seen.payload, fits.payload);
+
+    // Without DF, the packet is dropped unanswered (border does not fragment).
+    let plain = without_df(Pkt::tcp(client, vip, ACK | PSH).payload(&pattern(3000)).build());
+    n.swallow(EXT, &plain);
+    assert_eq!(n.counter(Counter::DropTooBig), 2);
+    assert_eq!(n.counter(Counter::IcmpTooBigSent), 1);
+}
+
+#[test]
+fn a_reply_too_big_for_the_clients_port_is_answered_with_packet_too_big() {
+    let mut n = Setup {
+        mtu: Some((1500, 9000)),
+        ..Setup::default()
+    }
+    .node();
+    let client = sa(CLIENT6, 40011);
+    let vip = sa(VIP6, 80);
+    let (backend, local) = handshake(&mut n, client, vip);
+    let reply = Pkt::tcp(backend, local, ACK | PSH)
+        .by_backend()
+        .payload(&pattern(4000));
+    let out = forward_chained(&mut n, INT, &reply.build(), INT);
+    assert_eq!(out.len(), 1);
+    let icmp = decode_icmp(&out[0]);
+    assert_eq!(icmp.kind, (2, 0), "packet too big");
+    assert_eq!((icmp.src, icmp.dst), (IpAddr::from(LOCAL6), backend.ip()));
+    assert_eq!((icmp.inner_src, icmp.inner_dst), (backend, local));
+    let mtu = u32::from_be_bytes(out[0][14 + 44..14 + 48].try_into().unwrap());
+    assert_eq!(mtu, 1500);
+    assert_eq!(n.counter(Counter::IcmpTooBigSent), 1);
+}
+
+#[test]
+fn too_big_answers_are_rate_limited() {
+    let mut n = Setup {
+        mtu: Some((9000, 1500)),
+        ..Setup::default()
+    }
+    .node();
+    n.w.pipeline.set_icmp_echo_rate(2);
+    let client = sa(CLIENT4, 40012);
+    let vip = sa(VIP4, 80);
+    handshake(&mut n, client, vip);
+    let big = with_df(Pkt::tcp(client, vip, ACK | PSH).payload(&pattern(4000)).build());
+    for _ in 0..5 {
+        n.w.io.inject(EXT, &big);
+    }
+    n.poll();
+    assert_eq!(n.w.io.take_tx(EXT).len(), 2, "a bucket of two");
+    assert_eq!(n.counter(Counter::IcmpTooBigSent), 2);
+    assert_eq!(n.counter(Counter::IcmpTooBigRateLimited), 3);
+    assert_eq!(n.counter(Counter::DropTooBig), 5);
+    assert!(n.w.io.take_tx(INT).is_empty());
+}

@@ -141,6 +141,8 @@ pub struct PortInfo {
     pub max_mtu: u16,
     /// Smallest MTU.
     pub min_mtu: u16,
+    /// Longest frame the device receives (what bounds its MTU in ethdev).
+    pub max_rx_pktlen: u32,
 }
 
 struct Queues {
@@ -325,6 +327,23 @@ impl Port {
                 info.driver_name, info.min_mtu, info.max_mtu
             )));
         }
+        // ethdev bounds the MTU by the longest frame the device receives
+        // (net_tap, net_af_packet, net_memif: 1518 or 1522 bytes in DPDK
+        // 22.11); say so rather than a bare EINVAL.
+        // The overhead as ethdev reckons it: the device's own, else 18.
+        let overhead = match u32::from(info.max_mtu) {
+            m if m != u32::from(u16::MAX) && info.max_rx_pktlen > m => info.max_rx_pktlen - m,
+            _ => 18,
+        };
+        let frame = u32::from(mtu) + overhead;
+        if frame > info.max_rx_pktlen {
+            return Err(refuse(format!(
+                "mtu {mtu} needs {frame}-byte frames, {} takes at most {} (mtu {})",
+                info.driver_name,
+                info.max_rx_pktlen,
+                info.max_rx_pktlen.saturating_sub(overhead)
+            )));
+        }
         conf.rxmode.mtu = u32::from(mtu);
         let room =
             usize::from(pool.data_room()).saturating_sub(usize::from(crate::PKTMBUF_HEADROOM));
@@ -386,6 +405,7 @@ impl Port {
             tx_offload_capa: di.tx_offload_capa,
             max_mtu: di.max_mtu,
             min_mtu: di.min_mtu,
+            max_rx_pktlen: di.max_rx_pktlen,
         })
     }
 

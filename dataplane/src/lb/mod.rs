@@ -138,6 +138,8 @@ pub struct Lb {
     admission: admit::Admission,
     /// SYN cookies and the splice of cookie connections (`syn_proxy`).
     syn_proxy: synproxy::SynProxyWorker,
+    /// ICMP too-big answers this worker still sends this second.
+    too_big_limit: crate::slowpath::EchoLimiter,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -177,11 +179,18 @@ impl Lb {
             records: None,
             admission: admit::Admission::default(),
             syn_proxy: synproxy::SynProxyWorker::new(),
+            too_big_limit: crate::slowpath::EchoLimiter::new(1000),
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]
             express_taken: 0,
         }
+    }
+
+    /// Sends at most `per_second` ICMP too-big answers a second (the
+    /// slow path's `icmp_echo_per_second`).
+    pub fn set_icmp_error_rate(&mut self, per_second: u32) {
+        self.too_big_limit = crate::slowpath::EchoLimiter::new(per_second);
     }
 
     /// Switches to a new table generation. Flows keep the backend they have.

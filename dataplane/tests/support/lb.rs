@@ -887,7 +887,13 @@ pub fn decode_icmp(frame: &[u8]) -> SeenIcmp {
         u16::from_be_bytes([l4[0], l4[1]]),
         u16::from_be_bytes([l4[2], l4[3]]),
     );
-    if proto == IpNumber::TCP && l4.len() >= 20 {
+    // Only a quote of the whole packet has the whole segment to check.
+    let whole = if src.is_ipv4() {
+        usize::from(u16::from_be_bytes([quote[2], quote[3]])) == quote.len()
+    } else {
+        40 + usize::from(u16::from_be_bytes([quote[4], quote[5]])) == quote.len()
+    };
+    if proto == IpNumber::TCP && l4.len() >= 20 && whole {
         check_l4(proto, isrc, idst, l4);
     }
     SeenIcmp {
