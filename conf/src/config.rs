@@ -212,7 +212,17 @@ pub struct Port {
     pub local_port_range: Option<(u16, u16)>,
     /// Fixed unicast MAC address; `None` keeps the device's own.
     pub mac: Option<[u8; 6]>,
+    /// Largest IP packet the port sends or accepts, in bytes
+    /// ([`DEFAULT_MTU`] unless set; [`MIN_MTU`]..=[`MAX_MTU`]).
+    pub mtu: u16,
 }
+
+/// `port.mtu` when unset: plain Ethernet.
+pub const DEFAULT_MTU: u16 = 1500;
+/// Smallest `port.mtu`: IPv6's minimum link MTU.
+pub const MIN_MTU: u16 = 1280;
+/// Largest `port.mtu`: the common jumbo limit (9216-byte frames).
+pub const MAX_MTU: u16 = 9198;
 
 impl Port {
     /// The devargs device name: the part before the first comma.

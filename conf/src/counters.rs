@@ -155,7 +155,11 @@ counters! {
     DropNeighborQueueTimeout => "drop_neighbor_queue_timeout", "frames that waited 3 s for their next hop's MAC in vain";
     DropHandoffFull => "drop_handoff_full", "the owning worker's handoff queue was full";
     DropNoAllocation => "drop_no_allocation", "no mbuf for a generated frame";
-    DropMultiSegment => "drop_multi_segment", "chained mbuf (jumbo frames are not supported)";
+    DropChainTooLong => "drop_chain_too_long", "chained frame (several mbuf segments) longer than one buffer of the pool holds: dropped whole, never truncated";
+    DropOverMtu => "drop_over_mtu", "frame whose IP packet is longer than the receiving port's `mtu`";
+    DropTooBig => "drop_too_big", "packet longer than the `mtu` of the port it would leave by: dropped, answered by ICMP too-big (IPv4 with DF set, IPv6) unless rate-limited";
+    IcmpTooBigSent => "icmp_too_big_sent", "ICMP fragmentation-needed / ICMPv6 packet-too-big sent to the sender of a packet longer than the egress port's `mtu`";
+    IcmpTooBigRateLimited => "icmp_too_big_rate_limited", "ICMP too-big answers not sent because this worker sent `icmp_echo_per_second` of them in the last second";
     DropNoHostTwin => "drop_no_host_twin", "host-bound frame on a port without a kernel twin";
     DropPpAheadOfHeader => "drop_pp_ahead_of_header", "client data beyond the first segment of a PROXY flow before the header could be written (first segment lost; the client retransmits)";
     DropPpBadSegment => "drop_pp_bad_segment", "segment of a PROXY flow that could not be rewritten (layout, no room)";

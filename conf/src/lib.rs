@@ -18,5 +18,5 @@ pub use config::{
     Dataplane, DnsProbe, DnsRcode, DnsType, Encap, FlowHashFields, GatewayAddr, Health, HealthKind, IpNet,
     IpfixCollector, JsonLog, Listen, Mgmt, MgmtLimits, MgmtTls, Mode, OnDown, Peer, PollMode, Port,
     PpTlv, Protocol, ProxyProtocol, Records, SynProxy, Timeouts, UdpExpect, UdpProbe, Vip,
-    VipLimits, GUE_PORT,
+    VipLimits, DEFAULT_MTU, GUE_PORT, MAX_MTU, MIN_MTU,
 };

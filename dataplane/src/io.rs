@@ -18,7 +18,9 @@ pub type Burst<F> = ArrayVec<F, BURST>;
 
 /// One received frame, owned by the worker until it is sent or dropped.
 pub trait Frame {
-    /// The frame's bytes. Chained (multi-segment) frames expose their first segment only.
+    /// The frame's bytes. Chained (multi-segment) frames expose their first
+    /// segment only: the worker makes them contiguous ([`Frame::linearize`])
+    /// before the pipeline sees them.
     fn data(&self) -> &[u8];
     fn data_mut(&mut self) -> &mut [u8];
     /// The frame's bytes followed by the room it may grow into in place.
@@ -27,8 +29,13 @@ pub trait Frame {
     /// [`Frame::buf_mut`] showed (bytes written there become part of it).
     /// Returns false, changing nothing, when there is not enough room.
     fn set_len(&mut self, len: usize) -> bool;
-    /// False for frames spread over several buffers, which the pipeline refuses.
+    /// False for frames spread over several buffers (a chain).
     fn is_contiguous(&self) -> bool;
+    /// Makes a chained frame contiguous in its first buffer, without
+    /// allocating. False, changing nothing, when that buffer cannot hold it.
+    fn linearize(&mut self) -> bool {
+        self.is_contiguous()
+    }
     /// What the port's Rx checksum offload found of the TCP/UDP checksum.
     fn nic_l4_checksum(&self) -> NicChecksum {
         NicChecksum::Unknown
@@ -67,10 +74,29 @@ pub trait PortIo {
 
 /// Room a [`VecFrame`] offers to grow into, like an mbuf's tailroom.
 pub const VEC_FRAME_ROOM: usize = 2048;
+/// Room of a [`VecFrame`] longer than [`VEC_FRAME_ROOM`]: like an mbuf of
+/// a pool sized for the largest MTU (9198 bytes, 26 of Ethernet, 512 to grow).
+pub const VEC_FRAME_JUMBO_ROOM: usize = 9198 + 26 + 512;
 
-/// A frame held in a plain vector, for tests and in-process benchmarks.
+/// A frame held in plain vectors, for tests and in-process benchmarks:
+/// the first segment, then the later segments of a chain (usually none).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VecFrame(pub Vec<u8>);
+pub struct VecFrame(pub Vec<u8>, pub Vec<Vec<u8>>);
+
+impl VecFrame {
+    /// A contiguous frame.
+    pub fn new(bytes: Vec<u8>) -> Self {
+        VecFrame(bytes, Vec::new())
+    }
+
+    fn room(&self) -> usize {
+        if self.0.len() <= VEC_FRAME_ROOM {
+            VEC_FRAME_ROOM
+        } else {
+            VEC_FRAME_JUMBO_ROOM.max(self.0.len())
+        }
+    }
+}
 
 impl Frame for VecFrame {
     fn data(&self) -> &[u8] {
@@ -80,18 +106,28 @@ impl Frame for VecFrame {
         &mut self.0
     }
     fn buf_mut(&mut self) -> &mut [u8] {
-        let room = self.0.len().max(VEC_FRAME_ROOM);
+        let room = self.room();
         self.0.resize(room, 0);
         &mut self.0
     }
     fn set_len(&mut self, len: usize) -> bool {
-        if len > self.0.len().max(VEC_FRAME_ROOM) {
+        if len > self.room() {
             return false;
         }
         self.0.resize(len, 0);
         true
     }
     fn is_contiguous(&self) -> bool {
+        self.1.is_empty()
+    }
+    fn linearize(&mut self) -> bool {
+        let total = self.0.len() + self.1.iter().map(Vec::len).sum::<usize>();
+        if total > VEC_FRAME_JUMBO_ROOM {
+            return false;
+        }
+        for seg in std::mem::take(&mut self.1) {
+            self.0.extend_from_slice(&seg);
+        }
         true
     }
 }
@@ -124,7 +160,16 @@ impl MemPorts {
 
     /// Queues one frame for reception on `port`.
     pub fn inject(&mut self, port: usize, bytes: &[u8]) {
-        self.rx[port].push_back(VecFrame(bytes.to_vec()));
+        self.rx[port].push_back(VecFrame::new(bytes.to_vec()));
+    }
+
+    /// Queues one chained frame for reception on `port`: `bytes` cut into
+    /// segments of at most `seg_len` bytes, as a port with scattered Rx
+    /// delivers a frame longer than one buffer.
+    pub fn inject_chained(&mut self, port: usize, bytes: &[u8], seg_len: usize) {
+        let mut segs = bytes.chunks(seg_len.max(1)).map(<[u8]>::to_vec);
+        let first = segs.next().unwrap_or_default();
+        self.rx[port].push_back(VecFrame(first, segs.collect()));
     }
 
     /// Takes everything sent on `port` so far.
@@ -153,7 +198,7 @@ impl PortIo for MemPorts {
     }
 
     fn alloc(&mut self, len: usize) -> Option<VecFrame> {
-        Some(VecFrame(vec![0; len]))
+        Some(VecFrame::new(vec![0; len]))
     }
 
     fn tx_burst(&mut self, port: usize, frames: &mut Burst<VecFrame>) -> usize {

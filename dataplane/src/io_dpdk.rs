@@ -35,6 +35,10 @@ impl Frame for Mbuf {
         Mbuf::is_contiguous(self)
     }
     #[inline]
+    fn linearize(&mut self) -> bool {
+        Mbuf::linearize(self)
+    }
+    #[inline]
     fn nic_l4_checksum(&self) -> NicChecksum {
         match self.rx_l4_checksum_ok() {
             Some(true) => NicChecksum::Good,

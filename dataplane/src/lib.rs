@@ -35,6 +35,7 @@ pub mod synproxy;
 pub mod tables_source;
 pub(crate) mod telemetry;
 pub(crate) mod token_bucket;
+pub mod too_big;
 pub(crate) mod tstamp;
 pub mod verdict;
 pub mod wire;

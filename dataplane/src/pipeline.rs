@@ -63,6 +63,7 @@ impl Pipeline {
     /// (`dataplane.icmp_echo_per_second`).
     pub fn set_icmp_echo_rate(&mut self, per_second: u32) {
         self.echo = slowpath::EchoLimiter::new(per_second);
+        self.lb.set_icmp_error_rate(per_second);
     }
 
     /// The port of the frame handled last (for frames handed to another worker).
@@ -376,6 +377,10 @@ impl Pipeline {
         if !group && frame[..6] != mac {
             return self.drop(Counter::DropNotOurMac);
         }
+        let mtu = port.mtu;
+        if len > port.max_frame_len() {
+            return self.drop(Counter::DropOverMtu);
+        }
         if express {
             let mut prep = Prepared::default();
             if self.lb.express_prepare(frame, &mut prep) {
@@ -399,6 +404,9 @@ impl Pipeline {
             },
         };
         parsed.nic_l4_checksum = nic;
+        if parsed.l3_end.saturating_sub(parsed.l3_offset) > usize::from(mtu) {
+            return self.drop(Counter::DropOverMtu);
+        }
         match parsed.l3 {
             L3Kind::Arp => {
                 let o = slowpath::arp_parsed(frame, &parsed, mac, |ip| port.owns_v4(ip));

@@ -32,9 +32,9 @@ pub struct PortDesc {
     /// VIP addresses in this port's subnets: answered for ARP/NDP/echo, consumed by the dataplane.
     pub vips_v4: Vec<Ipv4Addr>,
     pub vips_v6: Vec<Ipv6Addr>,
-    /// The largest IP packet the port sends ([`DEFAULT_MTU`] until the
-    /// config says otherwise): encapsulating DSR VIPs keep their outer
-    /// packets within it.
+    /// Largest IP packet the port's link carries (`port.mtu`; a twin has
+    /// its data port's): encapsulating DSR VIPs keep their outer packets
+    /// within it.
     pub mtu: u16,
     /// The port's first subnet of each family (its address and prefix
     /// length): where the outer sources of DSR tunnels are folded into.
@@ -46,7 +46,7 @@ pub struct PortDesc {
 }
 
 /// A port's MTU when the config names none: Ethernet's 1500.
-pub const DEFAULT_MTU: u16 = 1500;
+pub use conf::DEFAULT_MTU;
 
 /// The IPv6 link-local address a kernel derives from `mac` (modified EUI-64),
 /// which the twin, carrying the port's MAC, will have.
@@ -90,6 +90,13 @@ impl PortDesc {
         }
     }
 
+    /// Longest frame the port takes: its `mtu`, an Ethernet header and up
+    /// to two VLAN tags.
+    #[inline]
+    pub fn max_frame_len(&self) -> usize {
+        usize::from(self.mtu) + 14 + 8
+    }
+
     /// True for the port's own addresses and its VIPs.
     pub fn owns_any(&self, ip: std::net::IpAddr) -> bool {
         match ip {
@@ -125,7 +132,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
             addrs_v6: Vec::new(),
             vips_v4: Vec::new(),
             vips_v6: Vec::new(),
-            mtu: DEFAULT_MTU,
+            mtu: p.mtu,
             subnet_v4: None,
             subnet_v6: None,
             nets: p.addresses.clone(),
@@ -162,7 +169,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
                 addrs_v6: Vec::new(),
                 vips_v4: Vec::new(),
                 vips_v6: Vec::new(),
-                mtu: DEFAULT_MTU,
+                mtu: p.mtu,
                 subnet_v4: None,
                 subnet_v6: None,
                 nets: Vec::new(),

@@ -122,7 +122,13 @@ pub fn run(cfg: &Config, opts: &RunOptions) -> Result<(), RunError> {
     let eal = start_eal(&plan)?;
     let runtime_dir = dpdk_ffi::runtime_dir();
     let lcores = &cfg.dataplane.worker_lcores;
-    let pool = create_pool(plan.ports.len() * 2, lcores.len())?;
+    let max_mtu = cfg
+        .ports
+        .iter()
+        .map(|p| p.mtu)
+        .max()
+        .unwrap_or(conf::DEFAULT_MTU);
+    let pool = create_pool(plan.ports.len() * 2, lcores.len(), max_mtu)?;
     let poll = match cfg.dataplane.poll {
         PollMode::Busy => Poll::Busy,
         PollMode::Adaptive => Poll::Adaptive,

@@ -463,6 +463,11 @@ fn run_burst<P: PortIo>(
         marks,
     } = burst;
     for (i, mut frame) in rx.drain(..).enumerate() {
+        if !frame.is_contiguous() && !unchain(&mut frame) {
+            let verdict = pipeline.refuse(port, Counter::DropChainTooLong);
+            dispatch(io, pipeline, tx, (handoff, parked), frame, 0, verdict);
+            continue;
+        }
         let len = frame.data().len();
         let verdict = match prep.get(i) {
             Some(p) if marks.ready >> i & 1 != 0 => {
@@ -477,13 +482,24 @@ fn run_burst<P: PortIo>(
                 let nic = frame.nic_l4_checksum();
                 pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Unasked, nic)
             }
-            _ => pipeline.refuse(port, Counter::DropMultiSegment),
+            // Chained frames were made contiguous above.
+            _ => pipeline.refuse(port, Counter::DropChainTooLong),
         };
         dispatch(io, pipeline, tx, (handoff, parked), frame, len, verdict);
         if pipeline.wants_transmit() {
             transmit(io, pipeline, tx);
         }
     }
+}
+
+/// A frame that arrived in several buffers (scattered Rx of a frame
+/// longer than one buffer), made contiguous so that every stage sees the
+/// whole packet in one slice: headers, payload for checksums, and the
+/// tailroom a PROXY header grows into. False: it does not fit in one buffer.
+#[cold]
+#[inline(never)]
+fn unchain<F: Frame>(frame: &mut F) -> bool {
+    frame.linearize()
 }
 
 /// Frames queued for one port's next TX burst, with their lengths (for

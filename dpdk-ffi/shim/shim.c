@@ -56,6 +56,11 @@ int border_shim_pktmbuf_trim(struct rte_mbuf *m, uint16_t len)
 	return rte_pktmbuf_trim(m, len);
 }
 
+int border_shim_pktmbuf_linearize(struct rte_mbuf *m)
+{
+	return rte_pktmbuf_linearize(m);
+}
+
 void *border_shim_mtod(const struct rte_mbuf *m)
 {
 	return rte_pktmbuf_mtod(m, void *);

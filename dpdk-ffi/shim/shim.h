@@ -22,6 +22,9 @@ char *border_shim_pktmbuf_prepend(struct rte_mbuf *m, uint16_t len);
 char *border_shim_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
 char *border_shim_pktmbuf_adj(struct rte_mbuf *m, uint16_t len);
 int border_shim_pktmbuf_trim(struct rte_mbuf *m, uint16_t len);
+/* Copies the later segments of a chain into the first one's tailroom and
+ * frees them; -1, changing nothing, when the tailroom is short. */
+int border_shim_pktmbuf_linearize(struct rte_mbuf *m);
 
 void *border_shim_mtod(const struct rte_mbuf *m);
 uint16_t border_shim_data_len(const struct rte_mbuf *m);

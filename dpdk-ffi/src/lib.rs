@@ -55,7 +55,7 @@ pub use mempool::{Mempool, DEFAULT_DATA_ROOM, PKTMBUF_HEADROOM, SOCKET_ID_ANY};
 pub use pdump::{capture_stats, CaptureServer, CaptureStats};
 pub use port::{
     port_count, port_ids, port_name, port_stats, LinkStatus, Port, PortInfo, PortStats, RxQueue,
-    TxQueue,
+    TxQueue, FRAME_OVERHEAD,
 };
 pub use telemetry::{
     runtime_dir, telemetry_socket_path, TelemetryCommand, TelemetryDict, MAX_DICT_ENTRIES,

@@ -229,6 +229,20 @@ impl Mbuf {
         unsafe { std::slice::from_raw_parts_mut(self.data_ptr(), len) }
     }
 
+    /// Makes a chained packet contiguous: copies the later segments into
+    /// the first one's tailroom and frees them. Nothing allocates. Returns
+    /// false, changing nothing, when the first buffer cannot hold the packet.
+    #[inline]
+    pub fn linearize(&mut self) -> bool {
+        if self.is_contiguous() {
+            return true;
+        }
+        // SAFETY: we own the whole chain exclusively (refcnt 1, direct
+        // segments); linearize checks the tailroom first and leaves the
+        // chain untouched when it is short.
+        unsafe { sys::border_shim_pktmbuf_linearize(self.ptr.as_ptr()) == 0 }
+    }
+
     /// Grows the packet by `n` bytes at the front (into the headroom) and
     /// returns the new bytes (uninitialised contents: whatever was there).
     #[inline]

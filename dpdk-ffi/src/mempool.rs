@@ -34,6 +34,8 @@ pub struct Mempool {
 struct MempoolInner {
     ptr: NonNull<sys::rte_mempool>,
     eal: ManuallyDrop<Eal>,
+    /// Bytes per buffer, headroom included, as created.
+    data_room: u16,
 }
 
 // SAFETY: the pool uses DPDK's default "ring_mp_mc" ops, which are safe for
@@ -79,6 +81,7 @@ impl Mempool {
             inner: Arc::new(MempoolInner {
                 ptr,
                 eal: ManuallyDrop::new(eal),
+                data_room,
             }),
         })
     }
@@ -140,6 +143,11 @@ impl Mempool {
         unsafe { CStr::from_ptr((*self.inner.ptr.as_ptr()).name.as_ptr()) }
             .to_string_lossy()
             .into_owned()
+    }
+
+    /// Bytes per buffer, headroom included (what [`Mempool::pktmbuf`] was given).
+    pub fn data_room(&self) -> u16 {
+        self.inner.data_room
     }
 
     /// The raw pool, valid while any clone of `self` lives.

@@ -114,6 +114,13 @@ pub struct PortStats {
 /// `RTE_ETH_RX_OFFLOAD_UDP_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM` (bits 2
 /// and 3; `RTE_BIT64` macros bindgen does not see).
 const RX_OFFLOAD_L4_CKSUM: u64 = 1 << 2 | 1 << 3;
+/// `RTE_ETH_RX_OFFLOAD_SCATTER`: frames longer than one buffer arrive chained.
+const RX_OFFLOAD_SCATTER: u64 = 1 << 13;
+/// `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`: chained frames may be sent.
+const TX_OFFLOAD_MULTI_SEGS: u64 = 1 << 15;
+/// What an Ethernet frame adds to its IP packet at most: the header, two
+/// VLAN tags and the CRC.
+pub const FRAME_OVERHEAD: u16 = 14 + 8 + 4;
 
 /// Static facts about a port from `rte_eth_dev_info_get`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +139,10 @@ pub struct PortInfo {
     pub tx_offload_capa: u64,
     /// Largest MTU.
     pub max_mtu: u16,
+    /// Smallest MTU.
+    pub min_mtu: u16,
+    /// Longest frame the device receives (what bounds its MTU in ethdev).
+    pub max_rx_pktlen: u32,
 }
 
 struct Queues {
@@ -207,6 +218,8 @@ pub struct Port {
     shared: Arc<PortShared>,
     /// Whether the next `configure` asks the PMD for Rx queue interrupts.
     rx_interrupts: bool,
+    /// The MTU the next `configure` sets (0: the device's default).
+    mtu: u16,
 }
 
 impl std::fmt::Debug for Port {
@@ -274,6 +287,7 @@ impl Port {
                 eal,
             }),
             rx_interrupts: false,
+            mtu: 0,
         })
     }
 
@@ -285,6 +299,65 @@ impl Port {
     /// The ethdev name (e.g. `net_tap0`).
     pub fn name(&self) -> &str {
         &self.shared.name
+    }
+
+    /// Puts the MTU of [`Port::set_configured_mtu`] into `conf`, with scattered Rx and
+    /// multi-segment Tx when a frame of that MTU is longer than one buffer
+    /// of `pool`; refuses an MTU the device cannot take.
+    fn mtu_conf(
+        &self,
+        info: &PortInfo,
+        pool: &Mempool,
+        conf: &mut sys::rte_eth_conf,
+    ) -> Result<(), DpdkError> {
+        let mtu = self.mtu;
+        if mtu == 0 {
+            return Ok(());
+        }
+        let refuse = |why: String| {
+            DpdkError::with_detail(
+                format!("port {} configure", self.shared.name),
+                libc::EINVAL,
+                why,
+            )
+        };
+        if mtu > info.max_mtu || mtu < info.min_mtu {
+            return Err(refuse(format!(
+                "mtu {mtu} is outside what {} takes ({}..={})",
+                info.driver_name, info.min_mtu, info.max_mtu
+            )));
+        }
+        // ethdev bounds the MTU by the longest frame the device receives
+        // (net_tap, net_af_packet, net_memif: 1518 or 1522 bytes in DPDK
+        // 22.11); say so rather than a bare EINVAL.
+        // The overhead as ethdev reckons it: the device's own, else 18.
+        let overhead = match u32::from(info.max_mtu) {
+            m if m != u32::from(u16::MAX) && info.max_rx_pktlen > m => info.max_rx_pktlen - m,
+            _ => 18,
+        };
+        let frame = u32::from(mtu) + overhead;
+        if frame > info.max_rx_pktlen {
+            return Err(refuse(format!(
+                "mtu {mtu} needs {frame}-byte frames, {} takes at most {} (mtu {})",
+                info.driver_name,
+                info.max_rx_pktlen,
+                info.max_rx_pktlen.saturating_sub(overhead)
+            )));
+        }
+        conf.rxmode.mtu = u32::from(mtu);
+        let room =
+            usize::from(pool.data_room()).saturating_sub(usize::from(crate::PKTMBUF_HEADROOM));
+        if usize::from(mtu) + usize::from(FRAME_OVERHEAD) > room {
+            if info.rx_offload_capa & RX_OFFLOAD_SCATTER == 0 {
+                return Err(refuse(format!(
+                    "mtu {mtu} needs frames longer than one {room}-byte buffer and {} has no scattered Rx",
+                    info.driver_name
+                )));
+            }
+            conf.rxmode.offloads |= RX_OFFLOAD_SCATTER;
+            conf.txmode.offloads |= TX_OFFLOAD_MULTI_SEGS & info.tx_offload_capa;
+        }
+        Ok(())
     }
 
     fn err(&self, op: &str, ret: i32) -> DpdkError {
@@ -331,6 +404,8 @@ impl Port {
             rx_offload_capa: di.rx_offload_capa,
             tx_offload_capa: di.tx_offload_capa,
             max_mtu: di.max_mtu,
+            min_mtu: di.min_mtu,
+            max_rx_pktlen: di.max_rx_pktlen,
         })
     }
 
@@ -341,6 +416,14 @@ impl Port {
     /// again without them then.
     pub fn set_rx_interrupts(&mut self, on: bool) {
         self.rx_interrupts = on;
+    }
+
+    /// The MTU the next [`Port::configure`] sets (0: the device's
+    /// default). Frames longer than one buffer of the pool then arrive
+    /// chained (scattered Rx) and may leave chained, where the device can;
+    /// `configure` refuses an MTU the device cannot take.
+    pub fn set_configured_mtu(&mut self, mtu: u16) {
+        self.mtu = mtu;
     }
 
     /// Configures `nb_rxq` rx and `nb_txq` tx queues with `nb_desc_rx` /
@@ -389,12 +472,24 @@ impl Port {
         if info.driver_name != "net_tap" {
             conf.rxmode.offloads = RX_OFFLOAD_L4_CKSUM & info.rx_offload_capa;
         }
+        self.mtu_conf(&info, pool, &mut conf)?;
         conf.intr_conf.set_rxq(u32::from(self.rx_interrupts));
         // SAFETY: conf is a zero-initialised rte_eth_conf of the C size
         // (checked in tests) and is only read by the callee.
         let ret = unsafe { sys::rte_eth_dev_configure(id, nb_rxq, nb_txq, &conf) };
         if ret != 0 {
             return Err(self.err("configure", ret));
+        }
+        if self.mtu != 0 {
+            // The configure above validated it; this has the PMD apply it
+            // to the device (net_tap: the kernel interface's MTU too).
+            // SAFETY: we own the port id, which is configured now.
+            let ret = unsafe { sys::rte_eth_dev_set_mtu(id, self.mtu) };
+            if ret != 0 && !(ret == -libc::ENOTSUP && self.mtu == 1500) {
+                return Err(self
+                    .err(&format!("mtu {} set", self.mtu), ret)
+                    .hint(format!("{} cannot take this mtu", info.driver_name)));
+            }
         }
         let (mut nrx, mut ntx) = (nb_desc_rx, nb_desc_tx);
         // SAFETY: both are valid in/out pointers to u16.

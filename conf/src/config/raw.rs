@@ -82,6 +82,7 @@ pub(super) struct RawPort {
     pub local_addresses: Option<List<String>>,
     pub local_port_range: Option<List<u16>>,
     pub mac: Option<S<String>>,
+    pub mtu: Option<S<u32>>,
 }
 
 #[derive(Deserialize)]

@@ -20,9 +20,81 @@ use crate::neigh_queue;
 use crate::port::PortDesc;
 use crate::slowpath::{Hearing, Neighbor};
 use crate::verdict::Verdict;
-use crate::wire::Parsed;
+use crate::wire::{L3Kind, Parsed};
+
+/// The `mtu` of port `out` when the IP packet `p` describes is longer
+/// than it: the packet cannot leave by that port.
+#[inline(always)]
+pub(super) fn over_mtu(ports: &[PortDesc], out: usize, p: &Parsed) -> Option<u16> {
+    let mtu = ports.get(out)?.mtu;
+    (p.l3_end.saturating_sub(p.l3_offset) > usize::from(mtu)).then_some(mtu)
+}
 
 impl Lb {
+    /// A packet received on `in_port` longer than `mtu`, that of the port
+    /// it would leave by: dropped (`drop_too_big`), and its frame, still
+    /// as the sender sent it, rewritten into the ICMP too-big that tells
+    /// the sender `mtu` (at most `icmp_echo_per_second` a second). The
+    /// error comes from the port's own address of the packet's family,
+    /// else from the packet's destination when that is the appliance's.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn too_big(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        p: &Parsed,
+        in_port: usize,
+        mtu: u16,
+        out: Out<'_>,
+    ) -> Verdict {
+        let Out { ports, counters } = out;
+        let Some(port) = ports.get(in_port) else {
+            return count_drop(counters, Counter::DropTooBig);
+        };
+        let frame = buf.get(..len).unwrap_or(&[]);
+        let from = match p.l3 {
+            L3Kind::Ipv4 => port.addrs_v4.first().copied().map(IpAddr::V4).or_else(|| {
+                let d = frame.get(p.l3_offset + 16..p.l3_offset + 20)?;
+                let d = std::net::Ipv4Addr::new(d[0], d[1], d[2], d[3]);
+                port.vips_v4.contains(&d).then_some(IpAddr::V4(d))
+            }),
+            L3Kind::Ipv6 => port
+                .addrs_v6
+                .iter()
+                .find(|a| !a.is_unicast_link_local())
+                .copied()
+                .map(IpAddr::V6)
+                .or_else(|| {
+                    let d: [u8; 16] = frame
+                        .get(p.l3_offset + 24..p.l3_offset + 40)?
+                        .try_into()
+                        .ok()?;
+                    let d = std::net::Ipv6Addr::from(d);
+                    port.vips_v6.contains(&d).then_some(IpAddr::V6(d))
+                }),
+            _ => None,
+        };
+        let Some(from) = from else {
+            return count_drop(counters, Counter::DropTooBig);
+        };
+        if !self.too_big_limit.answer(self.now_ms) {
+            counters.inc(Counter::IcmpTooBigRateLimited);
+            return count_drop(counters, Counter::DropTooBig);
+        }
+        match crate::too_big::answer_too_big(buf, len, p.l3_offset, mtu, from, port.mac) {
+            Some(n) => {
+                counters.inc(Counter::DropTooBig);
+                counters.inc(Counter::IcmpTooBigSent);
+                Verdict::Send {
+                    port: in_port,
+                    len: n,
+                }
+            }
+            None => count_drop(counters, Counter::DropTooBig),
+        }
+    }
+
     /// Whether `ip` is on the link of data port `port`: in one of its
     /// subnets (IPv6 link-local addresses are on every link).
     pub(super) fn on_link(&self, port: usize, ip: IpAddr) -> bool {

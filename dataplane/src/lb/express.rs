@@ -304,6 +304,18 @@ impl Lb {
         {
             return None;
         }
+        // Too long for the port it would leave by: the general path
+        // answers it.
+        let out = match dir {
+            Dir::Original => e.value.backend_port,
+            Dir::Reply => e.value.client_port,
+        };
+        if ports
+            .get(usize::from(out))
+            .is_none_or(|p| len - usize::from(l3) > usize::from(p.mtu))
+        {
+            return None;
+        }
         // PROXY and SYN proxy flows: one test of `bits` for every flow,
         // the rest out of line.
         if e.value.bits & (FLOW_PP | FLOW_SP) != 0 && declines_special(&e.value, at.udp, flags, dir)

@@ -151,6 +151,8 @@ pub struct Lb {
     syn_proxy: synproxy::SynProxyWorker,
     /// The previous process's flows, until adopted (`adopt.rs`).
     previous: Option<Previous>,
+    /// ICMP too-big answers this worker still sends this second.
+    too_big_limit: crate::slowpath::EchoLimiter,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -192,11 +194,18 @@ impl Lb {
             admission: admit::Admission::default(),
             syn_proxy: synproxy::SynProxyWorker::new(),
             previous: None,
+            too_big_limit: crate::slowpath::EchoLimiter::new(1000),
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]
             express_taken: 0,
         }
+    }
+
+    /// Sends at most `per_second` ICMP too-big answers a second (the
+    /// slow path's `icmp_echo_per_second`).
+    pub fn set_icmp_error_rate(&mut self, per_second: u32) {
+        self.too_big_limit = crate::slowpath::EchoLimiter::new(per_second);
     }
 
     /// Switches to a new table generation. Flows keep the backend they have.

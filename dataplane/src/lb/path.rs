@@ -13,6 +13,7 @@ use conf::Mode;
 use super::classify::{flags_of, syn_only};
 use super::count_drop;
 use super::dsr::DsrEnds;
+use super::emit::over_mtu;
 use super::flow::{client_space, count_forwarded, Ending, FLOW_SP};
 use super::key::to16;
 use super::rewrite::{forward_drop, to_backend, to_client, FromBackend, Sums};
@@ -76,6 +77,10 @@ impl Lb {
                 return self.client_miss(rx, vi, key, None, Out { ports, counters });
             }
         };
+        let out = usize::from(self.conntrack.get(id).value.backend_port);
+        if let Some(mtu) = over_mtu(ports, out, p) {
+            return self.too_big(buf, len, p, in_port, mtu, Out { ports, counters });
+        }
         let verified = match self.verified(id, buf.get(..len).unwrap_or(&[]), p, counters) {
             Ok(v) => v,
             Err(v) => return v,
@@ -290,6 +295,11 @@ impl Lb {
                 // a spoofer's (it could acknowledge a PROXY header).
                 if usize::from(self.conntrack.get(id).value.backend_port) != in_port {
                     return count_drop(counters, Counter::DropReplyWrongPort);
+                }
+                let out = usize::from(self.conntrack.get(id).value.client_port);
+                if let Some(mtu) = over_mtu(ports, out, p) {
+                    let len = frame.len();
+                    return self.too_big(frame, len, p, in_port, mtu, Out { ports, counters });
                 }
                 let verified = match self.verified(id, frame, p, counters) {
                     Ok(v) => v,

@@ -3,7 +3,10 @@
 //! rte_flow steering of full-NAT replies.
 
 use conf::Config;
-use dpdk_ffi::{Eal, FlowRules, Mempool, Port, SteerRule, DEFAULT_DATA_ROOM, SOCKET_ID_ANY};
+use dpdk_ffi::{
+    Eal, FlowRules, Mempool, Port, SteerRule, DEFAULT_DATA_ROOM, FRAME_OVERHEAD, PKTMBUF_HEADROOM,
+    SOCKET_ID_ANY,
+};
 use tracing::{debug, error, info, warn};
 
 use super::RunError;
@@ -177,10 +180,26 @@ pub(super) fn start_eal(plan: &EalPlan) -> Result<Eal, RunError> {
     })?)
 }
 
+/// Room past the longest frame in each buffer: what a PROXY header (at
+/// most 312 bytes) inserted into a full-sized segment grows into.
+const GROWTH_ROOM: u16 = 512;
+
+/// Bytes per mbuf (headroom included) for ports whose largest `mtu` is
+/// `mtu`: a whole frame of that MTU fits in one buffer with room to grow,
+/// so jumbo frames are single-segment wherever the PMD fills one buffer
+/// per frame (chains that still arrive are made contiguous in it).
+pub(super) fn data_room_for(mtu: u16) -> u16 {
+    DEFAULT_DATA_ROOM.max(PKTMBUF_HEADROOM + mtu + FRAME_OVERHEAD + GROWTH_ROOM)
+}
+
 /// The mbuf pool every port and worker draws from: room for every rx and
 /// tx descriptor of every data port and twin, plus each lcore's cache and
-/// bursts in flight.
-pub(super) fn create_pool(ports_and_twins: usize, workers: usize) -> Result<Mempool, RunError> {
+/// bursts in flight, each buffer [`data_room_for`] the largest `mtu`.
+pub(super) fn create_pool(
+    ports_and_twins: usize,
+    workers: usize,
+    mtu: u16,
+) -> Result<Mempool, RunError> {
     let queues = workers as u32;
     let mbufs = ports_and_twins as u32 * queues * u32::from(RX_DESC + TX_DESC)
         + (queues + 1) * (MEMPOOL_CACHE + (BURST * (ports_and_twins + 2)) as u32)
@@ -189,7 +208,7 @@ pub(super) fn create_pool(ports_and_twins: usize, workers: usize) -> Result<Memp
         "border_rx",
         mbufs,
         MEMPOOL_CACHE,
-        DEFAULT_DATA_ROOM,
+        data_room_for(mtu),
         SOCKET_ID_ANY,
     )?)
 }
@@ -225,6 +244,7 @@ pub(super) fn start_ports(
         let mut port = Port::by_name(&planned.device).map_err(err())?;
         let bring_up = |port: &mut Port, interrupts: bool| {
             port.set_rx_interrupts(interrupts);
+            port.set_configured_mtu(pc.mtu);
             port.configure(queues, queues, RX_DESC, TX_DESC, pool)?;
             let mac = set_port_mac(port, &planned.name, pc.mac)?;
             port.start()?;
@@ -232,7 +252,7 @@ pub(super) fn start_ports(
         };
         let (mac, refused) =
             with_rx_interrupts(&mut port, want_interrupts, bring_up).map_err(err())?;
-        info!(port = %planned.name, device = %planned.device, mac = %host::format_mac(mac), "port up");
+        info!(port = %planned.name, device = %planned.device, mac = %host::format_mac(mac), mtu = pc.mtu, "port up");
         started.macs.push(mac);
         started.ports.push(port);
         let label = format!("`{}` ({})", planned.name, planned.device);
@@ -243,6 +263,8 @@ pub(super) fn start_ports(
         let mut twin = Port::by_name(&planned.twin_device).map_err(err())?;
         let bring_up = |port: &mut Port, interrupts: bool| {
             port.set_rx_interrupts(interrupts);
+            // The kernel sends what leaves by the port through its twin.
+            port.set_configured_mtu(pc.mtu);
             port.configure(queues, queues, RX_DESC, TX_DESC, pool)?;
             port.start()
         };

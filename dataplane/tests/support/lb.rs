@@ -232,6 +232,8 @@ pub struct Setup {
     pub edit: Option<(&'static str, &'static str)>,
     /// `syn_proxy` of every TCP VIP (default: not set, "off").
     pub syn_proxy: Option<&'static str>,
+    /// `mtu` of the `ext` and `int` ports (default: not set, 1500).
+    pub mtu: Option<(u16, u16)>,
     /// Connection records into this region (worker `w` writes ring `w`),
     /// and `log_empty`.
     pub records: Option<(&'static conf::records::RecordsRegion, bool)>,
@@ -270,6 +272,7 @@ impl Default for Setup {
             timeouts: Timeouts::default(),
             edit: None,
             syn_proxy: None,
+            mtu: None,
             records: None,
             flows: None,
             conns: None,
@@ -299,7 +302,11 @@ impl Setup {
     /// The workers, sharing handoff queues and neighbour inboxes, each with
     /// generation 1 queued in its feed (adopted by the first poll).
     pub fn build(&self) -> Vec<Node> {
-        let (cfg, gen1) = if self.pool != POOL || self.edit.is_some() || self.syn_proxy.is_some() {
+        let (cfg, gen1) = if self.pool != POOL
+            || self.edit.is_some()
+            || self.syn_proxy.is_some()
+            || self.mtu.is_some()
+        {
             let mut text = config_text(&self.tcp4_weights).replace(
                 "local_port_range = [1024, 32767]",
                 &format!("local_port_range = [{}, {}]", self.pool.0, self.pool.1),
@@ -307,6 +314,12 @@ impl Setup {
             if let Some((from, to)) = self.edit {
                 assert!(text.contains(from), "config edit: {from:?} not found");
                 text = text.replacen(from, to, 1);
+            }
+            if let Some((ext, int)) = self.mtu {
+                for (dev, mtu) in [("net_null0", ext), ("net_null1", int)] {
+                    let line = format!("devargs = \"{dev}\"\n");
+                    text = text.replacen(&line, &format!("{line}mtu = {mtu}\n"), 1);
+                }
             }
             if let Some(sp) = self.syn_proxy {
                 let with = format!("protocol = \"tcp\"\nsyn_proxy = \"{sp}\"\n");
@@ -909,7 +922,13 @@ pub fn decode_icmp(frame: &[u8]) -> SeenIcmp {
         u16::from_be_bytes([l4[0], l4[1]]),
         u16::from_be_bytes([l4[2], l4[3]]),
     );
-    if proto == IpNumber::TCP && l4.len() >= 20 {
+    // Only a quote of the whole packet has the whole segment to check.
+    let whole = if src.is_ipv4() {
+        usize::from(u16::from_be_bytes([quote[2], quote[3]])) == quote.len()
+    } else {
+        40 + usize::from(u16::from_be_bytes([quote[4], quote[5]])) == quote.len()
+    };
+    if proto == IpNumber::TCP && l4.len() >= 20 && whole {
         check_l4(proto, isrc, idst, l4);
     }
     SeenIcmp {

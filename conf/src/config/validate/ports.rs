@@ -8,7 +8,10 @@ use toml::Spanned as S;
 
 use super::super::net::{format_mac, parse_mac};
 use super::super::raw::RawPort;
-use super::super::{device_name, IpNet, Port, DEFAULT_LOCAL_PORT_RANGE, MAX_IFNAME_LEN};
+use super::super::{
+    device_name, IpNet, Port, DEFAULT_LOCAL_PORT_RANGE, DEFAULT_MTU, MAX_IFNAME_LEN, MAX_MTU,
+    MIN_MTU,
+};
 use super::{at, nets, pos, List, Validator, MAX_NAME};
 
 /// Everything about one port that cross-port and VIP checks need.
@@ -139,6 +142,7 @@ impl Validator {
         let local_addresses = self.port_local_addresses(p, key, &addresses);
         let (local_port_range, range_at) = self.port_local_range(sp, key, &local_addresses);
         let mac = self.port_mac(p, key);
+        let mtu = self.port_mtu(p, key);
         (
             Port {
                 name,
@@ -149,6 +153,7 @@ impl Validator {
                 local_addresses,
                 local_port_range,
                 mac,
+                mtu,
             },
             PortInfo {
                 range_at,
@@ -366,6 +371,26 @@ impl Validator {
     }
 
     /// `mac`: a unicast MAC address.
+    /// `mtu`: the largest IP packet of the port's link, within what
+    /// Ethernet jumbo frames carry.
+    fn port_mtu(&mut self, p: &RawPort, key: &str) -> u16 {
+        let Some(m) = &p.mtu else {
+            return DEFAULT_MTU;
+        };
+        let v = *m.get_ref();
+        match u16::try_from(v) {
+            Ok(v) if (MIN_MTU..=MAX_MTU).contains(&v) => v,
+            _ => {
+                self.err(
+                    at(m),
+                    format!("{key}.mtu"),
+                    format!("{v} is out of range (expected {MIN_MTU}..={MAX_MTU} bytes, e.g. 1500 or 9000)"),
+                );
+                DEFAULT_MTU
+            }
+        }
+    }
+
     fn port_mac(&mut self, p: &RawPort, key: &str) -> Option<[u8; 6]> {
         p.mac.as_ref().and_then(|m| {
             let mkey = format!("{key}.mac");
