@@ -90,6 +90,7 @@ pub(super) fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
             ));
         }
     }
+    scaling_notes(&mut t, args, rows);
     // Direct server return: a client packet at most what DNAT's costs.
     for &n in &args.flows {
         let flows = n.to_string();
@@ -140,4 +141,55 @@ pub(super) fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
         ));
     }
     t
+}
+
+/// How an established packet's cost grows with the table (each flow count
+/// over the smallest, worst case), against the goals for tables larger
+/// than the caches; and what a new flow costs over an established packet.
+fn scaling_notes(t: &mut Table, args: &Args, rows: &[Row]) {
+    let ticks = |case: &str, flows: usize| {
+        let flows = flows.to_string();
+        rows.iter()
+            .find(|r| r.case == case && r.flows == flows)
+            .map(|r| r.pipeline.median)
+    };
+    let Some(&base) = args.flows.iter().min() else {
+        return;
+    };
+    for &n in args.flows.iter().filter(|&&n| n > base) {
+        let worst = rows
+            .iter()
+            .filter(|r| r.case.starts_with("established") && r.flows == base.to_string())
+            .filter(|r| !r.case.contains(Vip::Proxy4.name()))
+            .filter_map(|r| Some((ticks(&r.case, n)? / r.pipeline.median, &r.case)))
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        let Some((ratio, case)) = worst else {
+            continue;
+        };
+        let goal = match n {
+            100_000 => Some(1.3),
+            1_000_000 => Some(1.6),
+            _ => None,
+        };
+        let verdict = goal.map_or(String::new(), |g| {
+            format!(
+                ", goal <= {g:.1}x ({})",
+                if ratio <= g { "met" } else { "MISSED" }
+            )
+        });
+        t.note(format!(
+            "established at {n} flows over {base} flows (ticks/pkt): worst {ratio:.2}x ({case}){verdict}"
+        ));
+    }
+    let est = ticks("established full-NAT IPv4, client->backend", base);
+    let new = rows
+        .iter()
+        .find(|r| r.case == "new flows full-NAT IPv4 (SYN), reused table")
+        .map(|r| r.pipeline.median);
+    if let (Some(est), Some(new)) = (est, new) {
+        t.note(format!(
+            "a new flow (full-NAT IPv4, reused table) costs {:.1}x an established packet ({base} flows): {new:.0} vs {est:.0} ticks",
+            new / est
+        ));
+    }
 }
