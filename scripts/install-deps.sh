@@ -47,6 +47,10 @@ packages=(
   # UDP health probes (e2e_udp_health): a real DNS server as a backend; the
   # binary only (dnsmasq-base starts no system service)
   dnsmasq-base
+  # metrics (e2e_prometheus, tests/prometheus_rules.rs): a real Prometheus
+  # scrapes border-mgmt and evaluates the dashboard's queries and the alert
+  # rules; promtool checks deploy/prometheus/border-rules.yml
+  prometheus
 )
 
 missing=()
