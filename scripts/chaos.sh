@@ -542,7 +542,7 @@ rx, tx, host = tot("rx_packets"), tot("tx_packets"), tot("to_host_packets")
 # Frames border-dp sends that it did not receive on a data port: from the
 # kernel twins and the ones it makes itself (neighbour requests, PROXY
 # headers on their own); an answer (ARP, echo) reuses the request's frame.
-made = sum(tot(n) for n in ("from_host_packets", "neighbor_requests", "pp_headers_standalone"))
+made = sum(tot(n) for n in ("from_host_packets", "neighbour_requests", "pp_headers_standalone"))
 gap = rx + made - (tx + drops + host)
 ok &= gap == 0
 out.append(f"counters rx={rx} tx={tx} drops={drops} to_host={host} made_here={made}: rx + made_here - (tx + drops + to_host) = {gap}")

@@ -51,6 +51,10 @@ packages=(
   # with clang for the bpf target against libbpf's headers, and loaded with
   # iproute2 (this kernel has no ipip, fou or ip6_tunnel module)
   llvm libbpf-dev
+  # metrics (e2e_prometheus, tests/prometheus_rules.rs): a real Prometheus
+  # scrapes border-mgmt and evaluates the dashboard's queries and the alert
+  # rules; promtool checks deploy/prometheus/border-rules.yml
+  prometheus
 )
 
 missing=()

@@ -47,7 +47,7 @@ else
   zshdir=$DESTDIR$PREFIX/share/zsh/site-functions
 fi
 
-install -d -m 0755 "$bindir" "$unitdir" "$docdir" "$sharedir/grafana"
+install -d -m 0755 "$bindir" "$unitdir" "$docdir" "$sharedir/grafana" "$sharedir/prometheus"
 install -d -m 0755 "$mandir" "$bashdir" "$zshdir" "$fishdir"
 install -d -m 0755 "$confdir"
 for b in border-dp border-mgmt border-gw borderctl; do
@@ -64,6 +64,7 @@ done
 install -m 0644 "$here/conf/tests/data/border.example.toml" "$confdir/border.example.toml"
 install -m 0644 "$here/README.md" "$here"/docs/*.md "$docdir/"
 install -m 0644 "$here/deploy/grafana/border.json" "$sharedir/grafana/border.json"
+install -m 0644 "$here/deploy/prometheus/border-rules.yml" "$sharedir/prometheus/border-rules.yml"
 install -m 0644 "$here"/deploy/man/*.1 "$mandir/"
 install -m 0644 "$here/deploy/completions/borderctl.bash" "$bashdir/borderctl"
 install -m 0644 "$here/deploy/completions/_borderctl" "$zshdir/_borderctl"

@@ -14,6 +14,15 @@ pub fn short() -> &'static str {
     TEXT.get_or_init(|| format!("{} ({COMMIT})", env!("CARGO_PKG_VERSION")))
 }
 
+/// Names this build to the Prometheus exporters (`border_build_info`).
+pub fn name_build_for_metrics() {
+    mgmt::process_metrics::set_build_info(mgmt::process_metrics::BuildInfo {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        commit: COMMIT.to_owned(),
+        dpdk: dpdk_ffi::DPDK_VERSION.to_owned(),
+    });
+}
+
 /// `--version` of border-mgmt, border-gw and borderctl: the DPDK release
 /// they were built with (they do not load DPDK themselves).
 pub fn long() -> &'static str {

@@ -223,7 +223,7 @@ fn http_through_vip(plan: Plan) {
         // The peers' kernels solicit for their own link-local addresses
         // (DAD) when the veth comes up: not ours, rightly dropped.
         .filter(|(name, _)| *name != "drop_nd_not_ours")
-        .filter(|(name, n)| !(*name == "drop_neighbor_unresolved" && *n <= 1))
+        .filter(|(name, n)| !(*name == "drop_neighbour_unresolved" && *n <= 1))
         .collect();
     assert!(rose.is_empty(), "drops over {:?}: {rose:?}", plan.kind);
 }

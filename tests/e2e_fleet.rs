@@ -725,6 +725,13 @@ fn the_gateways_metrics_follow_tunnels_calls_and_the_registry() {
         "{}",
         m.0
     );
+    assert!(
+        m.0.contains("border_build_info{daemon=\"border-gw\",version=\""),
+        "{}",
+        m.0
+    );
+    assert!(m.get("process_resident_memory_bytes") > 0.0, "{}", m.0);
+    assert!(m.get("process_open_fds") > 0.0, "{}", m.0);
 
     // The agent opens 10 tunnels to gw1: counted, published, per appliance.
     let ams = fleet.appliance("fl-ams4", "ams-1", "ams1");

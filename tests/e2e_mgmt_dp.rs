@@ -512,7 +512,7 @@ fn tables_republished_every_10ms_under_load_lose_no_packet_and_reset_no_connecti
     let (up, down, asked) = (
         d("to_host_packets"),
         d("from_host_packets"),
-        d("neighbor_requests"),
+        d("neighbour_requests"),
     );
     eprintln!(
         "swap under load: {calls} publishes (generation {gen0} -> {last}, slowest SetBackend {slowest:?}), \

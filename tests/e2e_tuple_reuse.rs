@@ -611,7 +611,7 @@ fn the_first_syn_to_an_unresolved_backend_waits_for_arp_not_for_a_retransmit() {
     // The backend's address appears only after border-dp adopted its
     // tables, so the request sent then went unanswered.
     let topo = plan.start("tcp_closing = 1");
-    let mac_known = topo.counters().get("neighbor_queued").copied();
+    let mac_known = topo.counters().get("neighbour_queued").copied();
     assert_eq!(mac_known, Some(0), "nothing waited yet");
     let cli_before = tcp_mib(&topo.cli);
     let vip = topo.vip;
@@ -624,7 +624,7 @@ fn the_first_syn_to_an_unresolved_backend_waits_for_arp_not_for_a_retransmit() {
     r.unwrap_or_else(|e| panic!("first GET through the VIP: {e}\n{}", topo.dp.log_text()));
     let c = topo.counters();
     assert!(
-        c.get("neighbor_queued").copied().unwrap_or(0) >= 1,
+        c.get("neighbour_queued").copied().unwrap_or(0) >= 1,
         "the SYN did not wait for the backend's MAC: {c:?}"
     );
     assert_eq!(
@@ -632,9 +632,9 @@ fn the_first_syn_to_an_unresolved_backend_waits_for_arp_not_for_a_retransmit() {
         0,
         "the client had to retransmit its first SYN: {c:?}"
     );
-    assert_eq!(c.get("drop_neighbor_unresolved").copied().unwrap_or(0), 0);
+    assert_eq!(c.get("drop_neighbour_unresolved").copied().unwrap_or(0), 0);
     assert_eq!(
-        c.get("drop_neighbor_queue_timeout").copied().unwrap_or(0),
+        c.get("drop_neighbour_queue_timeout").copied().unwrap_or(0),
         0
     );
 }

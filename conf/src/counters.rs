@@ -48,6 +48,23 @@ macro_rules! counters {
             pub fn is_drop(self) -> bool {
                 self.name().starts_with("drop_")
             }
+
+            /// True for a counter that is the sum of other counters
+            /// (`drop_malformed`: every parse error below it), which a sum
+            /// over all counters of its kind would count twice.
+            pub fn sums_others(self) -> bool {
+                matches!(self, Counter::DropMalformed)
+            }
+
+            /// The drop reason of a counter of dropped packets that is no
+            /// sum of others: its name without `drop_`. Prometheus exports
+            /// these, and only these, as `border_drops_total{reason}`.
+            pub fn drop_reason(self) -> Option<&'static str> {
+                if self.sums_others() {
+                    return None;
+                }
+                self.name().strip_prefix("drop_")
+            }
         }
     };
 }
@@ -60,7 +77,7 @@ counters! {
     ArpReplies => "arp_replies", "ARP requests for an owned address answered";
     IcmpEchoReplies => "icmp_echo_replies", "ICMP echo requests to an owned address or VIP answered";
     Icmpv6EchoReplies => "icmpv6_echo_replies", "ICMPv6 echo requests to an owned address or VIP answered";
-    NdpAdvertisements => "ndp_advertisements", "neighbor solicitations for an owned address answered";
+    NdpAdvertisements => "ndp_advertisements", "neighbour solicitations for an owned address answered";
     ToHost => "to_host_packets", "frames passed up to a port's kernel twin";
     FromHost => "from_host_packets", "frames sent by a kernel twin and forwarded out of its port";
     NewFlows => "new_flows", "connections created (entries inserted or stateless picks)";
@@ -72,8 +89,8 @@ counters! {
     HandoffReceived => "handoff_received", "full-NAT replies received from another worker";
     TablesAdopted => "tables_adopted", "table generations validated and adopted";
     TablesRefused => "tables_refused", "published table generations refused by validation (old tables kept)";
-    NeighborRequests => "neighbor_requests", "ARP requests and neighbor solicitations sent";
-    NeighborQueued => "neighbor_queued", "frames held until their next hop's MAC was known (sent when the answer arrives)";
+    NeighborRequests => "neighbour_requests", "ARP requests and neighbour solicitations sent";
+    NeighborQueued => "neighbour_queued", "frames held until their next hop's MAC was known (sent when the answer arrives)";
     PpHeadersInserted => "pp_headers_inserted", "PROXY v2 headers sent to a backend for the first time (in a client segment or on their own)";
     PpHeadersRetransmitted => "pp_headers_retransmitted", "PROXY v2 headers sent again: in a retransmitted first segment, or by the header retransmission timer";
     PpHeadersStandalone => "pp_headers_standalone", "PROXY v2 headers sent without client data (proxy_protocol_send_on_connect)";
@@ -92,7 +109,7 @@ counters! {
     ForgotBackendDown => "forgot_backend_down", "UDP flows to a backend health took down forgotten so their next datagram picks again (on_down = \"reset\")";
     DropTxFull => "drop_tx_full", "frames a port's TX queue did not accept";
     DropHostTxFull => "drop_host_tx_full", "frames a kernel twin's queue did not accept";
-    DropMalformed => "drop_malformed", "frames that failed parsing (sum of the drop_<reason> below)";
+    DropMalformed => "drop_malformed", "frames that failed parsing (sum of the drop_<reason> below, from drop_truncated_ethernet to drop_truncated_icmpv6)";
     DropTruncatedEthernet => "drop_truncated_ethernet", "frame shorter than an Ethernet header";
     DropTruncatedVlan => "drop_truncated_vlan", "frame ends inside its 802.1Q tag";
     DropVlanQinq => "drop_vlan_qinq", "stacked VLAN tags (QinQ) are not supported";
@@ -125,7 +142,7 @@ counters! {
     DropNdBadHopLimit => "drop_nd_bad_hop_limit", "NDP message with hop limit other than 255";
     DropNdInvalid => "drop_nd_invalid", "NDP message violating RFC 4861 validity rules";
     DropNdBadOption => "drop_nd_bad_option", "malformed NDP option";
-    DropNdNotOurs => "drop_nd_not_ours", "neighbor solicitation for an address this appliance does not own";
+    DropNdNotOurs => "drop_nd_not_ours", "neighbour solicitation for an address this appliance does not own";
     DropSlowpathUnhandled => "drop_slowpath_unhandled", "frame the slow path could not classify";
     // A load-balanced packet whose NAT rewrite was refused, by reason.
     DropNatNotIp => "drop_nat_not_ip", "load-balanced frame to rewrite that is not IPv4 or IPv6";
@@ -150,9 +167,9 @@ counters! {
     DropConntrackFull => "drop_conntrack_full", "new full-NAT flow while the connection table is full";
     DropNoLocalPort => "drop_no_local_port", "no full-NAT local tuple free for the backend: all taken or resting after their last connection (see local_tuples_*)";
     DropReplyKeyInUse => "drop_reply_key_in_use", "DNAT flow whose reply tuple another entry holds";
-    DropNeighborUnresolved => "drop_neighbor_unresolved", "next hop MAC unknown and the frame could not wait for it (neighbour table full, or a PROXY flow's segment)";
-    DropNeighborQueueFull => "drop_neighbor_queue_full", "next hop MAC unknown and its wait queue full (3 frames per next hop, 256 per worker)";
-    DropNeighborQueueTimeout => "drop_neighbor_queue_timeout", "frames that waited 3 s for their next hop's MAC in vain";
+    DropNeighborUnresolved => "drop_neighbour_unresolved", "next hop MAC unknown and the frame could not wait for it (neighbour table full, or a PROXY flow's segment)";
+    DropNeighborQueueFull => "drop_neighbour_queue_full", "next hop MAC unknown and its wait queue full (3 frames per next hop, 256 per worker)";
+    DropNeighborQueueTimeout => "drop_neighbour_queue_timeout", "frames that waited 3 s for their next hop's MAC in vain";
     DropHandoffFull => "drop_handoff_full", "the owning worker's handoff queue was full";
     DropNoAllocation => "drop_no_allocation", "no mbuf for a generated frame";
     DropChainTooLong => "drop_chain_too_long", "chained frame (several mbuf segments) longer than one buffer of the pool holds: dropped whole, never truncated";
@@ -212,7 +229,7 @@ counters! {
     NeighProbes => "neigh_probes", "probes of next hops in use past their reachable time (unicast first, then broadcast)";
     NeighFailed => "neigh_failed", "next hops in use that answered no probe: their MAC forgotten, asked for again";
     NeighMacChanged => "neigh_mac_changed", "neighbour entries that moved to another MAC (an answer or an announcement: VRRP failover, a replaced server)";
-    DropNeighborGone => "drop_neighbor_gone", "frames of a flow whose next hop's entry was evicted (its backend left the configuration and the table filled since)";
+    DropNeighborGone => "drop_neighbour_gone", "frames of a flow whose next hop's entry was evicted (its backend left the configuration and the table filled since)";
     SynProxyCookiesSent => "syn_proxy_cookies_sent", "client SYNs to a syn_proxy VIP answered with a cookie SYN-ACK (no entry, nothing sent to a backend)";
     SynProxyCookiesAccepted => "syn_proxy_cookies_accepted", "client ACKs that proved a SYN cookie: an entry made and the SYN sent to the backend";
     DropSynProxyCookieBad => "drop_syn_proxy_cookie_bad", "ACKs with no entry to a syn_proxy VIP whose acknowledgement is no valid cookie (forged, too old, or the options altered)";
@@ -268,6 +285,9 @@ mod tests {
             assert_eq!(Counter::from_name(c.name()), Some(*c));
         }
         assert!(Counter::DropMalformed.is_drop());
+        assert_eq!(Counter::DropMalformed.drop_reason(), None);
+        assert_eq!(Counter::DropNoBackend.drop_reason(), Some("no_backend"));
+        assert_eq!(Counter::RxPackets.drop_reason(), None);
         assert!(!Counter::RxPackets.is_drop());
         assert_eq!(Counter::from_name("no_such_counter"), None);
     }

@@ -24,6 +24,9 @@ fn load(a: &AtomicU64) -> u64 {
 pub fn render(gw: &Gateway, refused_scrapes: u64) -> String {
     let mut o = Out::with_capacity(4 << 10);
     o.one("border_gw_up", "gauge", "1 while border-gw runs", 1);
+    mgmt::process_metrics::render_build_info(&mut o, "border-gw");
+    let me = mgmt::process_metrics::sample("self");
+    mgmt::process_metrics::render_process(&mut o, "process", "border-gw", me.as_ref());
     o.family(
         "border_gw_info",
         "gauge",

@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod model;
 pub mod netns_findings;
 pub mod peer;
+pub mod process_metrics;
 pub mod prom;
 pub mod proto;
 pub mod publisher;

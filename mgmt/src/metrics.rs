@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use conf::counters::Counter;
 use conf::state::PortStat;
 use conf::tables::BackendState;
 
@@ -34,6 +35,7 @@ type FlowFamily = (
 /// own counters.
 pub fn render(status: &Status, stats: &Stats, api_counters: &ApiCounters) -> String {
     let mut o = Out::with_capacity(16 << 10);
+    processes(&mut o, status);
     publisher(&mut o, &status.publisher);
     dataplane(&mut o, status);
     counters(&mut o, stats);
@@ -45,6 +47,20 @@ pub fn render(status: &Status, stats: &Stats, api_counters: &ApiCounters) -> Str
     o.push_rendered(&crate::bgp::metrics::render(status.bgp.as_ref()));
     o.push_rendered(&crate::records::stats::render(status.records.as_ref()));
     o.into_string()
+}
+
+/// border-mgmt's build and process, and border-dp's process (read from
+/// `/proc/<pid>` with the pid border-dp records in the state region, while
+/// it runs).
+fn processes(o: &mut Out, status: &Status) {
+    use crate::process_metrics::{render_build_info, render_process, sample};
+    render_build_info(o, "border-mgmt");
+    render_process(o, "process", "border-mgmt", sample("self").as_ref());
+    let dp = status
+        .dataplane_running()
+        .then(|| sample(&status.dataplane.pid.to_string()))
+        .flatten();
+    render_process(o, "border_dp_process", "border-dp", dp.as_ref());
 }
 
 /// The publisher: generation, arena, pending publish.
@@ -127,39 +143,73 @@ fn dataplane(o: &mut Out, status: &Status) {
     }
 }
 
-/// Every dataplane counter per worker, and the drops by reason.
+/// How a dataplane counter is exported.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CounterExport {
+    /// A `drop_<reason>` counter: one series of `border_drops_total`.
+    DropReason(&'static str),
+    /// A family of its own, `border_<name>_total` (or `border_<name>` for a
+    /// gauge), with its type.
+    Family(String, &'static str),
+}
+
+/// The one place a counter's name becomes a Prometheus name, driven by the
+/// counter list alone: a new `drop_<reason>` counter becomes a reason of
+/// `border_drops_total`, any other counter a family of its own. A counter
+/// that sums others (`drop_malformed`) is no reason, so that
+/// `sum(border_drops_total)` counts each dropped frame once; it becomes
+/// `border_<what>_drops_total` (`border_malformed_drops_total`), named
+/// apart from the drops it sums.
+pub fn counter_export(c: Counter) -> CounterExport {
+    if let Some(reason) = c.drop_reason() {
+        return CounterExport::DropReason(reason);
+    }
+    if c.is_gauge() {
+        return CounterExport::Family(format!("border_{}", c.name()), "gauge");
+    }
+    match c.name().strip_prefix("drop_") {
+        Some(what) => CounterExport::Family(format!("border_{what}_drops_total"), "counter"),
+        None => CounterExport::Family(format!("border_{}_total", c.name()), "counter"),
+    }
+}
+
+/// Every dataplane counter per worker: the drops by reason in one family,
+/// every other counter in a family of its own.
 fn counters(o: &mut Out, stats: &Stats) {
     let sl = worker_labels(stats.workers.iter().map(|w| w.lcore));
+    let value =
+        |w: &crate::model::WorkerCounters, ci: usize| w.values.get(ci).copied().unwrap_or(0);
     for (ci, c) in stats.counters().iter().enumerate() {
-        let (name, kind) = if c.is_gauge() {
-            (format!("border_{}", c.name()), "gauge")
-        } else {
-            (format!("border_{}_total", c.name()), "counter")
+        let CounterExport::Family(name, kind) = counter_export(*c) else {
+            continue;
         };
-        o.family(&name, kind, c.help());
+        let help = if c.sums_others() {
+            format!(
+                "{} (already in border_drops_total by reason: do not add the two)",
+                c.help()
+            )
+        } else {
+            c.help().to_owned()
+        };
+        o.family(&name, kind, &help);
         for (w, (i, l)) in stats.workers.iter().zip(&sl) {
-            let v = w.values.get(ci).copied().unwrap_or(0);
-            o.sample(&name, &[("worker", i), ("lcore", l)], v);
+            o.sample(&name, &[("worker", i), ("lcore", l)], value(w, ci));
         }
     }
     o.family(
         "border_drops_total",
         "counter",
-        "packets dropped, by reason (the drop_<reason> counters; drop_malformed, their parse-error sum, is left out)",
+        "packets dropped, by reason (each drop_<reason> counter once; docs/api.md lists them): sum() is every dropped frame",
     );
     for (ci, c) in stats.counters().iter().enumerate() {
-        let Some(reason) = c.name().strip_prefix("drop_") else {
+        let CounterExport::DropReason(reason) = counter_export(*c) else {
             continue;
         };
-        if !c.is_drop() || reason == "malformed" {
-            continue;
-        }
         for (w, (i, l)) in stats.workers.iter().zip(&sl) {
-            let v = w.values.get(ci).copied().unwrap_or(0);
             o.sample(
                 "border_drops_total",
                 &[("worker", i), ("lcore", l), ("reason", reason)],
-                v,
+                value(w, ci),
             );
         }
     }
@@ -383,4 +433,38 @@ pub async fn serve(
         move || refused_counters.count(Limit::MetricsConnections),
     )
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_drop_is_exported_once_and_sums_apart() {
+        let mut reasons = std::collections::BTreeSet::new();
+        let mut families = std::collections::BTreeSet::new();
+        for c in Counter::ALL {
+            match counter_export(*c) {
+                CounterExport::DropReason(r) => {
+                    assert!(c.is_drop() && !c.sums_others(), "{c:?}");
+                    assert!(reasons.insert(r), "reason {r} twice");
+                }
+                CounterExport::Family(name, _) => {
+                    assert!(
+                        !name.starts_with("border_drop_"),
+                        "{name}: a drop outside border_drops_total"
+                    );
+                    assert!(!c.is_drop() || c.sums_others(), "{c:?}");
+                    assert!(families.insert(name.clone()), "{name} twice");
+                }
+            }
+        }
+        assert!(reasons.contains("no_backend") && !reasons.contains("malformed"));
+        assert!(families.contains("border_malformed_drops_total"));
+        assert!(families.contains("border_rx_packets_total"));
+        assert!(families.contains("border_local_tuples"));
+        assert!(families.contains("border_neighbour_requests_total"));
+        assert!(!families.iter().any(|f| f.contains("neighbor")));
+        assert!(!reasons.iter().any(|r| r.contains("neighbor")));
+    }
 }

@@ -416,6 +416,18 @@ async fn status_and_stats_read_the_dataplane_and_metrics_export_them() {
         );
     }
     assert!(!body.contains("reason=\"malformed\""));
+    // Each drop once, under border_drops_total; the parse errors' sum apart.
+    assert!(!body.contains("border_drop_"), "{body}");
+    assert!(body.contains("\nborder_malformed_drops_total{worker=\"0\",lcore=\"1\"} 0\n"));
+    assert!(
+        body.contains("\nborder_build_info{daemon=\"border-mgmt\",version=\""),
+        "{body}"
+    );
+    assert!(
+        body.lines()
+            .any(|l| l.starts_with("process_resident_memory_bytes ")),
+        "{body}"
+    );
     let nf = http_get(port, "/nope").await;
     assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
     drop(state);

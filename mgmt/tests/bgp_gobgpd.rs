@@ -165,7 +165,7 @@ async fn a_gobgpd_that_is_away_or_answers_garbage_is_counted_and_retried() {
         );
         assert!(text.contains("border_bgp_gobgpd_errors_total "), "{text}");
         assert!(
-            text.contains("border_bgp_vip_announced{vip=\"web\",prefix=\"10.0.0.100/32\",reason=\"dataplane down\"} 0"),
+            text.contains("border_bgp_vip_announced{vip=\"web\",prefix=\"10.0.0.100/32\"} 0"),
             "{text}"
         );
         // The API and the manager go on.

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Err(e) => return border::fail(PROGRAM, &e),
     };
     border::init_logging(args.log.log_format);
+    border::version::name_build_for_metrics();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("border-gw")

@@ -22,6 +22,8 @@ pub mod fleet;
 pub mod metrics;
 /// A real IPFIX collector (nfcapd) and its flows read back (nfdump).
 pub mod nfcapd;
+/// PromQL: the metric names of an expression, the dashboard's queries.
+pub mod promql;
 /// A small tmpfs to fill up or make read-only.
 pub mod small_fs;
 

@@ -1,84 +1,116 @@
 //! The BGP families of the Prometheus exporter, rendered from the status's
-//! BGP report (nothing without `[mgmt.bgp]`).
+//! BGP report (nothing without `[mgmt.bgp]`). States are values, not
+//! labels: a neighbour's session state is a number, and a series keeps its
+//! labels for as long as its neighbour or VIP is configured.
 
-use std::fmt::Write as _;
+use crate::prom::Exposition;
 
 use super::BgpReport;
 
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn family(o: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(o, "# HELP {name} {help}");
-    let _ = writeln!(o, "# TYPE {name} {kind}");
+/// A session state as `border_bgp_neighbour_state` exports it: the BGP FSM
+/// states numbered as in RFC 4271's order and BGP4-MIB's `bgpPeerState`
+/// (and gobgp's `SessionState`), 0 for a state gobgpd did not name.
+pub fn session_state_value(state: &str) -> u64 {
+    match state {
+        "idle" => 1,
+        "connect" => 2,
+        "active" => 3,
+        "opensent" => 4,
+        "openconfirm" => 5,
+        "established" => 6,
+        _ => 0,
+    }
 }
 
 /// The text of every BGP family.
 pub fn render(bgp: Option<&BgpReport>) -> String {
-    let mut o = String::new();
+    let mut o = Exposition::default();
     let Some(r) = bgp else {
-        return o;
+        return o.into_string();
     };
     let b = &r.view;
-    family(
-        &mut o,
+    o.family(
         "border_bgp_gobgpd_up",
         "gauge",
         "1 while the last call to gobgpd's API succeeded",
     );
-    let _ = writeln!(
-        o,
-        "border_bgp_gobgpd_up{{api=\"{}\"}} {}",
-        esc(&b.api),
-        u8::from(b.connected)
+    o.sample(
+        "border_bgp_gobgpd_up",
+        &[("api", &b.api)],
+        u8::from(b.connected),
     );
-    family(
-        &mut o,
+    o.one(
         "border_bgp_gobgpd_errors_total",
         "counter",
         "calls to gobgpd that failed (unreachable, refused, garbage)",
+        b.errors,
     );
-    let _ = writeln!(o, "border_bgp_gobgpd_errors_total {}", b.errors);
-    family(
-        &mut o,
+    o.gauge(
         "border_bgp_maintenance",
-        "gauge",
         "1 while borderctl maintenance is on (every VIP withdrawn)",
+        u64::from(r.maintenance),
     );
-    let _ = writeln!(o, "border_bgp_maintenance {}", u8::from(r.maintenance));
-    family(
-        &mut o,
-        "border_bgp_neighbour_established",
+    o.family(
+        "border_bgp_neighbour_state",
         "gauge",
-        "1 while the BGP session with the neighbour is established; state label: its session state",
+        "the BGP session state with the neighbour: 0 unknown, 1 idle, 2 connect, 3 active, 4 opensent, 5 openconfirm, 6 established",
     );
     for n in &b.neighbours {
-        let _ = writeln!(
-            o,
-            "border_bgp_neighbour_established{{neighbour=\"{}\",state=\"{}\"}} {}",
-            esc(&n.address),
-            esc(&n.state),
-            u8::from(n.state == "established")
+        o.sample(
+            "border_bgp_neighbour_state",
+            &[("neighbour", &n.address)],
+            session_state_value(&n.state),
         );
     }
-    family(
-        &mut o,
+    o.family(
+        "border_bgp_neighbour_established",
+        "gauge",
+        "1 while the BGP session with the neighbour is established, else 0",
+    );
+    for n in &b.neighbours {
+        o.sample(
+            "border_bgp_neighbour_established",
+            &[("neighbour", &n.address)],
+            u8::from(n.state == "established"),
+        );
+    }
+    o.family(
         "border_bgp_vip_announced",
         "gauge",
-        "1 while gobgpd holds the VIP's host route; reason label: why (not)",
+        "1 while gobgpd holds the VIP's host route, else 0 (why: borderctl status, the BGP events)",
     );
     for v in &b.vips {
-        let _ = writeln!(
-            o,
-            "border_bgp_vip_announced{{vip=\"{}\",prefix=\"{}\",reason=\"{}\"}} {}",
-            esc(&v.name),
-            esc(&v.prefix),
-            esc(&v.reason),
-            u8::from(v.announced)
+        o.sample(
+            "border_bgp_vip_announced",
+            &[("vip", &v.name), ("prefix", &v.prefix)],
+            u8::from(v.announced),
         );
     }
-    o
+    o.into_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_gobgp_names_has_its_own_value() {
+        let names = [
+            "idle",
+            "connect",
+            "active",
+            "opensent",
+            "openconfirm",
+            "established",
+        ];
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(session_state_value(n), i as u64 + 1, "{n}");
+            assert_eq!(
+                crate::bgp::gobgp::session_state_name(i as i32 + 1),
+                *n,
+                "gobgp's numbering"
+            );
+        }
+        assert_eq!(session_state_value("unknown"), 0);
+    }
 }

@@ -213,13 +213,13 @@ fn drop_kind(counter: &str) -> (&'static str, Severity, &'static str) {
             Problem,
             "borderctl status (which VIP has no backend in its ring); borderctl undrain / weight, or fix the backends' health",
         ),
-        "drop_neighbor_unresolved"
-        | "drop_neighbor_queue_full"
-        | "drop_neighbor_queue_timeout"
-        | "drop_neighbor_gone" => (
+        "drop_neighbour_unresolved"
+        | "drop_neighbour_queue_full"
+        | "drop_neighbour_queue_timeout"
+        | "drop_neighbour_gone" => (
             "drops_neighbour_unresolved",
             Problem,
-            "check that the backends / next hop answer ARP or NDP on the port's segment (`ip neigh` on them); borderctl stats --all (neighbor_requests)",
+            "check that the backends / next hop answer ARP or NDP on the port's segment (`ip neigh` on them); borderctl stats --all (neighbour_requests)",
         ),
         "drop_no_local_port" => (
             "drops_no_local_port",
