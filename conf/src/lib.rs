@@ -4,6 +4,7 @@
 //! crates make (`os`). See docs/design.md §1 and §3.
 pub mod config;
 pub mod counters;
+pub mod duration;
 pub mod ephemeral;
 pub mod flowhash;
 pub mod maglev;
