@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs border's binaries, systemd units, the annotated example config, the
+# Installs border's binaries, systemd units, the annotated example config
+# (and the real-NIC examples under share/doc/border/examples), the
 # docs, the man pages, borderctl's shell completions and the Grafana
 # dashboard (docs/operations.md). Build first:
 #   cargo build --release --bins
@@ -47,7 +48,7 @@ else
   zshdir=$DESTDIR$PREFIX/share/zsh/site-functions
 fi
 
-install -d -m 0755 "$bindir" "$unitdir" "$docdir" "$sharedir/grafana"
+install -d -m 0755 "$bindir" "$unitdir" "$docdir" "$docdir/examples" "$sharedir/grafana"
 install -d -m 0755 "$mandir" "$bashdir" "$zshdir" "$fishdir"
 install -d -m 0755 "$confdir"
 for b in border-dp border-mgmt border-gw borderctl; do
@@ -63,6 +64,7 @@ for u in border-dp@.service border-mgmt@.service border-gw@.service; do
 done
 install -m 0644 "$here/conf/tests/data/border.example.toml" "$confdir/border.example.toml"
 install -m 0644 "$here/README.md" "$here"/docs/*.md "$docdir/"
+install -m 0644 "$here"/deploy/examples/*.toml "$docdir/examples/"
 install -m 0644 "$here/deploy/grafana/border.json" "$sharedir/grafana/border.json"
 install -m 0644 "$here"/deploy/man/*.1 "$mandir/"
 install -m 0644 "$here/deploy/completions/borderctl.bash" "$bashdir/borderctl"

@@ -110,6 +110,10 @@ fn expected_with(prefix: &str, man_suffix: &str) -> BTreeMap<String, u32> {
     want.insert("etc/border/border.example.toml".into(), 0o644);
     want.insert(format!("{prefix}/share/border/grafana/border.json"), 0o644);
     want.insert(format!("{prefix}/share/doc/border/README.md"), 0o644);
+    for d in std::fs::read_dir(repo().join("deploy/examples")).unwrap() {
+        let name = d.unwrap().file_name().into_string().unwrap();
+        want.insert(format!("{prefix}/share/doc/border/examples/{name}"), 0o644);
+    }
     for d in std::fs::read_dir(repo().join("docs")).unwrap() {
         let name = d.unwrap().file_name().into_string().unwrap();
         if name.ends_with(".md") {
