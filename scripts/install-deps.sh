@@ -10,6 +10,9 @@ packages=(
   iproute2 iputils-ping socat curl nftables procps
   # af_xdp ports over veth (the peers' checksum offload goes off with ethtool)
   ethtool
+  # the package's maintainer scripts (adduser) and the dpkg -i test's
+  # private overlay root (unshare, mount, setpriv: util-linux)
+  adduser util-linux
   # the side-by-side comparison (perf/e2e.sh): load, throughput, plot
   wrk iperf3 gnuplot-nox
   # real PROXY protocol v2 receivers (e2e_ppv2) and a TLS client/cert tool

@@ -21,6 +21,8 @@ const UNITS: [&str; 3] = [
     "border-mgmt@.service",
     "border-gw@.service",
 ];
+/// Group border may open the vfio groups (border-dp runs as user border).
+const UDEV_RULES: &str = "60-border-vfio.rules";
 const BINARIES: [&str; 4] = ["border-dp", "border-mgmt", "border-gw", "borderctl"];
 
 fn repo() -> &'static Path {
@@ -108,12 +110,17 @@ fn expected_with(prefix: &str, man_suffix: &str) -> BTreeMap<String, u32> {
         want.insert(format!("{prefix}/lib/systemd/system/{u}"), 0o644);
     }
     want.insert("etc/border/border.example.toml".into(), 0o644);
+    want.insert(format!("{prefix}/lib/udev/rules.d/{UDEV_RULES}"), 0o644);
     want.insert(format!("{prefix}/share/border/grafana/border.json"), 0o644);
     want.insert(
         format!("{prefix}/share/border/prometheus/border-rules.yml"),
         0o644,
     );
     want.insert(format!("{prefix}/share/doc/border/README.md"), 0o644);
+    for d in std::fs::read_dir(repo().join("deploy/examples")).unwrap() {
+        let name = d.unwrap().file_name().into_string().unwrap();
+        want.insert(format!("{prefix}/share/doc/border/examples/{name}"), 0o644);
+    }
     for d in std::fs::read_dir(repo().join("docs")).unwrap() {
         let name = d.unwrap().file_name().into_string().unwrap();
         if name.ends_with(".md") {
@@ -210,7 +217,8 @@ fn units_are_hardened_as_documented() {
             ("ProtectHome", "yes"),
             ("PrivateTmp", "yes"),
             ("ProtectKernelModules", "yes"),
-            ("AmbientCapabilities", ""),
+            ("User", "border"),
+            ("Group", "border"),
             ("UnsetEnvironment", "RUNTIME_DIRECTORY"),
         ] {
             assert_eq!(u.get(k).map(String::as_str), Some(v), "{name}: {k}");
@@ -224,6 +232,11 @@ fn units_are_hardened_as_documented() {
             !u["CapabilityBoundingSet"].contains("CAP_SYS_ADMIN"),
             "{name}"
         );
+        // Not root: what it keeps must be ambient, and no more than bounded.
+        assert_eq!(
+            u["AmbientCapabilities"], u["CapabilityBoundingSet"],
+            "{name}"
+        );
         assert!(u["ReadWritePaths"].contains("/run/border"), "{name}");
         assert!(u["ReadWritePaths"].contains("/dev/shm"), "{name}");
     }
@@ -234,6 +247,10 @@ fn units_are_hardened_as_documented() {
         dp["ReadWritePaths"].contains("/run/dpdk"),
         "EAL's runtime dir"
     );
+    // EAL not running as root puts its runtime directory under
+    // $XDG_RUNTIME_DIR/dpdk: /run/dpdk, where dpdk-telemetry.py looks.
+    assert_eq!(dp["Environment"], "XDG_RUNTIME_DIR=/run");
+    assert!(dp["RuntimeDirectory"].contains("dpdk"));
     assert_eq!(
         dp["CapabilityBoundingSet"],
         "CAP_NET_ADMIN CAP_NET_RAW CAP_BPF CAP_IPC_LOCK CAP_CHOWN"
@@ -401,6 +418,9 @@ fn cargo_deb_package_holds_and_unpacks_every_file() {
         want.remove(&format!("usr/lib/systemd/system/{u}"));
         want.insert(format!("lib/systemd/system/{u}"), 0o644);
     }
+    // So do its udev rules.
+    want.remove(&format!("usr/lib/udev/rules.d/{UDEV_RULES}"));
+    want.insert(format!("lib/udev/rules.d/{UDEV_RULES}"), 0o644);
     want.insert("usr/share/doc/border/copyright".into(), 0o644);
     let listed_paths: Vec<&String> = listed.keys().collect();
     let want_paths: Vec<&String> = want.keys().collect();

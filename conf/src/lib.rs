@@ -5,6 +5,7 @@
 pub mod config;
 pub mod conns;
 pub mod counters;
+pub mod duration;
 pub mod ephemeral;
 pub mod flowhash;
 pub mod maglev;

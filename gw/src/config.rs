@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use conf::duration::{self, Ms};
 use serde::Deserialize;
 
 /// A validated config.
@@ -130,6 +131,7 @@ struct Raw {
     metrics_listen: Option<String>,
     metrics_connections: Option<u32>,
     redis: String,
+    #[serde(default, deserialize_with = "duration::plain::<Ms, u64, _>")]
     registry_ttl_ms: Option<u64>,
     tls: RawTls,
     #[serde(default)]
@@ -338,6 +340,16 @@ fingerprints = ["{PIN}"]
         assert_eq!(c.metrics_connections, 16);
         assert_eq!(c.registry_ttl, Duration::from_secs(10));
         assert_eq!(c.appliances["ams-1"], vec![PIN.to_string()]);
+    }
+
+    #[test]
+    fn the_registry_ttl_takes_milliseconds_or_a_duration() {
+        let c = parse(&text("registry_ttl_ms = \"30s\"")).unwrap();
+        assert_eq!(c.registry_ttl, Duration::from_secs(30));
+        let c = parse(&text("registry_ttl_ms = 2500")).unwrap();
+        assert_eq!(c.registry_ttl, Duration::from_millis(2500));
+        let e = parse(&text("registry_ttl_ms = \"2 fortnights\"")).unwrap_err();
+        assert!(e.contains("expected a duration such as 5s"), "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use conf::duration::{self, Ms};
 use serde::Deserialize;
 
 /// The validated `[limits]`.
@@ -64,11 +65,13 @@ impl Default for GwLimits {
 pub struct RawLimits {
     handshakes: Option<u32>,
     handshakes_per_source: Option<u32>,
+    #[serde(default, deserialize_with = "duration::plain::<Ms, u32, _>")]
     handshake_timeout_ms: Option<u32>,
     api_connections: Option<u32>,
     tunnels: Option<u32>,
     tunnels_per_appliance: Option<u32>,
     streams_per_connection: Option<u32>,
+    #[serde(default, deserialize_with = "duration::plain::<Ms, u32, _>")]
     body_read_timeout_ms: Option<u32>,
     request_memory_mib: Option<u32>,
     operator_reserve_mib: Option<u32>,
@@ -297,6 +300,12 @@ mod tests {
             "the default, 16, capped at handshakes"
         );
         assert_eq!(l.handshake_timeout, Duration::from_millis(500));
+        let l = parse(raw(
+            "handshake_timeout_ms = \"2s\"\nbody_read_timeout_ms = \"1m\"",
+        ))
+        .unwrap();
+        assert_eq!(l.handshake_timeout, Duration::from_secs(2));
+        assert_eq!(l.body_read_timeout, Duration::from_secs(60));
     }
 
     #[test]

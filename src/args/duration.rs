@@ -4,32 +4,12 @@
 //!
 //! Each flag names its unit and bounds in its value parser:
 //! `value_parser = duration::millis::<100, 600_000>` (a bare number is
-//! milliseconds, 100 ms..=600 s) or `duration::secs::<1, 3600>`.
+//! milliseconds, 100 ms..=600 s) or `duration::secs::<1, 3600>`. The syntax
+//! is the config files' (`conf::duration`); this adds the flag's bounds.
 
 use std::time::Duration;
 
-/// A bare number's unit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Unit {
-    Millis,
-    Secs,
-}
-
-impl Unit {
-    fn of(self, n: u64) -> Duration {
-        match self {
-            Unit::Millis => Duration::from_millis(n),
-            Unit::Secs => Duration::from_secs(n),
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Unit::Millis => "milliseconds",
-            Unit::Secs => "seconds",
-        }
-    }
-}
+use conf::duration::{show, Unit};
 
 /// A duration between `MIN` and `MAX` milliseconds; a bare number is milliseconds.
 pub fn millis<const MIN: u64, const MAX: u64>(s: &str) -> Result<Duration, String> {
@@ -52,19 +32,7 @@ pub fn secs<const MIN: u64, const MAX: u64>(s: &str) -> Result<Duration, String>
 }
 
 fn parse(s: &str, unit: Unit, min: Duration, max: Duration) -> Result<Duration, String> {
-    let s = s.trim();
-    let d = if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        s.parse::<u64>()
-            .map(|n| unit.of(n))
-            .map_err(|_| format!("{s} {} is too long", unit.name()))?
-    } else {
-        humantime::parse_duration(s).map_err(|e| {
-            format!(
-                "{e}: expected a duration such as 5s, 300ms or 2m, or a number of {}",
-                unit.name()
-            )
-        })?
-    };
+    let d = conf::duration::parse(s, unit)?;
     if d < min || d > max {
         return Err(format!(
             "{} is not between {} and {}",
@@ -74,11 +42,6 @@ fn parse(s: &str, unit: Unit, min: Duration, max: Duration) -> Result<Duration, 
         ));
     }
     Ok(d)
-}
-
-/// `1500ms` -> `1s 500ms`, `0s` for zero.
-fn show(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
 }
 
 #[cfg(test)]

@@ -2,9 +2,13 @@
 //!
 //! Every field is wrapped in [`Spanned`] so semantic validation can point at
 //! the offending value. Enumerations and addresses stay strings here and are
-//! parsed in `validate`, so every error has the same shape.
+//! parsed in `validate`, so every error has the same shape. Duration keys
+//! take a number in the key's unit or a string (`"5s"`, `"300ms"`), read
+//! here into that unit (`crate::duration`).
 
 use serde::Deserialize;
+
+use crate::duration::{self, Ms, Sec};
 use toml::Spanned as S;
 
 type List<T> = S<Vec<S<T>>>;
@@ -35,6 +39,7 @@ pub(super) struct RawRecords {
 pub(super) struct RawIpfix {
     pub collector: S<String>,
     pub observation_domain: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Sec, _>")]
     pub template_interval_s: Option<S<u32>>,
 }
 
@@ -64,10 +69,15 @@ pub(super) struct RawDataplane {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct RawTimeouts {
+    #[serde(default, deserialize_with = "duration::spanned::<Sec, _>")]
     pub tcp_syn: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Sec, _>")]
     pub tcp_established: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Sec, _>")]
     pub tcp_closing: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Sec, _>")]
     pub udp: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Sec, _>")]
     pub local_port_cooldown: Option<S<u32>>,
 }
 
@@ -105,6 +115,7 @@ pub(super) struct RawLimits {
     pub watch_streams: Option<S<u32>>,
     pub watch_streams_per_connection: Option<S<u32>>,
     pub tls_handshakes: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Ms, _>")]
     pub tls_handshake_timeout_ms: Option<S<u32>>,
     pub metrics_connections: Option<S<u32>>,
     pub note_max_bytes: Option<S<u32>>,
@@ -122,10 +133,14 @@ pub(super) struct RawAgent {
     pub min_idle: Option<S<u32>>,
     pub grow_by: Option<S<u32>>,
     pub max_tunnels: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Ms, _>")]
     pub idle_timeout_ms: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Ms, _>")]
     pub backoff_min_ms: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Ms, _>")]
     pub backoff_max_ms: Option<S<u32>>,
     pub gateway_fingerprints: Option<List<String>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Ms, _>")]
     pub backoff_reset_after_ms: Option<S<u32>>,
 }
 
@@ -134,6 +149,7 @@ pub(super) struct RawAgent {
 pub(super) struct RawBgp {
     pub api: Option<S<String>>,
     pub communities: Option<List<String>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Ms, _>")]
     pub withdraw_grace_ms: Option<S<u32>>,
 }
 
@@ -203,7 +219,9 @@ pub(super) struct RawHealth {
     pub kind: S<String>,
     pub path: Option<S<String>>,
     pub expect_status: Option<List<u16>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Ms, _>")]
     pub interval_ms: Option<S<u32>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Ms, _>")]
     pub timeout_ms: Option<S<u32>>,
     pub rise: Option<S<u32>>,
     pub fall: Option<S<u32>>,
