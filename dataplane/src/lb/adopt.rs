@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use conf::counters::Counter;
 use conf::state::FlowStat;
-use conf::Mode;
+use conf::{Encap, Mode};
 
 use super::flow::{flow_deltas, FlowRec, FLOW_COUNTED};
 use super::Lb;
@@ -47,7 +47,14 @@ unsafe impl RawValue for FlowRec {
             return false;
         }
         let mode = b[offset_of!(FlowRec, mode)];
-        if mode != byte_of(Mode::FullNat) && mode != byte_of(Mode::Dnat) {
+        let modes = [
+            Mode::FullNat,
+            Mode::Dnat,
+            Mode::Dsr(Encap::None),
+            Mode::Dsr(Encap::Ipip),
+            Mode::Dsr(Encap::Gue),
+        ];
+        if !modes.iter().any(|&m| byte_of(m) == mode) {
             return false;
         }
         let cfg = offset_of!(FlowRec, proxy) + offset_of!(crate::ppv2::PpFlow, cfg);
@@ -115,7 +122,7 @@ impl Lb {
                 };
                 let mine = match e.value.mode {
                     Mode::FullNat => self.owner(e.reply().dport) == self.worker,
-                    Mode::Dnat => dnat_here,
+                    Mode::Dnat | Mode::Dsr(_) => dnat_here,
                 };
                 if !mine {
                     continue;
