@@ -47,11 +47,15 @@ pub struct BorderDp {
 impl BorderDp {
     /// Writes `config` to `dir`, starts `border-dp --standalone` (it
     /// publishes its own tables) in `ns` and waits until its workers run.
+    /// It starts with no flows: flows regions a previous border-dp of the
+    /// instance left are removed first.
     pub fn start(ns: &Netns, dir: &TempDir, instance: &str, config: &str) -> BorderDp {
+        forget_flows(instance);
         Self::start_mode(ns, dir, instance, config, true, &[])
     }
 
-    /// [`BorderDp::start`] with more environment variables.
+    /// [`BorderDp::start`] with more environment variables, adopting the
+    /// flows a previous border-dp of the instance left.
     pub fn start_with_env(
         ns: &Netns,
         dir: &TempDir,
@@ -65,6 +69,7 @@ impl BorderDp {
     /// Like [`BorderDp::start`], without `--standalone`: border-dp follows
     /// the tables region that border-mgmt publishes.
     pub fn start_following(ns: &Netns, dir: &TempDir, instance: &str, config: &str) -> BorderDp {
+        forget_flows(instance);
         Self::start_mode(ns, dir, instance, config, false, &[])
     }
 
@@ -200,11 +205,17 @@ pub fn clean_instance(instance: &str) {
     let _ = std::fs::remove_file(state_path(instance));
     let _ = std::fs::remove_file(conf::tables::tables_path(instance));
     let _ = std::fs::remove_file(conf::records::records_path(instance));
+    let _ = std::fs::remove_file(conf::conns::conns_path(instance));
+    forget_flows(instance);
+    forget_intent(instance);
+}
+
+/// Removes the flows regions of `instance` (workers 0 to 7): the next
+/// border-dp starts with empty connection tables.
+pub fn forget_flows(instance: &str) {
     for w in 0..8 {
         let _ = std::fs::remove_file(dataplane::flows_region::flows_path(instance, w));
     }
-    let _ = std::fs::remove_file(conf::conns::conns_path(instance));
-    forget_intent(instance);
 }
 
 /// Removes border-mgmt's default state directory of `instance` (and the

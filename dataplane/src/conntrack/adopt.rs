@@ -196,7 +196,21 @@ const STATES: [State; 7] = [
     State::Udp,
 ];
 
+/// Entries adoption reads ahead: their index buckets are prefetched
+/// together, so the cache misses of a batch overlap (random buckets of an
+/// index far bigger than the cache are most of an adoption's cost).
+pub const ADOPT_BATCH: usize = 16;
+
 impl<V: Copy> Conntrack<V> {
+    /// Starts loading the index buckets [`Conntrack::adopt_entry`] of `e`
+    /// will probe; a hint, nothing changes.
+    #[inline]
+    pub fn prefetch_for_adopt(&self, e: &Entry<V>) {
+        for k in &e.keys {
+            self.prefetch_bucket(self.hash_of(k));
+        }
+    }
+
     /// Inserts an entry read from a previous table ([`read_slot`]) as it
     /// is: its state, deadline, TCP tracking and value. The deadline is
     /// capped at `now` plus the state's timeout (a previous process may

@@ -16,6 +16,8 @@
 //! record counts what it forwarded after the restart).
 
 use std::net::IpAddr;
+
+use arrayvec::ArrayVec;
 use std::sync::Arc;
 
 use conf::counters::Counter;
@@ -24,7 +26,7 @@ use conf::{Encap, Mode};
 
 use super::flow::{flow_deltas, FlowRec, FLOW_COUNTED};
 use super::Lb;
-use crate::conntrack::adopt::{byte_of, read_slot, Dropped, RawValue};
+use crate::conntrack::adopt::{byte_of, read_slot, Dropped, RawValue, ADOPT_BATCH};
 use crate::conntrack::Entry;
 use crate::counters::Counters;
 use crate::flows_region::PreviousFlows;
@@ -108,33 +110,48 @@ impl Lb {
         for region in &prev.flows.regions {
             let shift = region.clock_offset_ms.saturating_sub(prev.clock_offset_ms);
             let dnat_here = region.worker % self.workers == self.worker;
-            for i in 0..region.slots() {
-                let e = match read_slot::<FlowRec>(region.slot(i), shift, now) {
-                    Ok(Some(e)) => e,
-                    Ok(None) => continue,
-                    // Counted by the worker that had it, once.
-                    Err(d) if dnat_here => {
-                        counters.inc(dropped_counter(d));
-                        dropped[d as usize] += 1;
-                        continue;
+            let mut batch: ArrayVec<Entry<FlowRec>, ADOPT_BATCH> = ArrayVec::new();
+            let mut next = 0;
+            while next < region.slots() {
+                // A batch of this worker's entries, their buckets prefetched.
+                batch.clear();
+                while next < region.slots() && !batch.is_full() {
+                    let e = match read_slot::<FlowRec>(region.slot(next), shift, now) {
+                        Ok(Some(e)) => e,
+                        Ok(None) => {
+                            next += 1;
+                            continue;
+                        }
+                        // Counted by the worker that had it, once.
+                        Err(d) => {
+                            if dnat_here {
+                                counters.inc(dropped_counter(d));
+                                dropped[d as usize] += 1;
+                            }
+                            next += 1;
+                            continue;
+                        }
+                    };
+                    next += 1;
+                    let mine = match e.value.mode {
+                        Mode::FullNat => self.owner(e.reply().dport) == self.worker,
+                        Mode::Dnat | Mode::Dsr(_) => dnat_here,
+                    };
+                    if mine {
+                        self.conntrack.prefetch_for_adopt(&e);
+                        batch.push(e);
                     }
-                    Err(_) => continue,
-                };
-                let mine = match e.value.mode {
-                    Mode::FullNat => self.owner(e.reply().dport) == self.worker,
-                    Mode::Dnat | Mode::Dsr(_) => dnat_here,
-                };
-                if !mine {
-                    continue;
                 }
-                match self.adopt_one(e, now) {
-                    Ok(()) => {
-                        kept += 1;
-                        counters.inc(Counter::FlowsAdopted);
-                    }
-                    Err(d) => {
-                        counters.inc(dropped_counter(d));
-                        dropped[d as usize] += 1;
+                for e in batch.drain(..) {
+                    match self.adopt_one(e, now) {
+                        Ok(()) => {
+                            kept += 1;
+                            counters.inc(Counter::FlowsAdopted);
+                        }
+                        Err(d) => {
+                            counters.inc(dropped_counter(d));
+                            dropped[d as usize] += 1;
+                        }
                     }
                 }
             }

@@ -9,7 +9,7 @@ use crate::stats::Summary;
 
 /// CPU time of the calling thread, in nanoseconds: unlike the TSC it does
 /// not advance while the thread is preempted (the box is shared).
-pub(super) fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

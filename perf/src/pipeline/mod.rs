@@ -60,6 +60,7 @@ use conf::Config;
 use crate::clock;
 use crate::report::Table;
 
+pub(crate) use measure::thread_cpu_ns;
 pub use ports::{BenchFrame, BenchPorts};
 
 /// Options of the `pipeline` benchmark.
