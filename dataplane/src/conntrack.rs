@@ -1276,8 +1276,9 @@ fn tcp_step(state: State, bits: u8, dir: Dir, tcp: u8) -> (State, u8, bool) {
     } else if bits & FINS != 0 {
         State::FinWait
     } else if handshaking
-        && ((state == State::SynRecv && dir == Dir::Original && tcp & TcpFlags::ACK.0 != 0)
-            || (bits & ONE_WAY != 0 && dir == Dir::Original && tcp & TcpFlags::ACK.0 != 0)
+        && ((dir == Dir::Original
+            && tcp & TcpFlags::ACK.0 != 0
+            && (state == State::SynRecv || bits & ONE_WAY != 0))
             || bits & SEEN == SEEN)
     {
         State::Established
