@@ -41,16 +41,17 @@ const NOT_STEADY: u8 = TcpFlags::SYN.0 | TcpFlags::RST.0 | TcpFlags::FIN.0;
 
 /// The express lane's parse: the layout, the flow key, the TCP flags and
 /// the TCP payload length of a frame of the shape [`Lb::express`]
-/// takes. It runs the
+/// takes, or (flags in [`NOT_STEADY`]) of a segment the general path must
+/// take but whose lookup the lane may start. It runs the
 /// stages of `parse_fast` (so it accepts no frame `parse_frame` would
 /// refuse, and finds the same offsets) and stops where the lane has what it
 /// needs, adding the lane's own conditions: IPv4 without options and its
 /// checksum verified, and the checks `client_packet` and `backend_packet`
-/// make before any state changes (TTL above 1, TCP flags valid). A SYN is
-/// refused: it may start a connection; so is a RST: the general path
-/// judges it against the flow's window; and so is a FIN, which closes:
-/// the general path verifies the checksum of every segment that changes
-/// a flow's state.
+/// make before any state changes (TTL above 1, TCP flags valid). The
+/// caller refuses a SYN: it may start a connection; a RST: the general
+/// path judges it against the flow's window; and a FIN, which closes: the
+/// general path verifies the checksum of every segment that changes a
+/// flow's state.
 #[inline(always)]
 pub(super) fn express_parse(f: &[u8]) -> Option<ExpressFrame> {
     let (_, et, l3) = wire::fast_link(f)?;
@@ -72,7 +73,7 @@ pub(super) fn express_parse(f: &[u8]) -> Option<ExpressFrame> {
     }
     let (ports, tcp_flags, doff) = wire::fast_l4(proto, h.get(hl..total)?)?;
     let flags = tcp_flags.map_or(0, |t| t.0);
-    if flags & NOT_STEADY != 0 || !tcp_flags.is_none_or(wire::tcp_flags_valid) {
+    if !tcp_flags.is_none_or(wire::tcp_flags_valid) {
         return None;
     }
     // `fast_l4` checked `doff` against the segment: no underflow.
@@ -209,6 +210,12 @@ impl Lb {
         };
         let hash = self.conntrack.hash_of(&key);
         self.conntrack.prefetch_bucket(hash);
+        // A SYN, FIN or RST takes the general path, whose lookup then
+        // finds the bucket loaded: a new flow's first miss overlaps with
+        // the rest of the burst's like an established packet's.
+        if flags & NOT_STEADY != 0 {
+            return None;
+        }
         out.key = key;
         out.hash = hash;
         out.hint = Hint::default();

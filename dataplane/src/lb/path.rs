@@ -222,6 +222,8 @@ impl Lb {
         // local address (full-NAT) or the client (DNAT) to the backend.
         let (rec, id, backend) = match &picked {
             Picked::Tracked(id) => {
+                // The next new flow's slot loads while this one is sent.
+                self.conntrack.prefetch_next_slot();
                 if tcp {
                     // Its first segment: where its sequence space starts
                     // (no RST gets here: it starts nothing).

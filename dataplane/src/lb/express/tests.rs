@@ -889,3 +889,49 @@ fn compare_bursts(seed: u64) {
     );
     same_state(pa, pb, &conns, now);
 }
+
+/// New flows in the burst passes: the lane starts the lookup of every
+/// SYN, FIN and RST it leaves to the general path (their index buckets
+/// load with the burst's other misses). A burst of SYNs, one of them
+/// repeated, with the ACK, FIN or RST of some of those flows behind
+/// their SYN in the same burst, comes out as frame by frame through the
+/// general path: same frames, counters and entries.
+#[test]
+fn new_flows_in_one_burst_are_the_general_path() {
+    use std::sync::atomic::Ordering;
+    let clock = TestClock(Default::default());
+    clock.0.store(1_000, Ordering::Relaxed);
+    let (mut a, mut b) = (worker(true, &clock), worker(false, &clock));
+    let vip = (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 100)), 80);
+    let client = |i: u16| (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 50)), 30_000 + i);
+    let seg = |i: u16, flags: u8| frame(CLIENT_MAC, EXT_MAC, client(i), vip, false, flags, 64, &[]);
+    let mut burst: Vec<Vec<u8>> = (0..24).map(|i| seg(i, 0x02)).collect();
+    burst.insert(5, seg(0, 0x02)); // the same SYN twice
+    burst.push(seg(1, 0x10)); // behind its SYN: an ACK,
+    burst.push(seg(2, 0x11)); // a FIN,
+    burst.push(seg(3, 0x04)); // a RST
+    burst.push(seg(4, 0x18)); // and data
+    assert!(burst.len() <= crate::io::BURST);
+    for w in [&mut a, &mut b] {
+        for f in &burst {
+            w.io.inject(EXT, f);
+        }
+        assert_eq!(w.poll_once(), burst.len());
+    }
+    let (ta, tb) = (a.io.take_tx(INT), b.io.take_tx(INT));
+    assert_eq!(ta, tb, "frames sent to the backends");
+    assert!(ta.len() >= 25, "only {} frames forwarded", ta.len());
+    let (pa, pb) = (&a.pipeline, &b.pipeline);
+    assert_eq!(pa.counters().nonzero(), pb.counters().nonzero());
+    assert_eq!(pa.counters().get(Counter::NewFlows), 24);
+    assert_eq!(pa.lb().conntrack.len(), 24);
+    let conns: Vec<Conn> = (0..24)
+        .map(|i| Conn {
+            client: client(i),
+            vip,
+            udp: false,
+            seen: None,
+        })
+        .collect();
+    same_state(pa, pb, &conns, 1_000);
+}
