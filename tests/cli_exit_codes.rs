@@ -90,6 +90,8 @@ fn every_command(server: &str, instance: &str, apply: &str, config: &str) -> Vec
         s(&["stats", "--instance", instance]),
         s(&["events", "--count", "1", "--server", server]),
         s(&["maintenance", "on", "--server", server]),
+        s(&["log-level", "debug", "--server", server]),
+        s(&["log-level", "info", "--daemon", "dp", "--server", server]),
         s(&["diag", "--window", "1s", "--server", server]),
         s(&["counters", "--instance", instance]),
         s(&[
@@ -234,6 +236,8 @@ fn a_bad_command_line_exits_2_and_with_json_says_so_in_json() {
         &["--config", "x.toml", "status", "--instance", "ec-x"][..],
         &["counters"][..],
         &["status", "--local"][..],
+        &["log-level", "loud"][..],
+        &["log-level", "debug", "--daemon", "gw"][..],
     ] {
         let (code, _, err) = borderctl(args);
         assert_eq!(code, 2, "{args:?}: {err}");

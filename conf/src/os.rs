@@ -5,6 +5,7 @@
 //! live here, in the crate every other one depends on, so each has one copy.
 
 pub mod files;
+pub mod log_level;
 pub mod notify;
 
 use std::fs::File;

@@ -46,6 +46,9 @@ _borderctl() {
             borderctl,help)
                 cmd="borderctl__subcmd__help"
                 ;;
+            borderctl,log-level)
+                cmd="borderctl__subcmd__log__subcmd__level"
+                ;;
             borderctl,maintenance)
                 cmd="borderctl__subcmd__maintenance"
                 ;;
@@ -106,6 +109,9 @@ _borderctl() {
             borderctl__subcmd__help,help)
                 cmd="borderctl__subcmd__help__subcmd__help"
                 ;;
+            borderctl__subcmd__help,log-level)
+                cmd="borderctl__subcmd__help__subcmd__log__subcmd__level"
+                ;;
             borderctl__subcmd__help,maintenance)
                 cmd="borderctl__subcmd__help__subcmd__maintenance"
                 ;;
@@ -134,7 +140,7 @@ _borderctl() {
 
     case "${cmd}" in
         borderctl)
-            opts="-h -V --json --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --help --version status apply config health drain undrain weight stats events maintenance diag counters capture completions man-pages help"
+            opts="-h -V --json --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --help --version status apply config health drain undrain weight stats events maintenance log-level diag counters capture completions man-pages help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -806,7 +812,7 @@ _borderctl() {
             return 0
             ;;
         borderctl__subcmd__help)
-            opts="status apply config health drain undrain weight stats events maintenance diag counters capture completions man-pages help"
+            opts="status apply config health drain undrain weight stats events maintenance log-level diag counters capture completions man-pages help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -973,6 +979,20 @@ _borderctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        borderctl__subcmd__help__subcmd__log__subcmd__level)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         borderctl__subcmd__help__subcmd__maintenance)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1050,6 +1070,64 @@ _borderctl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        borderctl__subcmd__log__subcmd__level)
+            opts="-h --daemon --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --json --help error warn info debug trace"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --daemon)
+                    COMPREPLY=($(compgen -W "mgmt dp" -- "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --instance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gateway)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --appliance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

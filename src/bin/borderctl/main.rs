@@ -29,6 +29,7 @@ mod diag;
 mod diag_rules;
 mod events;
 mod health;
+mod log_level;
 mod maintenance;
 mod manuals;
 mod output;
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
         Cmd::Stats { all } => stats::run(&target, all, json),
         Cmd::Events { count } => events::run(&target, json, count),
         Cmd::Maintenance { state } => maintenance::run(&target, state, json),
+        Cmd::LogLevel { level, daemon } => log_level::run(&target, level, daemon, json),
         Cmd::Counters { all } => counters::run(&target, all, json),
         Cmd::Diag { window } => diag::run(&target, window, json),
         Cmd::Capture(args) => capture::run(&target, &args, json),
