@@ -1,10 +1,14 @@
-//! Compiles `proto/border/v1/border.proto` (client and server) and gobgpd's
-//! vendored API `proto/gobgp/*.proto` (client only) with protox, a protobuf
-//! compiler in Rust, so building needs no system `protoc`.
+//! Compiles `proto/border/v1/border.proto` and `admin.proto` (client and
+//! server) and gobgpd's vendored API `proto/gobgp/*.proto` (client only)
+//! with protox, a protobuf compiler in Rust, so building needs no system
+//! `protoc`.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
-    let fds = protox::compile(["border/v1/border.proto"], ["proto"])?;
+    let fds = protox::compile(
+        ["border/v1/border.proto", "border/v1/admin.proto"],
+        ["proto"],
+    )?;
     write_offered_methods(&fds)?;
     tonic_prost_build::configure()
         .build_client(true)

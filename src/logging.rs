@@ -1,6 +1,8 @@
 //! The daemons' log: where it goes (stderr), in which form (`--log-format`),
 //! and how much of it, changed at run time by SIGUSR1 (more) and SIGUSR2
-//! (less) without a restart. docs/operations.md#logs says it for operators.
+//! (less), or set to a named level by border-mgmt's SetLogLevel (a
+//! real-time signal per level), without a restart. docs/operations.md#logs
+//! says it for operators.
 
 use std::io::IsTerminal;
 use std::str::FromStr;
@@ -127,6 +129,13 @@ impl LevelPlan {
         moved
     }
 
+    /// Sets border's crates to `level`; false when they already were.
+    pub fn set(&mut self, level: LevelFilter) -> bool {
+        let moved = level != self.own;
+        self.own = level;
+        moved
+    }
+
     /// The filter directives: RUST_LOG's, except those naming one of
     /// border's crates as a whole, then border's crates at their level.
     /// Directives for a module inside them (`mgmt::health=trace`) are more
@@ -222,23 +231,36 @@ pub fn init_logging(format: LogFormat) {
     }
 }
 
-/// A thread that steps the level on SIGUSR1 (more) and SIGUSR2 (less).
+/// A thread that steps the level on SIGUSR1 (more) and SIGUSR2 (less), and
+/// sets a named level on the real-time signals of [`conf::os::log_level`]
+/// (what border-mgmt's SetLogLevel sends).
 fn watch_level_signals(
     mut plan: LevelPlan,
     handle: reload::Handle<EnvFilter, Registry>,
 ) -> std::io::Result<()> {
     use signal_hook::consts::{SIGUSR1, SIGUSR2};
-    let mut signals = signal_hook::iterator::Signals::new([SIGUSR1, SIGUSR2])?;
+    let mut wanted = vec![SIGUSR1, SIGUSR2];
+    wanted.extend(conf::os::log_level::signals());
+    let mut signals = signal_hook::iterator::Signals::new(wanted)?;
+    conf::os::log_level::mark_handled();
     std::thread::Builder::new()
         .name("log-level".into())
         .spawn(move || {
             for sig in signals.forever() {
-                let (more, name) = if sig == SIGUSR1 {
-                    (true, "SIGUSR1")
+                let name = if sig == SIGUSR1 {
+                    plan.step(true);
+                    "SIGUSR1"
+                } else if sig == SIGUSR2 {
+                    plan.step(false);
+                    "SIGUSR2"
+                } else if let Some(level) = conf::os::log_level::level_of_signal(sig)
+                    .and_then(|l| LevelFilter::from_str(l).ok())
+                {
+                    plan.set(level);
+                    "SetLogLevel"
                 } else {
-                    (false, "SIGUSR2")
+                    continue;
                 };
-                plan.step(more);
                 match handle.reload(plan.filter()) {
                     // At warn so that it shows at every level but error.
                     Ok(()) => tracing::warn!(
@@ -310,6 +332,17 @@ mod tests {
         assert_eq!(off.own_level(), LevelFilter::OFF);
         assert!(off.step(false));
         assert_eq!(off.own_level(), LevelFilter::ERROR);
+    }
+
+    #[test]
+    fn a_named_level_is_set_whatever_the_level_before() {
+        let mut p = LevelPlan::new(Some("trace"));
+        assert!(p.set(LevelFilter::WARN));
+        assert!(!p.set(LevelFilter::WARN));
+        assert_eq!(p.own_level(), LevelFilter::WARN);
+        for l in conf::os::log_level::LEVELS {
+            assert!(LevelFilter::from_str(l).is_ok(), "{l}");
+        }
     }
 
     #[test]

@@ -111,6 +111,8 @@ fn every_command(server: &str, instance: &str, apply: &str, config: &str) -> Vec
         s(&["events", "--count", "1", "--server", server]),
         s(&["conns", "--vip", "10.20.0.100:80", "--server", server]),
         s(&["maintenance", "on", "--server", server]),
+        s(&["log-level", "debug", "--server", server]),
+        s(&["log-level", "info", "--daemon", "dp", "--server", server]),
         s(&["diag", "--window", "1s", "--server", server]),
         s(&["counters", "--instance", instance]),
         s(&[
@@ -257,6 +259,8 @@ fn a_bad_command_line_exits_2_and_with_json_says_so_in_json() {
         &["status", "--local"][..],
         &["conns", "--limit", "0"][..],
         &["conns", "--client"][..],
+        &["log-level", "loud"][..],
+        &["log-level", "debug", "--daemon", "gw"][..],
     ] {
         let (code, _, err) = borderctl(args);
         assert_eq!(code, 2, "{args:?}: {err}");

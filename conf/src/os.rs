@@ -5,6 +5,7 @@
 //! live here, in the crate every other one depends on, so each has one copy.
 
 pub mod files;
+pub mod log_level;
 pub mod notify;
 
 use std::fs::File;
@@ -214,6 +215,15 @@ pub fn peer_groups(socket: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<u32>> 
     }
 }
 
+/// Clock ticks per second of the times in `/proc/<pid>/stat`
+/// (`sysconf(_SC_CLK_TCK)`, USER_HZ: 100 on Linux).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf reads a constant of the C library; it takes no
+    // pointer and has no side effect.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(t).ok().filter(|&t| t > 0).unwrap_or(100)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,13 +336,4 @@ mod tests {
         assert_eq!(advise_huge_pages(buf.as_ptr(), HUGE_PAGE - 1), 0);
         assert_eq!(advise_huge_pages(std::ptr::null(), 0), 0);
     }
-}
-
-/// Clock ticks per second of the times in `/proc/<pid>/stat`
-/// (`sysconf(_SC_CLK_TCK)`, USER_HZ: 100 on Linux).
-pub fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf reads a constant of the C library; it takes no
-    // pointer and has no side effect.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(t).ok().filter(|&t| t > 0).unwrap_or(100)
 }

@@ -52,6 +52,9 @@ _borderctl() {
             borderctl,help)
                 cmd="borderctl__subcmd__help"
                 ;;
+            borderctl,log-level)
+                cmd="borderctl__subcmd__log__subcmd__level"
+                ;;
             borderctl,maintenance)
                 cmd="borderctl__subcmd__maintenance"
                 ;;
@@ -138,6 +141,9 @@ _borderctl() {
                 ;;
             borderctl__subcmd__help,help)
                 cmd="borderctl__subcmd__help__subcmd__help"
+                ;;
+            borderctl__subcmd__help,log-level)
+                cmd="borderctl__subcmd__help__subcmd__log__subcmd__level"
                 ;;
             borderctl__subcmd__help,maintenance)
                 cmd="borderctl__subcmd__help__subcmd__maintenance"
@@ -1395,6 +1401,20 @@ _borderctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        borderctl__subcmd__help__subcmd__log__subcmd__level)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         borderctl__subcmd__help__subcmd__maintenance)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1514,6 +1534,64 @@ _borderctl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        borderctl__subcmd__log__subcmd__level)
+            opts="-h --daemon --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --json --help error warn info debug trace"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --daemon)
+                    COMPREPLY=($(compgen -W "mgmt dp" -- "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --instance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gateway)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --appliance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -50,6 +50,7 @@ complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "stats" -d 'Data
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "events" -d 'Follow border-mgmt\'s events (publishes, refused tables, worker liveness, config and backend changes, health) from now on, one line each'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "conns" -d 'The live connections border-dp\'s workers hold: client, VIP, backend, local tuple, state, age, packets and bytes each way, PROXY v2 status'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "maintenance" -d 'BGP maintenance: `on` withdraws every VIP route from the routers (within 1 s) while border-dp keeps forwarding the connections already established; `off` announces them again'
+complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "log-level" -d 'Set the log level of border-mgmt or border-dp while it runs'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "diag" -d 'Name the typical problems, each with its evidence and the next command'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "counters" -d 'Per-worker dataplane counters and their totals, and each port\'s NIC statistics, read from border-dp\'s state region on this machine (without border-mgmt)'
 complete -c borderctl -n "__fish_borderctl_needs_command" -f -a "capture" -d 'Capture packets of border-dp\'s ports into a pcapng file (tcpdump -r, Wireshark), with a tcpdump filter expression'
@@ -307,6 +308,20 @@ complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l appl
 complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
 complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
 complete -c borderctl -n "__fish_borderctl_using_subcommand maintenance" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l daemon -d 'Which daemon: border-mgmt (mgmt) or border-dp (dp)' -r -f -a "mgmt\t'border-mgmt'
+dp\t'border-dp'"
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l instance -d 'The instance: its default socket unix:///run/border/NAME.sock (and its state region)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l cert -d 'Client certificate (PEM) for a tcp:// server; pinned on the server' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l key -d 'The client certificate\'s private key (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l ca -d 'CA of the server\'s certificate (PEM)' -r -F
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l server-name -d 'Name to verify the server\'s certificate against (default: its IP address)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l gateway -d 'Reach the appliance through this border-gw (tcp://ip:port, mutual TLS with --cert/--key/--ca); needs --appliance. See docs/fleet.md' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l appliance -d 'The appliance to call through --gateway (its [mgmt.agent].id)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l timeout-ms -d 'How long to wait for border-mgmt, to connect and for each answer (`10s`, `500ms`; a bare number is milliseconds)' -r
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -l json -d 'Machine-readable JSON instead of text (`events`: one object per line)'
+complete -c borderctl -n "__fish_borderctl_using_subcommand log-level" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l window -d 'Time between the two samples, the window of the drop rates (`5s`, `1m`; a bare number is seconds)' -r
 complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l server -d 'border-mgmt\'s API: unix:///path or tcp://ip:port' -r
 complete -c borderctl -n "__fish_borderctl_using_subcommand diag" -l config -d 'The config file: its [mgmt].listen (and its instance, for the state region)' -r -F

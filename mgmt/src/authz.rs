@@ -477,6 +477,7 @@ mod tests {
             ("/border.v1.Border/ListConnections", true, true, false),
             ("/border.v1.BorderBgp/GetBgp", true, true, false),
             ("/border.v1.BorderBgp/SetMaintenance", true, false, false),
+            ("/border.v1.BorderAdmin/SetLogLevel", true, false, false),
             ("/border.v1.BorderHealth/GetObservations", true, true, true),
             ("/border.v1.BorderHealth/GetHealth", true, true, true),
             ("/border.v1.Border/GetNewThing", true, false, false),

@@ -159,19 +159,28 @@ pub fn routed(ch: Channel, route: Route) -> RoutedClients {
     let bgp =
         crate::pb::border_bgp_client::BorderBgpClient::with_interceptor(ch.clone(), route.clone())
             .max_decoding_message_size(crate::MAX_MESSAGE_BYTES);
-    let health = crate::pb::border_health_client::BorderHealthClient::with_interceptor(ch, route)
+    let health = crate::pb::border_health_client::BorderHealthClient::with_interceptor(
+        ch.clone(),
+        route.clone(),
+    )
+    .max_decoding_message_size(crate::MAX_MESSAGE_BYTES);
+    let admin = crate::pb::border_admin_client::BorderAdminClient::with_interceptor(ch, route)
         .max_decoding_message_size(crate::MAX_MESSAGE_BYTES);
     RoutedClients {
         border,
         bgp,
         health,
+        admin,
     }
 }
 
 /// The `border.v1.BorderHealth` client of a [`routed`] connection.
 pub type RoutedHealthClient = crate::pb::border_health_client::BorderHealthClient<Routed>;
 
-/// The three `border.v1` services over one [`routed`] connection.
+/// The `border.v1.BorderAdmin` client of a [`routed`] connection.
+pub type RoutedAdminClient = crate::pb::border_admin_client::BorderAdminClient<Routed>;
+
+/// The four `border.v1` services over one [`routed`] connection.
 pub struct RoutedClients {
     /// `border.v1.Border`.
     pub border: RoutedClient,
@@ -179,6 +188,8 @@ pub struct RoutedClients {
     pub bgp: RoutedBgpClient,
     /// `border.v1.BorderHealth`.
     pub health: RoutedHealthClient,
+    /// `border.v1.BorderAdmin`.
+    pub admin: RoutedAdminClient,
 }
 
 /// The `border.v1.BorderBgp` client type.

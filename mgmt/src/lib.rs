@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod accept;
+pub mod admin;
 pub mod agent;
 pub mod authz;
 pub mod backoff;

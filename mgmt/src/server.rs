@@ -364,9 +364,11 @@ pub async fn serve(
     // BGP announcements through gobgpd (docs/bgp.md), with [mgmt.bgp].
     crate::bgp::task::attach(m.clone(), shutdown.clone());
     let bgp_svc = crate::bgp::service::BgpService::new(m.clone()).into_server();
+    let admin_svc = crate::admin::AdminService::new(m.clone()).into_server();
     let routes = tonic::service::Routes::new(svc)
         .add_service(health_svc)
-        .add_service(bgp_svc);
+        .add_service(bgp_svc)
+        .add_service(admin_svc);
     // Agent mode (docs/fleet.md): the same services over tunnels dialled out.
     if let Some(agent) = m.config().mgmt.agent {
         let tls = m

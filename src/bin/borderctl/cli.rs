@@ -167,6 +167,23 @@ pub enum Cmd {
         #[arg(value_enum)]
         state: OnOff,
     },
+    /// Set the log level of border-mgmt or border-dp while it runs.
+    ///
+    /// border's own crates log at LEVEL from now until the daemon restarts
+    /// (RUST_LOG again) or the level is changed once more (this command,
+    /// SIGUSR1/SIGUSR2); libraries keep RUST_LOG's level. border-mgmt
+    /// signals the daemon (a real-time signal per level; border-dp by the
+    /// pid its state region records), which logs the change at warn.
+    /// Operators only. Exit 1 when border-dp is not running (--daemon dp).
+    /// See docs/operations.md, "Logs".
+    LogLevel {
+        /// error, warn, info, debug or trace.
+        #[arg(value_enum)]
+        level: LogLevelArg,
+        /// Which daemon: border-mgmt (mgmt) or border-dp (dp).
+        #[arg(long, value_enum, default_value = "mgmt")]
+        daemon: DaemonArg,
+    },
     /// Name the typical problems, each with its evidence and the next command.
     ///
     /// Asks border-mgmt twice, --window apart: drops by reason with
@@ -304,6 +321,37 @@ pub enum VipCmd {
 pub enum OnOff {
     On,
     Off,
+}
+
+/// `log-level LEVEL`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum LogLevelArg {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevelArg {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevelArg::Error => "error",
+            LogLevelArg::Warn => "warn",
+            LogLevelArg::Info => "info",
+            LogLevelArg::Debug => "debug",
+            LogLevelArg::Trace => "trace",
+        }
+    }
+}
+
+/// `log-level --daemon`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum DaemonArg {
+    /// border-mgmt.
+    Mgmt,
+    /// border-dp.
+    Dp,
 }
 
 /// One backend of one VIP, and the note kept with a change to it.

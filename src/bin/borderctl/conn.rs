@@ -220,6 +220,7 @@ impl Target {
             client: clients.border,
             bgp: clients.bgp,
             health: clients.health,
+            admin: clients.admin,
             shown,
             timeout: self.timeout(),
         })
@@ -233,6 +234,8 @@ pub struct Api {
     pub bgp: RoutedBgpClient,
     /// `border.v1.BorderHealth` on the same connection.
     health: RoutedHealthClient,
+    /// `border.v1.BorderAdmin` on the same connection.
+    admin: mgmt::client::RoutedAdminClient,
     /// The server as `unix:///path` or `tcp://ip:port`.
     pub shown: String,
     timeout: Duration,
@@ -258,6 +261,16 @@ impl Api {
     {
         let call = f(self.bgp.clone());
         self.bounded(call).await
+    }
+
+    /// SetLogLevel (`border.v1.BorderAdmin`), as [`Api::call`].
+    pub async fn call_set_log_level(
+        &mut self,
+        req: mgmt::pb::SetLogLevelRequest,
+    ) -> Result<mgmt::pb::SetLogLevelResponse, Failure> {
+        let mut a = self.admin.clone();
+        self.bounded(async move { a.set_log_level(req).await })
+            .await
     }
 
     /// GetHealth (`border.v1.BorderHealth`), as [`Api::call`].

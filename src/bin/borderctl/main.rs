@@ -31,6 +31,7 @@ mod diag_rules;
 mod edit;
 mod events;
 mod health;
+mod log_level;
 mod maintenance;
 mod manuals;
 mod output;
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
         Cmd::Events { count } => events::run(&target, json, count),
         Cmd::Conns(args) => conns::run(&target, &args, json),
         Cmd::Maintenance { state } => maintenance::run(&target, state, json),
+        Cmd::LogLevel { level, daemon } => log_level::run(&target, level, daemon, json),
         Cmd::Counters { all } => counters::run(&target, all, json),
         Cmd::Diag { window } => diag::run(&target, window, json),
         Cmd::Capture(args) => capture::run(&target, &args, json),
