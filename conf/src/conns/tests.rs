@@ -243,26 +243,44 @@ fn a_slot_rewritten_while_it_is_read_is_never_shown_torn() {
     let (t, r) = region(1, 4);
     let r = Arc::new(r);
     let stop = Arc::new(AtomicBool::new(false));
-    // Every version of the slot has all its words equal: a copy that
-    // mixes two versions shows as words that differ.
+    let published = Arc::new(AtomicU64::new(u64::MAX));
+    // The writer goes round the ring as a worker does: position `4k + 1`
+    // reuses slot 1 with the stamp of its own position, and every word of
+    // it is `k`, so a copy that mixes two versions shows as words that
+    // differ, or as words of another position than the one asked for.
     let writer = {
-        let (r, stop) = (r.clone(), stop.clone());
+        let (r, stop, published) = (r.clone(), stop.clone(), published.clone());
         std::thread::spawn(move || {
             let mut k = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                r.scribble(0, 1, 0, &[k; RECORD_WORDS]);
+                r.scribble(0, 1, 4 * k + 1, &[k; RECORD_WORDS]);
+                published.store(k, Ordering::Release);
                 k += 1;
+                // A pause now and then, as a worker's bursts have: on a
+                // loaded machine a writer that never pauses can leave the
+                // reader no window, and the test would prove nothing.
+                if k % 64 == 0 {
+                    std::thread::yield_now();
+                }
             }
         })
     };
     let (mut whole, mut torn) = (0, 0);
     let started = std::time::Instant::now();
-    while started.elapsed() < std::time::Duration::from_millis(300) {
-        match r.read_slot(0, 1, 0) {
+    // At least 300 ms of reads, and on until a whole copy came (10 s at most).
+    while started.elapsed() < std::time::Duration::from_millis(300)
+        || (whole == 0 && started.elapsed() < std::time::Duration::from_secs(10))
+    {
+        let k = published.load(Ordering::Acquire);
+        if k == u64::MAX {
+            continue;
+        }
+        match r.read_slot(0, 1, 4 * k + 1) {
             Some(words) => {
                 assert!(
-                    words.iter().all(|&w| w == words[0]),
-                    "a torn copy was taken: {words:?}"
+                    words.iter().all(|&w| w == k),
+                    "a torn copy was taken of position {}: {words:?}",
+                    4 * k + 1
                 );
                 whole += 1;
             }
@@ -272,7 +290,7 @@ fn a_slot_rewritten_while_it_is_read_is_never_shown_torn() {
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
     drop(t);
-    assert!(whole > 0, "no whole copy in 300 ms ({torn} torn)");
+    assert!(whole > 0, "no whole copy in 10 s ({torn} torn)");
 }
 
 #[test]
