@@ -146,7 +146,9 @@ fn too_big_v6(frame: &mut [u8], l3: usize, mtu: u16, from: Ipv6Addr) -> Option<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use etherparse::{Icmpv4Type, Icmpv6Type, NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
+    use etherparse::{
+        Icmpv4Type, Icmpv6Type, NetSlice, PacketBuilder, SlicedPacket, TransportSlice,
+    };
 
     const PORT_MAC: [u8; 6] = [2, 0, 0, 0, 1, 1];
     const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 9, 9];
@@ -190,23 +192,36 @@ mod tests {
         let mut f = tcp4(8000, true);
         let orig = f.clone();
         let len = f.len();
-        let n = answer_too_big(&mut f, len, 14, 1500, Ipv4Addr::new(10, 0, 0, 1).into(), PORT_MAC)
-            .expect("answered");
+        let n = answer_too_big(
+            &mut f,
+            len,
+            14,
+            1500,
+            Ipv4Addr::new(10, 0, 0, 1).into(),
+            PORT_MAC,
+        )
+        .expect("answered");
         assert_eq!(n, 14 + 576, "capped at 576 bytes of IP");
         let p = SlicedPacket::from_ethernet(&f[..n]).expect("parses");
-        let Some(NetSlice::Ipv4(ip)) = &p.net else { panic!() };
+        let Some(NetSlice::Ipv4(ip)) = &p.net else {
+            panic!()
+        };
         let h = ip.header();
         assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
         assert_eq!(h.source_addr(), Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(h.destination_addr(), Ipv4Addr::new(10, 0, 0, 2));
-        let Some(TransportSlice::Icmpv4(m)) = &p.transport else { panic!() };
+        let Some(TransportSlice::Icmpv4(m)) = &p.transport else {
+            panic!()
+        };
         assert_eq!(
             m.icmp_type(),
             Icmpv4Type::DestinationUnreachable(
-                etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded { next_hop_mtu: 1500 }
+                etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded {
+                    next_hop_mtu: 1500
+                }
             )
         );
-        assert_eq!(m.checksum(), m.header().calc_checksum(m.payload()).unwrap().checksum);
+        assert!(checksum::verify(&f[14 + 20..n]), "ICMP checksum");
         assert_eq!(m.payload(), &orig[14..14 + 548], "the sender's own bytes");
         assert_eq!(&f[..6], &PEER_MAC);
         assert_eq!(&f[6..12], &PORT_MAC);
@@ -221,9 +236,13 @@ mod tests {
         let n = answer_too_big(&mut f, len, 14, 1500, from.into(), PORT_MAC).expect("answered");
         assert_eq!(n, 14 + 1280);
         let p = SlicedPacket::from_ethernet(&f[..n]).expect("parses");
-        let Some(TransportSlice::Icmpv6(m)) = &p.transport else { panic!() };
+        let Some(TransportSlice::Icmpv6(m)) = &p.transport else {
+            panic!()
+        };
         assert_eq!(m.icmp_type(), Icmpv6Type::PacketTooBig { mtu: 1500 });
-        let Some(NetSlice::Ipv6(ip)) = &p.net else { panic!() };
+        let Some(NetSlice::Ipv6(ip)) = &p.net else {
+            panic!()
+        };
         let (s, d) = (ip.header().source_addr(), ip.header().destination_addr());
         assert_eq!((s, d), (from, "fd00::2".parse().unwrap()));
         let want = m

@@ -198,17 +198,32 @@ fn a_segment_too_big_for_the_backends_port_is_answered_with_frag_needed() {
     handshake(&mut n, client, vip);
     let sent = n.counter(Counter::TxPackets);
     // 1501 bytes of IP: one too many for int.
-    let big = with_df(Pkt::tcp(client, vip, ACK | PSH).payload(&pattern(1461)).build());
+    let big = with_df(
+        Pkt::tcp(client, vip, ACK | PSH)
+            .payload(&pattern(1461))
+            .build(),
+    );
     let out = forward_chained(&mut n, EXT, &big, EXT);
-    assert_eq!(out.len(), 1, "the error goes back out of ext, nothing to int");
+    assert_eq!(
+        out.len(),
+        1,
+        "the error goes back out of ext, nothing to int"
+    );
     let icmp = decode_icmp(&out[0]);
     assert_eq!(icmp.kind, (3, 4), "fragmentation needed");
     assert_eq!(
         (icmp.src, icmp.dst),
-        (IpAddr::from(std::net::Ipv4Addr::new(10, 1, 0, 1)), IpAddr::from(CLIENT4))
+        (
+            IpAddr::from(std::net::Ipv4Addr::new(10, 1, 0, 1)),
+            IpAddr::from(CLIENT4)
+        )
     );
     assert_eq!((icmp.smac, icmp.dmac), (EXT_MAC, CLIENT_MAC));
-    assert_eq!((icmp.inner_src, icmp.inner_dst), (client, vip), "the packet as the client sent it");
+    assert_eq!(
+        (icmp.inner_src, icmp.inner_dst),
+        (client, vip),
+        "the packet as the client sent it"
+    );
     let mtu = u16::from_be_bytes([out[0][14 + 20 + 6], out[0][14 + 20 + 7]]);
     assert_eq!(mtu, 1500);
     assert_eq!(n.counter(Counter::DropTooBig), 1);
@@ -221,7 +236,11 @@ fn a_segment_too_big_for_the_backends_port_is_answered_with_frag_needed() {
     assert_eq!(seen.payload, fits.payload);
 
     // Without DF, the packet is dropped unanswered (border does not fragment).
-    let plain = without_df(Pkt::tcp(client, vip, ACK | PSH).payload(&pattern(3000)).build());
+    let plain = without_df(
+        Pkt::tcp(client, vip, ACK | PSH)
+            .payload(&pattern(3000))
+            .build(),
+    );
     n.swallow(EXT, &plain);
     assert_eq!(n.counter(Counter::DropTooBig), 2);
     assert_eq!(n.counter(Counter::IcmpTooBigSent), 1);
@@ -262,7 +281,11 @@ fn too_big_answers_are_rate_limited() {
     let client = sa(CLIENT4, 40012);
     let vip = sa(VIP4, 80);
     handshake(&mut n, client, vip);
-    let big = with_df(Pkt::tcp(client, vip, ACK | PSH).payload(&pattern(4000)).build());
+    let big = with_df(
+        Pkt::tcp(client, vip, ACK | PSH)
+            .payload(&pattern(4000))
+            .build(),
+    );
     for _ in 0..5 {
         n.w.io.inject(EXT, &big);
     }
@@ -272,4 +295,33 @@ fn too_big_answers_are_rate_limited() {
     assert_eq!(n.counter(Counter::IcmpTooBigRateLimited), 3);
     assert_eq!(n.counter(Counter::DropTooBig), 5);
     assert!(n.w.io.take_tx(INT).is_empty());
+}
+
+#[test]
+fn the_syn_proxy_announces_an_mss_within_the_ports_mtu() {
+    let mss_of = |mtu: Option<(u16, u16)>| {
+        let mut n = Setup {
+            syn_proxy: Some("always"),
+            mtu,
+            ..Setup::default()
+        }
+        .node();
+        let syn = Pkt::tcp(sa(CLIENT4, 40020), sa(VIP4, 80), SYN).build();
+        let out = n.forward(EXT, &syn, EXT);
+        let p = etherparse::SlicedPacket::from_ethernet(&out).expect("SYN-ACK");
+        let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else {
+            panic!("not TCP")
+        };
+        assert!(t.syn() && t.ack());
+        t.options_iterator()
+            .find_map(|o| match o {
+                Ok(etherparse::TcpOptionElement::MaximumSegmentSize(m)) => Some(m),
+                _ => None,
+            })
+            .expect("an MSS option")
+    };
+    assert_eq!(mss_of(None), 1460);
+    assert_eq!(mss_of(Some((1280, 1500))), 1240);
+    // A held frame is 2048 bytes: jumbo ports still announce 1460.
+    assert_eq!(mss_of(Some((9000, 9000))), 1460);
 }

@@ -66,7 +66,10 @@ impl Lb {
                 .copied()
                 .map(IpAddr::V6)
                 .or_else(|| {
-                    let d: [u8; 16] = frame.get(p.l3_offset + 24..p.l3_offset + 40)?.try_into().ok()?;
+                    let d: [u8; 16] = frame
+                        .get(p.l3_offset + 24..p.l3_offset + 40)?
+                        .try_into()
+                        .ok()?;
                     let d = std::net::Ipv6Addr::from(d);
                     port.vips_v6.contains(&d).then_some(IpAddr::V6(d))
                 }),

@@ -97,10 +97,13 @@ impl SynProxyWorker {
     }
 }
 
-/// What border announces to a VIP's clients: its MSS (less the longest
-/// PROXY header), window scale, and a SYN-ACK window the hold can take.
-fn announce(v6: bool, pp_clamp: u16) -> Announce {
-    let mss = if v6 { 1440 } else { 1460 } - pp_clamp.min(1000);
+/// What border announces to a VIP's clients on a port of `mtu`: its MSS
+/// (what a 1500-byte packet carries, which a held frame has room for, or
+/// less on a smaller MTU; less the longest PROXY header), window scale,
+/// and a SYN-ACK window the hold can take.
+fn announce(v6: bool, pp_clamp: u16, mtu: u16) -> Announce {
+    let headers = if v6 { 60 } else { 40 };
+    let mss = 1500.min(mtu).saturating_sub(headers) - pp_clamp.min(1000);
     Announce {
         mss,
         wscale: OUR_WSCALE,
@@ -185,7 +188,7 @@ impl Lb {
         let Some(port) = ports.get(in_port) else {
             return count_drop(counters, Counter::DropNoRoute);
         };
-        let ann = announce(key.v6, pp_clamp);
+        let ann = announce(key.v6, pp_clamp, port.mtu);
         let sp = &self.syn_proxy;
         match segment::write_syn_ack(buf, &s, port.mac, &sp.secret, self.now_ms, key, &ann) {
             Some(n) => {
