@@ -134,6 +134,10 @@ fn borderctl_helps() -> Vec<(String, String)> {
     let mut all = vec![("borderctl".to_string(), top.clone())];
     for c in commands(&top) {
         let h = help(BORDERCTL, &[&c]);
+        // Commands with their own commands (`backend add`): their flags too.
+        for sub in commands(&h).into_iter().filter(|s| s != "help") {
+            all.push((format!("borderctl {c} {sub}"), help(BORDERCTL, &[&c, &sub])));
+        }
         all.push((format!("borderctl {c}"), h));
     }
     all

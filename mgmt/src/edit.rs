@@ -42,9 +42,6 @@ pub enum EditError {
     /// Not `addr:port`.
     #[error("backend `{0}`: expected addr:port, e.g. 10.20.0.11:8080 or [2001:db8::11]:8080")]
     BadAddress(String),
-    /// A weight or cap outside what the config format holds.
-    #[error("{0}")]
-    BadValue(String),
     /// The text of AddVip is not one `[[vip]]` entry.
     #[error("the VIP to add: {0}")]
     BadVip(String),
@@ -132,13 +129,13 @@ pub fn edited(text: &str, edit: &ConfigEdit) -> Result<String, EditError> {
             }
         }
         ConfigEdit::RemoveVip { vip } => {
-            let list = vips(&mut doc);
+            let missing = || EditError::NoVip(vip.clone());
+            let list = vips(&mut doc).ok_or_else(missing)?;
             let at = list
-                .and_then(|l| l.iter().position(|t| name_of(t) == Some(vip.as_str())))
-                .ok_or_else(|| EditError::NoVip(vip.clone()))?;
-            if let Some(l) = vips(&mut doc) {
-                l.remove(at);
-            }
+                .iter()
+                .position(|t| name_of(t) == Some(vip.as_str()))
+                .ok_or_else(missing)?;
+            list.remove(at);
         }
     }
     Ok(doc.to_string())

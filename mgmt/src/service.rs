@@ -167,9 +167,9 @@ fn edit_status(e: EditConfigError) -> Status {
         EditConfigError::Edit(e @ (EditError::NoVip(_) | EditError::NoBackend { .. })) => {
             Status::not_found(e.to_string())
         }
-        EditConfigError::Edit(
-            e @ (EditError::BadAddress(_) | EditError::BadValue(_) | EditError::BadVip(_)),
-        ) => Status::invalid_argument(e.to_string()),
+        EditConfigError::Edit(e @ (EditError::BadAddress(_) | EditError::BadVip(_))) => {
+            Status::invalid_argument(e.to_string())
+        }
         EditConfigError::Edit(e @ EditError::Running(_)) => Status::internal(e.to_string()),
         EditConfigError::Apply(e) => apply_status(e),
     }
