@@ -154,7 +154,7 @@ fn u(v: &Value, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no number {key} in {v}"))
 }
 
-fn by_client<'a>(list: &'a [Value], client: SocketAddr) -> &'a Value {
+fn by_client(list: &[Value], client: SocketAddr) -> &Value {
     let found: Vec<&Value> = list
         .iter()
         .filter(|c| c["client"] == client.to_string())
