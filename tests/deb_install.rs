@@ -89,7 +89,15 @@ fn the_package_installs_runs_and_purges_cleanly_with_dpkg() {
     // The binaries this test was built with (dev profile), gzip (--fast).
     let (ok, text) = run(Command::new(env!("CARGO"))
         .current_dir(repo())
-        .args(["deb", "--no-build", "--profile", "dev", "--fast", "--quiet", "-o"])
+        .args([
+            "deb",
+            "--no-build",
+            "--profile",
+            "dev",
+            "--fast",
+            "--quiet",
+            "-o",
+        ])
         .arg(&out_dir));
     assert!(ok, "cargo deb: {text}");
     let deb = std::fs::read_dir(&out_dir)
