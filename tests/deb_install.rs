@@ -115,7 +115,7 @@ fn the_package_installs_runs_and_purges_cleanly_with_dpkg() {
         .arg(&deb));
     assert!(ok && text.contains("done"), "{text}");
     let lines: Vec<&str> = text.lines().collect();
-    let has = |want: &str| lines.iter().any(|l| *l == want);
+    let has = |want: &str| lines.contains(&want);
     let version = env!("CARGO_PKG_VERSION");
     for want in [
         "user: border border".to_string(),
