@@ -89,7 +89,15 @@ fn the_package_installs_runs_and_purges_cleanly_with_dpkg() {
     // The binaries this test was built with (dev profile), gzip (--fast).
     let (ok, text) = run(Command::new(env!("CARGO"))
         .current_dir(repo())
-        .args(["deb", "--no-build", "--profile", "dev", "--fast", "--quiet", "-o"])
+        .args([
+            "deb",
+            "--no-build",
+            "--profile",
+            "dev",
+            "--fast",
+            "--quiet",
+            "-o",
+        ])
         .arg(&out_dir));
     assert!(ok, "cargo deb: {text}");
     let deb = std::fs::read_dir(&out_dir)
@@ -107,7 +115,7 @@ fn the_package_installs_runs_and_purges_cleanly_with_dpkg() {
         .arg(&deb));
     assert!(ok && text.contains("done"), "{text}");
     let lines: Vec<&str> = text.lines().collect();
-    let has = |want: &str| lines.iter().any(|l| *l == want);
+    let has = |want: &str| lines.contains(&want);
     let version = env!("CARGO_PKG_VERSION");
     for want in [
         "user: border border".to_string(),

@@ -74,6 +74,9 @@ fn real_nic_examples_use_pci_devices_hugepages_and_keep_capture() {
             );
         }
         assert!(c.dataplane.capture, "{name}: capture works there");
-        assert!(c.dataplane.worker_lcores.len() > 1, "{name}: RSS over several workers");
+        assert!(
+            c.dataplane.worker_lcores.len() > 1,
+            "{name}: RSS over several workers"
+        );
     }
 }
