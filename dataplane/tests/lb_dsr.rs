@@ -225,7 +225,7 @@ fn gue_over_ipv6_and_ipv4() {
 }
 
 #[test]
-fn encapsulation_over_the_mtu_is_dropped_and_counted() {
+fn encapsulation_over_the_mtu_without_df_is_dropped_and_counted() {
     let mut n = dsr_node();
     let client = sa(CLIENT4, 40000);
     n.forward(EXT, &Pkt::tcp(client, sa(IPIP_VIP, 80), SYN).build(), INT);
@@ -235,9 +235,40 @@ fn encapsulation_over_the_mtu_is_dropped_and_counted() {
         .build();
     assert_eq!(fits.len() - 14, 1480);
     assert_eq!(n.forward(EXT, &fits, INT).len(), 14 + 1500);
-    let big = Pkt::tcp(client, sa(IPIP_VIP, 80), PSH | ACK)
+    // Without DF the client's kernel is told nothing (border does not
+    // fragment): the packet is dropped and counted.
+    let mut big = Pkt::tcp(client, sa(IPIP_VIP, 80), PSH | ACK)
         .payload(&[7; 1441])
         .build();
+    big[14 + 6] &= !0x40;
+    fix_ipv4_checksum(&mut big);
     n.swallow(EXT, &big);
     assert_eq!(n.drops(), vec![("drop_dsr_too_big", 1)]);
+}
+
+#[test]
+fn encapsulation_over_the_mtu_tells_the_client_the_mtu_inside_the_tunnel() {
+    let mut n = dsr_node();
+    let client = sa(CLIENT4, 40001);
+    let vip = sa(IPIP_VIP, 80);
+    n.forward(EXT, &Pkt::tcp(client, vip, SYN).build(), INT);
+    // 1481 bytes of IP with DF: 1501 once encapsulated, one too many for int.
+    let big = Pkt::tcp(client, vip, PSH | ACK)
+        .payload(&[7; 1441])
+        .build();
+    assert_ne!(big[14 + 6] & 0x40, 0, "DF set");
+    let out = n.forward(EXT, &big, EXT);
+    let icmp = decode_icmp(&out);
+    assert_eq!(icmp.kind, (3, 4), "fragmentation needed");
+    assert_eq!(
+        (icmp.src, icmp.dst),
+        (IpAddr::V4(IPIP_VIP), IpAddr::V4(CLIENT4)),
+        "from the VIP the client addressed"
+    );
+    assert_eq!((icmp.smac, icmp.dmac), (EXT_MAC, CLIENT_MAC));
+    assert_eq!((icmp.inner_src, icmp.inner_dst), (client, vip));
+    let mtu = u16::from_be_bytes([out[14 + 20 + 6], out[14 + 20 + 7]]);
+    assert_eq!(mtu, 1480, "the port's 1500 less the 20 of the outer header");
+    assert_eq!(n.counter(Counter::DropDsrTooBig), 1);
+    assert_eq!(n.counter(Counter::IcmpTooBigSent), 1);
 }

@@ -7,6 +7,8 @@
 //! so a DSR flow's entry follows the client's packets alone
 //! (`Conntrack::mark_one_way`).
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
 use conf::counters::Counter;
 use conf::{Encap, Mode, GUE_PORT};
 
@@ -15,7 +17,6 @@ use super::flow::{count_forwarded, FlowRec};
 use super::Lb;
 use super::Out;
 use crate::conntrack::{Dir, EntryId};
-use crate::counters::Counters;
 use crate::encap::{self, EncapError, OuterAddrs, Tunnel};
 use crate::port::PortDesc;
 use crate::verdict::Verdict;
@@ -79,7 +80,11 @@ impl Lb {
             match tunnel_to(port, encap, &ends) {
                 Some(t) => match encap::encapsulate(buf, len, l3, &t, port.mtu) {
                     Ok(n) => n,
-                    Err(EncapError::TooBig) => return answer_too_big(counters),
+                    Err(EncapError::TooBig) => {
+                        let inner_mtu = usize::from(port.mtu).saturating_sub(t.overhead());
+                        let at = (rec.client_port as usize, inner_mtu as u16);
+                        return self.dsr_too_big(buf, len, l3, at, Out { ports, counters });
+                    }
                     Err(EncapError::NoRoom) => return count_drop(counters, Counter::DropDsrNoRoom),
                     Err(EncapError::NotIp) => return count_drop(counters, Counter::DropMalformed),
                 },
@@ -120,14 +125,53 @@ fn tunnel_to(port: &PortDesc, encap: Encap, ends: &DsrEnds<'_>) -> Option<Tunnel
     })
 }
 
-/// A client packet that would exceed the backend port's MTU once
-/// encapsulated. This is the one place the ICMP "fragmentation needed"
-/// (IPv4) or "packet too big" (IPv6) answer to the client is to be sent
-/// from, with the MTU less the tunnel's overhead, once the jumbo-frames
-/// work's builder (`too_big.rs`) is here; until then the packet is
-/// dropped and counted.
-#[cold]
-#[inline(never)]
-fn answer_too_big(counters: &mut Counters) -> Verdict {
-    count_drop(counters, Counter::DropDsrTooBig)
+impl Lb {
+    /// A client packet that would exceed the backend port's MTU once
+    /// encapsulated: dropped (`drop_dsr_too_big`), and its frame, still as
+    /// the client sent it, rewritten into the ICMP "fragmentation needed"
+    /// (IPv4) or "packet too big" (IPv6) that tells the client the MTU
+    /// left inside the tunnel (`at`: the port the client's packet came in
+    /// by, and that MTU). It comes from the VIP the client addressed, at
+    /// most `icmp_echo_per_second` a second.
+    #[cold]
+    #[inline(never)]
+    fn dsr_too_big(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        l3: usize,
+        (in_port, inner_mtu): (usize, u16),
+        out: Out<'_>,
+    ) -> Verdict {
+        let Out { ports, counters } = out;
+        let Some(port) = ports.get(in_port) else {
+            return count_drop(counters, Counter::DropDsrTooBig);
+        };
+        let frame = buf.get(..len).unwrap_or(&[]);
+        let vip = match frame.get(l3).map(|b| b >> 4) {
+            Some(4) => frame
+                .get(l3 + 16..l3 + 20)
+                .map(|d| IpAddr::V4(Ipv4Addr::new(d[0], d[1], d[2], d[3]))),
+            Some(6) => frame
+                .get(l3 + 24..l3 + 40)
+                .and_then(|d| <[u8; 16]>::try_from(d).ok())
+                .map(|d| IpAddr::V6(Ipv6Addr::from(d))),
+            _ => None,
+        };
+        let Some(vip) = vip else {
+            return count_drop(counters, Counter::DropDsrTooBig);
+        };
+        if !self.too_big_limit.answer(self.now_ms) {
+            counters.inc(Counter::IcmpTooBigRateLimited);
+            return count_drop(counters, Counter::DropDsrTooBig);
+        }
+        match crate::too_big::answer_too_big(buf, len, l3, inner_mtu, vip, port.mac) {
+            Some(n) => {
+                counters.inc(Counter::DropDsrTooBig);
+                counters.inc(Counter::IcmpTooBigSent);
+                Verdict::Send { port: in_port, len: n }
+            }
+            None => count_drop(counters, Counter::DropDsrTooBig),
+        }
+    }
 }
