@@ -16,8 +16,8 @@ pub mod tables;
 
 pub use config::{
     check_config_file, Agent, Announce, Backend, Bgp, ClientRole, Config, ConfigError, ConfigText,
-    Dataplane, DnsProbe, DnsRcode, DnsType, Encap, FlowHashFields, GatewayAddr, Health, HealthKind, IpNet,
-    IpfixCollector, JsonLog, Listen, Mgmt, MgmtLimits, MgmtTls, Mode, OnDown, Peer, PollMode, Port,
-    PpTlv, Protocol, ProxyProtocol, Records, SynProxy, Timeouts, UdpExpect, UdpProbe, Vip,
-    VipLimits, DEFAULT_MTU, GUE_PORT, MAX_MTU, MIN_MTU,
+    Dataplane, DnsProbe, DnsRcode, DnsType, Encap, FlowHashFields, GatewayAddr, Health, HealthKind,
+    IpNet, IpfixCollector, JsonLog, Listen, Mgmt, MgmtLimits, MgmtTls, Mode, OnDown, Peer,
+    PollMode, Port, PpTlv, Protocol, ProxyProtocol, Records, SynProxy, Timeouts, UdpExpect,
+    UdpProbe, Vip, VipLimits, DEFAULT_MTU, GUE_PORT, MAX_MTU, MIN_MTU,
 };

@@ -253,9 +253,7 @@ fn encapsulation_over_the_mtu_tells_the_client_the_mtu_inside_the_tunnel() {
     let vip = sa(IPIP_VIP, 80);
     n.forward(EXT, &Pkt::tcp(client, vip, SYN).build(), INT);
     // 1481 bytes of IP with DF: 1501 once encapsulated, one too many for int.
-    let big = Pkt::tcp(client, vip, PSH | ACK)
-        .payload(&[7; 1441])
-        .build();
+    let big = Pkt::tcp(client, vip, PSH | ACK).payload(&[7; 1441]).build();
     assert_ne!(big[14 + 6] & 0x40, 0, "DF set");
     let out = n.forward(EXT, &big, EXT);
     let icmp = decode_icmp(&out);

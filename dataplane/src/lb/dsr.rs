@@ -169,7 +169,10 @@ impl Lb {
             Some(n) => {
                 counters.inc(Counter::DropDsrTooBig);
                 counters.inc(Counter::IcmpTooBigSent);
-                Verdict::Send { port: in_port, len: n }
+                Verdict::Send {
+                    port: in_port,
+                    len: n,
+                }
             }
             None => count_drop(counters, Counter::DropDsrTooBig),
         }
