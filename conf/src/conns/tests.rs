@@ -157,7 +157,7 @@ fn entries_that_live_through_the_walk_are_listed_once_whatever_changes_meanwhile
     // the end; entries 1000.. are new, and the even ones below 200 stay.
     let mut next_new = 1000;
     let (got, torn) = walk(&r, &mut table, 4, |it, t| {
-        let gone = (it * 7 + 1) % 200 | 1;
+        let gone = ((it * 7 + 1) % 200) | 1;
         t[gone] = None;
         match t.iter().position(Option::is_none) {
             Some(free) if it % 2 == 0 => t[free] = Some(next_new),
@@ -259,7 +259,7 @@ fn a_slot_rewritten_while_it_is_read_is_never_shown_torn() {
                 // A pause now and then, as a worker's bursts have: on a
                 // loaded machine a writer that never pauses can leave the
                 // reader no window, and the test would prove nothing.
-                if k % 64 == 0 {
+                if k.is_multiple_of(64) {
                     std::thread::yield_now();
                 }
             }
