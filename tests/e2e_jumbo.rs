@@ -69,8 +69,9 @@ fn config(ext_mtu: u16, int_mtu: u16) -> String {
 }
 
 /// The topology, border's `int` port at `int_mtu` and the backend's
-/// link at 1500, its default route sending at most `int_mtu` (border
-/// drops longer frames on arrival) but announcing the MSS of 1500.
+/// link at 1500, its routes (default and on-link) sending at most
+/// `int_mtu` (border drops longer frames on arrival) but announcing the
+/// MSS of 1500.
 fn start(int_mtu: u16) -> ClientBackend {
     let topo = ClientBackend::start(
         TAG,
@@ -89,6 +90,25 @@ fn start(int_mtu: u16) -> ClientBackend {
         "default",
         "via",
         "10.155.0.1",
+        "mtu",
+        "lock",
+        &mtu,
+        "advmss",
+        "1460",
+    ]);
+    // Full-NAT replies go to border's own address on int, on the link:
+    // the connected route needs the same cap.
+    topo.bk.run(&[
+        "ip",
+        "route",
+        "replace",
+        "10.155.0.0/24",
+        "dev",
+        "jb-int",
+        "scope",
+        "link",
+        "src",
+        BACKEND,
         "mtu",
         "lock",
         &mtu,

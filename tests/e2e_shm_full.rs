@@ -216,10 +216,12 @@ fn a_full_region_filesystem_is_an_error_never_a_sigbus_and_forwarding_goes_on() 
     assert_eq!(
         fs.names(),
         [
+            format!("border-{INSTANCE}-conns"),
+            format!("border-{INSTANCE}-flows-0"),
             format!("border-{INSTANCE}-state"),
             format!("border-{INSTANCE}-tables")
         ],
-        "the half-made region is gone"
+        "the half-made region is gone; the others stay"
     );
     assert_eq!(reached(&cli), ["b0", "b1"], "border-dp forwards on");
     // The refused config was not saved: a restart of border-mgmt runs the

@@ -188,9 +188,12 @@ fn example_udp_block_parses_when_uncommented() {
     let start = text
         .find("# [[vip]]\n# name = \"dns\"")
         .expect("the UDP VIP block");
-    let end = text
-        .find("# Connection records")
-        .expect("the records block");
+    // The block ends at its first blank line.
+    let end = start
+        + text[start..]
+            .find("\n\n")
+            .expect("a blank line after the UDP block")
+        + 1;
     let on: String = text[start..end]
         .lines()
         .map(|l| l.strip_prefix("# ").unwrap_or(l))

@@ -37,7 +37,10 @@ fn generations() -> (Generation, Generation) {
 
 /// The region's bytes after publishing `gens` in order.
 fn region_bytes(gens: &[&Generation]) -> Vec<u8> {
-    let path = std::env::temp_dir().join(format!("border-fuzz-seed-{}", std::process::id()));
+    // One file per call: the tests of this file run in parallel.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("border-fuzz-seed-{}-{call}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let mut writer = TablesWriter::create(&path, 16 << 10).unwrap();
     for (i, g) in gens.iter().enumerate() {

@@ -206,7 +206,7 @@ _borderctl() {
 
     case "${cmd}" in
         borderctl)
-            opts="-h -V --json --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --help --version status apply config health drain undrain weight stats events conns maintenance diag counters capture completions man-pages help"
+            opts="-h -V --json --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --help --version status apply config health drain undrain weight backend vip stats events conns maintenance log-level diag counters capture completions man-pages help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1178,7 +1178,7 @@ _borderctl() {
             return 0
             ;;
         borderctl__subcmd__help)
-            opts="status apply config health drain undrain weight stats events conns maintenance diag counters capture completions man-pages help"
+            opts="status apply config health drain undrain weight backend vip stats events conns maintenance log-level diag counters capture completions man-pages help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
