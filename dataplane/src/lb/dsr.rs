@@ -161,20 +161,8 @@ impl Lb {
         let Some(vip) = vip else {
             return count_drop(counters, Counter::DropDsrTooBig);
         };
-        if !self.too_big_limit.answer(self.now_ms) {
-            counters.inc(Counter::IcmpTooBigRateLimited);
-            return count_drop(counters, Counter::DropDsrTooBig);
-        }
-        match crate::too_big::answer_too_big(buf, len, l3, inner_mtu, vip, port.mac) {
-            Some(n) => {
-                counters.inc(Counter::DropDsrTooBig);
-                counters.inc(Counter::IcmpTooBigSent);
-                Verdict::Send {
-                    port: in_port,
-                    len: n,
-                }
-            }
-            None => count_drop(counters, Counter::DropDsrTooBig),
-        }
+        let back = (in_port, port.mac);
+        let icmp = (l3, inner_mtu, vip);
+        self.send_too_big(buf, len, icmp, back, Counter::DropDsrTooBig, counters)
     }
 }

@@ -78,20 +78,39 @@ impl Lb {
         let Some(from) = from else {
             return count_drop(counters, Counter::DropTooBig);
         };
+        let back = (in_port, port.mac);
+        let icmp = (p.l3_offset, mtu, from);
+        self.send_too_big(buf, len, icmp, back, Counter::DropTooBig, counters)
+    }
+
+    /// The drop `drop` of a packet too big for where it goes, and, within
+    /// the rate limit, its frame `buf[..len]` rewritten into the ICMP
+    /// too-big (`icmp`: its IP header's offset, the MTU to tell, the
+    /// error's source) sent `back` out of the port it came in by (index
+    /// and MAC).
+    pub(super) fn send_too_big(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        (l3, mtu, from): (usize, u16, IpAddr),
+        (in_port, mac): (usize, [u8; 6]),
+        drop: Counter,
+        counters: &mut Counters,
+    ) -> Verdict {
         if !self.too_big_limit.answer(self.now_ms) {
             counters.inc(Counter::IcmpTooBigRateLimited);
-            return count_drop(counters, Counter::DropTooBig);
+            return count_drop(counters, drop);
         }
-        match crate::too_big::answer_too_big(buf, len, p.l3_offset, mtu, from, port.mac) {
+        match crate::too_big::answer_too_big(buf, len, l3, mtu, from, mac) {
             Some(n) => {
-                counters.inc(Counter::DropTooBig);
+                counters.inc(drop);
                 counters.inc(Counter::IcmpTooBigSent);
                 Verdict::Send {
                     port: in_port,
                     len: n,
                 }
             }
-            None => count_drop(counters, Counter::DropTooBig),
+            None => count_drop(counters, drop),
         }
     }
 
