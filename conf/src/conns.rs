@@ -28,15 +28,10 @@
 //!
 //! Layout (offsets in bytes, little endian, the file mapped page-aligned):
 //!
+//! The header is [`crate::worker_rings`]'s, with magic "BRDCONN1" and
+//! slot_len SLOT_LEN. Each worker's ring (offsets in bytes, little endian):
+//!
 //! ```text
-//! 0    magic            [u8; 8]  "BRDCONN1"
-//! 8    layout_version   u32
-//! 12   n_workers        u32
-//! 16   ring_slots       u32      a power of two
-//! 20   slot_len         u32      SLOT_LEN
-//! 24   dp_pid           u32
-//! 28   (zero up to HEADER_LEN)
-//! worker i at HEADER_LEN + i * stride:
 //! 0    request          u64      atomic; the walk asked for, 0 for none (the reader's)
 //! 64   served           u64      atomic; the walk being served (the worker's)
 //! 128  head             u64      atomic; records written in this walk (the worker's)
@@ -45,22 +40,17 @@
 //! 320  slots            [[u64; SLOT_WORDS]; ring_slots], word 0 the stamp
 //! ```
 
-use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
-use memmap2::MmapMut;
-
-use crate::os::files::{self, Access};
+use crate::os::files::Access;
+use crate::worker_rings::{RegionError, RingsKind, WorkerRings};
 
 /// Bumped whenever the byte layout of the region or of a record changes.
 pub const CONNS_LAYOUT_VERSION: u32 = 1;
 
-const MAGIC: [u8; 8] = *b"BRDCONN1";
-const HEADER_LEN: usize = 128;
 const CONTROL: usize = 320;
-const MAX_WORKERS: u32 = 1024;
 const REQUEST: usize = 0;
 const SERVED: usize = 64;
 const HEAD: usize = 128;
@@ -293,46 +283,21 @@ fn stamp(walk: u64, pos: u64) -> u64 {
 }
 
 /// Why a connections region could not be created or opened.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnsError {
-    #[error("connections region {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error("connections region {0}")]
-    Untrusted(files::Untrusted),
-    #[error("connections region {path}: {what}")]
-    Corrupt { path: PathBuf, what: String },
-}
+pub type ConnsError = RegionError;
+
+const KIND: RingsKind = RingsKind {
+    name: "connections",
+    magic: *b"BRDCONN1",
+    layout_version: CONNS_LAYOUT_VERSION,
+    control_len: CONTROL,
+    slot_len: SLOT_LEN,
+    max_slots: 1 << 20,
+};
 
 /// A mapped connections region: border-dp creates it, the reader opens it.
+#[derive(Debug)]
 pub struct ConnsRegion {
-    /// Keeps the mapping alive; every access goes through `base`.
-    _map: MmapMut,
-    /// The mapping's first byte, taken once from `as_mut_ptr`.
-    base: *mut u8,
-    len: usize,
-    path: PathBuf,
-    n_workers: usize,
-    ring_slots: usize,
-}
-
-// SAFETY: `base` points into the mapping `_map` owns for the region's life;
-// every shared word is accessed through atomics.
-unsafe impl Send for ConnsRegion {}
-// SAFETY: as for Send: `&ConnsRegion` methods only do atomic loads and stores.
-unsafe impl Sync for ConnsRegion {}
-
-impl std::fmt::Debug for ConnsRegion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConnsRegion")
-            .field("path", &self.path)
-            .field("n_workers", &self.n_workers)
-            .field("ring_slots", &self.ring_slots)
-            .finish()
-    }
-}
-
-fn stride(ring_slots: usize) -> usize {
-    CONTROL + ring_slots * SLOT_LEN
+    rings: WorkerRings,
 }
 
 impl ConnsRegion {
@@ -344,161 +309,47 @@ impl ConnsRegion {
         ring_slots: u32,
         access: Access,
     ) -> Result<ConnsRegion, ConnsError> {
-        let io_err = |source| ConnsError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let corrupt = |what: String| ConnsError::Corrupt {
-            path: path.to_owned(),
-            what,
-        };
-        if n_workers as u64 > u64::from(MAX_WORKERS) {
-            return Err(corrupt(format!("{n_workers} workers")));
-        }
-        if !ring_slots.is_power_of_two() {
-            return Err(corrupt(format!("{ring_slots} slots is not a power of two")));
-        }
-        let slots = ring_slots as usize;
-        let len = HEADER_LEN + n_workers * stride(slots);
-        // Built under a temporary name and renamed, so a reader of the
-        // previous region keeps valid memory.
-        let tmp = files::temp_path_for(path);
-        let file = files::create_new(&tmp, access).map_err(|e| match e {
-            files::FileError::Io(source) => io_err(source),
-            files::FileError::Untrusted(u) => ConnsError::Untrusted(u),
+        let rings = WorkerRings::create(&KIND, path, n_workers, ring_slots, access, |control| {
+            control[END..END + 8].copy_from_slice(&RUNNING.to_le_bytes())
         })?;
-        if let Err(e) = files::allocate(&file, len as u64) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io_err(e));
-        }
-        // SAFETY: the file was just created with `len` bytes under a name
-        // only this process uses; once renamed, a reader maps it too and
-        // both sides follow the protocol of the module docs.
-        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err)?;
-        map[0..8].copy_from_slice(&MAGIC);
-        map[8..12].copy_from_slice(&CONNS_LAYOUT_VERSION.to_le_bytes());
-        map[12..16].copy_from_slice(&(n_workers as u32).to_le_bytes());
-        map[16..20].copy_from_slice(&ring_slots.to_le_bytes());
-        map[20..24].copy_from_slice(&(SLOT_LEN as u32).to_le_bytes());
-        map[24..28].copy_from_slice(&std::process::id().to_le_bytes());
-        for w in 0..n_workers {
-            let at = HEADER_LEN + w * stride(slots) + END;
-            map[at..at + 8].copy_from_slice(&RUNNING.to_le_bytes());
-        }
-        if let Err(e) = std::fs::rename(&tmp, path) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io_err(e));
-        }
-        Ok(ConnsRegion::of(map, path, n_workers, slots))
+        Ok(ConnsRegion { rings })
     }
 
     /// Maps an existing region read-write (the reader writes `request`
     /// and `tail`) and validates its header. The file must be this user's
     /// and private to it or its group: it lists every client's address.
     pub fn open(path: &Path, access: Access) -> Result<ConnsRegion, ConnsError> {
-        let io_err = |source| ConnsError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let corrupt = |what: String| ConnsError::Corrupt {
-            path: path.to_owned(),
-            what,
-        };
-        let file = files::open_own(path, access, false).map_err(|e| match e {
-            files::FileError::Io(source) => io_err(source),
-            files::FileError::Untrusted(u) => ConnsError::Untrusted(u),
-        })?;
-        // SAFETY: a file of this user's (checked above); its length is
-        // validated below before any ring is touched, and every shared word
-        // is accessed atomically.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err)?;
-        if map.len() < HEADER_LEN {
-            return Err(corrupt(format!(
-                "{} bytes is shorter than the header",
-                map.len()
-            )));
-        }
-        if map[0..8] != MAGIC {
-            return Err(corrupt(
-                "not a border connections region (bad magic)".into(),
-            ));
-        }
-        let u32_at = |o: usize| u32::from_le_bytes([map[o], map[o + 1], map[o + 2], map[o + 3]]);
-        let version = u32_at(8);
-        if version != CONNS_LAYOUT_VERSION {
-            return Err(corrupt(format!(
-                "layout version {version} is not supported (this build speaks {CONNS_LAYOUT_VERSION})"
-            )));
-        }
-        let (n_workers, ring_slots, slot_len) = (u32_at(12), u32_at(16), u32_at(20));
-        if n_workers > MAX_WORKERS
-            || !ring_slots.is_power_of_two()
-            || ring_slots > 1 << 20
-            || slot_len as usize != SLOT_LEN
-        {
-            return Err(corrupt(format!(
-                "{n_workers} workers, {ring_slots} slots of {slot_len} bytes"
-            )));
-        }
-        let need = HEADER_LEN + n_workers as usize * stride(ring_slots as usize);
-        if map.len() < need {
-            return Err(corrupt(format!(
-                "{} bytes, but its rings need {need}",
-                map.len()
-            )));
-        }
-        Ok(ConnsRegion::of(
-            map,
-            path,
-            n_workers as usize,
-            ring_slots as usize,
-        ))
-    }
-
-    fn of(mut map: MmapMut, path: &Path, n_workers: usize, ring_slots: usize) -> ConnsRegion {
-        ConnsRegion {
-            base: map.as_mut_ptr(),
-            len: map.len(),
-            _map: map,
-            path: path.to_owned(),
-            n_workers,
-            ring_slots,
-        }
+        let rings = WorkerRings::open(&KIND, path, access)?;
+        Ok(ConnsRegion { rings })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.rings.path()
     }
 
     pub fn n_workers(&self) -> usize {
-        self.n_workers
+        self.rings.n_workers()
     }
 
     pub fn ring_slots(&self) -> usize {
-        self.ring_slots
+        self.rings.ring_slots()
     }
 
     /// The border-dp that created the region.
     pub fn pid(&self) -> u32 {
-        // The header's first words are written once, before the rename.
-        self.word(24).load(Ordering::Relaxed) as u32
+        self.rings.pid()
     }
 
     fn word(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len);
-        // SAFETY: the mapping is page-aligned and `offset` is a multiple of 8
-        // inside it (asserted above), so the pointer is valid and aligned for
-        // AtomicU64; the reference lives no longer than `self`, which owns the
-        // mapping. The other process accesses these words only atomically.
-        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+        self.rings.word(offset)
     }
 
     fn worker_base(&self, worker: usize) -> usize {
-        HEADER_LEN + worker * stride(self.ring_slots)
+        self.rings.ring_base(worker)
     }
 
     fn slot_word(&self, worker: usize, pos: u64, word: usize) -> &AtomicU64 {
-        let slot = (pos & (self.ring_slots as u64 - 1)) as usize;
+        let slot = (pos & (self.ring_slots() as u64 - 1)) as usize;
         self.word(self.worker_base(worker) + CONTROL + slot * SLOT_LEN + word * 8)
     }
 
@@ -506,13 +357,11 @@ impl ConnsRegion {
     /// exporter borrows the region: keep the region alive (border-dp leaks
     /// it for the process's life) while workers run.
     pub fn exporter(&self, worker: usize) -> Option<ConnsExport<'_>> {
-        if worker >= self.n_workers {
+        if worker >= self.n_workers() {
             return None;
         }
         let base = self.worker_base(worker);
-        // SAFETY: `base + CONTROL` is the first slot of worker `worker`'s
-        // ring, inside the mapping (create/open checked its length).
-        let first = unsafe { self.base.add(base + CONTROL) } as *const AtomicU64;
+        let first = self.rings.slots_ptr(worker) as *const AtomicU64;
         Some(ConnsExport {
             request: self.word(base + REQUEST),
             served: self.word(base + SERVED),
@@ -520,7 +369,7 @@ impl ConnsRegion {
             end: self.word(base + END),
             tail: self.word(base + TAIL),
             slots: first,
-            mask: self.ring_slots as u64 - 1,
+            mask: self.ring_slots() as u64 - 1,
             served_local: self.word(base + SERVED).load(Ordering::Relaxed),
             active: false,
             head_local: 0,

@@ -13,6 +13,8 @@ pub mod os;
 pub mod records;
 pub mod state;
 pub mod tables;
+mod worker_rings;
+pub use worker_rings::RegionError;
 
 pub use config::{
     check_config_file, Agent, Announce, Backend, Bgp, ClientRole, Config, ConfigError, ConfigText,

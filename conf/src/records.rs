@@ -11,38 +11,28 @@
 //!
 //! Layout (offsets in bytes, little endian, the file mapped page-aligned):
 //!
+//! The header is [`crate::worker_rings`]'s, with magic "BRDRECS1" and
+//! slot_len RECORD_LEN, and one word of this kind's own:
+//!
 //! ```text
-//! 0    magic            [u8; 8]  "BRDRECS1"
-//! 8    layout_version   u32
-//! 12   n_workers        u32
-//! 16   ring_slots       u32      a power of two
-//! 20   record_len       u32      RECORD_LEN
-//! 24   dp_pid           u32
-//! 28   (zero)
 //! 32   clock_offset_ms  u64      atomic; unix ms minus the workers' clock ms
-//! 40   (zero up to HEADER_LEN)
-//! ring i at HEADER_LEN + i * ring_stride:
+//! ring i (offsets from its start):
 //! 0    head             u64      atomic; records written (the worker's)
 //! 64   tail             u64      atomic; records read (border-mgmt's)
 //! 128  slots            [[u8; RECORD_LEN]; ring_slots]
 //! ```
 
-use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use memmap2::MmapMut;
-
-use crate::os::files::{self, Access};
+use crate::os::files::Access;
+use crate::worker_rings::{RegionError, RingsKind, WorkerRings};
 
 /// Bumped whenever the byte layout of the region or of a record changes.
 pub const RECORDS_LAYOUT_VERSION: u32 = 1;
 
-const MAGIC: [u8; 8] = *b"BRDRECS1";
-const HEADER_LEN: usize = 128;
 const RING_CONTROL: usize = 128;
-const MAX_WORKERS: u32 = 1024;
 
 /// Bytes of one encoded [`ConnRecord`].
 pub const RECORD_LEN: usize = 192;
@@ -303,49 +293,21 @@ impl Reader<'_> {
 }
 
 /// Why a records region could not be created or opened.
-#[derive(Debug, thiserror::Error)]
-pub enum RecordsError {
-    #[error("records region {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-    #[error("records region {0}")]
-    Untrusted(files::Untrusted),
-    #[error("records region {path}: {what}")]
-    Corrupt { path: PathBuf, what: String },
-}
+pub type RecordsError = RegionError;
+
+const KIND: RingsKind = RingsKind {
+    name: "records",
+    magic: *b"BRDRECS1",
+    layout_version: RECORDS_LAYOUT_VERSION,
+    control_len: RING_CONTROL,
+    slot_len: RECORD_LEN,
+    max_slots: 1 << 24,
+};
 
 /// A mapped records region: border-dp creates it, border-mgmt opens it.
+#[derive(Debug)]
 pub struct RecordsRegion {
-    /// Keeps the mapping alive; every access goes through `base`.
-    _map: MmapMut,
-    /// The mapping's first byte, taken once from `as_mut_ptr`: rings are
-    /// written through it by several workers at once.
-    base: *mut u8,
-    len: usize,
-    path: PathBuf,
-    n_workers: usize,
-    ring_slots: usize,
-}
-
-// SAFETY: `base` points into the mapping `_map` owns for the region's life;
-// shared access goes through atomics (the ring words) or the ring protocol
-// (one writer per ring, slots handed over by release/acquire on head and tail).
-unsafe impl Send for RecordsRegion {}
-// SAFETY: as for Send: `&RecordsRegion` methods only do atomic loads and
-// stores and protocol-ordered slot copies.
-unsafe impl Sync for RecordsRegion {}
-
-impl std::fmt::Debug for RecordsRegion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecordsRegion")
-            .field("path", &self.path)
-            .field("n_workers", &self.n_workers)
-            .field("ring_slots", &self.ring_slots)
-            .finish()
-    }
-}
-
-fn ring_stride(ring_slots: usize) -> usize {
-    RING_CONTROL + ring_slots * RECORD_LEN
+    rings: WorkerRings,
 }
 
 impl RecordsRegion {
@@ -358,147 +320,37 @@ impl RecordsRegion {
         ring_slots: u32,
         access: Access,
     ) -> Result<RecordsRegion, RecordsError> {
-        let io_err = |source| RecordsError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let corrupt = |what: String| RecordsError::Corrupt {
-            path: path.to_owned(),
-            what,
-        };
-        if n_workers as u64 > u64::from(MAX_WORKERS) {
-            return Err(corrupt(format!("{n_workers} workers")));
-        }
-        if !ring_slots.is_power_of_two() {
-            return Err(corrupt(format!("{ring_slots} slots is not a power of two")));
-        }
-        let slots = ring_slots as usize;
-        let len = HEADER_LEN + n_workers * ring_stride(slots);
-        // As the state region: built under a temporary name and renamed,
-        // so a reader of the previous region keeps valid memory.
-        let tmp = files::temp_path_for(path);
-        let file = files::create_new(&tmp, access).map_err(|e| match e {
-            files::FileError::Io(source) => io_err(source),
-            files::FileError::Untrusted(u) => RecordsError::Untrusted(u),
-        })?;
-        if let Err(e) = files::allocate(&file, len as u64) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io_err(e));
-        }
-        // SAFETY: the file was just created with `len` bytes under a name
-        // only this process uses; once renamed, border-mgmt maps it too and
-        // both sides follow the ring protocol of the module docs.
-        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err)?;
-        map[0..8].copy_from_slice(&MAGIC);
-        map[8..12].copy_from_slice(&RECORDS_LAYOUT_VERSION.to_le_bytes());
-        map[12..16].copy_from_slice(&(n_workers as u32).to_le_bytes());
-        map[16..20].copy_from_slice(&ring_slots.to_le_bytes());
-        map[20..24].copy_from_slice(&(RECORD_LEN as u32).to_le_bytes());
-        map[24..28].copy_from_slice(&std::process::id().to_le_bytes());
-        if let Err(e) = std::fs::rename(&tmp, path) {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io_err(e));
-        }
-        Ok(RecordsRegion::of(map, path, n_workers, slots))
+        let rings = WorkerRings::create(&KIND, path, n_workers, ring_slots, access, |_| {})?;
+        Ok(RecordsRegion { rings })
     }
 
     /// Maps an existing region read-write (border-mgmt writes the tails)
     /// and validates its header. The file must be this user's and private
     /// to it or its group: its records become collector traffic and log lines.
     pub fn open(path: &Path, access: Access) -> Result<RecordsRegion, RecordsError> {
-        let io_err = |source| RecordsError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let corrupt = |what: String| RecordsError::Corrupt {
-            path: path.to_owned(),
-            what,
-        };
-        let file = files::open_own(path, access, false).map_err(|e| match e {
-            files::FileError::Io(source) => io_err(source),
-            files::FileError::Untrusted(u) => RecordsError::Untrusted(u),
-        })?;
-        // SAFETY: a file of this user's (checked above); its length is
-        // validated below before any ring is touched, and the writer only
-        // ever changes the ring words atomically and slots beyond `head`.
-        let map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err)?;
-        if map.len() < HEADER_LEN {
-            return Err(corrupt(format!(
-                "{} bytes is shorter than the header",
-                map.len()
-            )));
-        }
-        if map[0..8] != MAGIC {
-            return Err(corrupt("not a border records region (bad magic)".into()));
-        }
-        let u32_at = |o: usize| u32::from_le_bytes([map[o], map[o + 1], map[o + 2], map[o + 3]]);
-        let version = u32_at(8);
-        if version != RECORDS_LAYOUT_VERSION {
-            return Err(corrupt(format!(
-                "layout version {version} is not supported (this build speaks {RECORDS_LAYOUT_VERSION})"
-            )));
-        }
-        let (n_workers, ring_slots, record_len) = (u32_at(12), u32_at(16), u32_at(20));
-        if n_workers > MAX_WORKERS
-            || !ring_slots.is_power_of_two()
-            || ring_slots > 1 << 24
-            || record_len as usize != RECORD_LEN
-        {
-            return Err(corrupt(format!(
-                "{n_workers} workers, {ring_slots} slots of {record_len} bytes"
-            )));
-        }
-        let need = HEADER_LEN + n_workers as usize * ring_stride(ring_slots as usize);
-        if map.len() < need {
-            return Err(corrupt(format!(
-                "{} bytes, but its rings need {need}",
-                map.len()
-            )));
-        }
-        Ok(RecordsRegion::of(
-            map,
-            path,
-            n_workers as usize,
-            ring_slots as usize,
-        ))
-    }
-
-    fn of(mut map: MmapMut, path: &Path, n_workers: usize, ring_slots: usize) -> RecordsRegion {
-        RecordsRegion {
-            base: map.as_mut_ptr(),
-            len: map.len(),
-            _map: map,
-            path: path.to_owned(),
-            n_workers,
-            ring_slots,
-        }
+        let rings = WorkerRings::open(&KIND, path, access)?;
+        Ok(RecordsRegion { rings })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.rings.path()
     }
 
     pub fn n_workers(&self) -> usize {
-        self.n_workers
+        self.rings.n_workers()
     }
 
     pub fn ring_slots(&self) -> usize {
-        self.ring_slots
+        self.rings.ring_slots()
     }
 
     /// The border-dp that created the region.
     pub fn pid(&self) -> u32 {
-        // The header's first words are written once, before the rename.
-        self.word(24).load(Ordering::Relaxed) as u32
+        self.rings.pid()
     }
 
     fn word(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len);
-        // SAFETY: the mapping is page-aligned and `offset` is a multiple of 8
-        // inside it (asserted above), so the pointer is valid and aligned for
-        // AtomicU64; the reference lives no longer than `self`, which owns the
-        // mapping. The other process accesses these words only atomically.
-        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+        self.rings.word(offset)
     }
 
     /// Unix time in milliseconds minus the workers' clock: a record's
@@ -513,26 +365,24 @@ impl RecordsRegion {
     }
 
     fn ring_base(&self, worker: usize) -> usize {
-        HEADER_LEN + worker * ring_stride(self.ring_slots)
+        self.rings.ring_base(worker)
     }
 
     /// Worker `i`'s end of its ring, if the region has one for it. The
     /// writer borrows the region: keep the region alive (border-dp leaks
     /// it for the process's life) while workers run.
     pub fn writer(&self, worker: usize) -> Option<RecordWriter<'_>> {
-        if worker >= self.n_workers {
+        if worker >= self.n_workers() {
             return None;
         }
         let base = self.ring_base(worker);
         Some(RecordWriter {
             head: self.word(base),
             tail: self.word(base + 64),
-            // SAFETY: `base + RING_CONTROL .. + ring_slots * RECORD_LEN` lies
-            // inside the mapping (checked by create/open); only this ring's
-            // one writer writes these slots, and only those the reader has
-            // given back (the protocol of the module docs).
-            slots: unsafe { self.base.add(base + RING_CONTROL) },
-            mask: self.ring_slots as u64 - 1,
+            // Only this ring's one writer writes these slots, and only
+            // those the reader has given back (the protocol of the module docs).
+            slots: self.rings.slots_ptr(worker),
+            mask: self.ring_slots() as u64 - 1,
             head_local: self.word(base).load(Ordering::Relaxed),
             tail_seen: self.word(base + 64).load(Ordering::Acquire),
             _region: std::marker::PhantomData,
@@ -541,7 +391,7 @@ impl RecordsRegion {
 
     /// Records waiting in worker `i`'s ring.
     pub fn pending(&self, worker: usize) -> u64 {
-        if worker >= self.n_workers {
+        if worker >= self.n_workers() {
             return 0;
         }
         let base = self.ring_base(worker);
@@ -559,7 +409,7 @@ impl RecordsRegion {
         max: usize,
         mut each: impl FnMut(Result<ConnRecord, BadRecord>),
     ) -> usize {
-        if worker >= self.n_workers {
+        if worker >= self.n_workers() {
             return 0;
         }
         let base = self.ring_base(worker);
@@ -568,20 +418,20 @@ impl RecordsRegion {
         let tail = tail_w.load(Ordering::Relaxed);
         // A head more than a ring ahead is not a writer following the
         // protocol: take the last ring's worth.
-        let ready = head.wrapping_sub(tail).min(self.ring_slots as u64);
+        let ready = head.wrapping_sub(tail).min(self.ring_slots() as u64);
         let n = ready.min(max as u64);
         let first = head.wrapping_sub(ready);
-        let mask = self.ring_slots as u64 - 1;
+        let mask = self.ring_slots() as u64 - 1;
+        let slots = self.rings.slots_ptr(worker);
         let mut slot = [0u8; RECORD_LEN];
         for k in 0..n {
-            let at = base + RING_CONTROL + ((first.wrapping_add(k) & mask) as usize) * RECORD_LEN;
-            // SAFETY: `at + RECORD_LEN <= len` (masked index in a ring the
-            // length check of create/open covers); the slot lies before
-            // `head`, which the writer published after filling it, and it
-            // writes the slot again only after `tail` passes it (below).
-            unsafe {
-                std::ptr::copy_nonoverlapping(self.base.add(at), slot.as_mut_ptr(), RECORD_LEN)
-            };
+            let at = ((first.wrapping_add(k) & mask) as usize) * RECORD_LEN;
+            // SAFETY: `at + RECORD_LEN` stays inside the ring's slots
+            // (masked index), which create/open checked lie in the mapping;
+            // the slot lies before `head`, which the writer published after
+            // filling it, and it writes the slot again only after `tail`
+            // passes it (below).
+            unsafe { std::ptr::copy_nonoverlapping(slots.add(at), slot.as_mut_ptr(), RECORD_LEN) };
             each(ConnRecord::decode(&slot));
         }
         tail_w.store(first.wrapping_add(n), Ordering::Release);

@@ -69,10 +69,9 @@ pub enum RunError {
     Twin(#[from] host::TwinError),
     #[error("{0}")]
     State(#[from] conf::state::StateError),
+    /// The records or the connections region.
     #[error("{0}")]
-    Records(#[from] conf::records::RecordsError),
-    #[error("{0}")]
-    Conns(#[from] conf::conns::ConnsError),
+    Region(#[from] conf::RegionError),
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
     /// `[mgmt] operators_group` names no group on this machine.

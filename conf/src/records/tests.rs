@@ -1,4 +1,5 @@
 use super::*;
+use crate::os::files;
 
 fn sample(i: u64) -> ConnRecord {
     ConnRecord {
@@ -171,7 +172,7 @@ fn a_file_that_is_not_a_records_region_is_refused() {
         .to_string();
     assert!(e.contains("bad magic"), "{e}");
     let mut h = vec![0; 256];
-    h[..8].copy_from_slice(&MAGIC);
+    h[..8].copy_from_slice(&KIND.magic);
     h[8..12].copy_from_slice(&RECORDS_LAYOUT_VERSION.to_le_bytes());
     h[12..16].copy_from_slice(&4u32.to_le_bytes());
     h[16..20].copy_from_slice(&1024u32.to_le_bytes());
