@@ -44,8 +44,8 @@ pub fn render(status: &Status, stats: &Stats, api_counters: &ApiCounters) -> Str
     ports(&mut o, stats);
     vip_state(&mut o, status);
     api(&mut o, api_counters);
-    o.push_rendered(&crate::bgp::metrics::render(status.bgp.as_ref()));
-    o.push_rendered(&crate::records::stats::render(status.records.as_ref()));
+    crate::bgp::metrics::render(&mut o, status.bgp.as_ref());
+    crate::records::stats::render(&mut o, status.records.as_ref());
     o.into_string()
 }
 

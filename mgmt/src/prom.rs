@@ -81,11 +81,6 @@ impl Exposition {
         self.one(name, "gauge", help, v);
     }
 
-    /// Text rendered elsewhere, appended as it is.
-    pub fn push_rendered(&mut self, text: &str) {
-        self.0.push_str(text);
-    }
-
     pub fn into_string(self) -> String {
         self.0
     }

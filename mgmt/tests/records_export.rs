@@ -304,7 +304,9 @@ fn a_malformed_slot_is_counted_and_the_next_record_still_goes_out() {
     let v = lines(&log);
     assert_eq!(v.len(), 1);
     assert_eq!(v[0]["client"], "192.0.2.12:40002");
-    let text = mgmt::records::stats::render(Some(&r));
+    let mut o = mgmt::prom::Exposition::default();
+    mgmt::records::stats::render(&mut o, Some(&r));
+    let text = o.into_string();
     assert!(
         text.contains("border_records_malformed_total 1\n"),
         "{text}"

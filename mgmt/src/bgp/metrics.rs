@@ -23,10 +23,9 @@ pub fn session_state_value(state: &str) -> u64 {
 }
 
 /// The text of every BGP family.
-pub fn render(bgp: Option<&BgpReport>) -> String {
-    let mut o = Exposition::default();
+pub fn render(o: &mut Exposition, bgp: Option<&BgpReport>) {
     let Some(r) = bgp else {
-        return o.into_string();
+        return;
     };
     let b = &r.view;
     o.family(
@@ -86,7 +85,6 @@ pub fn render(bgp: Option<&BgpReport>) -> String {
             u8::from(v.announced),
         );
     }
-    o.into_string()
 }
 
 #[cfg(test)]

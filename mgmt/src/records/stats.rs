@@ -2,9 +2,10 @@
 //! drain task (which counts) and the Prometheus exporter (which reads a
 //! [`RecordsReport`] of them): the `border_records_*` families.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
+
+use crate::prom::Exposition;
 
 /// Counters of one exporter.
 #[derive(Debug)]
@@ -118,25 +119,13 @@ impl RecordsStats {
     }
 }
 
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 /// Name, help and value of a per-exporter counter.
 type ExporterFamily = (&'static str, &'static str, fn(&ExporterReport) -> u64);
 
-fn family(o: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(o, "# HELP {name} {help}");
-    let _ = writeln!(o, "# TYPE {name} {kind}");
-}
-
 /// The `border_records_*` families (nothing without `[records]`).
-pub fn render(r: Option<&RecordsReport>) -> String {
-    let mut o = String::new();
+pub fn render(o: &mut Exposition, r: Option<&RecordsReport>) {
     let Some(r) = r else {
-        return o;
+        return;
     };
     let plain: [(&str, &str, &str, u64); 4] = [
         (
@@ -165,17 +154,15 @@ pub fn render(r: Option<&RecordsReport>) -> String {
         ),
     ];
     for (name, kind, help, v) in plain {
-        family(&mut o, name, kind, help);
-        let _ = writeln!(o, "{name} {v}");
+        o.one(name, kind, help, v);
     }
-    family(
-        &mut o,
+    o.family(
         "border_records_pending",
         "gauge",
         "connection records waiting in each worker's ring",
     );
     for (w, n) in r.pending.iter().enumerate() {
-        let _ = writeln!(o, "border_records_pending{{worker=\"{w}\"}} {n}");
+        o.sample("border_records_pending", &[("worker", &w.to_string())], n);
     }
     let per_exporter: [ExporterFamily; 2] = [
         (
@@ -190,16 +177,9 @@ pub fn render(r: Option<&RecordsReport>) -> String {
         ),
     ];
     for (name, help, get) in per_exporter {
-        family(&mut o, name, "counter", help);
+        o.family(name, "counter", help);
         for e in &r.exporters {
-            let _ = writeln!(
-                o,
-                "{name}{{exporter=\"{}\",target=\"{}\"}} {}",
-                e.kind,
-                esc(&e.target),
-                get(e)
-            );
+            o.sample(name, &[("exporter", e.kind), ("target", &e.target)], get(e));
         }
     }
-    o
 }
