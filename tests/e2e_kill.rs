@@ -114,7 +114,13 @@ fn kill_resets_the_backend_s_connections_and_enable_brings_it_back() {
             format!("VIP `v` has no backend {b9}"),
         ),
         (
-            ["backend", "disable", "nope", &backend(1).to_string(), "--kill"],
+            [
+                "backend",
+                "disable",
+                "nope",
+                &backend(1).to_string(),
+                "--kill",
+            ],
             "no VIP `nope` in the running config".to_string(),
         ),
     ] {
@@ -127,7 +133,10 @@ fn kill_resets_the_backend_s_connections_and_enable_brings_it_back() {
         let (code, out, err) = run(&json);
         assert_eq!((code, out.as_str()), (1, ""), "{err}");
         let v: serde_json::Value = serde_json::from_str(&err).unwrap();
-        assert_eq!((v["code"].as_u64(), v["kind"].as_str()), (Some(1), Some("failed")));
+        assert_eq!(
+            (v["code"].as_u64(), v["kind"].as_str()),
+            (Some(1), Some("failed"))
+        );
         assert_eq!(v["error"], want.as_str());
     }
     assert_eq!(published(), g, "a refused kill published nothing");
@@ -246,10 +255,7 @@ fn kill_resets_the_backend_s_connections_and_enable_brings_it_back() {
             .map(String::as_str)
             .collect::<Vec<_>>(),
     );
-    assert!(
-        out.starts_with(&format!("v {b1}: UP, weight 1, ")),
-        "{out}"
-    );
+    assert!(out.starts_with(&format!("v {b1}: UP, weight 1, ")), "{out}");
     let g: u64 = out
         .split("generation ")
         .nth(1)

@@ -200,14 +200,21 @@ fn flows_to_a_killed_backend_are_reset_from_either_end_and_counted() {
         let (_, b, local) = victim[1];
         assert_eq!(local.ip(), local_ip, "{what}");
         let out = n.forward(INT, &backend_data(b, local), INT);
-        assert_eq!(out, rst(INT_MAC, host_mac(b.ip()), local, b, 1234), "{what}");
+        assert_eq!(
+            out,
+            rst(INT_MAC, host_mac(b.ip()), local, b, 1234),
+            "{what}"
+        );
         assert_eq!(n.counter(Counter::FlowsKilled), 2, "{what}");
         assert_eq!(entries(&n), before - 2, "{what}");
 
         // The flow on the other backend: forwarded both ways, unchanged.
         for _ in 0..3 {
             let fwd = decode(&n.forward(EXT, &client_data(c2, vip), INT));
-            assert_eq!((fwd.src, fwd.dst, &fwd.payload[..]), (l2, b2, &b"GET /"[..]));
+            assert_eq!(
+                (fwd.src, fwd.dst, &fwd.payload[..]),
+                (l2, b2, &b"GET /"[..])
+            );
             let back = decode(&n.forward(INT, &backend_data(b2, l2), EXT));
             assert_eq!((back.src, back.dst), (vip, c2), "{what}");
             assert_eq!(back.payload, b"200 OK", "{what}");
@@ -230,7 +237,10 @@ fn flows_to_a_killed_backend_are_reset_from_either_end_and_counted() {
         adopt(&mut n, up);
         let (c, b, local) = victim[2];
         let fwd = decode(&n.forward(EXT, &client_data(c, vip), INT));
-        assert_eq!((fwd.src, fwd.dst, &fwd.payload[..]), (local, b, &b"GET /"[..]));
+        assert_eq!(
+            (fwd.src, fwd.dst, &fwd.payload[..]),
+            (local, b, &b"GET /"[..])
+        );
         assert_eq!(n.counter(Counter::FlowsKilled), 2, "{what}");
     }
 }

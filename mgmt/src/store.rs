@@ -687,12 +687,16 @@ weight = 2
     fn a_kill_is_a_drain_that_resets_and_undrain_undoes_it() {
         let mut s = store();
         let k = key("10.0.1.2:8080");
-        assert!(s.set_backend(&k, BackendAction::Kill, "bad deploy").unwrap());
+        assert!(s
+            .set_backend(&k, BackendAction::Kill, "bad deploy")
+            .unwrap());
         let e = s.effective(0, 1).unwrap();
         assert_eq!(e.state, BackendState::Killed);
         assert!(e.drained && e.killed);
         assert_eq!(e.reason, "killed by the operator: bad deploy");
-        assert!(!s.set_backend(&k, BackendAction::Kill, "bad deploy").unwrap());
+        assert!(!s
+            .set_backend(&k, BackendAction::Kill, "bad deploy")
+            .unwrap());
         s.set_health(
             &k,
             Some(HealthVerdict {
@@ -709,12 +713,18 @@ weight = 2
 
         assert!(s.set_backend(&k, BackendAction::Drain, "").unwrap());
         let e = s.effective(0, 1).unwrap();
-        assert_eq!((e.state, e.drained, e.killed), (BackendState::Draining, true, false));
+        assert_eq!(
+            (e.state, e.drained, e.killed),
+            (BackendState::Draining, true, false)
+        );
 
         s.set_backend(&k, BackendAction::Kill, "").unwrap();
         assert!(s.set_backend(&k, BackendAction::Undrain, "").unwrap());
         let e = s.effective(0, 1).unwrap();
-        assert_eq!((e.state, e.drained, e.killed), (BackendState::Up, false, false));
+        assert_eq!(
+            (e.state, e.drained, e.killed),
+            (BackendState::Up, false, false)
+        );
         assert!(s.operator_overrides().is_empty());
         assert_eq!(
             s.set_backend(&key("10.0.1.9:8080"), BackendAction::Kill, ""),
@@ -734,7 +744,10 @@ weight = 2
             .unwrap();
         let o = &s.operator_overrides()[&key("10.0.1.1:8080")];
         let v = serde_json::to_value(o).unwrap();
-        assert_eq!((v["drained"].as_bool(), v["killed"].as_bool()), (Some(true), Some(true)));
+        assert_eq!(
+            (v["drained"].as_bool(), v["killed"].as_bool()),
+            (Some(true), Some(true))
+        );
         let old: OperatorOverride =
             serde_json::from_str(r#"{"drained": true, "note": "old"}"#).unwrap();
         assert!(old.drained && !old.killed);

@@ -268,7 +268,8 @@ impl EchoStreams {
         use std::sync::Arc;
         let stop = Arc::new(AtomicBool::new(false));
         let verified: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
-        let failed: Arc<Vec<AtomicBool>> = Arc::new((0..n).map(|_| AtomicBool::new(false)).collect());
+        let failed: Arc<Vec<AtomicBool>> =
+            Arc::new((0..n).map(|_| AtomicBool::new(false)).collect());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let threads = (0..n)
             .map(|i| {
