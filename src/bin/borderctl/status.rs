@@ -576,6 +576,7 @@ mod tests {
                 "config_weight",
                 "drained",
                 "id",
+                "killed",
                 "reason",
                 "ring_slots",
                 "state",
