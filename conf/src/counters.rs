@@ -107,6 +107,7 @@ counters! {
     LocalTuplesResting => "local_tuples_resting", "gauge: full-NAT local tuples free but resting after their last connection (TIME_WAIT on the backend)";
     ResetBackendDown => "reset_backend_down", "TCP packets of a connection to a backend health took down answered with a RST and the connection forgotten (on_down = \"reset\")";
     ForgotBackendDown => "forgot_backend_down", "UDP flows to a backend health took down forgotten so their next datagram picks again (on_down = \"reset\")";
+    FlowsKilled => "flows_killed", "connections to a backend the operator killed (borderctl backend disable --kill) ended by their next packet: TCP answered with a RST, UDP forgotten so the next datagram picks again";
     DropTxFull => "drop_tx_full", "frames a port's TX queue did not accept";
     DropHostTxFull => "drop_host_tx_full", "frames a kernel twin's queue did not accept";
     DropMalformed => "drop_malformed", "frames that failed parsing (sum of the drop_<reason> below, from drop_truncated_ethernet to drop_truncated_icmpv6)";

@@ -364,6 +364,24 @@ maglev_table_size = 2
         let dns = &gen.vips[1];
         assert!(dns.flags.contains(VipFlags::FAIL_OPEN));
         assert!(!dns.ring.is_empty() && dns.ring.iter().all(|&e| e == 0));
+        // Killed by the operator: out of the ring like a drain, and never
+        // back through fail-open either.
+        let killed = |_: usize, b: usize| {
+            Some(if b == 0 {
+                (1, BackendState::Down)
+            } else {
+                (1, BackendState::Killed)
+            })
+        };
+        let gen = build_generation(&cfg, &killed).unwrap();
+        let dns = &gen.vips[1];
+        assert_eq!(dns.backends[1].state, BackendState::Killed);
+        assert!(dns.flags.contains(VipFlags::FAIL_OPEN));
+        assert!(!dns.ring.is_empty() && dns.ring.iter().all(|&e| e == 0));
+        let all_killed = |_: usize, _: usize| Some((1, BackendState::Killed));
+        let gen = build_generation(&cfg, &all_killed).unwrap();
+        assert!(!gen.vips[1].flags.contains(VipFlags::FAIL_OPEN));
+        assert!(gen.vips[1].ring.is_empty());
         // The VIP without backends is not "fail open", just empty.
         assert!(!down_gen.vips[2].flags.contains(VipFlags::FAIL_OPEN));
         // The reader sees the flag.

@@ -312,6 +312,26 @@ mod tables_fuzz {
             fix_vip(b, 0);
         });
         assert!(e.ends_with("proto = 99 is out of range"), "{e}");
+        // Backend 1's state byte: 3 is a killed backend, anything past it
+        // is refused (a reader never guesses what a newer writer meant).
+        let state_at = |b: &[u8]| {
+            let backends =
+                v0 + u32::from_le_bytes(b[v0 + 72..v0 + 76].try_into().unwrap()) as usize;
+            backends + 32 + 27
+        };
+        assert_eq!(bytes[state_at(&bytes)], BackendState::Draining.to_u8());
+        let mut b = bytes.clone();
+        let at = state_at(&b);
+        b[at] = 3;
+        fix_vip(&mut b, 0);
+        let g = view_of(&path.0, &b).unwrap();
+        assert_eq!(g.vips[0].backends[1].state, BackendState::Killed);
+        let e = edit(&|b| {
+            let at = state_at(b);
+            b[at] = 4;
+            fix_vip(b, 0);
+        });
+        assert!(e.ends_with("backend state = 4 is out of range"), "{e}");
         let e = edit(&|b| {
             put_u32(b, v0 + 32 + 32, 70_000); // n_backends
             fix_vip(b, 0);

@@ -15,7 +15,7 @@ use conf::tables::{BackendState, Generation, Published, TablesReader, TablesView
 use conf::SynProxy;
 use crossbeam_queue::ArrayQueue;
 
-use crate::lb::{Adopted, ResetKey, VipInput, VipSrc};
+use crate::lb::{Adopted, ResetKey, ResetWhy, VipInput, VipSrc};
 use crate::ppv2::PpConfig;
 use crate::routes::Routes;
 use crate::worker::{TablePoll, TableSource};
@@ -123,16 +123,30 @@ fn resets_down(flags: VipFlags) -> bool {
     flags.contains(VipFlags::RESET_ON_DOWN) && !flags.contains(VipFlags::FAIL_OPEN)
 }
 
-/// The backends whose established flows workers reset
+/// Why, if at all, workers reset the established flows of a backend in
+/// `state` on a VIP with `flags`: health took it down and the VIP
+/// [`resets_down`], or the operator killed it (on any VIP: a kill is the
+/// operator's word, not a health policy, so neither `on_down` nor failing
+/// open keeps its flows).
+fn reset_why(flags: VipFlags, state: BackendState) -> Option<ResetWhy> {
+    match state {
+        BackendState::Killed => Some(ResetWhy::Killed),
+        BackendState::Down if resets_down(flags) => Some(ResetWhy::Down),
+        _ => None,
+    }
+}
+
+/// The backends whose established flows workers reset, with why
 /// ([`Adopted::with_resets`]): those health took down (state Down; not
-/// drained, not weight 0) of VIPs that [`resets_down`]. Empty, without
-/// allocating, when no VIP asks for it.
-pub fn resets_from_view(view: &TablesView<'_>) -> Vec<ResetKey> {
+/// drained, not weight 0) of VIPs that [`resets_down`], and those the
+/// operator killed. Empty, without allocating, when there are none.
+pub fn resets_from_view(view: &TablesView<'_>) -> Vec<(ResetKey, ResetWhy)> {
     let mut out = Vec::new();
-    for v in view.vips().iter().filter(|v| resets_down(v.flags())) {
+    for v in view.vips().iter() {
         for b in v.backends() {
-            if b.backend_state() == BackendState::Down {
-                out.push(ResetKey::new(v.addr(), v.port(), v.proto(), b.ip(), b.port));
+            if let Some(why) = reset_why(v.flags(), b.backend_state()) {
+                let key = ResetKey::new(v.addr(), v.port(), v.proto(), b.ip(), b.port);
+                out.push((key, why));
             }
         }
     }
@@ -140,12 +154,12 @@ pub fn resets_from_view(view: &TablesView<'_>) -> Vec<ResetKey> {
 }
 
 /// [`resets_from_view`] for an in-process generation.
-pub fn resets_from_generation(gen: &Generation) -> Vec<ResetKey> {
+pub fn resets_from_generation(gen: &Generation) -> Vec<(ResetKey, ResetWhy)> {
     let mut out = Vec::new();
-    for v in gen.vips.iter().filter(|v| resets_down(v.flags)) {
+    for v in &gen.vips {
         for b in &v.backends {
-            if b.state == BackendState::Down {
-                out.push(ResetKey::new(v.addr, v.port, v.proto, b.addr, b.port));
+            if let Some(why) = reset_why(v.flags, b.state) {
+                out.push((ResetKey::new(v.addr, v.port, v.proto, b.addr, b.port), why));
             }
         }
     }

@@ -79,6 +79,12 @@ _borderctl() {
             borderctl__subcmd__backend,add)
                 cmd="borderctl__subcmd__backend__subcmd__add"
                 ;;
+            borderctl__subcmd__backend,disable)
+                cmd="borderctl__subcmd__backend__subcmd__disable"
+                ;;
+            borderctl__subcmd__backend,enable)
+                cmd="borderctl__subcmd__backend__subcmd__enable"
+                ;;
             borderctl__subcmd__backend,help)
                 cmd="borderctl__subcmd__backend__subcmd__help"
                 ;;
@@ -87,6 +93,12 @@ _borderctl() {
                 ;;
             borderctl__subcmd__backend__subcmd__help,add)
                 cmd="borderctl__subcmd__backend__subcmd__help__subcmd__add"
+                ;;
+            borderctl__subcmd__backend__subcmd__help,disable)
+                cmd="borderctl__subcmd__backend__subcmd__help__subcmd__disable"
+                ;;
+            borderctl__subcmd__backend__subcmd__help,enable)
+                cmd="borderctl__subcmd__backend__subcmd__help__subcmd__enable"
                 ;;
             borderctl__subcmd__backend__subcmd__help,help)
                 cmd="borderctl__subcmd__backend__subcmd__help__subcmd__help"
@@ -168,6 +180,12 @@ _borderctl() {
                 ;;
             borderctl__subcmd__help__subcmd__backend,add)
                 cmd="borderctl__subcmd__help__subcmd__backend__subcmd__add"
+                ;;
+            borderctl__subcmd__help__subcmd__backend,disable)
+                cmd="borderctl__subcmd__help__subcmd__backend__subcmd__disable"
+                ;;
+            borderctl__subcmd__help__subcmd__backend,enable)
+                cmd="borderctl__subcmd__help__subcmd__backend__subcmd__enable"
                 ;;
             borderctl__subcmd__help__subcmd__backend,remove)
                 cmd="borderctl__subcmd__help__subcmd__backend__subcmd__remove"
@@ -314,7 +332,7 @@ _borderctl() {
             return 0
             ;;
         borderctl__subcmd__backend)
-            opts="-h --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --json --help add remove help"
+            opts="-h --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --json --help add remove disable enable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -433,8 +451,124 @@ _borderctl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        borderctl__subcmd__backend__subcmd__disable)
+            opts="-h --note --kill --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --note)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --instance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gateway)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --appliance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        borderctl__subcmd__backend__subcmd__enable)
+            opts="-h --note --server --config --instance --cert --key --ca --server-name --gateway --appliance --timeout-ms --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --note)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --instance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gateway)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --appliance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         borderctl__subcmd__backend__subcmd__help)
-            opts="add remove help"
+            opts="add remove disable enable help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -448,6 +582,34 @@ _borderctl() {
             return 0
             ;;
         borderctl__subcmd__backend__subcmd__help__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        borderctl__subcmd__backend__subcmd__help__subcmd__disable)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        borderctl__subcmd__backend__subcmd__help__subcmd__enable)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1206,7 +1368,7 @@ _borderctl() {
             return 0
             ;;
         borderctl__subcmd__help__subcmd__backend)
-            opts="add remove"
+            opts="add remove disable enable"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1220,6 +1382,34 @@ _borderctl() {
             return 0
             ;;
         borderctl__subcmd__help__subcmd__backend__subcmd__add)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        borderctl__subcmd__help__subcmd__backend__subcmd__disable)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        borderctl__subcmd__help__subcmd__backend__subcmd__enable)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

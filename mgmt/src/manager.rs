@@ -1079,6 +1079,7 @@ fn backend_status(store: &Store, share: &Share, vi: usize, bi: usize) -> Backend
         config_weight: e.config_weight,
         weight_overridden: e.weight_overridden,
         drained: e.drained,
+        killed: e.killed,
         ring_slots: share.slots.get(&id).copied().unwrap_or(0),
         zone: b.zone.clone(),
     }
@@ -1383,6 +1384,46 @@ local_addresses = ["10.0.0.1"]
         assert_eq!(m.published_generation(), g);
         assert_eq!(m.running_config().origin, "t.toml");
         assert_eq!(m.status().vips[0].backends[0].state, BackendState::Draining);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A kill is saved like a drain: a restarted border-mgmt publishes the
+    /// backend killed again; undrain (enable) undoes it, durably too.
+    #[test]
+    fn a_kill_outlives_the_manager_and_undrain_undoes_it() {
+        let dir = tmpdir("kill");
+        let m = manager(&dir, 2);
+        m.set_backend("v0", "10.0.1.1:8080", BackendAction::Kill, "bad")
+            .unwrap();
+        let b = &m.status().vips[0].backends[0];
+        assert_eq!((b.state, b.ring_slots), (BackendState::Killed, 0));
+        drop(m);
+
+        let start = || {
+            let t = text(2, None, "a");
+            let cfg = Config::from_toml_str(&t, "t.toml").unwrap();
+            let m = Manager::new(cfg, t, "t.toml".into(), Options::new(Paths::in_dir(&dir)))
+                .unwrap()
+                .0;
+            m.publish_now("start").unwrap();
+            m
+        };
+        let m = start();
+        let b = &m.status().vips[0].backends[0];
+        assert_eq!(b.state, BackendState::Killed);
+        assert_eq!(b.reason, "killed by the operator: bad");
+        let r = TablesReader::open(&Paths::in_dir(&dir).tables).unwrap();
+        let v = r.view_current().unwrap();
+        assert_eq!(
+            v.vips()[0].backends()[0].backend_state(),
+            BackendState::Killed,
+            "published killed"
+        );
+        m.set_backend("v0", "10.0.1.1:8080", BackendAction::Undrain, "")
+            .unwrap();
+        drop(m);
+        let m = start();
+        assert_eq!(m.status().vips[0].backends[0].state, BackendState::Up);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -327,7 +327,7 @@ fn vip_state(o: &mut Out, status: &Status) {
     o.family(
         "border_backend_state",
         "gauge",
-        "1 for the backend's current state (up, down, draining), 0 for the others",
+        "1 for the backend's current state (up, down, draining, killed), 0 for the others",
     );
     for v in &status.vips {
         for b in &v.backends {
@@ -336,6 +336,7 @@ fn vip_state(o: &mut Out, status: &Status) {
                 (BackendState::Up, "up"),
                 (BackendState::Down, "down"),
                 (BackendState::Draining, "draining"),
+                (BackendState::Killed, "killed"),
             ] {
                 o.sample(
                     "border_backend_state",

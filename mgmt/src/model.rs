@@ -155,8 +155,10 @@ pub struct BackendStatus {
     pub config_weight: u32,
     /// Operator weight in force.
     pub weight_overridden: bool,
-    /// Drained by the operator.
+    /// Drained by the operator (also when killed).
     pub drained: bool,
+    /// Killed by the operator: drained, and its flows reset.
+    pub killed: bool,
     /// Slots of the VIP's Maglev ring that point at it.
     pub ring_slots: u32,
     /// Its zone, if configured.

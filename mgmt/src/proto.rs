@@ -55,6 +55,7 @@ impl From<BackendState> for pb::BackendState {
             BackendState::Up => pb::BackendState::Up,
             BackendState::Down => pb::BackendState::Down,
             BackendState::Draining => pb::BackendState::Draining,
+            BackendState::Killed => pb::BackendState::Killed,
         }
     }
 }
@@ -70,6 +71,7 @@ impl From<BackendStatus> for pb::BackendStatus {
             config_weight: b.config_weight,
             weight_overridden: b.weight_overridden,
             drained: b.drained,
+            killed: b.killed,
             ring_slots: b.ring_slots,
             zone: b.zone.unwrap_or_default(),
         }
@@ -337,6 +339,7 @@ impl From<pb::set_backend_request::Action> for BackendAction {
             Action::Weight(w) => BackendAction::Weight(w),
             Action::Drain(_) => BackendAction::Drain,
             Action::Undrain(_) => BackendAction::Undrain,
+            Action::Kill(_) => BackendAction::Kill,
             Action::ResetWeight(_) => BackendAction::ResetWeight,
         }
     }

@@ -228,7 +228,7 @@ impl Border for BorderService {
             Some(a) => a.into(),
             None => {
                 return Err(Status::invalid_argument(
-                    "no action: set one of weight, drain, undrain, reset_weight",
+                    "no action: set one of weight, drain, kill, undrain, reset_weight",
                 ))
             }
         };

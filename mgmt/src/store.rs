@@ -49,9 +49,14 @@ pub struct OperatorOverride {
     /// Replaces the configured weight.
     #[serde(default)]
     pub weight: Option<u32>,
-    /// Out of the ring; existing flows finish.
+    /// Out of the ring; existing flows finish (unless `killed`).
     #[serde(default)]
     pub drained: bool,
+    /// Drained, and every established flow reset on its next packet. Saved
+    /// with `drained` set too, so a border-mgmt that does not know this
+    /// field reads a drain.
+    #[serde(default)]
+    pub killed: bool,
     /// The operator's note, shown in the reason.
     #[serde(default)]
     pub note: String,
@@ -62,7 +67,7 @@ pub struct OperatorOverride {
 
 impl OperatorOverride {
     fn is_empty(&self) -> bool {
-        self.weight.is_none() && !self.drained
+        self.weight.is_none() && !self.drained && !self.killed
     }
 }
 
@@ -97,7 +102,10 @@ pub enum BackendAction {
     ResetWeight,
     /// Out of the ring, existing flows finish.
     Drain,
-    /// Undo [`BackendAction::Drain`].
+    /// Out of the ring, and established flows reset on their next packet
+    /// (whatever the VIP's `on_down`).
+    Kill,
+    /// Undo [`BackendAction::Drain`] or [`BackendAction::Kill`].
     Undrain,
 }
 
@@ -110,8 +118,10 @@ pub struct Effective {
     pub config_weight: u32,
     /// Operator weight in force.
     pub weight_overridden: bool,
-    /// Drained by the operator.
+    /// Drained by the operator (also when killed).
     pub drained: bool,
+    /// Killed by the operator: drained, and its flows reset.
+    pub killed: bool,
     /// State for the tables.
     pub state: BackendState,
     /// Why, in words.
@@ -289,7 +299,8 @@ impl Store {
             .or(health_weight)
             .unwrap_or(b.weight);
         let weight_overridden = op.and_then(|o| o.weight).is_some();
-        let drained = op.is_some_and(|o| o.drained);
+        let killed = op.is_some_and(|o| o.killed);
+        let drained = killed || op.is_some_and(|o| o.drained);
         let note = |o: &OperatorOverride| {
             if o.note.is_empty() {
                 String::new()
@@ -297,7 +308,13 @@ impl Store {
                 format!(": {}", o.note)
             }
         };
-        let (state, reason) = if drained {
+        let (state, reason) = if killed {
+            let o = op.expect("killed implies an override");
+            (
+                BackendState::Killed,
+                format!("killed by the operator{}", note(o)),
+            )
+        } else if drained {
             let o = op.expect("drained implies an override");
             (
                 BackendState::Draining,
@@ -333,6 +350,7 @@ impl Store {
             config_weight: b.weight,
             weight_overridden,
             drained,
+            killed,
             state,
             reason,
         })
@@ -426,10 +444,16 @@ impl Store {
         match action {
             BackendAction::Weight(w) => o.weight = Some(w),
             BackendAction::ResetWeight => o.weight = None,
-            BackendAction::Drain => o.drained = true,
-            BackendAction::Undrain => o.drained = false,
+            BackendAction::Drain => (o.drained, o.killed) = (true, false),
+            BackendAction::Kill => (o.drained, o.killed) = (true, true),
+            BackendAction::Undrain => (o.drained, o.killed) = (false, false),
         }
-        if !note.is_empty() || matches!(action, BackendAction::Drain | BackendAction::Weight(_)) {
+        if !note.is_empty()
+            || matches!(
+                action,
+                BackendAction::Drain | BackendAction::Kill | BackendAction::Weight(_)
+            )
+        {
             o.note = note.to_string();
         }
         o.since_unix_ms = now_unix_ms();
@@ -654,6 +678,79 @@ weight = 2
         assert!(
             s.set_health(&k, None) || s.effective(0, 0).unwrap().state == BackendState::Draining
         );
+    }
+
+    /// A kill: out of the ring like a drain (drained too), state Killed so
+    /// workers reset its flows; it wins over health; undrain (`enable`)
+    /// undoes it; a drain after it keeps the drain only.
+    #[test]
+    fn a_kill_is_a_drain_that_resets_and_undrain_undoes_it() {
+        let mut s = store();
+        let k = key("10.0.1.2:8080");
+        assert!(s
+            .set_backend(&k, BackendAction::Kill, "bad deploy")
+            .unwrap());
+        let e = s.effective(0, 1).unwrap();
+        assert_eq!(e.state, BackendState::Killed);
+        assert!(e.drained && e.killed);
+        assert_eq!(e.reason, "killed by the operator: bad deploy");
+        assert!(!s
+            .set_backend(&k, BackendAction::Kill, "bad deploy")
+            .unwrap());
+        s.set_health(
+            &k,
+            Some(HealthVerdict {
+                up: false,
+                reason: "refused".into(),
+                since_unix_ms: 1,
+                weight: None,
+                drain: false,
+                weight_pct: None,
+            }),
+        );
+        assert_eq!(s.effective(0, 1).unwrap().state, BackendState::Killed);
+        s.set_health(&k, None);
+
+        assert!(s.set_backend(&k, BackendAction::Drain, "").unwrap());
+        let e = s.effective(0, 1).unwrap();
+        assert_eq!(
+            (e.state, e.drained, e.killed),
+            (BackendState::Draining, true, false)
+        );
+
+        s.set_backend(&k, BackendAction::Kill, "").unwrap();
+        assert!(s.set_backend(&k, BackendAction::Undrain, "").unwrap());
+        let e = s.effective(0, 1).unwrap();
+        assert_eq!(
+            (e.state, e.drained, e.killed),
+            (BackendState::Up, false, false)
+        );
+        assert!(s.operator_overrides().is_empty());
+        assert_eq!(
+            s.set_backend(&key("10.0.1.9:8080"), BackendAction::Kill, ""),
+            Err(SetBackendError::NoBackend {
+                vip: "web".into(),
+                backend: "10.0.1.9:8080".parse().unwrap()
+            })
+        );
+    }
+
+    /// Saved, a kill is also a drain: a border-mgmt that does not know
+    /// `killed` reads a drain.
+    #[test]
+    fn a_saved_kill_reads_as_a_drain_without_the_field() {
+        let mut s = store();
+        s.set_backend(&key("10.0.1.1:8080"), BackendAction::Kill, "x")
+            .unwrap();
+        let o = &s.operator_overrides()[&key("10.0.1.1:8080")];
+        let v = serde_json::to_value(o).unwrap();
+        assert_eq!(
+            (v["drained"].as_bool(), v["killed"].as_bool()),
+            (Some(true), Some(true))
+        );
+        let old: OperatorOverride =
+            serde_json::from_str(r#"{"drained": true, "note": "old"}"#).unwrap();
+        assert!(old.drained && !old.killed);
     }
 
     #[test]

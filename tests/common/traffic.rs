@@ -238,6 +238,9 @@ pub struct StreamReport {
     pub bytes: u64,
     /// The first error, if any (the stream stops there).
     pub error: Option<String>,
+    /// That error's kind (`ConnectionReset` for a RST) and when it came.
+    pub error_kind: Option<std::io::ErrorKind>,
+    pub failed_at: Option<Instant>,
 }
 
 /// Long-lived TCP connections from namespace `ns` to `vip`, each streaming
@@ -246,6 +249,7 @@ pub struct StreamReport {
 pub struct EchoStreams {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     verified: std::sync::Arc<Vec<std::sync::atomic::AtomicU64>>,
+    failed: std::sync::Arc<Vec<std::sync::atomic::AtomicBool>>,
     threads: Vec<std::thread::JoinHandle<StreamReport>>,
 }
 
@@ -264,10 +268,13 @@ impl EchoStreams {
         use std::sync::Arc;
         let stop = Arc::new(AtomicBool::new(false));
         let verified: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+        let failed: Arc<Vec<AtomicBool>> =
+            Arc::new((0..n).map(|_| AtomicBool::new(false)).collect());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let threads = (0..n)
             .map(|i| {
                 let (stop, verified, ready) = (stop.clone(), verified.clone(), ready_tx.clone());
+                let failed = failed.clone();
                 let id = first_id + i as u64;
                 in_netns(ns, move || {
                     let mut r = StreamReport {
@@ -275,6 +282,8 @@ impl EchoStreams {
                         backend: String::new(),
                         bytes: 0,
                         error: None,
+                        error_kind: None,
+                        failed_at: None,
                     };
                     let mut s = match connect_retry(vip, Duration::from_secs(10)) {
                         Ok(s) => s,
@@ -300,7 +309,12 @@ impl EchoStreams {
                                     std::thread::sleep(pace);
                                 }
                             }
-                            Err(e) => r.error = Some(format!("after {} bytes: {e}", r.bytes)),
+                            Err(e) => {
+                                r.error = Some(format!("after {} bytes: {e}", r.bytes));
+                                r.error_kind = Some(e.kind());
+                                r.failed_at = Some(Instant::now());
+                                failed[i].store(true, Ordering::Relaxed);
+                            }
                         }
                     }
                     if r.error.is_none() {
@@ -326,8 +340,17 @@ impl EchoStreams {
         EchoStreams {
             stop,
             verified,
+            failed,
             threads,
         }
+    }
+
+    /// Per stream: whether it has stopped on an error.
+    pub fn failed(&self) -> Vec<bool> {
+        self.failed
+            .iter()
+            .map(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
     }
 
     /// Bytes verified so far, per stream.

@@ -217,7 +217,7 @@ pub struct BackendRecord {
     pub port: u16,
     /// 4 or 6.
     pub family: u8,
-    /// [`super::BackendState`] as u8: 0 up, 1 down, 2 draining.
+    /// [`super::BackendState`] as u8: 0 up, 1 down, 2 draining, 3 killed.
     pub state: u8,
     /// Open connections at most (0: no limit).
     pub max_connections: u32,

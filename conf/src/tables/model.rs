@@ -96,6 +96,9 @@ pub enum BackendState {
     Down = 1,
     /// Operator drain: out of the ring, existing flows finish.
     Draining = 2,
+    /// Operator kill: out of the ring, and every established flow to it is
+    /// reset on its next packet (whatever the VIP's `on_down`).
+    Killed = 3,
 }
 
 impl BackendState {
@@ -110,6 +113,7 @@ impl BackendState {
             0 => Some(BackendState::Up),
             1 => Some(BackendState::Down),
             2 => Some(BackendState::Draining),
+            3 => Some(BackendState::Killed),
             _ => None,
         }
     }
@@ -355,8 +359,8 @@ impl GenerationBuilder {
     ///   backends;
     /// - FAIL-OPEN: with no eligible backend, the ring covers every backend
     ///   health took down (state Down, effective weight > 0) and
-    ///   [`VipFlags::FAIL_OPEN`] is set; drained backends (state Draining or
-    ///   weight 0) never return that way, so a VIP whose backends are all
+    ///   [`VipFlags::FAIL_OPEN`] is set; drained backends (state Draining,
+    ///   Killed or weight 0) never return that way, so a VIP whose backends are all
     ///   drained, or that has none, gets an empty ring.
     pub fn build(
         &mut self,

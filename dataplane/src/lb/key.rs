@@ -135,6 +135,17 @@ pub(super) fn to16(a: IpAddr) -> [u8; 16] {
     }
 }
 
+/// Why a backend's established flows are reset: it decides the counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResetWhy {
+    /// Health took it down on a VIP with `on_down = "reset"` that does not
+    /// fail open (`reset_backend_down`, `forgot_backend_down`).
+    Down,
+    /// The operator killed it (`flows_killed`), whatever the VIP's
+    /// `on_down` and whether it fails open.
+    Killed,
+}
+
 /// A backend of a VIP whose established flows a worker resets, as a
 /// connection-table entry names them: the VIP (the original key's
 /// destination) and the backend (the reply key's source).

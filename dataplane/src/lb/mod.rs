@@ -71,7 +71,7 @@ pub(crate) use emit::NeighRequest;
 pub use express::Prepared;
 pub use flood::HALF_OPEN_MIN_AGE_MS;
 pub use flow::{FlowRec, FLOW_COUNTED_BACKEND, FLOW_COUNTED_VIP};
-pub(crate) use key::ResetKey;
+pub(crate) use key::{ResetKey, ResetWhy};
 pub(crate) use select::port_owner;
 pub use select::Flow4or6;
 pub use tables::{Adopted, BackendRt, VipRt};

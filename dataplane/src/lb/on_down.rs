@@ -1,12 +1,13 @@
-//! Flows to a backend health took down, on a VIP with `on_down = "reset"`:
-//! TCP answered with a RST, UDP forgotten.
+//! Flows to a backend health took down, on a VIP with `on_down = "reset"`,
+//! or to a backend the operator killed: TCP answered with a RST, UDP
+//! forgotten.
 
 use conf::counters::Counter;
 
 use super::classify::{flags_of, syn_only};
 use super::count_drop;
 use super::flow::Ending;
-use super::key::ResetKey;
+use super::key::{ResetKey, ResetWhy};
 use super::Lb;
 use super::{Out, Rx};
 use crate::conntrack::{EntryId, FlowKey};
@@ -16,22 +17,21 @@ use crate::verdict::Verdict;
 use crate::wire::{ip_proto, Parsed, TcpFlags};
 
 impl Lb {
-    /// Whether the flow of entry `id` goes to a backend whose flows the
-    /// adopted generation resets.
+    /// Why the flow of entry `id` is reset, if the adopted generation
+    /// resets the flows of its backend.
     #[inline(never)]
-    pub(super) fn must_reset(&self, id: EntryId) -> bool {
-        let Some(t) = self.tables.as_ref() else {
-            return false;
-        };
+    pub(super) fn reset_why(&self, id: EntryId) -> Option<ResetWhy> {
+        let t = self.tables.as_ref()?;
         let e = self.conntrack.get(id);
         t.resets(&ResetKey::of_flow(e.orig(), e.reply()))
     }
 
     /// A client's packet of flow `id`, whose backend went down on a VIP
-    /// with `on_down = "reset"`. TCP: answered with a RST from the VIP
-    /// (built from the packet itself, so in the client's sequence space)
-    /// and the entry removed; a SYN instead starts a new connection. UDP:
-    /// the flow is forgotten and the datagram picks a backend again.
+    /// with `on_down = "reset"` or was killed. TCP: answered with a RST
+    /// from the VIP (built from the packet itself, so in the client's
+    /// sequence space) and the entry removed; a SYN instead starts a new
+    /// connection. UDP: the flow is forgotten and the datagram picks a
+    /// backend again (a killed backend's client loses no datagram).
     #[cold]
     #[inline(never)]
     pub(super) fn reset_client(
@@ -39,12 +39,12 @@ impl Lb {
         rx: Rx<'_>,
         vi: u32,
         key: &FlowKey,
-        id: EntryId,
+        (id, why): (EntryId, ResetWhy),
         out: Out<'_>,
     ) -> Verdict {
         if key.proto != ip_proto::TCP || syn_only(flags_of(rx.p)) {
             self.forget(id, Ending::Reset);
-            out.counters.inc(Counter::ForgotBackendDown);
+            out.counters.inc(forgot_counter(why));
             return self.client_miss(rx, vi, key, None, out);
         }
         let (buf, len, p, in_port) = rx.parts();
@@ -52,15 +52,15 @@ impl Lb {
         let Some(frame) = buf.get_mut(..len) else {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         };
-        self.send_rst(frame, p, in_port, id, ports, counters)
+        self.send_rst(frame, p, in_port, (id, why), ports, counters)
     }
 
     /// A backend's packet of flow `id`, whose backend went down on a VIP
-    /// with `on_down = "reset"`. TCP: answered with a RST to the backend
-    /// from the address it knows (the full-NAT local address, or the
-    /// client for DNAT), built from the packet itself (so in the backend's
-    /// sequence space, PROXY header included), and the entry removed. UDP:
-    /// the flow is forgotten, the datagram dropped.
+    /// with `on_down = "reset"` or was killed. TCP: answered with a RST to
+    /// the backend from the address it knows (the full-NAT local address,
+    /// or the client for DNAT), built from the packet itself (so in the
+    /// backend's sequence space, PROXY header included), and the entry
+    /// removed. UDP: the flow is forgotten, the datagram dropped.
     #[cold]
     #[inline(never)]
     pub(super) fn reset_backend(
@@ -68,16 +68,16 @@ impl Lb {
         frame: &mut [u8],
         p: &Parsed,
         in_port: usize,
-        id: EntryId,
+        (id, why): (EntryId, ResetWhy),
         ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Verdict {
         if p.l4_proto != ip_proto::TCP {
             self.forget(id, Ending::Reset);
-            counters.inc(Counter::ForgotBackendDown);
+            counters.inc(forgot_counter(why));
             return count_drop(counters, Counter::DropNoConntrack);
         }
-        self.send_rst(frame, p, in_port, id, ports, counters)
+        self.send_rst(frame, p, in_port, (id, why), ports, counters)
     }
 
     /// A client's segment to a PROXY VIP of a connection with no entry
@@ -118,20 +118,36 @@ impl Lb {
         frame: &mut [u8],
         p: &Parsed,
         in_port: usize,
-        id: EntryId,
+        (id, why): (EntryId, ResetWhy),
         ports: &[PortDesc],
         counters: &mut Counters,
     ) -> Verdict {
         self.forget(id, Ending::Reset);
+        // A killed flow is counted once it is gone, RST sent or not: the
+        // count is of connections, not of RSTs.
+        if why == ResetWhy::Killed {
+            counters.inc(Counter::FlowsKilled);
+        }
         let Some(port) = ports.get(in_port) else {
             return count_drop(counters, Counter::DropNoRoute);
         };
         match crate::reset::rst_reply(frame, p, port.mac) {
             Ok(len) => {
-                counters.inc(Counter::ResetBackendDown);
+                if why == ResetWhy::Down {
+                    counters.inc(Counter::ResetBackendDown);
+                }
                 Verdict::Send { port: in_port, len }
             }
             Err(_) => count_drop(counters, Counter::DropSlowpathUnhandled),
         }
+    }
+}
+
+/// The counter of a UDP flow (or a TCP tuple opened again by a SYN)
+/// forgotten because its backend's flows are reset.
+fn forgot_counter(why: ResetWhy) -> Counter {
+    match why {
+        ResetWhy::Down => Counter::ForgotBackendDown,
+        ResetWhy::Killed => Counter::FlowsKilled,
     }
 }

@@ -95,20 +95,21 @@ impl Lb {
                 return v;
             }
         }
-        // Its backend went down and the VIP resets such flows (a RST ends
-        // the connection by itself: it goes on as usual).
+        // Its backend went down and the VIP resets such flows, or it was
+        // killed (a RST ends the connection by itself: it goes on as usual).
         if verified
             && self.tables.as_ref().is_some_and(|t| t.reset_pending)
             && flags & TcpFlags::RST.0 == 0
-            && self.must_reset(id)
         {
-            let rx = Rx {
-                buf,
-                len,
-                p,
-                in_port,
-            };
-            return self.reset_client(rx, vi, key, id, Out { ports, counters });
+            if let Some(why) = self.reset_why(id) {
+                let rx = Rx {
+                    buf,
+                    len,
+                    p,
+                    in_port,
+                };
+                return self.reset_client(rx, vi, key, (id, why), Out { ports, counters });
+            }
         }
         // An established flow.
         if verified && tcp {
@@ -308,13 +309,15 @@ impl Lb {
                     Err(v) => return v,
                 };
                 // As for the client's packets: the backend's connection
-                // to a down backend is reset.
+                // to a down or killed backend is reset.
                 if verified
                     && self.tables.as_ref().is_some_and(|t| t.reset_pending)
                     && flags_of(p) & TcpFlags::RST.0 == 0
-                    && self.must_reset(id)
                 {
-                    return self.reset_backend(frame, p, in_port, id, ports, counters);
+                    if let Some(why) = self.reset_why(id) {
+                        let flow = (id, why);
+                        return self.reset_backend(frame, p, in_port, flow, ports, counters);
+                    }
                 }
                 // SYN proxy: the backend's SYN-ACK splices, unsent.
                 if verified && self.conntrack.get(id).value.bits & FLOW_SP != 0 {

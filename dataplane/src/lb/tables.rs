@@ -11,7 +11,7 @@ use conf::{Mode, SynProxy};
 use hashbrown::HashMap;
 
 use super::admit::{Admission, VipAdmit};
-use super::key::{to16, RawKey, RawMap, ResetKey};
+use super::key::{to16, RawKey, RawMap, ResetKey, ResetWhy};
 use crate::local_ports::{self, SetId};
 use crate::neigh::Slot;
 use crate::ppv2::PpConfig;
@@ -250,9 +250,10 @@ pub struct Adopted<'t> {
     /// [`Adopted::new`]).
     pub carried: usize,
     pub built: usize,
-    /// Backends whose established flows are reset (`on_down = "reset"`,
-    /// health-down, VIP not failing open): see [`Adopted::with_resets`].
-    resets: hashbrown::HashSet<ResetKey, ahash::RandomState>,
+    /// Backends whose established flows are reset, and why (`on_down =
+    /// "reset"`, health-down, VIP not failing open; or killed by the
+    /// operator): see [`Adopted::with_resets`].
+    resets: HashMap<ResetKey, ResetWhy, ahash::RandomState>,
     /// `resets` is not empty: the express lane leaves every packet to the
     /// general path, which checks each flow's backend.
     pub reset_pending: bool,
@@ -348,16 +349,20 @@ impl<'t> Adopted<'t> {
     /// Established flows to these backends are reset: the next packet of
     /// such a TCP connection, from either end, is answered with a RST and
     /// the entry removed; a UDP flow is forgotten, so its next datagram
-    /// picks a backend again (see `tables_source::resets_from_view`).
-    pub fn with_resets(mut self, keys: impl IntoIterator<Item = ResetKey>) -> Self {
+    /// picks a backend again (see `tables_source::resets_from_view`). A
+    /// backend listed twice keeps the last reason.
+    pub fn with_resets(mut self, keys: impl IntoIterator<Item = (ResetKey, ResetWhy)>) -> Self {
         self.resets.extend(keys);
         self.reset_pending = !self.resets.is_empty();
         self
     }
 
-    /// Whether flows to this backend are reset.
-    pub fn resets(&self, k: &ResetKey) -> bool {
-        self.reset_pending && self.resets.contains(k)
+    /// Whether flows to this backend are reset, and why.
+    pub fn resets(&self, k: &ResetKey) -> Option<ResetWhy> {
+        if !self.reset_pending {
+            return None;
+        }
+        self.resets.get(k).copied()
     }
 
     /// Gives VIP `i` its backends if it has only block records: those of the

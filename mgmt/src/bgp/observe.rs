@@ -225,6 +225,7 @@ port = 8080
                     config_weight: 1,
                     weight_overridden: false,
                     drained: false,
+                    killed: false,
                     ring_slots: 1,
                     zone: None,
                 }],

@@ -1,5 +1,6 @@
-//! `borderctl drain | undrain | weight`: one operator override of one
-//! backend through SetBackend.
+//! `borderctl drain | undrain | weight` and `borderctl backend disable
+//! [--kill] | enable`: one operator override of one backend through
+//! SetBackend.
 
 use std::process::ExitCode;
 
@@ -16,7 +17,11 @@ use crate::status::BackendView;
 #[derive(Clone, Copy, Debug)]
 pub enum Change {
     Drain,
+    /// Drain, and reset the connections it holds.
+    Kill,
     Undrain,
+    /// Undrain, as `backend enable` says it.
+    Enable,
     Weight(WeightArg),
 }
 
@@ -24,7 +29,8 @@ impl Change {
     fn action(self) -> Action {
         match self {
             Change::Drain => Action::Drain(pb::Drain {}),
-            Change::Undrain => Action::Undrain(pb::Undrain {}),
+            Change::Kill => Action::Kill(pb::Kill {}),
+            Change::Undrain | Change::Enable => Action::Undrain(pb::Undrain {}),
             Change::Weight(WeightArg::Set(w)) => Action::Weight(w),
             Change::Weight(WeightArg::Reset) => Action::ResetWeight(pb::ResetWeight {}),
         }
@@ -34,7 +40,9 @@ impl Change {
     fn done(self) -> String {
         match self {
             Change::Drain => "drained".into(),
+            Change::Kill => "killed (its connections are reset on their next packet)".into(),
             Change::Undrain => "undrained".into(),
+            Change::Enable => "enabled".into(),
             Change::Weight(WeightArg::Set(w)) => format!("weight {w}"),
             Change::Weight(WeightArg::Reset) => "weight reset".into(),
         }
@@ -141,5 +149,37 @@ mod tests {
         assert_eq!(v["backend"]["weight_overridden"], true);
         assert_eq!(v["backend"]["state"], "UP");
         assert!(v.get("done").is_none());
+    }
+
+    #[test]
+    fn a_kill_shows_the_killed_backend() {
+        let backend = pb::BackendStatus {
+            address: "10.20.0.11:8080".into(),
+            id: 1,
+            state: pb::BackendState::Killed as i32,
+            reason: "killed by the operator: bad deploy".into(),
+            weight: 1,
+            config_weight: 1,
+            drained: true,
+            killed: true,
+            ..Default::default()
+        };
+        let view = BackendChangeView {
+            vip: "web".into(),
+            generation: 5,
+            changed: true,
+            pending: String::new(),
+            backend: BackendView::from(&backend),
+            done: Change::Kill.done(),
+        };
+        assert_eq!(
+            view.render().to_string(),
+            "web 10.20.0.11:8080: KILLED, weight 1, 0 ring slots: killed by the operator: bad deploy\n\
+             killed (its connections are reset on their next packet): generation 5 published"
+        );
+        let v = serde_json::to_value(&view).unwrap();
+        assert_eq!(v["backend"]["state"], "KILLED");
+        assert_eq!(v["backend"]["killed"], true);
+        assert_eq!(v["backend"]["drained"], true);
     }
 }

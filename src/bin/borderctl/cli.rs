@@ -107,11 +107,14 @@ pub enum Cmd {
         #[arg(value_parser = parse_weight)]
         weight: WeightArg,
     },
-    /// Add or remove one backend of a VIP in the running config.
+    /// Add or remove one backend of a VIP in the running config; disable
+    /// (drain, or --kill its connections) or enable one.
     ///
-    /// The running config with the change is validated, published and saved
-    /// as `apply` would (the same errors; atomic; kept across restarts of
-    /// border-mgmt). See docs/api.md.
+    /// `add` and `remove`: the running config with the change is validated,
+    /// published and saved as `apply` would (the same errors; atomic; kept
+    /// across restarts of border-mgmt). `disable` and `enable` are operator
+    /// overrides like `drain` and `undrain` (kept across restarts too). See
+    /// docs/api.md.
     #[command(subcommand)]
     Backend(BackendCmd),
     /// Add or remove one VIP of the running config.
@@ -292,6 +295,29 @@ pub enum BackendCmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Take a backend out of the ring: as `drain` (open connections
+    /// finish), or with --kill also reset every connection it holds.
+    ///
+    /// --kill: every established connection to the backend ends on its
+    /// next packet from either end, whatever the VIP's `on_down`: TCP is
+    /// answered with a RST (the client sees a reset), a UDP flow is
+    /// forgotten and its next datagram goes to another backend. Each is
+    /// counted once as `flows_killed` (`counters`, `stats`, Prometheus
+    /// `border_flows_killed_total`). A connection that never sends again
+    /// is not reset: its entry ends with the connection table's timeouts.
+    /// Kept across restarts of border-mgmt; `backend enable` undoes it.
+    /// Exit 0 when applied, 1 when refused (no such VIP or backend), 3
+    /// when border-mgmt cannot be reached. See docs/operations.md.
+    Disable {
+        #[command(flatten)]
+        backend: BackendRef,
+        /// Also reset every connection the backend holds.
+        #[arg(long)]
+        kill: bool,
+    },
+    /// Undo `backend disable` (with or without --kill) and `drain`: the
+    /// backend takes new connections again.
+    Enable(BackendRef),
 }
 
 /// `vip ...`: one change to the VIPs.

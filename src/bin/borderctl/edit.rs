@@ -1,6 +1,7 @@
 //! `borderctl backend add|remove` and `borderctl vip add|remove`: one
 //! change to the running config through AddBackend, RemoveBackend, AddVip
 //! and RemoveVip (validated and saved as `apply` is, atomic).
+//! `backend disable|enable` are operator overrides ([`crate::backend`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,6 +9,7 @@ use std::process::ExitCode;
 use mgmt::pb;
 use serde::Serialize;
 
+use crate::backend::Change;
 use crate::cli::{BackendCmd, Target, VipCmd};
 use crate::conn::{runtime, Failure, Res};
 use crate::output::{self, Render, Text};
@@ -22,6 +24,13 @@ enum Request {
 
 pub fn backend(target: &Target, cmd: BackendCmd, json: bool) -> Res {
     let (req, what, dry_run) = match cmd {
+        BackendCmd::Disable { backend, kill } => {
+            let change = if kill { Change::Kill } else { Change::Drain };
+            return crate::backend::run(target, backend, change, json);
+        }
+        BackendCmd::Enable(backend) => {
+            return crate::backend::run(target, backend, Change::Enable, json);
+        }
         BackendCmd::Add {
             vip,
             backend,

@@ -1,6 +1,6 @@
 //! borderctl: the operator's command-line tool of border. Talks to
 //! border-mgmt's gRPC API `border.v1` (status, apply, drain/undrain/weight,
-//! backend and vip add/remove, stats, events, conns, maintenance); `counters` and `status --local` read border-dp's state
+//! backend add/remove/disable [--kill]/enable, vip add/remove, stats, events, conns, maintenance); `counters` and `status --local` read border-dp's state
 //! region directly, and `status`/`stats` fall back to it when border-mgmt
 //! is not reachable; `capture` runs `dpdk-dumpcap` against border-dp's ports.
 //!

@@ -63,12 +63,14 @@ pub fn both_away(mgmt: &str, local: Failure) -> Failure {
     }
 }
 
-/// A backend state as borderctl shows it: `UP`, `DOWN`, `DRAINING`.
+/// A backend state as borderctl shows it: `UP`, `DOWN`, `DRAINING`,
+/// `KILLED`.
 pub fn state_name(s: i32) -> &'static str {
     match pb::BackendState::try_from(s) {
         Ok(pb::BackendState::Up) => "UP",
         Ok(pb::BackendState::Down) => "DOWN",
         Ok(pb::BackendState::Draining) => "DRAINING",
+        Ok(pb::BackendState::Killed) => "KILLED",
         _ => "UNKNOWN",
     }
 }
@@ -84,6 +86,7 @@ pub struct BackendView {
     pub config_weight: u32,
     pub weight_overridden: bool,
     pub drained: bool,
+    pub killed: bool,
     pub ring_slots: u32,
     pub zone: String,
 }
@@ -99,6 +102,7 @@ impl From<&pb::BackendStatus> for BackendView {
             config_weight: b.config_weight,
             weight_overridden: b.weight_overridden,
             drained: b.drained,
+            killed: b.killed,
             ring_slots: b.ring_slots,
             zone: b.zone.clone(),
         }
@@ -572,6 +576,7 @@ mod tests {
                 "config_weight",
                 "drained",
                 "id",
+                "killed",
                 "reason",
                 "ring_slots",
                 "state",
