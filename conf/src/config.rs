@@ -550,7 +550,7 @@ pub struct Vip {
     pub hash: FlowHashFields,
     /// `persistence_timeout` in seconds (0: off): a client address keeps
     /// the backend it was given while it opens new flows at most this far
-    /// apart, or has any flow open (docs/design.md §5, "Persistence").
+    /// apart, or has any flow open (docs/design.md §2, "Persistence").
     pub persistence_timeout: u32,
     /// When the VIP is announced over BGP (default [`Announce::Healthy`]);
     /// meaningful only with `[mgmt.bgp]`.

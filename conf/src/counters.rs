@@ -107,7 +107,7 @@ counters! {
     LocalTuplesResting => "local_tuples_resting", "gauge: full-NAT local tuples free but resting after their last connection (TIME_WAIT on the backend)";
     ResetBackendDown => "reset_backend_down", "TCP packets of a connection to a backend health took down answered with a RST and the connection forgotten (on_down = \"reset\")";
     ForgotBackendDown => "forgot_backend_down", "UDP flows to a backend health took down forgotten so their next datagram picks again (on_down = \"reset\")";
-    // persistence_timeout (docs/design.md §5, "Persistence"): new flows of persistent VIPs.
+    // persistence_timeout (docs/design.md §2, "Persistence"): new flows of persistent VIPs.
     PersistenceHits => "persistence_hits", "new flows of a persistent VIP sent to the backend their client was pinned to";
     PersistenceMisses => "persistence_misses", "new flows of a persistent VIP whose client had no usable pin on this worker: picked by Maglev (client address) and pinned";
     PersistenceExpired => "persistence_expired", "client pins removed past their deadline (persistence_timeout after the last new flow or the last flow's end, no flow left)";

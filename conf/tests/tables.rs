@@ -470,7 +470,10 @@ maglev_table_size = 2
         let cfg = Config::from_toml_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
         let mut b = GenerationBuilder::new();
         let gen = b.build(&cfg, &no_overrides).unwrap();
-        assert_eq!((gen.vips[0].persistence_s, gen.vips[1].persistence_s), (300, 0));
+        assert_eq!(
+            (gen.vips[0].persistence_s, gen.vips[1].persistence_s),
+            (300, 0)
+        );
         let path = TmpPath::new("persistence");
         let mut w = TablesWriter::create(&path.0, 1 << 20).unwrap();
         w.publish(&gen, &[]).unwrap();

@@ -145,9 +145,8 @@ use std::path::PathBuf;
 pub use layout::{
     block_checksum, xxh64, BackendRecord, BlockHeader, LimitsRecord, PrefixRecord, RootFixed,
     VipRecord, VipSlot, BLOCK_HEADER_LEN, HEADER_LEN, MAX_BACKENDS, MAX_GENERATION, MAX_NAME_LEN,
-    MAX_PERSISTENCE_S,
-    MAX_PREFIXES, MAX_REGION_LEN, MAX_RING, MAX_VIPS, REGION_MAGIC, ROOT_BITS, ROOT_FIXED_END,
-    ROOT_MAGIC, TABLES_LAYOUT_VERSION, UNIT, VIP_FIXED_END, VIP_MAGIC,
+    MAX_PERSISTENCE_S, MAX_PREFIXES, MAX_REGION_LEN, MAX_RING, MAX_VIPS, REGION_MAGIC, ROOT_BITS,
+    ROOT_FIXED_END, ROOT_MAGIC, TABLES_LAYOUT_VERSION, UNIT, VIP_FIXED_END, VIP_MAGIC,
 };
 pub use model::{
     backend_ids, build_generation, config_flags, no_overrides, proto_number, BackendEntry,

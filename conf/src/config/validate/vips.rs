@@ -166,7 +166,11 @@ impl Validator {
                 format!("{n} is out of range (expected 0..={MAX_TIMEOUT_SECS} seconds, 0 for off)"),
             );
         }
-        if let Some(h) = v.hash.as_ref().filter(|h| h.get_ref() == "5-tuple" && n > 0) {
+        if let Some(h) = v
+            .hash
+            .as_ref()
+            .filter(|h| h.get_ref() == "5-tuple" && n > 0)
+        {
             self.err(
                 at(h),
                 format!("{key}.hash"),
