@@ -548,6 +548,10 @@ pub struct Vip {
     /// What the flow hash of a new flow's Maglev pick covers (default
     /// [`FlowHashFields::FiveTuple`]).
     pub hash: FlowHashFields,
+    /// `persistence_timeout` in seconds (0: off): a client address keeps
+    /// the backend it was given while it opens new flows at most this far
+    /// apart, or has any flow open (docs/design.md §2, "Persistence").
+    pub persistence_timeout: u32,
     /// When the VIP is announced over BGP (default [`Announce::Healthy`]);
     /// meaningful only with `[mgmt.bgp]`.
     pub announce: Announce,

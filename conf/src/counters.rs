@@ -108,6 +108,12 @@ counters! {
     ResetBackendDown => "reset_backend_down", "TCP packets of a connection to a backend health took down answered with a RST and the connection forgotten (on_down = \"reset\")";
     ForgotBackendDown => "forgot_backend_down", "UDP flows to a backend health took down forgotten so their next datagram picks again (on_down = \"reset\")";
     FlowsKilled => "flows_killed", "connections to a backend the operator killed (borderctl backend disable --kill) ended by their next packet: TCP answered with a RST, UDP forgotten so the next datagram picks again";
+    // persistence_timeout (docs/design.md §2, "Persistence"): new flows of persistent VIPs.
+    PersistenceHits => "persistence_hits", "new flows of a persistent VIP sent to the backend their client was pinned to";
+    PersistenceMisses => "persistence_misses", "new flows of a persistent VIP whose client had no usable pin on this worker: picked by Maglev (client address) and pinned";
+    PersistenceExpired => "persistence_expired", "client pins removed past their deadline (persistence_timeout after the last new flow or the last flow's end, no flow left)";
+    PersistenceBackendGone => "persistence_backend_gone", "client pins not followed because their backend left the VIP's ring (down, drained, weight 0, removed): the flow picked again and the client was pinned anew";
+    PersistenceEvictions => "persistence_evictions", "live client pins given up for another client's because their bucket of the worker's persistence table was full";
     DropTxFull => "drop_tx_full", "frames a port's TX queue did not accept";
     DropHostTxFull => "drop_host_tx_full", "frames a kernel twin's queue did not accept";
     DropMalformed => "drop_malformed", "frames that failed parsing (sum of the drop_<reason> below, from drop_truncated_ethernet to drop_truncated_icmpv6)";

@@ -128,7 +128,7 @@ maglev_table_size = 2
 
     /// Expected VIP block length (the documented layout).
     fn vip_block_len(v: &VipTable) -> u64 {
-        let name_end = 96 + v.name.len() as u64;
+        let name_end = VIP_FIXED_END + v.name.len() as u64;
         let backends = name_end.div_ceil(8) * 8;
         let prefixes = (v.limits.allow.len() + v.limits.deny.len()) as u64;
         let limits = 32 + 24 * prefixes;
@@ -475,6 +475,47 @@ maglev_table_size = 2
         assert!(Arc::ptr_eq(&gen.vips[1], &gen2.vips[1]));
     }
 
+    /// `persistence_timeout` reaches readers in seconds, its change is a
+    /// new block for that VIP only (the ring kept), and a reader refuses a
+    /// block whose value is beyond the config's bound.
+    #[test]
+    fn persistence_timeout_in_the_vip_record() {
+        let text = CONFIG.replacen(
+            "zone_affinity = true\n",
+            "zone_affinity = true\npersistence_timeout = \"5m\"\n",
+            1,
+        );
+        let cfg = Config::from_toml_str(&text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        let mut b = GenerationBuilder::new();
+        let gen = b.build(&cfg, &no_overrides).unwrap();
+        assert_eq!(
+            (gen.vips[0].persistence_s, gen.vips[1].persistence_s),
+            (300, 0)
+        );
+        let path = TmpPath::new("persistence");
+        let mut w = TablesWriter::create(&path.0, 1 << 20).unwrap();
+        w.publish(&gen, &[]).unwrap();
+        let r = TablesReader::open(&path.0).unwrap();
+        let v = r.view_current().unwrap();
+        assert_eq!(v.vip(0).unwrap().persistence_s(), 300);
+        assert_eq!(v.vip(1).unwrap().persistence_s(), 0);
+        assert_eq!(v.vip(0).unwrap().to_table(), *gen.vips[0]);
+        let longer = text.replacen("\"5m\"", "900", 1);
+        let cfg2 = Config::from_toml_str(&longer, "t.toml").unwrap();
+        let gen2 = b.build(&cfg2, &no_overrides).unwrap();
+        assert_eq!(gen2.vips[0].persistence_s, 900);
+        assert_eq!(gen2.vips[0].ring, gen.vips[0].ring);
+        assert!(!Arc::ptr_eq(&gen.vips[0], &gen2.vips[0]));
+        assert!(Arc::ptr_eq(&gen.vips[1], &gen2.vips[1]));
+        // A writer refuses what a reader would.
+        let mut bad = gen.clone();
+        Arc::make_mut(&mut bad.vips[0]).persistence_s = MAX_PERSISTENCE_S + 1;
+        let path2 = TmpPath::new("persistence-bad");
+        let mut w2 = TablesWriter::create(&path2.0, 1 << 20).unwrap();
+        let err = w2.publish(&bad, &[]).unwrap_err().to_string();
+        assert!(err.contains("persistence"), "{err}");
+    }
+
     #[test]
     fn builder_reuses_unchanged_vips() {
         let cfg = big_config(20, 8, 1021);
@@ -642,6 +683,7 @@ maglev_table_size = 2
                 backends,
                 ring: (0..m).map(|j| (j as u32 + stamp) % 4).collect(),
                 limits: Default::default(),
+                persistence_s: 0,
             })],
         }
     }
@@ -948,6 +990,7 @@ maglev_table_size = 2
             backends,
             ring: (0..61u32).map(|j| (j + s) % 4).collect(),
             limits: Default::default(),
+            persistence_s: 0,
         })
     }
 

@@ -21,6 +21,7 @@ pub(crate) mod local_ports;
 pub mod nat;
 pub mod neigh;
 pub(crate) mod neigh_queue;
+pub mod persist;
 pub mod pipeline;
 pub(crate) mod plan;
 pub mod port;

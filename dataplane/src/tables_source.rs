@@ -62,7 +62,10 @@ pub fn inputs_from_view(view: &TablesView<'static>, region_id: u64) -> Vec<VipIn
             backends: Vec::new(),
             proxy_protocol: pp_from_flags(v.flags(), v.proto(), v.pp_max_len()),
             translate_timestamps: !v.flags().contains(VipFlags::TIMESTAMPS_PASS),
-            hash_source: v.flags().contains(VipFlags::HASH_SOURCE),
+            // A persistent VIP picks a client it has no pin for by its
+            // address alone: every worker makes the same first choice.
+            hash_source: v.flags().contains(VipFlags::HASH_SOURCE) || v.persistence_s() > 0,
+            persistence_s: v.persistence_s(),
             limits: *v.limits(),
             prefixes: v.prefixes(),
             backend_max: Vec::new(),
@@ -94,7 +97,8 @@ pub fn inputs_from_generation(gen: &Generation) -> Vec<VipInput<'static>> {
             backends: v.backends.iter().map(|b| (b.id, b.addr, b.port)).collect(),
             proxy_protocol: pp_from_flags(v.flags, v.proto, v.pp_max_len),
             translate_timestamps: !v.flags.contains(VipFlags::TIMESTAMPS_PASS),
-            hash_source: v.flags.contains(VipFlags::HASH_SOURCE),
+            hash_source: v.flags.contains(VipFlags::HASH_SOURCE) || v.persistence_s > 0,
+            persistence_s: v.persistence_s,
             limits: conf::tables::limits_record(&v.limits),
             prefixes: Box::leak(conf::tables::prefix_records(&v.limits).into_boxed_slice()),
             backend_max: v.backends.iter().map(|b| b.max_connections).collect(),

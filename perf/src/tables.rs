@@ -107,6 +107,7 @@ fn vip(
         backends,
         ring,
         limits: Default::default(),
+        persistence_s: 0,
     }))
 }
 

@@ -191,6 +191,8 @@ pub(super) struct RawVip {
     pub translate_timestamps: Option<S<bool>>,
     pub syn_proxy: Option<S<String>>,
     pub hash: Option<S<String>>,
+    #[serde(default, deserialize_with = "duration::spanned::<Sec, _>")]
+    pub persistence_timeout: Option<S<u32>>,
     pub announce: Option<S<String>>,
     pub health: Option<S<RawHealth>>,
     pub backend: Option<List<RawBackend>>,

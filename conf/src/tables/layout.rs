@@ -16,7 +16,7 @@ const _: () = assert!(
 
 /// Bumped whenever the byte layout changes. Readers and writers refuse a
 /// region of another version.
-pub const TABLES_LAYOUT_VERSION: u32 = 3;
+pub const TABLES_LAYOUT_VERSION: u32 = 4;
 
 /// First 8 bytes of the region.
 pub const REGION_MAGIC: [u8; 8] = *b"BRDTABLE";
@@ -55,6 +55,9 @@ pub const MAX_RING: u32 = 1 << 24;
 /// Most `allow` and `deny` prefixes of one VIP.
 pub const MAX_PREFIXES: u32 = 1 << 16;
 
+/// Longest `persistence_timeout` in seconds (the config's bound).
+pub const MAX_PERSISTENCE_S: u32 = crate::config::MAX_TIMEOUT_SECS;
+
 /// Longest VIP name in bytes.
 pub const MAX_NAME_LEN: u32 = 255;
 
@@ -74,7 +77,7 @@ pub const BLOCK_HEADER_LEN: u64 = 32;
 /// Bytes of a root block before its slots.
 pub const ROOT_FIXED_END: u64 = 64;
 /// Bytes of a VIP block before its name.
-pub const VIP_FIXED_END: u64 = 96;
+pub const VIP_FIXED_END: u64 = 104;
 
 /// First 32 bytes of every block.
 #[repr(C)]
@@ -162,6 +165,11 @@ pub struct VipRecord {
     pub limits_off: u32,
     /// Number of [`PrefixRecord`]s (`allow` and `deny` together).
     pub n_prefixes: u32,
+    /// `persistence_timeout` in seconds (0: off; at most
+    /// [`MAX_PERSISTENCE_S`]).
+    pub persistence_s: u32,
+    /// 0.
+    pub reserved1: u32,
 }
 
 /// A VIP's `[vip.limits]` (32 bytes; 0 = no limit).
@@ -227,12 +235,12 @@ const _: () = {
     assert!(core::mem::size_of::<BlockHeader>() == BLOCK_HEADER_LEN as usize);
     assert!(core::mem::size_of::<RootFixed>() == 32);
     assert!(core::mem::size_of::<VipSlot>() == 32);
-    assert!(core::mem::size_of::<VipRecord>() == 64);
+    assert!(core::mem::size_of::<VipRecord>() == 72);
     assert!(core::mem::size_of::<BackendRecord>() == 32);
     assert!(core::mem::size_of::<LimitsRecord>() == 32);
     assert!(core::mem::size_of::<PrefixRecord>() == 24);
     assert!(BLOCK_HEADER_LEN + 32 == ROOT_FIXED_END);
-    assert!(BLOCK_HEADER_LEN + 64 == VIP_FIXED_END);
+    assert!(BLOCK_HEADER_LEN + 72 == VIP_FIXED_END);
     assert!(HEADER_LEN.is_multiple_of(UNIT));
 };
 

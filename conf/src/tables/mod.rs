@@ -47,11 +47,11 @@
 //!
 //! VIP block (one per VIP; shared by every generation in which the VIP is
 //! unchanged)                                              VipRecord
-//! 32   VipRecord (64 bytes): id, flags, addr[16], port, pp_max_len, family,
+//! 32   VipRecord (72 bytes): id, flags, addr[16], port, pp_max_len, family,
 //!      proto, mode, n_backends, ring_len, backends_off, ring_off,
 //!      name_off, name_len, limits_off, n_prefixes (offsets from the
-//!      block start)
-//! 96   name         UTF-8, padded to 8
+//!      block start), persistence_s, reserved
+//! 104  name         UTF-8, padded to 8
 //! ..   backends     [BackendRecord; n_backends]   (32 bytes each; the last
 //!                   4 hold the backend's max_connections)
 //! ..   limits       LimitsRecord                  (32 bytes: [vip.limits])
@@ -145,8 +145,8 @@ use std::path::PathBuf;
 pub use layout::{
     block_checksum, xxh64, BackendRecord, BlockHeader, LimitsRecord, PrefixRecord, RootFixed,
     VipRecord, VipSlot, BLOCK_HEADER_LEN, HEADER_LEN, MAX_BACKENDS, MAX_GENERATION, MAX_NAME_LEN,
-    MAX_PREFIXES, MAX_REGION_LEN, MAX_RING, MAX_VIPS, REGION_MAGIC, ROOT_BITS, ROOT_FIXED_END,
-    ROOT_MAGIC, TABLES_LAYOUT_VERSION, UNIT, VIP_FIXED_END, VIP_MAGIC,
+    MAX_PERSISTENCE_S, MAX_PREFIXES, MAX_REGION_LEN, MAX_RING, MAX_VIPS, REGION_MAGIC, ROOT_BITS,
+    ROOT_FIXED_END, ROOT_MAGIC, TABLES_LAYOUT_VERSION, UNIT, VIP_FIXED_END, VIP_MAGIC,
 };
 pub use model::{
     backend_ids, build_generation, config_flags, no_overrides, proto_number, BackendEntry,

@@ -67,6 +67,8 @@ pub struct VipTable {
     pub ring: Vec<u32>,
     /// `[vip.limits]`: what the VIP admits.
     pub limits: VipLimits,
+    /// `persistence_timeout` in seconds (0: off).
+    pub persistence_s: u32,
 }
 
 /// One backend of a VIP.
@@ -521,6 +523,7 @@ impl GenerationBuilder {
             backends,
             ring: Vec::new(),
             limits: v.limits.clone(),
+            persistence_s: v.persistence_timeout,
         };
 
         // Same ring inputs as last time: reuse (the whole VIP if nothing else
@@ -537,7 +540,8 @@ impl GenerationBuilder {
                     && old.flags == table.flags
                     && old.pp_max_len == table.pp_max_len
                     && old.backends == table.backends
-                    && old.limits == table.limits;
+                    && old.limits == table.limits
+                    && old.persistence_s == table.persistence_s;
                 if same_rest {
                     return Ok(Arc::clone(&c.vip));
                 }

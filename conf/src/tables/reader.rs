@@ -297,6 +297,11 @@ impl<'a> VipView<'a> {
     pub fn limits(&self) -> &'a LimitsRecord {
         self.limits
     }
+    /// `persistence_timeout` in seconds (0: off; validated: at most
+    /// [`super::MAX_PERSISTENCE_S`]).
+    pub fn persistence_s(&self) -> u32 {
+        self.rec.persistence_s
+    }
     /// The `allow` list, then the `deny` list (validated: network
     /// addresses of the VIP's family, lengths in range).
     pub fn prefixes(&self) -> &'a [PrefixRecord] {
@@ -347,6 +352,7 @@ impl<'a> VipView<'a> {
             backends: self.backends.iter().map(BackendRecord::to_entry).collect(),
             ring: self.ring.to_vec(),
             limits: self.limits_model(),
+            persistence_s: self.persistence_s(),
         }
     }
 
@@ -651,7 +657,7 @@ fn from_cache<'a>(region: &Region<'a>, e: &CachedVip) -> Option<VipView<'a>> {
         region.bytes(e.block.offset + u64::from(off), u64::from(len) * size)
     };
     Some(VipView {
-        rec: VipRecord::ref_from_bytes(region.bytes(e.block.offset + BLOCK_HEADER_LEN, 64)?)
+        rec: VipRecord::ref_from_bytes(region.bytes(e.block.offset + BLOCK_HEADER_LEN, 72)?)
             .ok()?,
         name: part(e.name, 1)?,
         backends: <[BackendRecord]>::ref_from_bytes(part(e.backends, 32)?).ok()?,
@@ -726,6 +732,9 @@ fn vip<'a>(
     }
     if rec.name_len > MAX_NAME_LEN {
         return Err(field("name_len", rec.name_len.into()));
+    }
+    if rec.persistence_s > super::MAX_PERSISTENCE_S {
+        return Err(field("persistence_s", rec.persistence_s.into()));
     }
     let r = section(blk, at, rec.name_off, rec.name_len.into(), 1, "name")?;
     let name = &blk[r];

@@ -234,6 +234,12 @@ fn check_vip(v: &VipTable) -> Result<(), TablesError> {
             lim.source_prefix_v4, lim.source_prefix_v6
         ));
     }
+    if v.persistence_s > MAX_PERSISTENCE_S {
+        return bad(format!(
+            "persistence of {} s (at most {MAX_PERSISTENCE_S})",
+            v.persistence_s
+        ));
+    }
     if v.ring.len() > MAX_RING as usize {
         return bad(format!("ring of {} (at most {MAX_RING})", v.ring.len()));
     }
@@ -283,6 +289,8 @@ fn vip_head(v: &VipTable, born: u64, out: &mut Vec<u8>) -> VipLayout {
         name_len: v.name.len() as u32,
         limits_off: l.limits_off as u32,
         n_prefixes: (v.limits.allow.len() + v.limits.deny.len()) as u32,
+        persistence_s: v.persistence_s,
+        reserved1: 0,
     };
     out[BLOCK_HEADER_LEN as usize..VIP_FIXED_END as usize].copy_from_slice(rec.as_bytes());
     let n = l.name_off as usize;

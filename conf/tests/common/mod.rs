@@ -75,6 +75,8 @@ pub fn region_vip(
             .collect(),
         ring,
         limits: fixture_limits(addr),
+        // Odd VIPs persist: the record's field is covered by every fixture.
+        persistence_s: 300 * (id % 2),
     }
 }
 

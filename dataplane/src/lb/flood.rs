@@ -35,6 +35,7 @@ impl Lb {
             &self.state_timeouts_ms,
             self.records.as_mut(),
             &self.admission,
+            &mut self.persist,
         )
         .ending(Ending::Evicted);
         let r = self

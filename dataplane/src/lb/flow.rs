@@ -49,7 +49,7 @@ pub struct FlowRec {
     pub backend_port: u8,
     pub mode: Mode,
     /// [`FLOW_PP`], [`FLOW_TS`], [`FLOW_TS_ECHOED`], [`FLOW_SP`],
-    /// [`FLOW_COUNTED_VIP`], [`FLOW_COUNTED_BACKEND`].
+    /// [`FLOW_PERSIST`], [`FLOW_COUNTED_VIP`], [`FLOW_COUNTED_BACKEND`].
     pub bits: u8,
     /// This connection's id: worker number in the top 16 bits, the
     /// worker's connection counter below (the PPv2 `UNIQUE_ID`).
@@ -71,6 +71,10 @@ pub const FLOW_TS_ECHOED: u8 = 4;
 /// A SYN proxy connection: the client's handshake was with border's
 /// cookie, the backend's numbers are spliced (`lb/synproxy.rs`).
 pub const FLOW_SP: u8 = 8;
+
+/// The flow holds its client's persistence pin (`persistence_timeout`,
+/// see `persist.rs`) until its entry goes.
+pub const FLOW_PERSIST: u8 = 0x10;
 
 /// The flow holds one of its VIP's open-connection count (`[vip.limits]`,
 /// see `admit.rs`).

@@ -37,6 +37,7 @@ use crate::conntrack::{Conntrack, Timeouts};
 use crate::counters::Counters;
 use crate::local_ports::LocalPorts;
 use crate::neigh::{NeighborSync, Neighbors, Slot};
+use crate::persist::Persist;
 use crate::port::PortDesc;
 use crate::ppv2::{self, PpWorker};
 use crate::verdict::Verdict;
@@ -149,6 +150,8 @@ pub struct Lb {
     admission: admit::Admission,
     /// SYN cookies and the splice of cookie connections (`syn_proxy`).
     syn_proxy: synproxy::SynProxyWorker,
+    /// Client pins of persistent VIPs (`persistence_timeout`).
+    persist: Persist,
     /// The previous process's flows, until adopted (`adopt.rs`).
     previous: Option<Previous>,
     /// ICMP too-big answers this worker still sends this second.
@@ -193,6 +196,7 @@ impl Lb {
             conns: None,
             admission: admit::Admission::default(),
             syn_proxy: synproxy::SynProxyWorker::new(),
+            persist: Persist::new(crate::persist::entries_for(conntrack_capacity)),
             previous: None,
             too_big_limit: crate::slowpath::EchoLimiter::new(1000),
             #[cfg(test)]
@@ -236,12 +240,17 @@ impl Lb {
             }
             let seed = admit::source_seed(&key, self.worker, v.id);
             v.build_admit(&mut self.admission, seed, self.now_ms);
+            v.build_in_ring();
         }
         self.pin_next_hops(&mut t);
         t.finish_dnat(old.as_mut().filter(|_| in_place), &built);
         // SYN proxy: its per-slot state, the first time a VIP wants it.
         if t.vips.iter().any(|v| v.syn_proxy != conf::SynProxy::Off) {
             self.syn_proxy.prepare(self.conntrack.capacity());
+        }
+        // Persistence: its table, the first time a VIP wants it.
+        if t.vips.iter().any(|v| v.persist_ms != 0) {
+            self.persist.prepare();
         }
         if !self.local_ports.built_for(&t.routes) {
             self.local_ports = LocalPorts::build(
@@ -353,6 +362,11 @@ impl Lb {
         &self.conntrack
     }
 
+    /// The persistence table (inspection: tests).
+    pub fn persistence(&self) -> &Persist {
+        &self.persist
+    }
+
     /// PROXY protocol frames waiting to be sent and their retransmission
     /// timers (inspection: tests).
     pub fn proxy_out(&self) -> &PpWorker {
@@ -460,6 +474,7 @@ impl Lb {
             &self.state_timeouts_ms,
             self.records.as_mut(),
             &self.admission,
+            &mut self.persist,
         );
         let freed = self
             .conntrack

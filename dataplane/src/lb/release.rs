@@ -1,15 +1,17 @@
 //! What a connection-table entry gives back when it goes, whoever removes
 //! it (expiry, eviction, replacement, a reset): its open-connection counts,
-//! its full-NAT local tuple and its connection record.
+//! its client's persistence pin, its full-NAT local tuple and its
+//! connection record.
 
 use conf::state::{FlowStat, FlowStats};
 use conf::Mode;
 
 use super::admit::Admission;
-use super::flow::{Ending, FlowRec, FLOW_COUNTED};
+use super::flow::{Ending, FlowRec, FLOW_COUNTED, FLOW_PERSIST};
 use super::records::FlowRecords;
 use crate::conntrack::{Entry, EntryId, State};
 use crate::local_ports::LocalPorts;
+use crate::persist::Persist;
 
 /// Gives back what a connection-table entry held when it goes: its
 /// active-connection counts and, for full-NAT, its local tuple, which
@@ -21,6 +23,7 @@ pub(super) struct Release<'a> {
     state_timeouts_ms: &'a [u64; 7],
     records: Option<&'a mut FlowRecords>,
     admission: &'a Admission,
+    persist: &'a mut Persist,
     ending: Ending,
 }
 
@@ -32,6 +35,7 @@ impl<'a> Release<'a> {
         state_timeouts_ms: &'a [u64; 7],
         records: Option<&'a mut FlowRecords>,
         admission: &'a Admission,
+        persist: &'a mut Persist,
     ) -> Self {
         Release {
             vip_stats,
@@ -40,6 +44,7 @@ impl<'a> Release<'a> {
             state_timeouts_ms,
             records,
             admission,
+            persist,
             ending: Ending::AsItsState,
         }
     }
@@ -60,6 +65,10 @@ impl<'a> Release<'a> {
         self.backend_stats
             .sub(v.backend_slot, FlowStat::ActiveConnections, 1);
         let last_seen = e.last_seen(self.state_timeouts_ms);
+        if v.bits & FLOW_PERSIST != 0 {
+            self.persist
+                .release(v.vip_slot, &e.orig().src, v.backend_slot, last_seen);
+        }
         if let Some(r) = self.records.as_deref_mut() {
             r.ended(id, e, self.ending, last_seen);
         }

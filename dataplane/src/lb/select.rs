@@ -7,7 +7,7 @@ use conf::Mode;
 
 use super::count_drop;
 use super::flood::HALF_OPEN_MIN_AGE_MS;
-use super::flow::{flow_deltas, Ending, FlowRec, FLOW_PP, FLOW_TS};
+use super::flow::{flow_deltas, Ending, FlowRec, FLOW_PERSIST, FLOW_PP, FLOW_TS};
 use super::release::Release;
 use super::tables::{Adopted, VipRt};
 use super::Lb;
@@ -16,6 +16,7 @@ use crate::counters::Counters;
 use crate::local_ports::SetId;
 use crate::nat;
 use crate::neigh::Slot;
+use crate::persist::{Displaced, Found, Persist, PinTarget};
 use crate::ppv2::PpFlow;
 use crate::tstamp;
 use crate::verdict::Verdict;
@@ -112,6 +113,60 @@ impl<'t> Adopted<'t> {
     }
 }
 
+/// A persistent VIP's pick for a new flow (docs/design.md §2,
+/// "Persistence"): the backend its client is pinned to on this worker, if
+/// the ring can still pick it; else Maglev's pick (by the client address,
+/// so every worker makes the same first choice), pinned. With the pin's
+/// place, which a tracked flow then holds.
+#[inline(never)]
+fn pick_persistent(
+    persist: &mut Persist,
+    tables: &Adopted<'_>,
+    vip: &VipRt<'_>,
+    orig: &FlowKey,
+    now: u64,
+    counters: &mut Counters,
+) -> (Option<u32>, Option<usize>) {
+    if vip.ring.is_empty() {
+        return (None, None);
+    }
+    match persist.lookup(vip.stat_slot, &orig.src, now) {
+        Found::Live(p) => match vip.pinned_backend(p.backend_id, p.hint) {
+            Some(bi) => {
+                counters.inc(Counter::PersistenceHits);
+                persist.touch(p.at, now, vip.persist_ms);
+                return (Some(bi), Some(p.at));
+            }
+            None => counters.inc(Counter::PersistenceBackendGone),
+        },
+        Found::Expired => counters.inc(Counter::PersistenceExpired),
+        Found::Absent => {}
+    }
+    counters.inc(Counter::PersistenceMisses);
+    let Some((bi, b)) = tables
+        .pick_key(vip, orig)
+        .and_then(|bi| Some((bi, vip.backends.get(bi as usize)?)))
+    else {
+        return (None, None);
+    };
+    let to = PinTarget {
+        backend_id: b.id,
+        backend_slot: b.stat_slot,
+        index: bi,
+    };
+    let at = persist
+        .record(vip.stat_slot, &orig.src, to, now, vip.persist_ms)
+        .map(|(at, displaced)| {
+            match displaced {
+                Displaced::Nothing => {}
+                Displaced::Expired => counters.inc(Counter::PersistenceExpired),
+                Displaced::Evicted => counters.inc(Counter::PersistenceEvictions),
+            }
+            at
+        });
+    (Some(bi), at)
+}
+
 /// What a new flow's pick produced.
 pub(super) enum Picked {
     /// Tracked under this entry.
@@ -173,10 +228,12 @@ impl Lb {
         let Some(vip) = tables.vips.get(vi as usize) else {
             return Err(count_drop(counters, Counter::DropNotLocal));
         };
-        let Some((bi, b)) = tables
-            .pick_key(vip, orig)
-            .and_then(|bi| Some((bi, vip.backends.get(bi as usize)?)))
-        else {
+        let (pick, pin) = if vip.persist_ms == 0 {
+            (tables.pick_key(vip, orig), None)
+        } else {
+            pick_persistent(&mut self.persist, tables, vip, orig, self.now_ms, counters)
+        };
+        let Some((bi, b)) = pick.and_then(|bi| Some((bi, vip.backends.get(bi as usize)?))) else {
             return Err(count_drop(counters, Counter::DropNoBackend));
         };
         if b.out_port == usize::MAX {
@@ -213,7 +270,8 @@ impl Lb {
             backend_port: b.out_port as u8,
             client_mac,
             mode: vip.mode,
-            bits: if proxy.is_on() { FLOW_PP | held } else { held },
+            bits: if proxy.is_on() { FLOW_PP | held } else { held }
+                | if pin.is_some() { FLOW_PERSIST } else { 0 },
             ts_delta: 0,
             fwd: nat::Deltas::default(),
             rev: nat::Deltas::default(),
@@ -244,6 +302,9 @@ impl Lb {
                 return Err(count_drop(counters, c));
             }
         };
+        if let (Picked::Tracked(_), Some(at)) = (&picked, pin) {
+            self.persist.hold(at);
+        }
         if matches!(picked, Picked::Tracked(_)) {
             self.vip_stats
                 .add(rec.vip_slot, FlowStat::ActiveConnections, 1);
@@ -290,6 +351,7 @@ impl Lb {
                     &self.state_timeouts_ms,
                     self.records.as_mut(),
                     &self.admission,
+                    &mut self.persist,
                 );
                 let inserted = self
                     .conntrack
@@ -400,6 +462,7 @@ impl Lb {
                 &self.state_timeouts_ms,
                 self.records.as_mut(),
                 &self.admission,
+                &mut self.persist,
             );
             let inserted = self
                 .conntrack

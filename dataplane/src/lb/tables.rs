@@ -66,8 +66,15 @@ pub struct VipRt<'t> {
     pub proxy_protocol: PpConfig,
     /// Full-NAT TCP flows get their timestamps translated ([`tstamp`]).
     pub translate_timestamps: bool,
-    /// `hash = "source"`: the pick hashes the flow with source port 0.
+    /// `hash = "source"` (or `persistence_timeout`): the pick hashes the
+    /// flow with source port 0.
     pub hash_source: bool,
+    /// `persistence_timeout` in milliseconds (0: off).
+    pub persist_ms: u32,
+    /// A persistent VIP's backends that its ring can pick (by position in
+    /// `backends`): a pin to any other is not followed. Empty unless
+    /// `persist_ms` is set; built with the backends.
+    pub in_ring: Vec<bool>,
     /// `syn_proxy`: when the worker answers SYNs with cookies.
     pub syn_proxy: SynProxy,
     /// The tables-region block the VIP was read from (`None`: built in
@@ -97,6 +104,36 @@ struct AdmitSrc<'t> {
 }
 
 impl VipRt<'_> {
+    /// Builds `in_ring` for a persistent VIP whose backends and ring were
+    /// just built: one pass over the ring, off the packet path.
+    pub(super) fn build_in_ring(&mut self) {
+        self.in_ring.clear();
+        if self.persist_ms == 0 {
+            return;
+        }
+        self.in_ring.resize(self.backends.len(), false);
+        for &i in self.ring {
+            if let Some(e) = self.in_ring.get_mut(i as usize) {
+                *e = true;
+            }
+        }
+    }
+
+    /// The backend a pin names, by its stable id (`hint`: where it was),
+    /// if the ring can still pick it: its position.
+    #[inline]
+    pub(super) fn pinned_backend(&self, id: u32, hint: u32) -> Option<u32> {
+        let at = match self.backends.get(hint as usize) {
+            Some(b) if b.id == id => hint as usize,
+            _ => self.backends.iter().position(|b| b.id == id)?,
+        };
+        self.in_ring
+            .get(at)
+            .copied()
+            .unwrap_or(false)
+            .then_some(at as u32)
+    }
+
     /// Builds the VIP's admission state (a VIP whose backends were just
     /// built) and binds its caps to the shared counts.
     pub(super) fn build_admit(&mut self, admission: &mut Admission, seed: u64, now_ms: u64) {
@@ -145,6 +182,8 @@ pub struct VipInput<'t> {
     pub translate_timestamps: bool,
     /// `hash = "source"`.
     pub hash_source: bool,
+    /// `persistence_timeout` in seconds (0: off).
+    pub persistence_s: u32,
     /// `[vip.limits]`: the values, the allow/deny prefixes, and (in-process
     /// VIPs; empty for a block's, whose records carry them) the caps of
     /// the backends, in `backends` order.
@@ -310,6 +349,8 @@ impl<'t> Adopted<'t> {
                 proxy_protocol: v.proxy_protocol,
                 translate_timestamps: v.translate_timestamps,
                 hash_source: v.hash_source,
+                persist_ms: v.persistence_s.saturating_mul(1000),
+                in_ring: Vec::new(),
                 syn_proxy: v.syn_proxy,
                 src: v.block.map(|(src, _)| src),
                 records,
@@ -402,6 +443,7 @@ impl<'t> Adopted<'t> {
                     ov.src = None;
                     v.backends = std::mem::take(&mut ov.backends);
                     v.admit = std::mem::take(&mut ov.admit);
+                    v.in_ring = std::mem::take(&mut ov.in_ring);
                     v.stat_slot = ov.stat_slot;
                     v.records = &[];
                     if ov.ring.is_empty() && !v.ring.is_empty() {

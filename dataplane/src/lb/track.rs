@@ -107,6 +107,7 @@ impl Lb {
                 &self.state_timeouts_ms,
                 self.records.as_mut(),
                 &self.admission,
+                &mut self.persist,
             )
             .ending(ending)
             .entry(id, &e);

@@ -110,6 +110,8 @@ pub(super) fn new_flow_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Resul
         Vip::FullNat6,
         Vip::Dsr4,
         Vip::DsrIpip4,
+        // One client per sample: its first SYN pins it, the others hit.
+        Vip::Persist4,
     ] {
         let name = format!("new flows {} (SYN)", vip.name());
         if !wanted(&name) {

@@ -56,6 +56,9 @@ pub(super) enum Vip {
     Dsr4,
     /// Direct server return, IPv4, IPIP (`encap = "ipip"`).
     DsrIpip4,
+    /// Full-NAT IPv4 with `persistence_timeout`: a new flow looks its
+    /// client's pin up first.
+    Persist4,
 }
 
 impl Vip {
@@ -68,6 +71,7 @@ impl Vip {
             Vip::SynProxy4 => Ipv4Addr::new(10, 1, 0, 103).into(),
             Vip::Dsr4 => Ipv4Addr::new(10, 1, 0, 104).into(),
             Vip::DsrIpip4 => Ipv4Addr::new(10, 1, 0, 105).into(),
+            Vip::Persist4 => Ipv4Addr::new(10, 1, 0, 106).into(),
         }
     }
     pub(super) fn name(self) -> &'static str {
@@ -79,6 +83,7 @@ impl Vip {
             Vip::SynProxy4 => "full-NAT IPv4 + SYN proxy",
             Vip::Dsr4 => "DSR IPv4",
             Vip::DsrIpip4 => "DSR IPIP IPv4",
+            Vip::Persist4 => "full-NAT IPv4 + persistence",
         }
     }
 
@@ -121,6 +126,7 @@ listen = "unix:///run/border/bench.sock"
         ("sp4", Vip::SynProxy4, "fullnat", "none", "always"),
         ("dsr4", Vip::Dsr4, "dsr", "none", "off"),
         ("dsripip4", Vip::DsrIpip4, "dsr", "none", "off"),
+        ("persist4", Vip::Persist4, "fullnat", "none", "off"),
     ] {
         c.push_str(&format!(
             "\n[[vip]]\nname = \"{name}\"\naddress = \"{}\"\nport = 80\nprotocol = \"tcp\"\nmode = \"{mode}\"\nproxy_protocol = \"{proxy}\"\nsyn_proxy = \"{syn_proxy}\"\n",
@@ -128,6 +134,9 @@ listen = "unix:///run/border/bench.sock"
         ));
         if vip == Vip::DsrIpip4 {
             c.push_str("encap = \"ipip\"\n");
+        }
+        if vip == Vip::Persist4 {
+            c.push_str("persistence_timeout = 300\n");
         }
         // A DSR backend listens on the VIP's port.
         let port = if vip.is_dsr() { 80 } else { 8080 };

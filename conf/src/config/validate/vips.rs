@@ -12,7 +12,7 @@ use super::super::raw::{RawBackend, RawVip};
 use super::super::{
     Backend, FlowHashFields, IpNet, Mode, Port, PpTlv, Protocol, ProxyProtocol, Vip,
     DEFAULT_MAGLEV_TABLE_SIZE, DEFAULT_PROXY_PROTOCOL_MAX_LEN, MAX_MAGLEV_TABLE_SIZE,
-    MAX_PROXY_PROTOCOL_MAX_LEN, MAX_WEIGHT, PPV2_FIXED_LEN,
+    MAX_PROXY_PROTOCOL_MAX_LEN, MAX_TIMEOUT_SECS, MAX_WEIGHT, PPV2_FIXED_LEN,
 };
 use super::{at, clashes, nets, or, pos, Clash, List, Validator, MAX_NAME, MAX_ZONE};
 
@@ -143,11 +143,43 @@ impl Validator {
                 ],
                 FlowHashFields::FiveTuple,
             ),
+            persistence_timeout: self.persistence_timeout(v, key),
             announce: self.announce(&v.announce, key),
             health,
             backends,
             limits,
         }
+    }
+
+    /// `persistence_timeout`: 0 (off) up to [`MAX_TIMEOUT_SECS`]. A
+    /// persistent VIP's first pick for a client hashes its address alone,
+    /// so an explicit `hash = "5-tuple"` contradicts it.
+    fn persistence_timeout(&mut self, v: &RawVip, key: &str) -> u32 {
+        let Some(t) = &v.persistence_timeout else {
+            return 0;
+        };
+        let n = *t.get_ref();
+        if n > MAX_TIMEOUT_SECS {
+            self.err(
+                at(t),
+                format!("{key}.persistence_timeout"),
+                format!("{n} is out of range (expected 0..={MAX_TIMEOUT_SECS} seconds, 0 for off)"),
+            );
+        }
+        if let Some(h) = v
+            .hash
+            .as_ref()
+            .filter(|h| h.get_ref() == "5-tuple" && n > 0)
+        {
+            self.err(
+                at(h),
+                format!("{key}.hash"),
+                format!(
+                    "\"5-tuple\" contradicts persistence_timeout = {n} (a persistent VIP picks a new client's backend by its address; remove `hash` or set it to \"source\")"
+                ),
+            );
+        }
+        n
     }
 
     /// A VIP's address `ip` on the ports: on a port's subnet, outside

@@ -1,0 +1,398 @@
+//! Per-worker persistence (`persistence_timeout`, like `ipvsadm -p`): which
+//! backend each client address of a persistent VIP was given, so that its
+//! next flows go there too even after the backend set changed and Maglev
+//! would move it.
+//!
+//! A fixed table of [`WAYS`]-way buckets keyed by (the VIP's statistics
+//! slot, the client address), hashed with a random per-process key (a
+//! client cannot aim at one bucket). It is allocated when the first
+//! persistent VIP is adopted, off the packet path, and never grows:
+//! lookups and inserts touch one bucket (six cache lines), no allocation,
+//! no lock, no clock read (the caller passes `now` in milliseconds).
+//!
+//! An entry lives while flows refer to it (`refs`, taken by each tracked
+//! flow it placed and given back when the flow's connection-table entry
+//! goes) and, after that, until its deadline: the VIP's timeout after the
+//! last new flow it placed or the last packet of the last flow that went.
+//! A bucket with no free way gives up its entry that ends first, an
+//! entry no flow holds before one that some flow holds.
+
+/// Entries per bucket.
+pub const WAYS: usize = 8;
+
+/// Fewest entries of a worker's table.
+pub const MIN_ENTRIES: usize = 1024;
+
+/// Most entries of a worker's table.
+pub const MAX_ENTRIES: usize = 1 << 22;
+
+/// Entries a worker with a connection table of `conntrack_capacity` keeps:
+/// a quarter of it (a client holds at least one flow while it is pinned
+/// for certain, and idle clients wait out their timeout beside the active
+/// ones), a power of two in [`MIN_ENTRIES`]..=[`MAX_ENTRIES`].
+pub fn entries_for(conntrack_capacity: usize) -> usize {
+    (conntrack_capacity / 4)
+        .next_power_of_two()
+        .clamp(MIN_ENTRIES, MAX_ENTRIES)
+}
+
+/// One client's pin (48 bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+struct Pin {
+    /// The client address as a flow key holds it (IPv4-mapped for IPv4).
+    client: [u8; 16],
+    /// The VIP's statistics slot on this worker (stable while the VIP is
+    /// configured: slots follow the VIP's name).
+    vip: u32,
+    /// The backend: its stable id, its statistics slot (what a flow
+    /// record names it by) and its position in the VIP's backends when
+    /// pinned (a hint: a new generation may move it).
+    backend_id: u32,
+    backend_slot: u32,
+    hint: u32,
+    /// Tracked flows this pin placed that are still in the connection table.
+    refs: u32,
+    /// The VIP's timeout in milliseconds, for a release that knows no VIP.
+    timeout_ms: u32,
+    /// When the pin ends if no flow holds it (worker milliseconds); 0: free.
+    deadline: u64,
+}
+
+impl Pin {
+    #[inline(always)]
+    fn is(&self, vip: u32, client: &[u8; 16]) -> bool {
+        self.deadline != 0 && self.vip == vip && self.client == *client
+    }
+
+    #[inline(always)]
+    fn expired(&self, now: u64) -> bool {
+        self.refs == 0 && self.deadline <= now
+    }
+}
+
+/// A live pin found for a client: where it is and the backend it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pinned {
+    pub at: usize,
+    pub backend_id: u32,
+    pub hint: u32,
+}
+
+/// What a lookup found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// A live pin.
+    Live(Pinned),
+    /// No pin.
+    Absent,
+    /// A pin past its deadline with no flow left, now removed.
+    Expired,
+}
+
+/// What recording a pin displaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Displaced {
+    /// A free way, or the client's own pin.
+    Nothing,
+    /// Another client's pin past its deadline.
+    Expired,
+    /// Another client's live pin (the bucket was full).
+    Evicted,
+}
+
+/// A backend a pin names: stable id, statistics slot, position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PinTarget {
+    pub backend_id: u32,
+    pub backend_slot: u32,
+    pub index: u32,
+}
+
+/// One worker's persistence table.
+pub struct Persist {
+    pins: Box<[Pin]>,
+    /// Buckets - 1 (0 before [`Persist::prepare`]).
+    mask: usize,
+    entries: usize,
+    hasher: ahash::RandomState,
+}
+
+impl Persist {
+    /// A table of `entries` pins (rounded up to whole buckets of a power
+    /// of two), allocated by [`Persist::prepare`].
+    pub fn new(entries: usize) -> Self {
+        Persist {
+            pins: Box::default(),
+            mask: 0,
+            entries: entries.next_power_of_two().max(WAYS),
+            hasher: ahash::RandomState::new(),
+        }
+    }
+
+    /// Allocates the table the first time a persistent VIP needs it (off
+    /// the packet path).
+    pub fn prepare(&mut self) {
+        if self.pins.is_empty() {
+            self.pins = vec![Pin::default(); self.entries].into_boxed_slice();
+            self.mask = self.entries / WAYS - 1;
+        }
+    }
+
+    /// Whether the table is allocated.
+    #[inline(always)]
+    pub fn ready(&self) -> bool {
+        !self.pins.is_empty()
+    }
+
+    /// Pins the table holds at most.
+    pub fn capacity(&self) -> usize {
+        self.entries
+    }
+
+    /// Bytes the table takes once prepared.
+    pub fn memory_bytes(&self) -> usize {
+        self.entries * std::mem::size_of::<Pin>()
+    }
+
+    #[inline(always)]
+    fn bucket(&self, vip: u32, client: &[u8; 16]) -> usize {
+        let h = self.hasher.hash_one((vip, client));
+        ((h as usize) & self.mask) * WAYS
+    }
+
+    /// The live pin of `client` at `vip`, if any; a pin found past its
+    /// deadline is removed and reported.
+    #[inline]
+    pub fn lookup(&mut self, vip: u32, client: &[u8; 16], now: u64) -> Found {
+        if !self.ready() {
+            return Found::Absent;
+        }
+        let b = self.bucket(vip, client);
+        for at in b..b + WAYS {
+            let p = &mut self.pins[at];
+            if p.is(vip, client) {
+                if p.expired(now) {
+                    *p = Pin::default();
+                    return Found::Expired;
+                }
+                return Found::Live(Pinned {
+                    at,
+                    backend_id: p.backend_id,
+                    hint: p.hint,
+                });
+            }
+        }
+        Found::Absent
+    }
+
+    /// A new flow used the pin at `at`: its deadline moves to `timeout_ms`
+    /// from now (the VIP's timeout as it is now).
+    #[inline]
+    pub fn touch(&mut self, at: usize, now: u64, timeout_ms: u32) {
+        if let Some(p) = self.pins.get_mut(at) {
+            p.deadline = p.deadline.max(now + u64::from(timeout_ms));
+            p.timeout_ms = timeout_ms;
+        }
+    }
+
+    /// A tracked flow placed by the pin at `at` holds it until its
+    /// connection-table entry goes ([`Persist::release`]).
+    #[inline]
+    pub fn hold(&mut self, at: usize) {
+        if let Some(p) = self.pins.get_mut(at) {
+            p.refs = p.refs.saturating_add(1);
+        }
+    }
+
+    /// Pins `client` at `vip` to `to` for `timeout_ms` from now (replacing
+    /// the client's pin, or taking a free or expired way, or evicting the
+    /// way that ends first): where the pin is and what it displaced. The
+    /// flows the old pin placed no longer count on the new one.
+    pub fn record(
+        &mut self,
+        vip: u32,
+        client: &[u8; 16],
+        to: PinTarget,
+        now: u64,
+        timeout_ms: u32,
+    ) -> Option<(usize, Displaced)> {
+        if !self.ready() {
+            return None;
+        }
+        let b = self.bucket(vip, client);
+        let mut at = b;
+        // Rank of the way to take: own pin, free, expired, then the
+        // earliest deadline among unheld pins, then among held ones.
+        let mut best = (u8::MAX, u64::MAX);
+        for i in b..b + WAYS {
+            let p = &self.pins[i];
+            let rank = if p.is(vip, client) {
+                (0, 0)
+            } else if p.deadline == 0 {
+                (1, 0)
+            } else if p.expired(now) {
+                (2, 0)
+            } else {
+                (3 + u8::from(p.refs > 0), p.deadline)
+            };
+            if rank < best {
+                best = rank;
+                at = i;
+            }
+        }
+        let displaced = match best.0 {
+            0 | 1 => Displaced::Nothing,
+            2 => Displaced::Expired,
+            _ => Displaced::Evicted,
+        };
+        self.pins[at] = Pin {
+            client: *client,
+            vip,
+            backend_id: to.backend_id,
+            backend_slot: to.backend_slot,
+            hint: to.index,
+            refs: 0,
+            timeout_ms,
+            deadline: now + u64::from(timeout_ms),
+        };
+        Some((at, displaced))
+    }
+
+    /// A tracked flow that a pin placed went, its last packet at
+    /// `last_seen`: it no longer holds the pin, whose deadline is then at
+    /// least the timeout after that packet. A pin since given to another
+    /// backend (or client) is left alone.
+    #[inline]
+    pub fn release(&mut self, vip: u32, client: &[u8; 16], backend_slot: u32, last_seen: u64) {
+        if !self.ready() {
+            return;
+        }
+        let b = self.bucket(vip, client);
+        for p in &mut self.pins[b..b + WAYS] {
+            if p.is(vip, client) {
+                if p.backend_slot == backend_slot && p.refs > 0 {
+                    p.refs -= 1;
+                    p.deadline = p.deadline.max(last_seen + u64::from(p.timeout_ms));
+                }
+                return;
+            }
+        }
+    }
+
+    /// Flows holding the pin of `client` at `vip` (tests, inspection).
+    pub fn holders(&self, vip: u32, client: &[u8; 16]) -> Option<u32> {
+        if !self.ready() {
+            return None;
+        }
+        let b = self.bucket(vip, client);
+        self.pins[b..b + WAYS]
+            .iter()
+            .find(|p| p.is(vip, client))
+            .map(|p| p.refs)
+    }
+
+    /// Live pins at `now` (tests, inspection; walks the whole table).
+    pub fn live(&self, now: u64) -> usize {
+        self.pins
+            .iter()
+            .filter(|p| p.deadline != 0 && !p.expired(now))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(i: u32) -> [u8; 16] {
+        let mut a = [0u8; 16];
+        a[10] = 0xff;
+        a[11] = 0xff;
+        a[12..].copy_from_slice(&i.to_be_bytes());
+        a
+    }
+
+    fn to(id: u32) -> PinTarget {
+        PinTarget {
+            backend_id: id,
+            backend_slot: id + 100,
+            index: id,
+        }
+    }
+
+    #[test]
+    fn pin_lives_while_held_and_for_its_timeout_after() {
+        let mut p = Persist::new(MIN_ENTRIES);
+        assert_eq!(p.lookup(1, &client(1), 0), Found::Absent);
+        p.prepare();
+        let (at, d) = p.record(1, &client(1), to(7), 1_000, 5_000).unwrap();
+        assert_eq!(d, Displaced::Nothing);
+        p.hold(at);
+        // Held: never expires, whatever the clock says.
+        assert!(matches!(p.lookup(1, &client(1), 100_000), Found::Live(x) if x.backend_id == 7));
+        // The flow goes at 100 s: 5 s more.
+        p.release(1, &client(1), 107, 100_000);
+        assert_eq!(p.holders(1, &client(1)), Some(0));
+        assert!(matches!(p.lookup(1, &client(1), 104_999), Found::Live(_)));
+        assert_eq!(p.lookup(1, &client(1), 105_000), Found::Expired);
+        assert_eq!(p.lookup(1, &client(1), 105_000), Found::Absent);
+        // Another VIP's pin of the same client is another pin.
+        assert_eq!(p.lookup(2, &client(1), 0), Found::Absent);
+    }
+
+    #[test]
+    fn release_of_a_flow_to_a_replaced_backend_leaves_the_pin() {
+        let mut p = Persist::new(MIN_ENTRIES);
+        p.prepare();
+        let (at, _) = p.record(1, &client(1), to(7), 0, 1_000).unwrap();
+        p.hold(at);
+        let (at2, _) = p.record(1, &client(1), to(8), 10, 1_000).unwrap();
+        assert_eq!(at, at2, "the client's pin is replaced in place");
+        p.hold(at2);
+        p.release(1, &client(1), 107, 20);
+        assert_eq!(p.holders(1, &client(1)), Some(1));
+        p.release(1, &client(1), 108, 20);
+        assert_eq!(p.holders(1, &client(1)), Some(0));
+    }
+
+    #[test]
+    fn a_full_bucket_evicts_the_unheld_pin_that_ends_first() {
+        let mut p = Persist::new(MIN_ENTRIES);
+        p.prepare();
+        // Clients that share client 0's bucket.
+        let b0 = p.bucket(1, &client(0));
+        let same: Vec<u32> = (0..)
+            .filter(|&i| p.bucket(1, &client(i)) == b0)
+            .take(WAYS + 1)
+            .collect();
+        for (k, &c) in same[..WAYS].iter().enumerate() {
+            let (at, d) = p.record(1, &client(c), to(1), k as u64, 10_000).unwrap();
+            assert_eq!(d, Displaced::Nothing);
+            // All held but the third, which would end later than the first.
+            if k != 2 {
+                p.hold(at);
+            }
+        }
+        let (_, d) = p.record(1, &client(same[WAYS]), to(2), 50, 10_000).unwrap();
+        assert_eq!(d, Displaced::Evicted);
+        assert_eq!(p.lookup(1, &client(same[2]), 50), Found::Absent);
+        assert!(matches!(p.lookup(1, &client(same[0]), 50), Found::Live(_)));
+        // Past every deadline with nothing held, a way is taken as expired.
+        for &c in &same {
+            p.release(1, &client(c), 101, 0);
+        }
+        let (_, d) = p
+            .record(1, &client(same[2]), to(3), 1_000_000, 10_000)
+            .unwrap();
+        assert_eq!(d, Displaced::Expired);
+    }
+
+    #[test]
+    fn entries_follow_the_connection_table() {
+        assert_eq!(entries_for(256), MIN_ENTRIES);
+        assert_eq!(entries_for(1 << 20), 1 << 18);
+        assert_eq!(entries_for(1 << 27), MAX_ENTRIES);
+        assert_eq!(std::mem::size_of::<Pin>(), 48);
+    }
+}
