@@ -202,7 +202,10 @@ fn flows_survive_a_change_of_workers_and_a_crash_during_adoption() {
     let flows: Vec<(String, Shared)> = (0..FULLNAT + DNAT)
         .map(|f| {
             let port = if f < FULLNAT { 80 } else { 81 };
-            (format!("flow {f} (port {port})"), tcp_stream(f, port, stop.clone()))
+            (
+                format!("flow {f} (port {port})"),
+                tcp_stream(f, port, stop.clone()),
+            )
         })
         .collect();
     let progressed = |since: Instant| -> Vec<bool> {
@@ -250,7 +253,11 @@ fn flows_survive_a_change_of_workers_and_a_crash_during_adoption() {
     eprintln!("flows created per worker with two workers: {per_worker:?}");
 
     // (workers, how it stops, a start that dies while adopting first)
-    let plan: [(usize, &str, bool); 3] = [(1, "sigterm", false), (2, "kill -9", false), (2, "kill -9", true)];
+    let plan: [(usize, &str, bool); 3] = [
+        (1, "sigterm", false),
+        (2, "kill -9", false),
+        (2, "kill -9", true),
+    ];
     for (round, &(workers, how, crash)) in plan.iter().enumerate() {
         std::thread::sleep(Duration::from_millis(300));
         let before = Instant::now();

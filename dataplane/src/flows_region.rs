@@ -325,7 +325,11 @@ impl FlowsRegion {
         let zero_ok = M::bytes_valid(&vec![0u8; core::mem::size_of::<M>()]);
         let meters = (self.meters_at > 0 && zero_ok)
             .then(|| {
-                let base = self.map.as_mut_ptr().wrapping_add(self.meters_at).cast::<M>();
+                let base = self
+                    .map
+                    .as_mut_ptr()
+                    .wrapping_add(self.meters_at)
+                    .cast::<M>();
                 let word = self.map.as_mut_ptr().wrapping_add(88).cast::<u64>();
                 let (base, word) = (NonNull::new(base)?, NonNull::new(word)?);
                 let mapped = Mapped {
@@ -351,7 +355,10 @@ impl FlowsRegion {
         // 48 is the header's high-water word. The mapping lives as long as
         // the slab (moved into `keep`); only the slab's worker writes the
         // slab, and the main thread touches only the clock word.
-        (unsafe { Slab::mapped(base, self.capacity, 0, mapped) }, meters)
+        (
+            unsafe { Slab::mapped(base, self.capacity, 0, mapped) },
+            meters,
+        )
     }
 }
 
@@ -362,7 +369,13 @@ fn file_error(e: files::FileError) -> io::Error {
     }
 }
 
-fn write_header(map: &MmapRaw, layout: Layout, spec: &Spec<'_>, meters_at: usize, meter_bytes: usize) {
+fn write_header(
+    map: &MmapRaw,
+    layout: Layout,
+    spec: &Spec<'_>,
+    meters_at: usize,
+    meter_bytes: usize,
+) {
     let mut h = [0u8; 96];
     h[0..8].copy_from_slice(&MAGIC);
     h[8..12].copy_from_slice(&layout.version.to_le_bytes());
@@ -588,7 +601,9 @@ impl PreviousFlows {
                             Ok(()) => r.path = to,
                             Err(e) => refused.push((
                                 path.clone(),
-                                format!("kept under its name ({e}): a crash during adoption loses it"),
+                                format!(
+                                    "kept under its name ({e}): a crash during adoption loses it"
+                                ),
                             )),
                         }
                     }

@@ -173,7 +173,9 @@ fn records_in(dir: &std::path::Path, name: &str) -> &'static RecordsRegion {
 
 fn drained(r: &RecordsRegion) -> Vec<ConnRecord> {
     let mut out = Vec::new();
-    r.drain(0, usize::MAX, |x| out.push(x.expect("a well-formed record")));
+    r.drain(0, usize::MAX, |x| {
+        out.push(x.expect("a well-formed record"))
+    });
     out
 }
 
@@ -218,7 +220,8 @@ fn a_record_spanning_a_restart_counts_the_traffic_of_both_processes() {
     a.advance_ms(5_000);
     let s = sent.to_backend(&mut a, seg(client, v, SYN, 1000, 0, b""));
     let (backend, local) = (s.dst, s.src);
-    let back = |flags, seq, ack, data: &[u8]| seg(backend, local, flags, seq, ack, data).by_backend();
+    let back =
+        |flags, seq, ack, data: &[u8]| seg(backend, local, flags, seq, ack, data).by_backend();
     sent.to_client(&mut a, back(SYN | ACK, 7000, 1001, b""));
     sent.to_backend(&mut a, seg(client, v, ACK, 1001, 7001, b""));
     sent.to_backend(&mut a, seg(client, v, ACK | PSH, 1001, 7001, &[1; 100]));
@@ -335,7 +338,11 @@ fn adopted_connections_hold_their_places_under_a_cap() {
         ..Setup::default()
     }
     .node();
-    let (c1, c2, c3) = (sa(CLIENT4, 41_001), sa(CLIENT4, 41_002), sa(CLIENT4, 41_003));
+    let (c1, c2, c3) = (
+        sa(CLIENT4, 41_001),
+        sa(CLIENT4, 41_002),
+        sa(CLIENT4, 41_003),
+    );
     let l1 = connect(&mut a, c1).expect("first");
     connect(&mut a, c2).expect("second");
     assert!(connect(&mut a, c3).is_none(), "the cap holds before");
@@ -361,15 +368,8 @@ fn adopted_connections_hold_their_places_under_a_cap() {
 fn a_crash_during_adoption_leaves_every_flow_to_the_next_start() {
     let dir = scratch("crash");
     let words = layout_words::<FlowRec>();
-    let take = || {
-        PreviousFlows::take_over(
-            &dir,
-            "x",
-            Access::PRIVATE,
-            slot_bytes::<FlowRec>(),
-            &words,
-        )
-    };
+    let take =
+        || PreviousFlows::take_over(&dir, "x", Access::PRIVATE, slot_bytes::<FlowRec>(), &words);
     let prefix = dir.join("border-x-flows");
     let mut a = Setup {
         tcp4_weights: vec![1],

@@ -213,9 +213,7 @@ impl<V: Copy> Conntrack<V> {
 
     /// Whether either key of `e` is tracked already.
     pub fn tracks(&self, e: &Entry<V>) -> bool {
-        e.keys
-            .iter()
-            .any(|k| self.find(self.hash(k), k).is_some())
+        e.keys.iter().any(|k| self.find(self.hash(k), k).is_some())
     }
 
     /// Inserts an entry read from a previous table ([`read_slot`]) as it

@@ -252,11 +252,10 @@ impl Lb {
             IpAddr::V6(a) if !reply.v6 => a.to_ipv4_mapped().map_or(backend, IpAddr::V4),
             b => b,
         };
-        let Some((bi, b)) = vip
-            .backends
-            .iter()
-            .enumerate()
-            .find(|(_, b)| b.addr == backend && b.port == reply.sport && b.out_port != usize::MAX)
+        let Some((bi, b)) =
+            vip.backends.iter().enumerate().find(|(_, b)| {
+                b.addr == backend && b.port == reply.sport && b.out_port != usize::MAX
+            })
         else {
             return Err(Dropped::NoBackend);
         };

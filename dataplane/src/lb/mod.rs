@@ -66,13 +66,13 @@ mod track;
 
 pub use admit::{Admission, ConnCounts, VipAdmit};
 pub use adopt::{Previous, HALT_ENV};
-pub use records::{FlowMeter, METER_BYTES};
 pub use conns::{EXPORT_BUDGET, IDLE_EXPORT_BUDGET};
 pub(crate) use emit::NeighRequest;
 pub use express::Prepared;
 pub use flood::HALF_OPEN_MIN_AGE_MS;
 pub use flow::{FlowRec, FLOW_COUNTED_BACKEND, FLOW_COUNTED_VIP};
 pub(crate) use key::ResetKey;
+pub use records::{FlowMeter, METER_BYTES};
 pub(crate) use select::port_owner;
 pub use select::Flow4or6;
 pub use tables::{Adopted, BackendRt, VipRt};

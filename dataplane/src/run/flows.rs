@@ -58,8 +58,13 @@ impl FlowsStart {
         let words = layout_words::<FlowRec>();
         let bytes = slot_bytes::<FlowRec>();
         let workers = cfg.dataplane.worker_lcores.len();
-        let (previous, refused, generation) =
-            PreviousFlows::take_over(&conf::os::region_dir(), &cfg.instance, access, bytes, &words);
+        let (previous, refused, generation) = PreviousFlows::take_over(
+            &conf::os::region_dir(),
+            &cfg.instance,
+            access,
+            bytes,
+            &words,
+        );
         for (path, why) in refused {
             warn!(region = %path.display(), "flows of the previous border-dp not adopted: {why}");
         }
@@ -148,7 +153,8 @@ impl FlowsStart {
             done: Some(self.adopted.clone()),
             halt_after: self.halt_after.map(|n| (n, kill_self as fn())),
         });
-        let (slab, meters) = match region.map(FlowsRegion::into_parts::<Entry<FlowRec>, FlowMeter>) {
+        let (slab, meters) = match region.map(FlowsRegion::into_parts::<Entry<FlowRec>, FlowMeter>)
+        {
             Some((s, m)) => (Some(s), m),
             None => (None, None),
         };
