@@ -36,6 +36,13 @@ pub(super) struct FlowsStart {
     pub(super) clocks: Arc<Vec<ClockWord>>,
 }
 
+/// What a worker takes at start ([`FlowsStart::take`]).
+pub(super) struct WorkerFlows {
+    pub(super) slab: Option<Slab<Entry<FlowRec>>>,
+    pub(super) meters: Option<Slab<FlowMeter>>,
+    pub(super) previous: Option<Previous>,
+}
+
 /// Wall clock minus the workers' clock (TSC ms), now.
 pub(super) fn clock_offset_ms(per_ms: u64) -> i64 {
     let unix_ms = std::time::SystemTime::now()
@@ -130,15 +137,7 @@ impl FlowsStart {
 
     /// Worker `w`'s slab, its meters (with `[records]`) and what it
     /// adopts (once).
-    pub(super) fn take(
-        &self,
-        w: usize,
-        per_ms: u64,
-    ) -> (
-        Option<Slab<Entry<FlowRec>>>,
-        Option<Slab<FlowMeter>>,
-        Option<Previous>,
-    ) {
+    pub(super) fn take(&self, w: usize, per_ms: u64) -> WorkerFlows {
         let region = {
             let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
             regions.get_mut(w).and_then(Option::take)
@@ -158,7 +157,11 @@ impl FlowsStart {
             Some((s, m)) => (Some(s), m),
             None => (None, None),
         };
-        (slab, meters, previous)
+        WorkerFlows {
+            slab,
+            meters,
+            previous,
+        }
     }
 
     /// Refreshes every region's clock word (the main loop), and removes

@@ -196,7 +196,11 @@ impl WorkerSetup {
             leak_stats(&crew.state, w, false),
         );
         lb.share_conn_counts(crew.conn_counts);
-        let (slab, meters, previous) = crew.flows.take(w, crew.per_ms);
+        let super::flows::WorkerFlows {
+            slab,
+            meters,
+            previous,
+        } = crew.flows.take(w, crew.per_ms);
         if let Some(slab) = slab {
             lb.use_slab(slab);
         }
