@@ -16,13 +16,31 @@
 //! | 40     | wall clock minus workers' clock, ms (i64, kept current)   |
 //! | 48     | high-water mark: slots ever used (u64)                    |
 //! | 56     | pid of the writer (u32), 60: header length (u32)          |
+//! | 64     | generation (u64), from version 2                          |
+//! | 72     | meters offset (u64, 0: no meters), from version 2         |
+//! | 80     | bytes per meter (u32), from version 2                     |
+//! | 88     | meters in use (u64, the capacity), from version 2         |
+//!
+//! With `[records]`, each slot's meter (packets and bytes each way) lives
+//! after the slab, page-aligned, one per slot: the slot's flow and its
+//! meter outlive the process together, so a record of a flow that spans a
+//! restart has its whole traffic.
+//!
+//! Generations: each start writes generation 1 + the highest it adopted
+//! from. The regions it adopts from are first renamed
+//! `border-<instance>-flows-<worker>.g<generation>` and removed only once
+//! every worker has adopted ([`PreviousFlows::remove_files`]): a crash
+//! during adoption leaves them, and the next start adopts from them and
+//! from the crashed start's own regions, newest generation first.
 //!
 //! Upgrades: a build reads its own layout version and the one before it
 //! ([`readable_layouts`]); a region of any other version, or whose
 //! geometry checksum is not the one its version and this build's entry
-//! layout give, is not adopted (logged). Debug builds write the next
-//! version when `BORDER_FLOWS_LAYOUT_NEXT=1` (its slab starts at 8 KiB
-//! instead of 4 KiB) and then read both: the upgrade test's "next release".
+//! layout give, is not adopted (logged). Version 1 had no generation and
+//! no meters (read as generation 0, meters not carried). Debug builds
+//! write the next version when `BORDER_FLOWS_LAYOUT_NEXT=1` (its slab
+//! starts at 8 KiB instead of 4 KiB) and then read all three: the upgrade
+//! test's "next release".
 
 use std::fs::File;
 use std::io;
@@ -33,10 +51,14 @@ use std::sync::Arc;
 use conf::os::files::{self, Access};
 use memmap2::{Mmap, MmapOptions, MmapRaw};
 
+use core::ptr::NonNull;
+
+use crate::conntrack::adopt::RawValue;
+use crate::conntrack::slab::Mapped;
 use crate::conntrack::Slab;
 
 /// The layout version border-dp writes (without the debug override).
-pub const FLOWS_LAYOUT_VERSION: u32 = 1;
+pub const FLOWS_LAYOUT_VERSION: u32 = 2;
 
 /// The debug-build override that writes the next layout version.
 pub const LAYOUT_NEXT_ENV: &str = "BORDER_FLOWS_LAYOUT_NEXT";
@@ -55,6 +77,20 @@ const CURRENT: Layout = Layout {
     version: FLOWS_LAYOUT_VERSION,
     header_len: 4096,
 };
+
+/// The version before: no generation, no meters (header fields from 64
+/// on were not written).
+pub const PREVIOUS: Layout = Layout {
+    version: FLOWS_LAYOUT_VERSION - 1,
+    header_len: 4096,
+};
+
+impl Layout {
+    /// Whether the header has the generation and the meters fields.
+    fn has_extras(self) -> bool {
+        self.version >= 2
+    }
+}
 
 /// The debug-only next version (see the module docs).
 const NEXT: Layout = Layout {
@@ -77,7 +113,7 @@ pub fn writing_layout() -> Layout {
 
 /// The layouts this process adopts: its own and the one before.
 pub fn readable_layouts() -> Vec<Layout> {
-    let mut v = vec![CURRENT];
+    let mut v = vec![CURRENT, PREVIOUS];
     if next_requested() {
         v.push(NEXT);
     }
@@ -87,6 +123,36 @@ pub fn readable_layouts() -> Vec<Layout> {
 /// The path of worker `w`'s region.
 pub fn flows_path(instance: &str, w: usize) -> PathBuf {
     conf::os::region_dir().join(format!("border-{instance}-flows-{w}"))
+}
+
+/// The name of worker `w`'s region of `generation` while a start adopts
+/// from it.
+pub fn pending_path(dir: &Path, instance: &str, w: usize, generation: u64) -> PathBuf {
+    dir.join(format!("border-{instance}-flows-{w}.g{generation}"))
+}
+
+/// Every flows region file of `instance` in `dir` (the region directory):
+/// path, worker, and the generation of its name (`None`: the live name).
+pub fn flows_files(dir: &Path, instance: &str) -> Vec<(PathBuf, usize, Option<u64>)> {
+    let prefix = format!("border-{instance}-flows-");
+    let Ok(dir) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = dir
+        .filter_map(Result::ok)
+        .filter_map(|d| {
+            let name = d.file_name().into_string().ok()?;
+            let rest = name.strip_prefix(&prefix)?;
+            let (w, g) = match rest.split_once(".g") {
+                Some((w, g)) => (w, Some(g.parse::<u64>().ok()?)),
+                None => (rest, None),
+            };
+            let w = w.parse::<usize>().ok()?;
+            Some((d.path(), w, g))
+        })
+        .collect();
+    out.sort_by_key(|(_, w, g)| (*g, *w));
+    out
 }
 
 /// The geometry checksum of `layout` with entries described by `words`
@@ -109,6 +175,24 @@ pub struct FlowsRegion {
     map: Arc<MmapRaw>,
     layout: Layout,
     capacity: usize,
+    /// Where the meters start (0: none).
+    meters_at: usize,
+}
+
+/// What a new region holds.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec<'a> {
+    pub worker: usize,
+    pub workers: usize,
+    /// Slots.
+    pub capacity: usize,
+    pub slot_bytes: usize,
+    /// The entry layout (`conntrack::adopt::layout_words`).
+    pub words: &'a [u64],
+    /// Bytes of each slot's meter (`[records]`); 0: no meters.
+    pub meter_bytes: usize,
+    /// See the module docs: 1 + the highest adopted from.
+    pub generation: u64,
 }
 
 /// What the main thread keeps of a region: the header word it keeps
@@ -130,10 +214,16 @@ fn clock_word(map: &MmapRaw) -> &AtomicI64 {
     unsafe { &*(map.as_mut_ptr().add(40) as *const AtomicI64) }
 }
 
+const PAGE: usize = 4096;
+
+fn page_up(n: usize) -> usize {
+    n.div_ceil(PAGE) * PAGE
+}
+
 impl FlowsRegion {
     /// Creates (replacing any previous file, which a reader that mapped it
-    /// keeps) worker `worker`'s region for `capacity` slots of `slot_bytes`.
-    /// Its memory is allocated now: a full tmpfs is an error here.
+    /// keeps) worker `worker`'s region for `capacity` slots of `slot_bytes`,
+    /// without meters, generation 1.
     pub fn create(
         path: &Path,
         (worker, workers): (usize, usize),
@@ -141,15 +231,56 @@ impl FlowsRegion {
         (slot_bytes, words): (usize, &[u64]),
         access: Access,
     ) -> io::Result<FlowsRegion> {
-        let layout = writing_layout();
-        let len = layout.header_len + capacity * slot_bytes;
+        let spec = Spec {
+            worker,
+            workers,
+            capacity,
+            slot_bytes,
+            words,
+            meter_bytes: 0,
+            generation: 1,
+        };
+        Self::create_as(path, &spec, access, writing_layout())
+    }
+
+    /// Creates the region `spec` describes at `path` (as
+    /// [`FlowsRegion::create`]). Its memory is allocated now: a full
+    /// tmpfs is an error here.
+    pub fn create_spec(path: &Path, spec: &Spec<'_>, access: Access) -> io::Result<FlowsRegion> {
+        Self::create_as(path, spec, access, writing_layout())
+    }
+
+    /// [`FlowsRegion::create_spec`] in `layout` (tests write the previous
+    /// layout with it; a layout without meters gets none).
+    pub fn create_as(
+        path: &Path,
+        spec: &Spec<'_>,
+        access: Access,
+        layout: Layout,
+    ) -> io::Result<FlowsRegion> {
+        let slab_end = layout.header_len + spec.capacity * spec.slot_bytes;
+        let meter_bytes = if layout.has_extras() {
+            spec.meter_bytes
+        } else {
+            0
+        };
+        let meters_at = if meter_bytes > 0 {
+            page_up(slab_end)
+        } else {
+            0
+        };
+        let len = if meter_bytes > 0 {
+            meters_at + spec.capacity * meter_bytes
+        } else {
+            slab_end
+        };
         let tmp = files::temp_path_for(path);
         let _ = std::fs::remove_file(&tmp);
         let file = files::create_new(&tmp, access).map_err(file_error)?;
         let made = (|| {
             files::allocate(&file, len as u64)?;
             let map = MmapOptions::new().len(len).map_raw(&file)?;
-            write_header(&map, layout, (worker, workers), capacity, slot_bytes, words);
+            write_header(&map, layout, spec, meters_at, meter_bytes);
             std::fs::rename(&tmp, path)?;
             Ok(map)
         })();
@@ -157,7 +288,8 @@ impl FlowsRegion {
             Ok(map) => Ok(FlowsRegion {
                 map: Arc::new(map),
                 layout,
-                capacity,
+                capacity: spec.capacity,
+                meters_at,
             }),
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
@@ -172,29 +304,61 @@ impl FlowsRegion {
 
     /// The slab of `T` (whose size is the `slot_bytes` of `create`), empty.
     pub fn into_slab<T: Copy>(self) -> Slab<T> {
-        assert!(core::mem::align_of::<T>() <= 4096, "slab alignment");
+        self.into_parts::<T, u64>().0
+    }
+
+    /// The slab of `T` (whose size is the `slot_bytes` of `create`), empty,
+    /// and the region's meters, one `M` per slot (whose size is the
+    /// `meter_bytes` of `create`), zero at first, if it has them.
+    pub fn into_parts<T: Copy, M: RawValue>(self) -> (Slab<T>, Option<Slab<M>>) {
+        assert!(core::mem::align_of::<T>() <= PAGE, "slab alignment");
+        assert!(core::mem::align_of::<M>() <= PAGE, "meter alignment");
         let base = self
             .map
             .as_mut_ptr()
             .wrapping_add(self.layout.header_len)
             .cast::<T>();
         let hw = self.map.as_mut_ptr().wrapping_add(48).cast::<u64>();
-        let (Some(base), Some(high_water)) =
-            (core::ptr::NonNull::new(base), core::ptr::NonNull::new(hw))
-        else {
-            return Slab::heap(self.capacity);
+        let (Some(base), Some(high_water)) = (NonNull::new(base), NonNull::new(hw)) else {
+            return (Slab::heap(self.capacity), None);
         };
-        let mapped = crate::conntrack::slab::Mapped {
+        let zero_ok = M::bytes_valid(&vec![0u8; core::mem::size_of::<M>()]);
+        let meters = (self.meters_at > 0 && zero_ok)
+            .then(|| {
+                let base = self
+                    .map
+                    .as_mut_ptr()
+                    .wrapping_add(self.meters_at)
+                    .cast::<M>();
+                let word = self.map.as_mut_ptr().wrapping_add(88).cast::<u64>();
+                let (base, word) = (NonNull::new(base)?, NonNull::new(word)?);
+                let mapped = Mapped {
+                    high_water: word,
+                    keep: Box::new(self.map.clone()),
+                };
+                // SAFETY: the meters are `capacity * size_of::<M>()` bytes
+                // from `meters_at`, a page boundary inside the mapping (so
+                // aligned for `M`), allocated and zero-filled at create;
+                // zero bytes are a valid `M` (checked above), so all
+                // `capacity` slots hold valid values. Offset 88 is the
+                // header's meters word. Only this slab writes them.
+                Some(unsafe { Slab::mapped(base, self.capacity, self.capacity, mapped) })
+            })
+            .flatten();
+        let mapped = Mapped {
             high_water,
             keep: Box::new(self.map),
         };
         // SAFETY: the mapping is `header_len + capacity * size_of::<T>()`
-        // bytes, page-aligned, so `base` (a multiple of 4 KiB further) is
-        // aligned for `T` and valid for `capacity` slots; offset 48 is the
-        // header's high-water word. The mapping lives as long as the slab
-        // (moved into `keep`); only the slab's worker writes the slab, and
-        // the main thread touches only the clock word.
-        unsafe { Slab::mapped(base, self.capacity, 0, mapped) }
+        // bytes at least, page-aligned, so `base` (a multiple of 4 KiB
+        // further) is aligned for `T` and valid for `capacity` slots; offset
+        // 48 is the header's high-water word. The mapping lives as long as
+        // the slab (moved into `keep`); only the slab's worker writes the
+        // slab, and the main thread touches only the clock word.
+        (
+            unsafe { Slab::mapped(base, self.capacity, 0, mapped) },
+            meters,
+        )
     }
 }
 
@@ -208,24 +372,31 @@ fn file_error(e: files::FileError) -> io::Error {
 fn write_header(
     map: &MmapRaw,
     layout: Layout,
-    (worker, workers): (usize, usize),
-    capacity: usize,
-    slot_bytes: usize,
-    words: &[u64],
+    spec: &Spec<'_>,
+    meters_at: usize,
+    meter_bytes: usize,
 ) {
-    let mut h = [0u8; 64];
+    let mut h = [0u8; 96];
     h[0..8].copy_from_slice(&MAGIC);
     h[8..12].copy_from_slice(&layout.version.to_le_bytes());
-    h[12..16].copy_from_slice(&(worker as u32).to_le_bytes());
-    h[16..20].copy_from_slice(&(workers as u32).to_le_bytes());
-    h[20..24].copy_from_slice(&(slot_bytes as u32).to_le_bytes());
-    h[24..32].copy_from_slice(&(capacity as u64).to_le_bytes());
-    h[32..40].copy_from_slice(&geometry_sum(layout, words).to_le_bytes());
+    h[12..16].copy_from_slice(&(spec.worker as u32).to_le_bytes());
+    h[16..20].copy_from_slice(&(spec.workers as u32).to_le_bytes());
+    h[20..24].copy_from_slice(&(spec.slot_bytes as u32).to_le_bytes());
+    h[24..32].copy_from_slice(&(spec.capacity as u64).to_le_bytes());
+    h[32..40].copy_from_slice(&geometry_sum(layout, spec.words).to_le_bytes());
     h[56..60].copy_from_slice(&std::process::id().to_le_bytes());
     h[60..64].copy_from_slice(&(layout.header_len as u32).to_le_bytes());
+    let n = if layout.has_extras() {
+        h[64..72].copy_from_slice(&spec.generation.to_le_bytes());
+        h[72..80].copy_from_slice(&(meters_at as u64).to_le_bytes());
+        h[80..84].copy_from_slice(&(meter_bytes as u32).to_le_bytes());
+        96
+    } else {
+        64
+    };
     // SAFETY: the mapping is at least a header long and nothing else
     // accesses it yet (the file is still under its temporary name).
-    unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), map.as_mut_ptr(), h.len()) };
+    unsafe { core::ptr::copy_nonoverlapping(h.as_ptr(), map.as_mut_ptr(), n) };
 }
 
 /// A previous process's region, mapped read-only, its header validated.
@@ -239,6 +410,10 @@ pub struct PreviousRegion {
     /// Slots ever used (at most the capacity).
     slots: usize,
     pub clock_offset_ms: i64,
+    /// 0 for layout version 1.
+    pub generation: u64,
+    /// Where the meters start and their size, if it has them.
+    meters: Option<(usize, usize)>,
 }
 
 impl PreviousRegion {
@@ -298,6 +473,21 @@ impl PreviousRegion {
             return Err(format!("{capacity} slots in a file with room for {room}"));
         }
         let slots = (u64_at(48) as usize).min(capacity);
+        let (generation, meters) = if layout.has_extras() {
+            let (at, bytes) = (u64_at(72) as usize, u32_at(80) as usize);
+            let slab_end = layout.header_len + capacity * slot_bytes;
+            // Meters that do not fit the file are not read (the entries
+            // still are).
+            let fits = at >= slab_end
+                && bytes > 0
+                && capacity
+                    .checked_mul(bytes)
+                    .and_then(|n| n.checked_add(at))
+                    .is_some_and(|end| end <= map.len());
+            (u64_at(64), fits.then_some((at, bytes)))
+        } else {
+            (0, None)
+        };
         Ok(Some(PreviousRegion {
             path: path.to_owned(),
             worker: u32_at(12) as usize,
@@ -306,6 +496,8 @@ impl PreviousRegion {
             slot_bytes,
             slots,
             clock_offset_ms: u64_at(40) as i64,
+            generation,
+            meters,
             map,
         }))
     }
@@ -319,6 +511,21 @@ impl PreviousRegion {
     pub fn slot(&self, i: usize) -> &[u8] {
         let at = self.layout.header_len + i * self.slot_bytes;
         self.map.get(at..at + self.slot_bytes).unwrap_or(&[])
+    }
+
+    /// The raw bytes of slot `i`'s meter, if the region has meters of
+    /// `bytes` bytes.
+    pub fn meter(&self, i: usize, bytes: usize) -> Option<&[u8]> {
+        let (base, size) = self.meters?;
+        if size != bytes || i >= self.slots {
+            return None;
+        }
+        self.map.get(base + i * size..base + (i + 1) * size)
+    }
+
+    /// Whether it carries meters of `bytes` bytes.
+    pub fn has_meters(&self, bytes: usize) -> bool {
+        self.meters.is_some_and(|(_, b)| b == bytes)
     }
 }
 
@@ -366,6 +573,68 @@ impl PreviousFlows {
             }
         }
         (prev, refused)
+    }
+
+    /// Every flows region of `instance` in `dir` (the region directory,
+    /// where [`flows_path`] puts them), for a
+    /// start to adopt: the live set (`border-<instance>-flows-<w>`, renamed
+    /// `….g<generation>` here so that a new set can take the names) and
+    /// the sets of starts that did not finish adopting (already so
+    /// renamed), newest generation first; and the generation of the new
+    /// set (see the module docs). A region that cannot be adopted is
+    /// returned with the reason and removed.
+    pub fn take_over(
+        dir: &Path,
+        instance: &str,
+        access: Access,
+        slot_bytes: usize,
+        words: &[u64],
+    ) -> (PreviousFlows, Vec<(PathBuf, String)>, u64) {
+        let mut prev = PreviousFlows::default();
+        let mut refused = Vec::new();
+        for (path, worker, pending) in flows_files(dir, instance) {
+            match PreviousRegion::open(&path, access, slot_bytes, words) {
+                Ok(Some(mut r)) => {
+                    if pending.is_none() {
+                        let to = pending_path(dir, instance, worker, r.generation);
+                        match std::fs::rename(&path, &to) {
+                            Ok(()) => r.path = to,
+                            Err(e) => refused.push((
+                                path.clone(),
+                                format!(
+                                    "kept under its name ({e}): a crash during adoption loses it"
+                                ),
+                            )),
+                        }
+                    }
+                    prev.regions.push(r);
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    let _ = std::fs::remove_file(&path);
+                    refused.push((path, why));
+                }
+            }
+        }
+        prev.regions
+            .sort_by_key(|r| (core::cmp::Reverse(r.generation), r.worker));
+        let generation = prev.newest_generation().map_or(1, |g| g + 1);
+        (prev, refused, generation)
+    }
+
+    /// The highest generation among the regions.
+    pub fn newest_generation(&self) -> Option<u64> {
+        self.regions.iter().map(|r| r.generation).max()
+    }
+
+    /// Removes the regions' files (once every worker has adopted from
+    /// them: their flows are in the new regions). The mappings stay until
+    /// dropped.
+    pub fn remove_files(&self) -> usize {
+        self.regions
+            .iter()
+            .filter(|r| std::fs::remove_file(&r.path).is_ok())
+            .count()
     }
 
     pub fn is_empty(&self) -> bool {

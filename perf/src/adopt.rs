@@ -1,7 +1,8 @@
 //! `border-perf adopt`: how long a new border-dp takes to adopt a
 //! previous process's connection table of a million entries (the
 //! connection-table part of `lb/adopt.rs`: every slot read as raw bytes,
-//! checked, aged and re-inserted, the index rebuilt).
+//! checked, aged and re-inserted, the index rebuilt, and its records meter
+//! copied to its new slot).
 //!
 //! The previous table is filled through a real flows region (a file in
 //! `--dir`, /dev/shm by default), then opened as the next process would.
@@ -13,8 +14,8 @@ use ahash::RandomState;
 use conf::os::files::Access;
 use dataplane::conntrack::adopt::{layout_words, read_slot, slot_bytes, ADOPT_BATCH};
 use dataplane::conntrack::{Conntrack, FlowKey, State, Timeouts};
-use dataplane::flows_region::{FlowsRegion, PreviousRegion};
-use dataplane::lb::FlowRec;
+use dataplane::flows_region::{FlowsRegion, PreviousRegion, Spec};
+use dataplane::lb::{FlowMeter, FlowRec, METER_BYTES};
 
 use crate::report::Table;
 
@@ -66,8 +67,18 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
         .join(format!("border-perf-adopt-{}", std::process::id()));
     let words = layout_words::<FlowRec>();
     let bytes = slot_bytes::<FlowRec>();
-    let region = FlowsRegion::create(&path, (0, 1), a.entries, (bytes, &words), Access::PRIVATE)?;
-    let mut old = Conntrack::<FlowRec>::on_slab(region.into_slab(), TIMEOUTS, RandomState::new());
+    let spec = Spec {
+        worker: 0,
+        workers: 1,
+        capacity: a.entries,
+        slot_bytes: bytes,
+        words: &words,
+        meter_bytes: METER_BYTES,
+        generation: 1,
+    };
+    let region = FlowsRegion::create_spec(&path, &spec, Access::PRIVATE)?;
+    let (slab, _meters) = region.into_parts::<_, FlowMeter>();
+    let mut old = Conntrack::<FlowRec>::on_slab(slab, TIMEOUTS, RandomState::new());
     let fill = Instant::now();
     for i in 0..a.entries {
         let (o, r) = keys(i);
@@ -92,6 +103,7 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
     let mut adopted = 0;
     for _ in 0..a.samples.max(1) {
         let mut new = Conntrack::<FlowRec>::new(a.entries, TIMEOUTS);
+        let mut meters = vec![[0u8; METER_BYTES]; a.entries];
         let t = Instant::now();
         let c = crate::pipeline::thread_cpu_ns();
         adopted = 0;
@@ -102,17 +114,24 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
             for &i in chunk {
                 if let Ok(Some(e)) = read_slot::<FlowRec>(prev.slot(i), 0, 2_000) {
                     new.prefetch_for_adopt(&e);
-                    batch.push(e);
+                    batch.push((e, i));
                 }
             }
-            for e in batch.drain(..) {
-                if new.adopt_entry(e, 2_000).is_ok() {
+            for (e, i) in batch.drain(..) {
+                if let Ok(id) = new.adopt_entry(e, 2_000) {
                     adopted += 1;
+                    if let (Some(m), Some(to)) = (
+                        prev.meter(i, METER_BYTES),
+                        meters.get_mut(id.index() as usize),
+                    ) {
+                        to.copy_from_slice(m);
+                    }
                 }
             }
         }
         cpu.push((crate::pipeline::thread_cpu_ns() - c) as f64 / 1e6);
         times.push(t.elapsed().as_secs_f64() * 1e3);
+        std::hint::black_box(&meters);
     }
     times.sort_by(f64::total_cmp);
     cpu.sort_by(f64::total_cmp);

@@ -73,7 +73,32 @@ impl BorderDp {
         Self::start_mode(ns, dir, instance, config, false, &[])
     }
 
+    /// [`BorderDp::start_with_env`] without waiting for it to run (it may
+    /// end on its own: [`BorderDp::wait_exit`]).
+    pub fn spawn_with_env(
+        ns: &Netns,
+        dir: &TempDir,
+        instance: &str,
+        config: &str,
+        env: &[(&str, &str)],
+    ) -> BorderDp {
+        Self::spawn_mode(ns, dir, instance, config, true, env)
+    }
+
     fn start_mode(
+        ns: &Netns,
+        dir: &TempDir,
+        instance: &str,
+        config: &str,
+        standalone: bool,
+        env: &[(&str, &str)],
+    ) -> BorderDp {
+        let mut dp = Self::spawn_mode(ns, dir, instance, config, standalone, env);
+        dp.wait_running();
+        dp
+    }
+
+    fn spawn_mode(
         ns: &Netns,
         dir: &TempDir,
         instance: &str,
@@ -97,14 +122,12 @@ impl BorderDp {
             .stderr(logf)
             .spawn()
             .expect("start border-dp");
-        let mut dp = BorderDp {
+        BorderDp {
             child: Some(child),
             instance: instance.to_string(),
             log,
             config: cfg,
-        };
-        dp.wait_running();
-        dp
+        }
     }
 
     fn wait_running(&mut self) {
@@ -210,11 +233,16 @@ pub fn clean_instance(instance: &str) {
     forget_intent(instance);
 }
 
-/// Removes the flows regions of `instance` (workers 0 to 7): the next
-/// border-dp starts with empty connection tables.
+/// Removes the flows regions of `instance` (and those a start that died
+/// while adopting left): the next border-dp starts with empty connection
+/// tables.
 pub fn forget_flows(instance: &str) {
     for w in 0..8 {
         let _ = std::fs::remove_file(dataplane::flows_region::flows_path(instance, w));
+    }
+    let dir = conf::os::region_dir();
+    for (path, _, _) in dataplane::flows_region::flows_files(&dir, instance) {
+        let _ = std::fs::remove_file(path);
     }
 }
 

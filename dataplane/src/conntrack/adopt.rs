@@ -211,6 +211,11 @@ impl<V: Copy> Conntrack<V> {
         }
     }
 
+    /// Whether either key of `e` is tracked already.
+    pub fn tracks(&self, e: &Entry<V>) -> bool {
+        e.keys.iter().any(|k| self.find(self.hash(k), k).is_some())
+    }
+
     /// Inserts an entry read from a previous table ([`read_slot`]) as it
     /// is: its state, deadline, TCP tracking and value. The deadline is
     /// capped at `now` plus the state's timeout (a previous process may

@@ -348,6 +348,14 @@ impl ConnCounts {
         }
     }
 
+    /// Counts one more at `slot`, past its cap if need be (a connection
+    /// that is open already, adopted from a previous process).
+    pub fn add(&self, slot: u32) {
+        if let Some(c) = self.counts.get(slot as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Open connections counted at `slot` (tests, inspection).
     pub fn open(&self, slot: u32) -> i64 {
         self.counts
@@ -476,6 +484,26 @@ impl VipAdmit {
             }
         }
         Ok(held)
+    }
+}
+
+impl VipAdmit {
+    /// Counts an open connection to backend `bi` adopted from a previous
+    /// process where the VIP or the backend is capped, even past the cap;
+    /// the bits of [`FlowRec::bits`] it then holds.
+    pub fn recount(&self, bi: u32, counts: &ConnCounts) -> u8 {
+        let mut held = 0;
+        if self.limits.max_connections > 0 && self.vip_counter != NO_COUNTER {
+            counts.add(self.vip_counter);
+            held |= FLOW_COUNTED_VIP;
+        }
+        if let Some(&(max, slot)) = self.backends.get(bi as usize) {
+            if max > 0 && slot != NO_COUNTER {
+                counts.add(slot);
+                held |= FLOW_COUNTED_BACKEND;
+            }
+        }
+        held
     }
 }
 

@@ -11,23 +11,33 @@
 //! `index % workers` when there are fewer workers now (the NIC's RSS then
 //! decides where its packets land, as for any flow).
 //!
-//! Not carried: `[vip.limits]` shares (adopted flows hold none and do not
-//! count against the caps) and the records meters (an adopted flow's
-//! record counts what it forwarded after the restart).
+//! Carried with the entry: its records meter (from the region's meters,
+//! copied to its new slot), and its `[vip.limits]` places, counted again:
+//! each adopted connection that is not over takes its VIP's and its
+//! backend's places where they are capped (even past the cap: what is
+//! open is open), so new connections are refused until the count is back
+//! under the cap, as before the restart.
+//!
+//! Several sets of regions (a start that crashed while adopting left its
+//! own and the ones it adopted from, see `crate::flows_region`) are read
+//! newest generation first: an entry an older set holds too is the same
+//! flow, already adopted, and is skipped without a count.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use arrayvec::ArrayVec;
-use std::sync::Arc;
 
 use conf::counters::Counter;
 use conf::state::FlowStat;
 use conf::{Encap, Mode};
 
 use super::flow::{flow_deltas, FlowRec, FLOW_COUNTED, FLOW_PERSIST};
+use super::records::METER_BYTES;
 use super::Lb;
 use crate::conntrack::adopt::{byte_of, read_slot, Dropped, RawValue, ADOPT_BATCH};
-use crate::conntrack::Entry;
+use crate::conntrack::{Entry, EntryId, State};
 use crate::counters::Counters;
 use crate::flows_region::PreviousFlows;
 use crate::ppv2::PpConfig;
@@ -37,6 +47,28 @@ pub struct Previous {
     pub flows: Arc<PreviousFlows>,
     /// Wall clock minus this process's worker clock, in ms.
     pub clock_offset_ms: i64,
+    /// Counts the workers that have adopted (the start removes the
+    /// previous regions once every worker has).
+    pub done: Option<Arc<AtomicUsize>>,
+    /// Stops adopting once this worker kept this many entries, without
+    /// counting as done, and calls the function (a debug build's crash
+    /// test kills the process there: [`HALT_ENV`]).
+    pub halt_after: Option<(u64, fn())>,
+}
+
+/// Debug builds: `BORDER_ADOPT_HALT_AFTER=N` kills border-dp (SIGKILL)
+/// once a worker has adopted N entries, to test a crash during adoption.
+pub const HALT_ENV: &str = "BORDER_ADOPT_HALT_AFTER";
+
+impl Previous {
+    pub fn new(flows: Arc<PreviousFlows>, clock_offset_ms: i64) -> Previous {
+        Previous {
+            flows,
+            clock_offset_ms,
+            done: None,
+            halt_after: None,
+        }
+    }
 }
 
 // SAFETY: `bytes_valid` checks every byte of `FlowRec` that has invalid
@@ -106,47 +138,70 @@ impl Lb {
         };
         let started = std::time::Instant::now();
         let now = self.now_ms;
-        let (mut kept, mut dropped) = (0u64, [0u64; Dropped::ALL.len()]);
+        let (mut kept, mut dropped, mut older) = (0u64, [0u64; Dropped::ALL.len()], 0u64);
+        let newest = prev.flows.newest_generation().unwrap_or(0);
         for region in &prev.flows.regions {
             let shift = region.clock_offset_ms.saturating_sub(prev.clock_offset_ms);
             let dnat_here = region.worker % self.workers == self.worker;
-            let mut batch: ArrayVec<Entry<FlowRec>, ADOPT_BATCH> = ArrayVec::new();
+            let is_older = region.generation < newest;
+            let meters = self.records.is_some() && region.has_meters(METER_BYTES);
+            let mut batch: ArrayVec<(Entry<FlowRec>, usize), ADOPT_BATCH> = ArrayVec::new();
             let mut next = 0;
             while next < region.slots() {
                 // A batch of this worker's entries, their buckets prefetched.
                 batch.clear();
                 while next < region.slots() && !batch.is_full() {
-                    let e = match read_slot::<FlowRec>(region.slot(next), shift, now) {
+                    let at = next;
+                    next += 1;
+                    let e = match read_slot::<FlowRec>(region.slot(at), shift, now) {
                         Ok(Some(e)) => e,
-                        Ok(None) => {
-                            next += 1;
-                            continue;
-                        }
+                        Ok(None) => continue,
                         // Counted by the worker that had it, once.
                         Err(d) => {
-                            if dnat_here {
+                            if dnat_here && !is_older {
                                 counters.inc(dropped_counter(d));
                                 dropped[d as usize] += 1;
                             }
-                            next += 1;
                             continue;
                         }
                     };
-                    next += 1;
                     let mine = match e.value.mode {
                         Mode::FullNat => self.owner(e.reply().dport) == self.worker,
                         Mode::Dnat | Mode::Dsr(_) => dnat_here,
                     };
                     if mine {
                         self.conntrack.prefetch_for_adopt(&e);
-                        batch.push(e);
+                        batch.push((e, at));
                     }
                 }
-                for e in batch.drain(..) {
+                for (e, at) in batch.drain(..) {
+                    // A flow a newer set held too was adopted from there.
+                    if is_older && self.conntrack.tracks(&e) {
+                        older += 1;
+                        continue;
+                    }
                     match self.adopt_one(e, now) {
-                        Ok(()) => {
+                        Ok(id) => {
                             kept += 1;
                             counters.inc(Counter::FlowsAdopted);
+                            if meters {
+                                if let (Some(r), Some(m)) =
+                                    (self.records.as_mut(), region.meter(at, METER_BYTES))
+                                {
+                                    r.adopt_meter(id, m);
+                                }
+                            }
+                            if let Some((n, halt)) = prev.halt_after {
+                                if kept >= n {
+                                    tracing::warn!(
+                                        worker = self.worker,
+                                        adopted = kept,
+                                        "adoption halted ({HALT_ENV})"
+                                    );
+                                    halt();
+                                    return;
+                                }
+                            }
                         }
                         Err(d) => {
                             counters.inc(dropped_counter(d));
@@ -155,6 +210,9 @@ impl Lb {
                     }
                 }
             }
+        }
+        if let Some(done) = &prev.done {
+            done.fetch_add(1, Ordering::AcqRel);
         }
         let reasons: Vec<String> = Dropped::ALL
             .iter()
@@ -165,13 +223,14 @@ impl Lb {
             worker = self.worker,
             adopted = kept,
             dropped = %reasons.join(", "),
+            older_copies = older,
             took_ms = started.elapsed().as_millis() as u64,
             "flows of the previous border-dp adopted"
         );
     }
 
     /// Fits one checked entry to this process's tables and inserts it.
-    fn adopt_one(&mut self, mut e: Entry<FlowRec>, now: u64) -> Result<(), Dropped> {
+    fn adopt_one(&mut self, mut e: Entry<FlowRec>, now: u64) -> Result<EntryId, Dropped> {
         let (orig, reply) = (*e.orig(), *e.reply());
         let Some(tables) = self.tables.as_ref() else {
             return Err(Dropped::NoVip);
@@ -193,10 +252,10 @@ impl Lb {
             IpAddr::V6(a) if !reply.v6 => a.to_ipv4_mapped().map_or(backend, IpAddr::V4),
             b => b,
         };
-        let Some(b) = vip
-            .backends
-            .iter()
-            .find(|b| b.addr == backend && b.port == reply.sport && b.out_port != usize::MAX)
+        let Some((bi, b)) =
+            vip.backends.iter().enumerate().find(|(_, b)| {
+                b.addr == backend && b.port == reply.sport && b.out_port != usize::MAX
+            })
         else {
             return Err(Dropped::NoBackend);
         };
@@ -215,14 +274,19 @@ impl Lb {
         }
         let (vs, bs) = (rec.vip_slot, rec.backend_slot);
         let counter = (rec.conn_id & 0xFFFF_FFFF_FFFF) + 1;
+        let open = !matches!(e.state(), State::TimeWait | State::Closed);
         match self.conntrack.adopt_entry(e, now) {
-            Ok(_) => {
+            Ok(id) => {
                 // New connections' ids (the PPv2 UNIQUE_ID) go on after the
                 // adopted ones'.
                 self.conn_counter = self.conn_counter.max(counter);
                 self.vip_stats.add(vs, FlowStat::ActiveConnections, 1);
                 self.backend_stats.add(bs, FlowStat::ActiveConnections, 1);
-                Ok(())
+                if open && vip.admit.active {
+                    let held = vip.admit.recount(bi as u32, &self.admission.counts);
+                    self.conntrack.get_mut(id).value.bits |= held;
+                }
+                Ok(id)
             }
             Err(d) => {
                 if rec_is_fullnat(&e) {

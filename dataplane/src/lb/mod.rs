@@ -66,13 +66,14 @@ mod tables;
 mod track;
 
 pub use admit::{Admission, ConnCounts, VipAdmit};
-pub use adopt::Previous;
+pub use adopt::{Previous, HALT_ENV};
 pub use conns::{EXPORT_BUDGET, IDLE_EXPORT_BUDGET};
 pub(crate) use emit::NeighRequest;
 pub use express::Prepared;
 pub use flood::HALF_OPEN_MIN_AGE_MS;
 pub use flow::{FlowRec, FLOW_COUNTED_BACKEND, FLOW_COUNTED_VIP};
 pub(crate) use key::{ResetKey, ResetWhy};
+pub use records::{FlowMeter, METER_BYTES};
 pub(crate) use select::port_owner;
 pub use select::Flow4or6;
 pub use tables::{Adopted, BackendRt, VipRt};
@@ -144,6 +145,8 @@ pub struct Lb {
     proxy_out: PpWorker,
     /// Connection meters and records (`[records]`; none: off).
     records: Option<FlowRecords>,
+    /// The flows region's meters, until [`Lb::enable_records`] takes them.
+    region_meters: Option<crate::conntrack::Slab<FlowMeter>>,
     /// This worker's end of the connections region (`borderctl conns`).
     conns: Option<conf::conns::ConnsExport<'static>>,
     /// Open-connection counts of capped VIPs and backends (`[vip.limits]`).
@@ -193,6 +196,7 @@ impl Lb {
             conn_counter: 0,
             proxy_out: PpWorker::default(),
             records: None,
+            region_meters: None,
             conns: None,
             admission: admit::Admission::default(),
             syn_proxy: synproxy::SynProxyWorker::new(),
@@ -294,6 +298,12 @@ impl Lb {
         self.conntrack = Conntrack::on_slab(slots, timeouts, ahash::RandomState::new());
     }
 
+    /// Keeps the connection meters in `meters` (a flows region's, so
+    /// they outlive the process with their flows) once records are on.
+    pub fn use_meters(&mut self, meters: crate::conntrack::Slab<FlowMeter>) {
+        self.region_meters = Some(meters);
+    }
+
     /// Counts open connections of capped VIPs and backends in `counts`,
     /// shared with the other workers of the process (before the first
     /// adoption; alone, a worker counts only its own connections).
@@ -317,7 +327,14 @@ impl Lb {
     /// connection ends (`[records]`); without payload only when `log_empty`.
     pub fn enable_records(&mut self, ring: conf::records::RecordWriter<'static>, log_empty: bool) {
         let capacity = self.conntrack.capacity();
-        self.records = Some(FlowRecords::new(ring, capacity, log_empty, self.worker));
+        let mapped = self.region_meters.take();
+        self.records = Some(FlowRecords::new(
+            ring,
+            capacity,
+            log_empty,
+            self.worker,
+            mapped,
+        ));
     }
 
     /// Serves walks of the live connections asked for through `export`.

@@ -7,12 +7,18 @@
 //! the `Option` test. On, a packet adds to one 32-byte meter (half a cache
 //! line, indexed like the entry), and an ended connection costs one
 //! 192-byte copy into the ring: no allocation, no lock, no system call.
+//!
+//! The meters live beside the entries in the worker's flows region when it
+//! has one (`crate::flows_region`), so they outlive the process with their
+//! flows: adoption copies an adopted flow's meter to its new slot
+//! ([`FlowRecords::adopt_meter`]) and its record counts its whole traffic.
 
 use conf::config::Mode;
 use conf::records::{ConnRecord, RecordWriter, REC_FULL_NAT, REC_PAYLOAD, REC_PROXY_SENT};
 
 use super::flow::{Ending, FlowRec};
-use crate::conntrack::{Dir, Entry, EntryId};
+use crate::conntrack::adopt::RawValue;
+use crate::conntrack::{Dir, Entry, EntryId, Slab};
 
 /// Bit 63 of a direction's octet count: a packet that way carried payload.
 /// 2^63 bytes is never reached by a count, so the bit is free.
@@ -21,15 +27,46 @@ const PAYLOAD_SEEN: u64 = 1 << 63;
 /// One flow's traffic, per [`Dir`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C, align(32))]
-struct FlowMeter {
+pub struct FlowMeter {
     packets: [u64; 2],
     /// IP bytes, with [`PAYLOAD_SEEN`].
     octets: [u64; 2],
 }
 
+// SAFETY: four `u64`s: every bit pattern is a valid meter.
+unsafe impl RawValue for FlowMeter {
+    fn bytes_valid(bytes: &[u8]) -> bool {
+        bytes.len() == core::mem::size_of::<FlowMeter>()
+    }
+}
+
+impl FlowMeter {
+    /// The meter in `raw` (a previous process's, same machine: native
+    /// byte order); `None` if it is not one meter long.
+    fn from_raw(raw: &[u8]) -> Option<FlowMeter> {
+        if raw.len() != core::mem::size_of::<FlowMeter>() {
+            return None;
+        }
+        let w = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&raw[i * 8..i * 8 + 8]);
+            u64::from_ne_bytes(b)
+        };
+        Some(FlowMeter {
+            packets: [w(0), w(1)],
+            octets: [w(2), w(3)],
+        })
+    }
+}
+
+/// Bytes of one meter (a flows region's meters).
+pub const METER_BYTES: usize = core::mem::size_of::<FlowMeter>();
+
 /// A worker's meters and its end of the records ring.
 pub struct FlowRecords {
-    meters: Vec<FlowMeter>,
+    /// One per connection-table slot: private memory, or the flows
+    /// region's meters.
+    meters: Slab<FlowMeter>,
     ring: RecordWriter<'static>,
     log_empty: bool,
     worker: u16,
@@ -41,16 +78,25 @@ pub struct FlowRecords {
 }
 
 impl FlowRecords {
-    /// Meters for worker `worker`'s table of `capacity` entries, records
-    /// into `ring`.
+    /// Meters for worker `worker`'s table of `capacity` entries (in
+    /// `mapped` when it is given and has that many), records into `ring`.
     pub fn new(
         ring: RecordWriter<'static>,
         capacity: usize,
         log_empty: bool,
         worker: usize,
+        mapped: Option<Slab<FlowMeter>>,
     ) -> FlowRecords {
+        let meters = match mapped {
+            Some(m) if m.len() == capacity => m,
+            _ => {
+                let mut m = Slab::heap(capacity);
+                while m.push(FlowMeter::default()).is_ok() {}
+                m
+            }
+        };
         FlowRecords {
-            meters: vec![FlowMeter::default(); capacity],
+            meters,
             ring,
             log_empty,
             worker: worker as u16,
@@ -75,6 +121,18 @@ impl FlowRecords {
     pub(super) fn meter(&self, slot: usize) -> Option<([u64; 2], [u64; 2])> {
         let m = self.meters.get(slot)?;
         Some((m.packets, m.octets.map(|n| n & !PAYLOAD_SEEN)))
+    }
+
+    /// The meter of a flow adopted into slot `id`, from the raw bytes of
+    /// its meter in the previous process's region.
+    #[cold]
+    pub(super) fn adopt_meter(&mut self, id: EntryId, raw: &[u8]) {
+        if let (Some(m), Some(old)) = (
+            self.meters.get_mut(id.index() as usize),
+            FlowMeter::from_raw(raw),
+        ) {
+            *m = old;
+        }
     }
 
     /// Starts loading the meter of the flow in `slot` (with its entry, in

@@ -1,8 +1,12 @@
-//! The workers' flows regions at start: the previous process's regions
-//! mapped for adoption, then a new region per worker created over each
-//! name (the old files stay mapped until adopted), and their clock words
-//! for the main loop to keep current (`crate::flows_region`).
+//! The workers' flows regions at start: the previous processes' regions
+//! mapped for adoption and renamed out of the way (`….g<generation>`),
+//! then a new region per worker created under each name, their clock
+//! words for the main loop to keep current, and, once every worker has
+//! adopted, the previous regions removed (`crate::flows_region`). Until
+//! then a crash leaves them for the next start, which adopts from them
+//! too: a crash during adoption loses no flow.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use conf::os::files::Access;
@@ -11,21 +15,32 @@ use tracing::{info, warn};
 
 use crate::conntrack::adopt::{layout_words, slot_bytes};
 use crate::conntrack::{Entry, Slab};
-use crate::flows_region::{flows_path, ClockWord, FlowsRegion, PreviousFlows};
-use crate::lb::{FlowRec, Previous};
-
-/// Regions a start looks for beyond its own workers' (a previous run with
-/// more workers).
-const MAX_PREVIOUS_REGIONS: usize = conf::config::MAX_LCORE as usize;
+use crate::flows_region::{flows_path, ClockWord, FlowsRegion, PreviousFlows, Spec};
+use crate::lb::{FlowMeter, FlowRec, Previous, HALT_ENV, METER_BYTES};
 
 /// What the workers take at start.
 #[derive(Clone)]
 pub(super) struct FlowsStart {
     /// Worker `w`'s new region, taken by the worker.
     regions: Arc<Mutex<Vec<Option<FlowsRegion>>>>,
-    previous: Arc<PreviousFlows>,
+    /// The previous regions, until every worker has adopted from them.
+    previous: Arc<Mutex<Option<Arc<PreviousFlows>>>>,
+    /// Workers that have adopted.
+    adopted: Arc<AtomicUsize>,
+    workers: usize,
+    /// The previous regions are removed (or there were none).
+    sealed: Arc<AtomicBool>,
+    /// Debug builds: [`HALT_ENV`].
+    halt_after: Option<u64>,
     /// Kept current by the main loop.
     pub(super) clocks: Arc<Vec<ClockWord>>,
+}
+
+/// What a worker takes at start ([`FlowsStart::take`]).
+pub(super) struct WorkerFlows {
+    pub(super) slab: Option<Slab<Entry<FlowRec>>>,
+    pub(super) meters: Option<Slab<FlowMeter>>,
+    pub(super) previous: Option<Previous>,
 }
 
 /// Wall clock minus the workers' clock (TSC ms), now.
@@ -36,6 +51,12 @@ pub(super) fn clock_offset_ms(per_ms: u64) -> i64 {
     unix_ms - (dpdk_ffi::tsc_cycles() / per_ms.max(1)) as i64
 }
 
+/// The crash test's hook: a `kill -9` of this very process.
+fn kill_self() {
+    // SAFETY: raise with a valid signal number; SIGKILL does not return.
+    unsafe { libc::raise(libc::SIGKILL) };
+}
+
 impl FlowsStart {
     /// Maps the previous regions of `cfg`'s instance, then creates this
     /// run's. A region that cannot be created leaves its worker on private
@@ -44,8 +65,13 @@ impl FlowsStart {
         let words = layout_words::<FlowRec>();
         let bytes = slot_bytes::<FlowRec>();
         let workers = cfg.dataplane.worker_lcores.len();
-        let (previous, refused) =
-            PreviousFlows::open(&cfg.instance, access, bytes, &words, MAX_PREVIOUS_REGIONS);
+        let (previous, refused, generation) = PreviousFlows::take_over(
+            &conf::os::region_dir(),
+            &cfg.instance,
+            access,
+            bytes,
+            &words,
+        );
         for (path, why) in refused {
             warn!(region = %path.display(), "flows of the previous border-dp not adopted: {why}");
         }
@@ -53,21 +79,35 @@ impl FlowsStart {
             info!(
                 regions = previous.regions.len(),
                 slots = previous.slots(),
+                generations = ?previous
+                    .regions
+                    .iter()
+                    .map(|r| r.generation)
+                    .collect::<std::collections::BTreeSet<_>>(),
                 "flows regions of the previous border-dp found"
             );
         }
-        // Regions of workers this run does not have: mapped above, their
-        // names are not reused.
-        for r in previous.regions.iter().filter(|r| r.worker >= workers) {
-            let _ = std::fs::remove_file(&r.path);
-        }
         let offset = clock_offset_ms(per_ms);
         let capacity = cfg.dataplane.conntrack_per_worker as usize;
+        let meter_bytes = if cfg.records.is_some() {
+            METER_BYTES
+        } else {
+            0
+        };
         let mut regions = Vec::with_capacity(workers);
         let mut clocks = Vec::new();
         for w in 0..workers {
             let path = flows_path(&cfg.instance, w);
-            match FlowsRegion::create(&path, (w, workers), capacity, (bytes, &words), access) {
+            let spec = Spec {
+                worker: w,
+                workers,
+                capacity,
+                slot_bytes: bytes,
+                words: &words,
+                meter_bytes,
+                generation,
+            };
+            match FlowsRegion::create_spec(&path, &spec, access) {
                 Ok(r) => {
                     let clock = r.clock_word();
                     clock.set(offset);
@@ -80,33 +120,70 @@ impl FlowsStart {
                 }
             }
         }
+        let halt_after = cfg!(debug_assertions)
+            .then(|| std::env::var(HALT_ENV).ok()?.parse::<u64>().ok())
+            .flatten();
+        let none = previous.is_empty();
         FlowsStart {
             regions: Arc::new(Mutex::new(regions)),
-            previous: Arc::new(previous),
+            previous: Arc::new(Mutex::new((!none).then(|| Arc::new(previous)))),
+            adopted: Arc::new(AtomicUsize::new(0)),
+            workers,
+            sealed: Arc::new(AtomicBool::new(none)),
+            halt_after,
             clocks: Arc::new(clocks),
         }
     }
 
-    /// Worker `w`'s slab and what it adopts (once).
-    pub(super) fn take(
-        &self,
-        w: usize,
-        per_ms: u64,
-    ) -> (Option<Slab<Entry<FlowRec>>>, Option<Previous>) {
+    /// Worker `w`'s slab, its meters (with `[records]`) and what it
+    /// adopts (once).
+    pub(super) fn take(&self, w: usize, per_ms: u64) -> WorkerFlows {
         let region = {
             let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
             regions.get_mut(w).and_then(Option::take)
         };
-        let previous = (!self.previous.is_empty()).then(|| Previous {
-            flows: self.previous.clone(),
+        let previous = {
+            let p = self.previous.lock().unwrap_or_else(|e| e.into_inner());
+            p.clone()
+        };
+        let previous = previous.map(|flows| Previous {
+            flows,
             clock_offset_ms: clock_offset_ms(per_ms),
+            done: Some(self.adopted.clone()),
+            halt_after: self.halt_after.map(|n| (n, kill_self as fn())),
         });
-        (region.map(FlowsRegion::into_slab), previous)
+        let (slab, meters) = match region.map(FlowsRegion::into_parts::<Entry<FlowRec>, FlowMeter>)
+        {
+            Some((s, m)) => (Some(s), m),
+            None => (None, None),
+        };
+        WorkerFlows {
+            slab,
+            meters,
+            previous,
+        }
     }
 
-    /// Refreshes every region's clock word (the main loop).
+    /// Refreshes every region's clock word (the main loop), and removes
+    /// the previous regions once every worker has adopted from them.
     pub(super) fn tick(&self, per_ms: u64) {
         let offset = clock_offset_ms(per_ms);
         self.clocks.iter().for_each(|c| c.set(offset));
+        if !self.sealed.load(Ordering::Relaxed)
+            && self.adopted.load(Ordering::Acquire) >= self.workers
+        {
+            self.sealed.store(true, Ordering::Relaxed);
+            let previous = {
+                let mut p = self.previous.lock().unwrap_or_else(|e| e.into_inner());
+                p.take()
+            };
+            if let Some(p) = previous {
+                let removed = p.remove_files();
+                info!(
+                    removed,
+                    "every worker adopted the previous flows: their regions removed"
+                );
+            }
+        }
     }
 }

@@ -196,9 +196,16 @@ impl WorkerSetup {
             leak_stats(&crew.state, w, false),
         );
         lb.share_conn_counts(crew.conn_counts);
-        let (slab, previous) = crew.flows.take(w, crew.per_ms);
+        let super::flows::WorkerFlows {
+            slab,
+            meters,
+            previous,
+        } = crew.flows.take(w, crew.per_ms);
         if let Some(slab) = slab {
             lb.use_slab(slab);
+        }
+        if let Some(meters) = meters {
+            lb.use_meters(meters);
         }
         if let Some(previous) = previous {
             lb.adopt_from(previous);

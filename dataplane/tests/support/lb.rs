@@ -246,6 +246,14 @@ pub struct Setup {
     /// Walks of the live connections served through this region (worker
     /// `w` through ring `w`).
     pub conns: Option<&'static conf::conns::ConnsRegion>,
+    /// The generation of the flows regions `flows` creates.
+    pub flows_generation: u64,
+    /// The layout they are written in (default: this build's).
+    pub flows_layout: Option<dataplane::flows_region::Layout>,
+    /// Counts the workers that have adopted the previous flows.
+    pub adopt_done: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+    /// Each worker stops adopting after this many entries (a crash).
+    pub halt_after: Option<u64>,
 }
 
 /// Statistics (VIP, backend) of worker `w` shared by every appliance built
@@ -276,6 +284,10 @@ impl Default for Setup {
             records: None,
             flows: None,
             conns: None,
+            flows_generation: 1,
+            flows_layout: None,
+            adopt_done: None,
+            halt_after: None,
         }
     }
 }
@@ -357,20 +369,40 @@ impl Setup {
                     let words =
                         dataplane::conntrack::adopt::layout_words::<dataplane::lb::FlowRec>();
                     let bytes = dataplane::conntrack::adopt::slot_bytes::<dataplane::lb::FlowRec>();
-                    let region = dataplane::flows_region::FlowsRegion::create(
+                    let spec = dataplane::flows_region::Spec {
+                        worker: w,
+                        workers: self.workers,
+                        capacity: self.conntrack,
+                        slot_bytes: bytes,
+                        words: &words,
+                        meter_bytes: if self.records.is_some() {
+                            dataplane::lb::METER_BYTES
+                        } else {
+                            0
+                        },
+                        generation: self.flows_generation,
+                    };
+                    let region = dataplane::flows_region::FlowsRegion::create_as(
                         &path,
-                        (w, self.workers),
-                        self.conntrack,
-                        (bytes, &words),
+                        &spec,
                         conf::os::files::Access::PRIVATE,
+                        self.flows_layout
+                            .unwrap_or_else(dataplane::flows_region::writing_layout),
                     )
                     .expect("flows region");
-                    lb.use_slab(region.into_slab());
+                    let (slab, meters) = region.into_parts::<
+                        dataplane::conntrack::Entry<dataplane::lb::FlowRec>,
+                        dataplane::lb::FlowMeter,
+                    >();
+                    lb.use_slab(slab);
+                    if let Some(m) = meters {
+                        lb.use_meters(m);
+                    }
                     if let Some(p) = previous {
-                        lb.adopt_from(dataplane::lb::Previous {
-                            flows: p.clone(),
-                            clock_offset_ms: 0,
-                        });
+                        let mut prev = dataplane::lb::Previous::new(p.clone(), 0);
+                        prev.done = self.adopt_done.clone();
+                        prev.halt_after = self.halt_after.map(|n| (n, (|| {}) as fn()));
+                        lb.adopt_from(prev);
                     }
                 }
                 if let Some((region, log_empty)) = self.records {
