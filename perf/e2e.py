@@ -688,7 +688,8 @@ def summarise(runs):
              "cpu_s_per_10k_conns": spread(r["cpu_s_per_10k_conns"] for r in rs),
              "iperf_1_gbps": spread(iperf_gbps("iperf_1")(r) for r in rs),
              "iperf_8_gbps": spread(iperf_gbps("iperf_8")(r) for r in rs),
-             "iperf_failed": sum(1 for r in rs for k in ("iperf_1", "iperf_8") if (r.get(k) or {}).get("error")),
+             "iperf_failed": {k: sum(1 for r in rs if (r.get(k) or {}).get("error"))
+                              for k in ("iperf_1", "iperf_8")},
              "syn_retrans": sum(r["client_tcp"]["syn_retrans"] for r in rs),
              "retrans_segs": sum(r["client_tcp"]["retrans_segs"] for r in rs),
              "socket_errors": sum(sum(r["socket_errors"].values()) for r in rs),
@@ -719,10 +720,10 @@ def median_range(sp, fmt="{:.0f}"):
 
 
 def gbps_cell(s, key):
-    sp = s[key]
+    sp, failed = s[key + "_gbps"], s["iperf_failed"][key]
     if sp is None:
-        return "failed" if s["iperf_failed"] else "-"
-    return f"{sp['median']:.2f}" + (f" ({s['iperf_failed']} failed)" if s["iperf_failed"] else "")
+        return "failed" if failed else "-"
+    return f"{sp['median']:.2f}" + (f" ({failed} failed)" if failed else "")
 
 
 COLUMNS = ["peer", "runs", "conn/s median (min-max)", "IQR", "x fwd", "x nft", "x HAProxy",
@@ -741,7 +742,7 @@ def table_rows(summary):
             ratio("x fwd"), ratio("x nft"), ratio("x HAProxy"),
             f"{s['p50_ms']['median']:.2f}", median_range(s["p99_ms"], "{:.2f}"),
             str(s["syn_retrans"]), str(s["socket_errors"]),
-            gbps_cell(s, "iperf_1_gbps"), gbps_cell(s, "iperf_8_gbps"),
+            gbps_cell(s, "iperf_1"), gbps_cell(s, "iperf_8"),
             f"{s['cpu_s_per_10k_conns']['median']:.2f}" if s["cpu_s_per_10k_conns"] else "-",
             "-" if s["border_drops"] is None else str(s["border_drops"]),
         ])

@@ -181,7 +181,10 @@ fn short_comparison_measures_every_peer() {
             "{name}: {series:?}"
         );
         if name == "border-ppv2" {
-            assert!(run["iperf_1"].is_null(), "{name}: no iperf3 VIP with PROXY v2");
+            assert!(
+                run["iperf_1"].is_null(),
+                "{name}: no iperf3 VIP with PROXY v2"
+            );
         } else {
             for iperf in ["iperf_1", "iperf_8"] {
                 assert!(num(run, &[iperf, "gbps"]) > 0.0, "{name}: {iperf}: {run}");
@@ -243,16 +246,31 @@ fn short_comparison_measures_every_peer() {
             .map(Vec::len),
         Some(1)
     );
-    for name in ["border-fullnat", "testpmd-tap", "border-ppv2", "haproxy-tcp"] {
-        assert!(stdout.contains(&format!("| {name} ")), "{name} in the table");
+    for name in [
+        "border-fullnat",
+        "testpmd-tap",
+        "border-ppv2",
+        "haproxy-tcp",
+    ] {
+        assert!(
+            stdout.contains(&format!("| {name} ")),
+            "{name} in the table"
+        );
     }
     // The markdown comes from the JSON alone.
     let md = harness(&["--render", json.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(md.status.success(), "{}", String::from_utf8_lossy(&md.stderr));
+    assert!(
+        md.status.success(),
+        "{}",
+        String::from_utf8_lossy(&md.stderr)
+    );
     let md = String::from_utf8_lossy(&md.stdout);
-    assert!(md.contains(&commit[..12]) && md.contains("perf/e2e.py "), "{md}");
+    assert!(
+        md.contains(&commit[..12]) && md.contains("perf/e2e.py "),
+        "{md}"
+    );
     let png_bytes = std::fs::read(&png).expect("plot written");
     assert!(png_bytes.starts_with(b"\x89PNG"), "plot is a PNG");
     nothing_left();
@@ -276,7 +294,10 @@ fn bad_input_is_one_line_naming_what_failed() {
             .output()
             .unwrap(),
     );
-    assert!(e.contains("cannot read results /nonexistent/e2e.json"), "{e}");
+    assert!(
+        e.contains("cannot read results /nonexistent/e2e.json"),
+        "{e}"
+    );
 
     let e = one_line_error(
         &harness(&[
