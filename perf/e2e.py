@@ -1,34 +1,52 @@
 #!/usr/bin/env python3
 """Side-by-side end-to-end comparison of border with its peers (docs/performance.md).
 
-The same topology (client namespace -> middle -> backend namespace with nginx,
-HAProxy and iperf3) is served in turn by every peer: border full-NAT, DNAT and
-full-NAT with PROXY v2 on TAP ports, nftables DNAT and HAProxy `mode tcp` with
-send-proxy-v2 in the kernel over veth, dpdk-testpmd io over the same TAPs,
-and border full-NAT/DNAT and testpmd over net_af_xdp on veth pairs. Each gets
-the same load: wrk with `Connection: close` for --duration seconds (every
-request a new connection), then iperf3 with one stream and with -P 8.
+The same topology (client namespace -> middle -> backend namespace with nginx
+and iperf3) is served in turn by every peer: border full-NAT, DNAT and
+full-NAT with PROXY v2 on TAP ports (busy polling, and full-NAT once more
+with adaptive polling), nftables DNAT and HAProxy `mode tcp` with
+send-proxy-v2 in the kernel over veth (HAProxy tuned, and once more with its
+defaults), dpdk-testpmd io over the same TAPs, and border full-NAT/DNAT and
+testpmd over net_af_xdp on veth pairs. Every peer's HTTP backend is the same
+nginx (`listen ... proxy_protocol` where a PROXY v2 header comes).
 
-Measured per peer: connections per second (wrk's total / duration) and its
+Runs go in rounds, every peer once per round in the order given (ABCABC...);
+a peer named twice in --peers runs twice per round. Each run: fresh
+namespaces, a warm-up of wrk (--warmup s, not measured), then wrk with
+`Connection: close` for --duration seconds (every request a new connection),
+then iperf3 with one stream and with -P 8.
+
+Measured per run: connections per second (wrk's total / duration) and its
 per-second series (the client kernel's completed active opens, TcpActiveOpens
 minus TcpAttemptFails from /proc/net/snmp sampled each second), wrk latency
 p50/p99/max, the client namespace's retransmitted segments and SYN
-retransmissions during the wrk phase (the nstat counters TcpRetransSegs and
-TcpExtTCPSynRetrans), iperf3 throughput, and whole-machine CPU-seconds
-(/proc/stat, all CPUs, everything running) per 10k connections.
+retransmissions during the measured wrk phase (the nstat counters
+TcpRetransSegs and TcpExtTCPSynRetrans), iperf3 throughput, whole-machine
+CPU-seconds (/proc/stat, all CPUs, everything running) per 10k connections
+and the load average before and after. Per peer: median, min-max and
+interquartile range over its runs; ratios (against the bare forwarder of the
+same port kind, nftables, HAProxy) are taken round by round (the i-th run
+of one peer over the i-th run of the other), then their median and range.
 
-Prints a table with ratios, writes JSON (--json) and a PNG plot of the
-per-second connection rate (--plot, gnuplot). Exit 0 on success; otherwise one
-line `e2e.py: error: ...` naming what failed. Namespaces (pe-*) and every
-process it started are removed on every exit path.
+Prints a table, writes JSON (--json; the commit and the command in it) and a
+PNG plot of the per-second connection rate (--plot, gnuplot). `--render
+JSON` prints the markdown tables of a results file; `--update-docs` rewrites
+every block of docs/*.md marked `<!-- generated from FILE by perf/e2e.py
+--render -->` ... `<!-- end generated -->` from its FILE. Exit 0 on
+success; otherwise one line `e2e.py: error: ...` naming what failed.
+Namespaces (pe-*) and every process it started are removed on every exit
+path.
 """
 
 import argparse
 import json
 import os
 import re
+import resource
+import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,17 +65,28 @@ BACKEND_FLAT = "10.201.0.11"
 INSTANCE = "pe"
 
 PEERS = {
-    # name: (port kind, what it is)
-    "border-fullnat": ("tap", "border-dp full-NAT, TAP ports"),
-    "border-dnat": ("tap", "border-dp DNAT, TAP ports"),
-    "border-ppv2": ("tap", "border-dp full-NAT + PROXY v2 to HAProxy accept-proxy, TAP ports"),
-    "nftables-dnat": ("kernel", "nftables DNAT in the kernel, veth"),
-    "haproxy-tcp": ("kernel", "HAProxy mode tcp, send-proxy-v2 to nginx, veth"),
-    "testpmd-tap": ("tap", "dpdk-testpmd io over the same TAPs (bare forwarder)"),
-    "border-fullnat-xdp": ("xdp", "border-dp full-NAT, net_af_xdp on veth"),
-    "border-dnat-xdp": ("xdp", "border-dp DNAT, net_af_xdp on veth"),
-    "testpmd-xdp": ("xdp", "dpdk-testpmd io over the same af_xdp ports (bare forwarder)"),
+    # name: (port kind, what it is, border-dp's worker poll mode)
+    "border-fullnat": ("tap", "border-dp full-NAT, busy polling, TAP ports", "busy"),
+    "border-fullnat-adaptive": ("tap", "border-dp full-NAT, adaptive polling (sleeps on Rx interrupts), TAP ports",
+                                "adaptive"),
+    "border-dnat": ("tap", "border-dp DNAT, busy polling, TAP ports", "busy"),
+    "border-ppv2": ("tap", "border-dp full-NAT + PROXY v2 to nginx proxy_protocol, busy polling, TAP ports", "busy"),
+    "nftables-dnat": ("kernel", "nftables DNAT in the kernel, veth", None),
+    "haproxy-tcp": ("kernel", "HAProxy mode tcp, send-proxy-v2 to nginx proxy_protocol, tuned "
+                              "(tcp_tw_reuse, source port range, nbthread, maxconn), veth", None),
+    "haproxy-default": ("kernel", "HAProxy mode tcp, send-proxy-v2 to nginx proxy_protocol, "
+                                  "maxconn 9000 and the kernel's defaults, veth", None),
+    "testpmd-tap": ("tap", "dpdk-testpmd io over the same TAPs (bare forwarder, busy polling)", None),
+    "border-fullnat-xdp": ("xdp", "border-dp full-NAT, busy polling, net_af_xdp on veth", "busy"),
+    "border-dnat-xdp": ("xdp", "border-dp DNAT, busy polling, net_af_xdp on veth", "busy"),
+    "testpmd-xdp": ("xdp", "dpdk-testpmd io over the same af_xdp ports (bare forwarder, busy polling)", None),
 }
+# Two descriptors a connection, within the usual hard limit of 20000 open
+# files (raising it needs CAP_SYS_RESOURCE).
+HAPROXY_MAXCONN = min(9900, (resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 100) // 2)
+# The ratio columns: each run over the same round's run of this peer.
+FORWARDER = {"tap": "testpmd-tap", "xdp": "testpmd-xdp"}
+REFERENCES = [("x fwd", None), ("x nft", "nftables-dnat"), ("x HAProxy", "haproxy-tcp")]
 # CPU placement (--pin): the client's and backend's programs on CPU 0, the
 # middle's user-space work (the DPDK worker lcore, HAProxy) on CPU 1. Left to
 # the scheduler, a busy-polling forwarder and nginx or wrk can land on one
@@ -99,8 +128,11 @@ class Harness:
         full = (["ip", "netns", "exec", ns] if ns else []) + pin + list(args)
         log = open(os.path.join(self.workdir, f"{name}.log"), "w")
         # `ip netns exec` execs the program: the pid is the program's.
-        p = subprocess.Popen(full, stdin=stdin, stdout=log, stderr=subprocess.STDOUT,
-                             env=env, start_new_session=True)
+        try:
+            p = subprocess.Popen(full, stdin=stdin, stdout=log, stderr=subprocess.STDOUT,
+                                 env=env, start_new_session=True)
+        except OSError as e:
+            raise HarnessError(f"cannot start {name}: {e}")
         self.procs.append((name, p))
         return p
 
@@ -186,7 +218,9 @@ class Harness:
             self.sh(["ip", "-n", LB, "link", "set", iface, "netns", ns])
 
     # ---- backends -------------------------------------------------------
-    def backends(self, ppv2):
+    def backends(self):
+        """nginx (:80 plain, :81 with the PROXY header) and iperf3 in BK: the
+        one backend of every peer."""
         d = self.workdir
         nginx = f"""daemon off;
 master_process off;
@@ -206,38 +240,17 @@ http {{
         write(f"{d}/nginx.conf", nginx)
         self.spawn("nginx", ["nginx", "-c", f"{d}/nginx.conf", "-e", f"{d}/nginx-stderr.log"], ns=BK)
         self.spawn("iperf3-server", ["iperf3", "-s", "-p", "5201"], ns=BK)
-        ports = [":80 ", ":81 ", ":5201 "]
-        if ppv2:
-            write(f"{d}/haproxy-bk.cfg", f"""global
-    maxconn 9000
-defaults
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-frontend pp
-    mode http
-    bind {BACKEND}:82 accept-proxy backlog 4096
-    http-request return status 200 content-type text/plain string "ok"
-frontend ppiperf
-    mode tcp
-    bind {BACKEND}:5202 accept-proxy
-    default_backend iperf
-backend iperf
-    mode tcp
-    server local 127.0.0.1:5201
-""")
-            self.sh(["haproxy", "-c", "-q", "-f", f"{d}/haproxy-bk.cfg"])
-            self.spawn("haproxy-backend", ["haproxy", "-db", "-f", f"{d}/haproxy-bk.cfg"], ns=BK)
-            ports += [":82 ", ":5202 "]
-        for port in ports:
+        for port in (":80 ", ":81 ", ":5201 "):
             self.wait(f"a listener on {port.strip()} in {BK}",
                       lambda: port in self.sh(["ss", "-Htln"], ns=BK), proc=None)
-        for name in ("nginx", "iperf3-server", "haproxy-backend"):
+        for name in ("nginx", "iperf3-server"):
             self.alive(name)
 
     # ---- the peers ------------------------------------------------------
-    def border(self, opts, kind, mode, ppv2):
-        """border-dp in LB; returns the (http, iperf) targets."""
+    def border(self, opts, kind, mode, ppv2, poll):
+        """border-dp in LB; returns the VIP. With PROXY v2 the web VIP's
+        backend is nginx's proxy_protocol listener and there is no iperf3
+        VIP (nginx here has no stream module to take the header off)."""
         self.namespaces()
         if kind == "xdp":
             self.veth(EXT, CLI, True)
@@ -245,13 +258,23 @@ backend iperf
             dev = lambda i, n: f"net_af_xdp{i},iface={n},start_queue=0,queue_count=1"
         else:
             dev = lambda i, n: f"net_tap{i},iface={n}"
-        web_port, iperf_port = (82, 5202) if ppv2 else (80, 5201)
+        web_port = 81 if ppv2 else 80
         pp = 'proxy_protocol = "v2"\n' if ppv2 else ""
+        iperf_vip = "" if ppv2 else f"""[[vip]]
+name = "iperf"
+address = "{VIP}"
+port = 5201
+protocol = "tcp"
+mode = "{mode}"
+[[vip.backend]]
+address = "{BACKEND}"
+port = 5201
+"""
         cfg = f"""instance = "{INSTANCE}"
 [dataplane]
 main_lcore = 0
 worker_lcores = [1]
-poll = "{opts.border_poll}"
+poll = "{poll}"
 eal_args = ["--no-huge", "-m", "512", "--no-pci", "--no-shconf"]
 conntrack_per_worker = 262144
 flow_hash_key = "00112233445566778899aabbccddeeff"
@@ -278,16 +301,7 @@ mode = "{mode}"
 {pp}[[vip.backend]]
 address = "{BACKEND}"
 port = {web_port}
-[[vip]]
-name = "iperf"
-address = "{VIP}"
-port = 5201
-protocol = "tcp"
-mode = "{mode}"
-{pp}[[vip.backend]]
-address = "{BACKEND}"
-port = {iperf_port}
-"""
+{iperf_vip}"""
         path = os.path.join(self.workdir, "border.toml")
         write(path, cfg)
         self.sh([opts.border_dp, "--check-config", path])
@@ -303,7 +317,7 @@ port = {iperf_port}
         self.sh(["ip", "-n", CLI, "route", "add", "default", "via", LB_EXT])
         if mode == "dnat":
             self.sh(["ip", "-n", BK, "route", "add", "default", "via", LB_INT])
-        self.backends(ppv2)
+        self.backends()
         return VIP
 
     def kernel_router(self):
@@ -339,24 +353,41 @@ port = {iperf_port}
 """
         write(os.path.join(self.workdir, "nft.conf"), rules)
         self.sh(["nft", "-f", os.path.join(self.workdir, "nft.conf")], ns=LB)
-        self.backends(False)
+        self.backends()
         return VIP
 
-    def haproxy(self, opts):
+    def haproxy(self, opts, tuned):
+        """HAProxy in LB. Tuned as its users tune it for many short
+        connections to one backend: the middle namespace reuses TIME_WAIT
+        tuples for new outgoing connections (tcp_tw_reuse=1, timestamps are
+        on) over all ports above 1024, HAProxy picks the source port itself
+        from that range (`source ... :1024-65535`), one thread (it has one
+        CPU, as border has one worker) and maxconn as high as the
+        open-files limit allows (wrk holds 32 connections: it never binds).
+        Untuned (`haproxy-default`): maxconn 9000 and the kernel's defaults;
+        its outgoing connections then wait for ports held in TIME_WAIT."""
         self.kernel_router()
+        if tuned:
+            self.sh(["sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=1"], ns=LB)
+            self.sh(["sysctl", "-q", "-w", "net.ipv4.ip_local_port_range=1024 65535"], ns=LB)
+            # maxconn: two descriptors a connection, within the open-files
+            # limit a process gets here (20000, no CAP_SYS_RESOURCE to raise it).
+            head = f"global\n    nbthread 1\n    maxconn {HAPROXY_MAXCONN}\n"
+            source = f" source {LB_INT}:1024-65535"
+            fe_maxconn = f"    maxconn {HAPROXY_MAXCONN}\n"
+        else:
+            head, source, fe_maxconn = "global\n    maxconn 9000\n", "", ""
         cfg = os.path.join(self.workdir, "haproxy.cfg")
-        write(cfg, f"""global
-    maxconn 9000
-defaults
+        write(cfg, f"""{head}defaults
     mode tcp
     timeout connect 5s
     timeout client 30s
     timeout server 30s
 frontend web
     bind {VIP}:80 backlog 4096
-    default_backend web
+{fe_maxconn}    default_backend web
 backend web
-    server b {BACKEND}:81 send-proxy-v2
+    server b {BACKEND}:81 send-proxy-v2{source}
 frontend iperf
     bind {VIP}:5201
     default_backend iperf
@@ -367,7 +398,7 @@ backend iperf
         self.spawn("haproxy", ["haproxy", "-db", "-f", cfg], ns=LB, pin=PIN["middle"])
         self.wait("HAProxy listening", lambda: f"{VIP}:80 " in self.sh(["ss", "-Htln"], ns=LB),
                   proc="haproxy")
-        self.backends(False)
+        self.backends()
         return VIP
 
     def testpmd(self, opts, kind):
@@ -393,28 +424,20 @@ backend iperf
             self.take_tap(INT, BK, "testpmd")
         self.addr(CLI, EXT, f"{CLIENT}/24")
         self.addr(BK, INT, f"{BACKEND_FLAT}/24")
-        self.backends(False)
+        self.backends()
         return BACKEND_FLAT
 
     def serve(self, opts, peer):
-        if peer == "border-fullnat":
-            return self.border(opts, "tap", "fullnat", False)
-        if peer == "border-dnat":
-            return self.border(opts, "tap", "dnat", False)
-        if peer == "border-ppv2":
-            return self.border(opts, "tap", "fullnat", True)
-        if peer == "border-fullnat-xdp":
-            return self.border(opts, "xdp", "fullnat", False)
-        if peer == "border-dnat-xdp":
-            return self.border(opts, "xdp", "dnat", False)
+        kind, _, poll = PEERS[peer]
+        if peer.startswith("border-"):
+            mode = "dnat" if "-dnat" in peer else "fullnat"
+            return self.border(opts, kind, mode, peer == "border-ppv2", poll)
         if peer == "nftables-dnat":
             return self.nftables(opts)
-        if peer == "haproxy-tcp":
-            return self.haproxy(opts)
-        if peer == "testpmd-tap":
-            return self.testpmd(opts, "tap")
-        if peer == "testpmd-xdp":
-            return self.testpmd(opts, "xdp")
+        if peer.startswith("haproxy-"):
+            return self.haproxy(opts, peer == "haproxy-tcp")
+        if peer.startswith("testpmd-"):
+            return self.testpmd(opts, kind)
         raise HarnessError(f"unknown peer {peer}")
 
 
@@ -518,7 +541,7 @@ def load(h, opts, peer, target):
         last, last_t = now_c, now_t
     out = wrk.communicate()[0]
     elapsed = time.monotonic() - start
-    load_after = [float(x) for x in open("/proc/loadavg").read().split()[:3]]
+    load_after = loadavg()
     cpu = cpu_busy_seconds() - cpu0
     tcp1 = tcp_counters(h)
     if wrk.returncode != 0:
@@ -558,24 +581,43 @@ def iperf(h, opts, peer, target, streams):
             "retransmits": end["sum_sent"].get("retransmits", 0)}
 
 
-def measure(opts, peer, workdir):
+def warm_up_load(h, opts, peer, target):
+    """wrk as measured, for opts.warmup s, its numbers thrown away: caches,
+    ARP and neighbour entries, the peer's tables and the TIME_WAIT
+    population reach their steady state before the clock starts."""
+    if opts.warmup <= 0:
+        return
+    out = h.sh(PIN["endpoints"] + ["wrk", "-t1", f"-c{opts.connections}", f"-d{opts.warmup}s",
+                                   "-H", "Connection: close", f"http://{target}/"],
+               ns=CLI, check=False, timeout=opts.warmup + 60)
+    if not re.search(r"^\s*\d+ requests in", out, re.M):
+        raise HarnessError(f"{peer}: warm-up wrk printed no result: {out.strip().splitlines()[-1:]}")
+
+
+def measure(opts, peer, round_no, workdir):
     h = Harness(workdir)
     try:
-        return measure_in(h, opts, peer)
+        return measure_in(h, opts, peer, round_no)
     except HarnessError as e:
         raise HarnessError(f"{peer}: {e} (logs in {workdir})".replace(f"{peer}: {peer}: ", f"{peer}: "))
     finally:
         h.teardown()
 
 
-def measure_in(h, opts, peer):
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def measure_in(h, opts, peer, round_no):
+    kind, what, poll = PEERS[peer]
     target = h.serve(opts, peer)
     warm_up(h, target, peer)
-    load_avg = open("/proc/loadavg").read().split()[:3]
-    r = {"peer": peer, "kind": PEERS[peer][0], "what": PEERS[peer][1],
-         "load_average_before": [float(x) for x in load_avg]}
+    warm_up_load(h, opts, peer, target)
+    r = {"peer": peer, "round": round_no, "kind": kind, "what": what, "poll": poll,
+         "load_average_before": loadavg()}
     r.update(load(h, opts, peer, target))
-    if opts.iperf_duration > 0:
+    if opts.iperf_duration > 0 and peer != "border-ppv2":
         r["iperf_1"] = iperf(h, opts, peer, target, 1)
         r["iperf_8"] = iperf(h, opts, peer, target, 8)
     for name, _ in h.procs:
@@ -598,50 +640,188 @@ def border_counters(h, opts):
 
 
 # ---- report -----------------------------------------------------------------
-def ratios(results):
-    by = {r["peer"]: r for r in results}
-    kernel = [r["cps"] for r in results if r["kind"] == "kernel"]
-    best_kernel = max(kernel) if kernel else None
-    for r in results:
-        fwd = by.get("testpmd-xdp" if r["kind"] == "xdp" else "testpmd-tap")
-        r["vs_forwarder"] = None
-        if fwd and fwd["cps"] and r["kind"] != "kernel":
-            r["vs_forwarder"] = {
-                "forwarder": fwd["peer"],
-                "cps": round(r["cps"] / fwd["cps"], 3),
-                "p99": round(r["latency_ms"]["p99"] / fwd["latency_ms"]["p99"], 3)
-                if fwd["latency_ms"]["p99"] else None,
-            }
-        r["cps_vs_best_kernel"] = round(r["cps"] / best_kernel, 3) if best_kernel else None
+def spread(values):
+    """median, min, max and the quartiles (inclusive method) of a sample."""
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    q1, q3 = ((statistics.quantiles(values, n=4, method="inclusive")[i] for i in (0, 2))
+              if len(values) > 1 else (values[0], values[0]))
+    return {"median": round(statistics.median(values), 3), "min": values[0], "max": values[-1],
+            "q1": round(q1, 3), "q3": round(q3, 3), "n": len(values)}
 
 
-def gbps(run):
-    if run is None:
+def by_peer(runs):
+    """Each peer's runs in order, peers in the order they first ran."""
+    out = {}
+    for r in runs:
+        out.setdefault(r["peer"], []).append(r)
+    return out
+
+
+def round_ratios(mine, theirs, key):
+    """key(run) of my i-th run over key(run) of their i-th run, for every i
+    both have: each pair ran in the same round, under the same load."""
+    out = []
+    for a, b in zip(mine, theirs):
+        x, y = key(a), key(b)
+        if x is not None and y:
+            out.append(round(x / y, 3))
+    return out
+
+
+def iperf_gbps(name):
+    return lambda r: (r.get(name) or {}).get("gbps") if not (r.get(name) or {}).get("error") else None
+
+
+def summarise(runs):
+    """Per peer: the spread of every measure over its runs, and its ratios."""
+    peers = by_peer(runs)
+    out = []
+    for peer, rs in peers.items():
+        kind = rs[0]["kind"]
+        s = {"peer": peer, "kind": kind, "what": rs[0]["what"], "poll": rs[0]["poll"], "runs": len(rs),
+             "cps": spread(r["cps"] for r in rs),
+             "p50_ms": spread(r["latency_ms"]["p50"] for r in rs),
+             "p99_ms": spread(r["latency_ms"]["p99"] for r in rs),
+             "max_ms": spread(r["latency_ms"]["max"] for r in rs),
+             "cpu_s_per_10k_conns": spread(r["cpu_s_per_10k_conns"] for r in rs),
+             "iperf_1_gbps": spread(iperf_gbps("iperf_1")(r) for r in rs),
+             "iperf_8_gbps": spread(iperf_gbps("iperf_8")(r) for r in rs),
+             "iperf_failed": {k: sum(1 for r in rs if (r.get(k) or {}).get("error"))
+                              for k in ("iperf_1", "iperf_8")},
+             "syn_retrans": sum(r["client_tcp"]["syn_retrans"] for r in rs),
+             "retrans_segs": sum(r["client_tcp"]["retrans_segs"] for r in rs),
+             "socket_errors": sum(sum(r["socket_errors"].values()) for r in rs),
+             "non_2xx": sum(r["non_2xx"] for r in rs),
+             "border_drops": (sum(sum(r["border_drops"].values()) for r in rs)
+                              if all("border_drops" in r for r in rs) else None),
+             "ratios": {}}
+        for label, ref in REFERENCES:
+            ref = ref or FORWARDER.get(kind)
+            if ref is None or ref == peer or ref not in peers:
+                continue
+            per_round = round_ratios(rs, peers[ref], lambda r: r["cps"])
+            if per_round:
+                s["ratios"][label] = {"against": ref, "cps_per_round": per_round,
+                                      "cps": spread(per_round),
+                                      "p99": spread(round_ratios(rs, peers[ref],
+                                                                 lambda r: r["latency_ms"]["p99"]))}
+        out.append(s)
+    return out
+
+
+def median_range(sp, fmt="{:.0f}"):
+    if sp is None:
         return "-"
-    return "failed" if run.get("error") else f"{run['gbps']:.2f}"
+    if sp["n"] == 1:
+        return fmt.format(sp["median"])
+    return f"{fmt.format(sp['median'])} ({fmt.format(sp['min'])}-{fmt.format(sp['max'])})"
 
 
-def table(results):
-    cols = ["peer", "conn/s", "x fwd", "x kern", "p50 ms", "p99 ms", "max ms", "retrans",
-            "SYN rtx", "sock err", "Gb/s 1", "Gb/s 8", "CPU s/10k", "dp drops"]
+def gbps_cell(s, key):
+    sp, failed = s[key + "_gbps"], s["iperf_failed"][key]
+    if sp is None:
+        return "failed" if failed else "-"
+    return f"{sp['median']:.2f}" + (f" ({failed} failed)" if failed else "")
+
+
+COLUMNS = ["peer", "runs", "conn/s median (min-max)", "IQR", "x fwd", "x nft", "x HAProxy",
+           "p50 ms", "p99 ms median (min-max)", "SYN rtx", "sock err", "Gb/s 1", "Gb/s 8",
+           "CPU s/10k", "dp drops"]
+
+
+def table_rows(summary):
     rows = []
-    for r in results:
-        vf = r.get("vs_forwarder")
-        se = r["socket_errors"]
+    for s in summary:
+        c = s["cps"]
+        ratio = lambda label: (median_range(s["ratios"][label]["cps"], "{:.2f}")
+                               if label in s["ratios"] else "-")
         rows.append([
-            r["peer"], f"{r['cps']:.0f}", f"{vf['cps']:.2f}" if vf else "-",
-            f"{r['cps_vs_best_kernel']:.2f}" if r.get("cps_vs_best_kernel") is not None else "-",
-            f"{r['latency_ms']['p50']:.2f}", f"{r['latency_ms']['p99']:.2f}",
-            f"{r['latency_ms']['max']:.0f}", str(r["client_tcp"]["retrans_segs"]),
-            str(r["client_tcp"]["syn_retrans"]), str(sum(se.values())),
-            gbps(r.get("iperf_1")), gbps(r.get("iperf_8")),
-            f"{r['cpu_s_per_10k_conns']:.2f}" if r["cpu_s_per_10k_conns"] is not None else "-",
-            str(sum(r["border_drops"].values())) if "border_drops" in r else "-",
+            s["peer"], str(s["runs"]), median_range(c), f"{c['q1']:.0f}-{c['q3']:.0f}",
+            ratio("x fwd"), ratio("x nft"), ratio("x HAProxy"),
+            f"{s['p50_ms']['median']:.2f}", median_range(s["p99_ms"], "{:.2f}"),
+            str(s["syn_retrans"]), str(s["socket_errors"]),
+            gbps_cell(s, "iperf_1"), gbps_cell(s, "iperf_8"),
+            f"{s['cpu_s_per_10k_conns']['median']:.2f}" if s["cpu_s_per_10k_conns"] else "-",
+            "-" if s["border_drops"] is None else str(s["border_drops"]),
         ])
+    return rows
+
+
+def text_table(cols, rows):
     widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
     line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
     return "\n".join([line(cols), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
                      + [line(row) for row in rows])
+
+
+def table(report):
+    return text_table(COLUMNS, table_rows(report["summary"]))
+
+
+def render(report, path):
+    """The markdown of a results file: the summary table, each run's
+    connection rate by round, and what made it (commit, command, load)."""
+    summary = report["summary"]
+    out = [text_table(COLUMNS, table_rows(summary)), ""]
+    runs = by_peer(report["runs"])
+    n = max(len(rs) for rs in runs.values())
+    cols = ["conn/s by round"] + [str(i + 1) for i in range(n)]
+    rows = [[peer] + [f"{r['cps']:.0f}" for r in rs] + [""] * (n - len(rs)) for peer, rs in runs.items()]
+    out += [text_table(cols, rows), ""]
+    loads = [r["load_average_before"][0] for r in report["runs"]] + \
+            [r["load_average_after"][0] for r in report["runs"]]
+    st = report["settings"]
+    dirty = " with uncommitted changes" if report.get("commit_dirty") else ""
+    out.append(f"Made by `{report['command']}` at commit `{report['commit'][:12]}`{dirty}, "
+               f"{report['started']} to {report['finished']}; {st['rounds']} rounds in the order "
+               f"{', '.join(st['peers_per_round'])}, each run {st['warmup_seconds']} s of warm-up "
+               f"(not measured) then {st['duration_seconds']} s of wrk `{st['wrk']}`"
+               + (f" and iperf3 {st['iperf3_seconds']} s" if st["iperf3_seconds"] else "")
+               + f". Machine: {report['machine']['cpus']} CPUs ({report['machine']['cpu']}), "
+               f"Linux {report['machine']['kernel']}, shared: 1-minute load average "
+               f"{min(loads):.1f}-{max(loads):.1f} around the runs. "
+               f"Source: [{os.path.basename(path)}]({os.path.relpath(path, 'docs')}).")
+    return "\n".join(out) + "\n"
+
+
+BEGIN_RE = re.compile(r"^<!-- generated from (\S+) by perf/e2e.py --render -->\n", re.M)
+END_MARK = "<!-- end generated -->"
+
+
+def update_docs(root):
+    """Rewrites every generated block of docs/*.md from its JSON; returns
+    the files changed."""
+    changed = []
+    docs = os.path.join(root, "docs")
+    for name in sorted(os.listdir(docs)):
+        if not name.endswith(".md"):
+            continue
+        path = os.path.join(docs, name)
+        with open(path) as f:
+            text = f.read()
+        out, pos = [], 0
+        for m in BEGIN_RE.finditer(text):
+            stop = text.find(END_MARK, m.end())
+            if stop < 0:
+                raise HarnessError(f"{path}: no {END_MARK} after the block from {m.group(1)}")
+            out += [text[pos:m.end()], render(read_report(root, m.group(1)), m.group(1))]
+            pos = stop
+        out.append(text[pos:])
+        new = "".join(out)
+        if new != text:
+            write(path, new)
+            changed.append(path)
+    return changed
+
+
+def read_report(root, rel):
+    try:
+        with open(os.path.join(root, rel)) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise HarnessError(f"cannot read results {rel}: {e}")
 
 
 # One colour per peer (gnuplot's default cycle repeats after eight); the
@@ -651,23 +831,31 @@ COLOURS = ["#9400d3", "#009e73", "#56b4e9", "#e69f00", "#f0e442", "#0072b2", "#e
 DASH = {"tap": 1, "xdp": 2, "kernel": 3}
 
 
-def plot(results, png, workdir):
+def median_run(rs):
+    """The run whose rate is nearest the peer's median (the one plotted)."""
+    med = statistics.median(r["cps"] for r in rs)
+    return min(rs, key=lambda r: abs(r["cps"] - med))
+
+
+def plot(report, png, workdir):
+    shown = [median_run(rs) for rs in by_peer(report["runs"]).values()]
     data = os.path.join(workdir, "cps.dat")
     with open(data, "w") as f:
-        for r in results:
+        for r in shown:
             f.write(f'"{r["peer"]}"\n')
             for t, v in r["per_second"]:
                 f.write(f"{t} {v}\n")
             f.write("\n\n")
     script = os.path.join(workdir, "cps.gp")
+    st = report["settings"]
     write(script, f"""set terminal pngcairo size 1100,600 font ",10" noenhanced
 set output "{png}"
-set title "New connections per second (client's completed active opens; wrk -c32, Connection: close)\\nsolid: TAP ports, dashed: af_xdp on veth, dotted: kernel on veth"
-set xlabel "seconds since the load started"
+set title "New connections per second, each peer's median round (client's completed active opens; wrk -c{st['connections']}, Connection: close, after {st['warmup_seconds']} s of warm-up)\\nsolid: TAP ports, dashed: af_xdp on veth, dotted: kernel on veth"
+set xlabel "seconds since the measured load started"
 set ylabel "connections / s"
 set key outside right top
 set grid
-plot {", ".join(f'"{data}" index {i} using 1:2 with lines lw 2 lc rgb "{COLOURS[i % len(COLOURS)]}" dt {DASH[r["kind"]]} title columnheader(1)' for i, r in enumerate(results))}
+plot {", ".join(f'"{data}" index {i} using 1:2 with lines lw 2 lc rgb "{COLOURS[i % len(COLOURS)]}" dt {DASH[r["kind"]]} title columnheader(1)' for i, r in enumerate(shown))}
 """)
     out = subprocess.run(["gnuplot", script], capture_output=True, text=True)
     if out.returncode != 0:
@@ -685,26 +873,61 @@ def machine():
             "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
 
 
+def repo_root():
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def commit():
+    """HEAD of the checkout this script is in, and whether tracked files differ from it."""
+    root = repo_root()
+    git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True)
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return "unknown", None
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return head.stdout.strip(), bool(dirty.stdout.strip())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--duration", type=int, default=60, help="wrk seconds per peer (default 60)")
-    ap.add_argument("--iperf-duration", type=int, default=10,
-                    help="iperf3 seconds per run, two runs per peer; 0 skips iperf3 (default 10)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds; each runs every peer of --peers once, in that order (default 5)")
+    ap.add_argument("--duration", type=int, default=30, help="measured wrk seconds per run (default 30)")
+    ap.add_argument("--warmup", type=int, default=5,
+                    help="wrk seconds before each measured run, not measured (default 5)")
+    ap.add_argument("--iperf-duration", type=int, default=5,
+                    help="iperf3 seconds, two runs per peer run; 0 skips iperf3 (default 5)")
     ap.add_argument("--connections", type=int, default=32, help="wrk connections (default 32)")
     ap.add_argument("--peers", default=",".join(PEERS),
-                    help=f"comma-separated subset of: {', '.join(PEERS)}")
+                    help="comma-separated peers run in each round, in this order; a peer named "
+                         f"twice runs twice per round (known: {', '.join(PEERS)})")
     ap.add_argument("--border-dp", default="target/release/border-dp", help="border-dp binary")
-    ap.add_argument("--border-poll", default="adaptive", choices=["adaptive", "busy"])
     ap.add_argument("--no-pin", action="store_true",
                     help="leave CPU placement to the scheduler (default: client and backend "
                          "programs on CPU 0, the middle's on CPU 1)")
     ap.add_argument("--json", default="e2e.json", help="where to write the results")
     ap.add_argument("--plot", default="", help="PNG of connections per second over time")
+    ap.add_argument("--render", metavar="JSON",
+                    help="print the markdown tables of a results file and exit (no root needed)")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="rewrite every generated block of docs/*.md from its JSON and exit")
     opts = ap.parse_args()
+    if opts.render:
+        print(render(read_report(".", opts.render), opts.render), end="")
+        return
+    if opts.update_docs:
+        for path in update_docs(repo_root()):
+            print(f"updated {os.path.relpath(path)}")
+        return
     peers = [p.strip() for p in opts.peers.split(",") if p.strip()]
     for p in peers:
         if p not in PEERS:
             raise HarnessError(f"unknown peer {p!r} (known: {', '.join(PEERS)})")
+    if not peers:
+        raise HarnessError("--peers names no peer")
+    if opts.rounds < 1 or opts.duration < 1 or opts.warmup < 0 or opts.iperf_duration < 0:
+        raise HarnessError("--rounds and --duration must be at least 1, --warmup and --iperf-duration "
+                           "at least 0")
     if os.geteuid() != 0:
         raise HarnessError("must run as root (network namespaces)")
     for tool in TOOLS:
@@ -723,24 +946,33 @@ def main():
         if (os.cpu_count() or 1) < 2:
             raise HarnessError("pinning needs two CPUs (or --no-pin)")
         PIN["endpoints"], PIN["middle"] = ["taskset", "-c", "0"], ["taskset", "-c", "1"]
+    head, dirty = commit()
+    command = shlex.join(["perf/e2e.py"] + sys.argv[1:])
     workdir = tempfile.mkdtemp(prefix="border-e2e-perf-")
-    results = []
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for p in peers:
-        print(f"{p}: {PEERS[p][1]} ...", file=sys.stderr, flush=True)
-        peer_dir = os.path.join(workdir, p)
-        os.makedirs(peer_dir)
-        results.append(measure(opts, p, peer_dir))
-    ratios(results)
-    report = {"started": started, "machine": machine(),
-              "load": {"wrk": f"-t1 -c{opts.connections} -d{opts.duration}s Connection: close",
-                       "iperf3_seconds": opts.iperf_duration, "border_poll": opts.border_poll,
-                       "pinned": not opts.no_pin},
-              "peers": results}
+    order = peers * opts.rounds
+    runs, seen = [], {}
+    for i, p in enumerate(order):
+        seen[p] = seen.get(p, 0) + 1
+        print(f"[{i + 1}/{len(order)}] {p} run {seen[p]}: {PEERS[p][1]} ...", file=sys.stderr, flush=True)
+        run_dir = os.path.join(workdir, f"{i + 1:03d}-{p}")
+        os.makedirs(run_dir)
+        runs.append(measure(opts, p, seen[p], run_dir))
+        print(f"    {runs[-1]['cps']:.0f} conn/s, p99 {runs[-1]['latency_ms']['p99']:.2f} ms, "
+              f"load {runs[-1]['load_average_before'][0]:.1f}", file=sys.stderr, flush=True)
+    report = {"commit": head, "commit_dirty": dirty, "command": command,
+              "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "machine": machine(),
+              "settings": {"rounds": opts.rounds, "peers_per_round": peers,
+                           "duration_seconds": opts.duration, "warmup_seconds": opts.warmup,
+                           "connections": opts.connections,
+                           "wrk": f"-t1 -c{opts.connections} -H 'Connection: close'",
+                           "iperf3_seconds": opts.iperf_duration, "pinned": not opts.no_pin},
+              "order": order, "summary": summarise(runs), "runs": runs}
     write(opts.json, json.dumps(report, indent=1) + "\n")
     if opts.plot:
-        plot(results, os.path.abspath(opts.plot), workdir)
-    print(table(results))
+        plot(report, os.path.abspath(opts.plot), workdir)
+    print(table(report))
     shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -1,7 +1,9 @@
 //! The side-by-side comparison harness (`perf/e2e.py`, docs/performance.md)
-//! in its short form: 3 s of load per peer over a subset of the peers, its
-//! JSON checked for sane, non-zero numbers; its bad input (one line naming
-//! what failed) and its clean-up when interrupted.
+//! in its short form: one round of four peers, two of them named twice (so
+//! they run twice), 1 s of warm-up and 2 s of measured load each, its JSON
+//! checked for sane, non-zero numbers and ratios taken round by round; its
+//! bad input (one line naming what failed) and its clean-up when
+//! interrupted.
 //!
 //! The harness names its namespaces `pe-lb`, `pe-cli`, `pe-bk`; the tests
 //! here take turns (one lock) because they share them.
@@ -106,21 +108,27 @@ fn short_comparison_measures_every_peer() {
     let dir = TempDir::new("pe-short");
     let json = dir.path("e2e.json");
     let png = dir.path("cps.png");
-    let peers = [
+    // Named twice, border-fullnat and testpmd-tap run twice in the one round.
+    let order = [
         "border-fullnat",
-        "border-dnat",
-        "border-fullnat-xdp",
-        "nftables-dnat",
+        "testpmd-tap",
+        "border-ppv2",
+        "haproxy-tcp",
+        "border-fullnat",
         "testpmd-tap",
     ];
     let start = Instant::now();
     let out = harness(&[
+        "--rounds",
+        "1",
+        "--warmup",
+        "1",
         "--duration",
-        "3",
+        "2",
         "--iperf-duration",
         "1",
         "--peers",
-        &peers.join(","),
+        &order.join(","),
         "--border-dp",
         border_dp_bin(),
         "--json",
@@ -138,59 +146,131 @@ fn short_comparison_measures_every_peer() {
     );
     eprintln!("{stdout}\n(took {:?})", start.elapsed());
     let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let rows = report["peers"].as_array().expect("peers array");
-    assert_eq!(rows.len(), peers.len());
-    for (row, name) in rows.iter().zip(peers) {
-        assert_eq!(row["peer"], name);
-        assert!(
-            stdout.contains(&format!("| {name} ")),
-            "{name} in the table"
-        );
-        let requests = num(row, &["requests"]);
-        assert!(requests > 0.0, "{name}: no request completed: {row}");
-        assert!(num(row, &["cps"]) > 0.0, "{name}: {row}");
+    let commit = report["commit"].as_str().expect("commit");
+    assert_eq!(commit.len(), 40, "{commit}");
+    assert!(
+        report["command"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("perf/e2e.py ") && c.contains(&order.join(","))),
+        "{}",
+        report["command"]
+    );
+    let runs = report["runs"].as_array().expect("runs array");
+    assert_eq!(runs.len(), order.len());
+    for (run, name) in runs.iter().zip(order) {
+        assert_eq!(run["peer"], name);
+        let requests = num(run, &["requests"]);
+        assert!(requests > 0.0, "{name}: no request completed: {run}");
+        assert!(num(run, &["cps"]) > 0.0, "{name}: {run}");
+        // Every answer was nginx's 200, also through its proxy_protocol
+        // listener (which refuses a connection without the header).
+        assert_eq!(num(run, &["non_2xx"]), 0.0, "{name}: {run}");
         let (p50, p99, max) = (
-            num(row, &["latency_ms", "p50"]),
-            num(row, &["latency_ms", "p99"]),
-            num(row, &["latency_ms", "max"]),
+            num(run, &["latency_ms", "p50"]),
+            num(run, &["latency_ms", "p99"]),
+            num(run, &["latency_ms", "max"]),
         );
         assert!(
             0.0 < p50 && p50 <= p99 && p99 <= max,
             "{name}: latency {p50} {p99} {max}"
         );
-        let series = row["per_second"].as_array().expect("per_second");
-        assert!(series.len() >= 2, "{name}: per-second series {series:?}");
+        let series = run["per_second"].as_array().expect("per_second");
+        assert!(!series.is_empty(), "{name}: per-second series {series:?}");
         assert!(
             series.iter().any(|s| s[1].as_f64().unwrap() > 0.0),
             "{name}: {series:?}"
         );
-        for iperf in ["iperf_1", "iperf_8"] {
-            assert!(num(row, &[iperf, "gbps"]) > 0.0, "{name}: {iperf}: {row}");
+        if name == "border-ppv2" {
+            assert!(
+                run["iperf_1"].is_null(),
+                "{name}: no iperf3 VIP with PROXY v2"
+            );
+        } else {
+            for iperf in ["iperf_1", "iperf_8"] {
+                assert!(num(run, &[iperf, "gbps"]) > 0.0, "{name}: {iperf}: {run}");
+            }
         }
-        assert!(num(row, &["cpu_seconds"]) > 0.0, "{name}: {row}");
-        assert!(num(row, &["cpu_s_per_10k_conns"]) > 0.0, "{name}: {row}");
+        assert!(num(run, &["cpu_seconds"]) > 0.0, "{name}: {run}");
+        assert!(run["load_average_before"][0].is_f64(), "{name}: {run}");
         for k in ["retrans_segs", "syn_retrans", "attempt_fails"] {
-            assert!(row["client_tcp"][k].is_u64(), "{name}: client_tcp.{k}");
+            assert!(run["client_tcp"][k].is_u64(), "{name}: client_tcp.{k}");
         }
         if name.starts_with("border") {
-            // border-dp's own counters, read before it stopped.
-            let counters = &row["border_counters"];
+            assert_eq!(run["poll"], "busy", "{name}");
+            // border-dp's own counters, read before it stopped (warm-up included).
+            let counters = &run["border_counters"];
             assert!(
                 num(counters, &["new_flows"]) >= requests,
                 "{name}: {counters}"
             );
-            assert!(row["border_drops"].is_object(), "{name}: {row}");
+            if name == "border-ppv2" {
+                assert!(
+                    num(counters, &["pp_headers_inserted"]) >= requests,
+                    "{name}: {counters}"
+                );
+            }
+            assert!(run["border_drops"].is_object(), "{name}: {run}");
         } else {
-            assert!(row["border_counters"].is_null(), "{name}");
+            assert!(run["border_counters"].is_null(), "{name}");
         }
     }
-    // Ratios: border over TAP against the TAP forwarder, everyone against
-    // the best kernel peer (the only one here: nftables).
-    let fwd = &rows[0]["vs_forwarder"];
-    assert_eq!(fwd["forwarder"], "testpmd-tap");
-    assert!(num(fwd, &["cps"]) > 0.0);
-    assert_eq!(num(&rows[3], &["cps_vs_best_kernel"]), 1.0);
-    assert!(rows[2]["vs_forwarder"].is_null(), "no af_xdp forwarder ran");
+    // Per peer: the runs counted, the spread, ratios round by round.
+    let summary = report["summary"].as_array().expect("summary");
+    let peer = |name: &str| {
+        summary
+            .iter()
+            .find(|s| s["peer"] == name)
+            .unwrap_or_else(|| panic!("{name} in the summary"))
+    };
+    let fullnat = peer("border-fullnat");
+    assert_eq!(num(fullnat, &["runs"]), 2.0);
+    let (lo, med, hi) = (
+        num(fullnat, &["cps", "min"]),
+        num(fullnat, &["cps", "median"]),
+        num(fullnat, &["cps", "max"]),
+    );
+    assert!(lo <= med && med <= hi, "{fullnat}");
+    let fwd = &fullnat["ratios"]["x fwd"];
+    assert_eq!(fwd["against"], "testpmd-tap");
+    let per_round = fwd["cps_per_round"].as_array().expect("per round");
+    assert_eq!(per_round.len(), 2, "{fwd}");
+    for (i, r) in per_round.iter().enumerate() {
+        let want = num(&runs[[0, 4][i]], &["cps"]) / num(&runs[[1, 5][i]], &["cps"]);
+        assert!((r.as_f64().unwrap() - want).abs() < 0.001, "{fwd}");
+    }
+    // haproxy-tcp ran once: one pair against it.
+    assert_eq!(num(peer("haproxy-tcp"), &["runs"]), 1.0);
+    assert_eq!(
+        fullnat["ratios"]["x HAProxy"]["cps_per_round"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    for name in [
+        "border-fullnat",
+        "testpmd-tap",
+        "border-ppv2",
+        "haproxy-tcp",
+    ] {
+        assert!(
+            stdout.contains(&format!("| {name} ")),
+            "{name} in the table"
+        );
+    }
+    // The markdown comes from the JSON alone.
+    let md = harness(&["--render", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        md.status.success(),
+        "{}",
+        String::from_utf8_lossy(&md.stderr)
+    );
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(
+        md.contains(&commit[..12]) && md.contains("perf/e2e.py "),
+        "{md}"
+    );
     let png_bytes = std::fs::read(&png).expect("plot written");
     assert!(png_bytes.starts_with(b"\x89PNG"), "plot is a PNG");
     nothing_left();
@@ -205,6 +285,19 @@ fn bad_input_is_one_line_naming_what_failed() {
             .unwrap(),
     );
     assert!(e.contains("unknown peer 'lvs'"), "{e}");
+
+    let e = one_line_error(&harness(&["--rounds", "0"]).output().unwrap());
+    assert!(e.contains("--rounds"), "{e}");
+
+    let e = one_line_error(
+        &harness(&["--render", "/nonexistent/e2e.json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        e.contains("cannot read results /nonexistent/e2e.json"),
+        "{e}"
+    );
 
     let e = one_line_error(
         &harness(&[
