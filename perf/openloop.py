@@ -465,7 +465,47 @@ def render(report, json_name):
                          fmt(lat["p99"], 3), fmt(lat["p99.9"], 3), fmt(lat["max"], 3), fmt(conn, 3),
                          fmt(ratio["ratio"]) if ratio else "-"])
     out.append(md_table(cols, rows))
+    verdicts = [f"`{peer}` {r['ratio']:.2f}x ({'met' if r['ratio'] <= GOAL_P99_RATIO else 'missed'})"
+                for peer, r in ratios.items() if peer.startswith("border")]
+    if verdicts:
+        out.append("")
+        out.append(f"Goal, border's p99 at {max(fr):.0%} of its ceiling at most {GOAL_P99_RATIO}x the "
+                   f"forwarder's at {max(fr):.0%} of its own: " + ", ".join(verdicts) + ".")
     return "\n".join(out) + "\n"
+
+
+def plot(report, png):
+    """CPU-seconds of the middle per 10k connections against the offered load, one line per peer."""
+    workdir = tempfile.mkdtemp(prefix="border-openloop-plot-")
+    try:
+        data = os.path.join(workdir, "cpu.dat")
+        with open(data, "w") as f:
+            for p in report["peers"]:
+                f.write(f'"{p["peer"]}"\n')
+                for run in p["runs"]:
+                    v = run["cpu_s_per_10k"].get("middle")
+                    if v is not None:
+                        f.write(f"{run['fraction'] * 100:g} {v}\n")
+                f.write("\n\n")
+        script = os.path.join(workdir, "cpu.gp")
+        lines = ", ".join(
+            f'"{data}" index {i} using 1:2 with linespoints lw 2 lc rgb "{e2e.COLOURS[i % len(e2e.COLOURS)]}" '
+            f'dt {e2e.DASH[p["kind"]]} title columnheader(1)' for i, p in enumerate(report["peers"]))
+        e2e.write(script, f"""set terminal pngcairo size 1000,560 font ",10" noenhanced
+set output "{os.path.abspath(png)}"
+set title "CPU-seconds of the middle per 10,000 connections (open loop, h2load -r), {report['started']} UTC\\nsolid: TAP ports, dashed: af_xdp, dotted: kernel on veth"
+set xlabel "offered load, % of the peer's own ceiling"
+set ylabel "CPU-seconds / 10k connections"
+set logscale y
+set key outside right top
+set grid
+plot {lines}
+""")
+        out = subprocess.run(["gnuplot", script], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise HarnessError(f"gnuplot failed: {out.stderr.strip().splitlines()[-1:]}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def write_doc(doc_path, json_name, text):
@@ -523,6 +563,8 @@ def main():
     ap.add_argument("--render", action="store_true", help="print the markdown tables of --json and exit")
     ap.add_argument("--write-doc", default="",
                     help="with --render: replace the generated section of this document")
+    ap.add_argument("--plot", default="",
+                    help="with --render: a PNG of the middle's CPU per 10k connections against the load (gnuplot)")
     opts = ap.parse_args()
     if not opts.json:
         opts.json = os.path.join(os.path.relpath(HERE), "results", f"openloop-{opts.ports}.json")
@@ -533,6 +575,8 @@ def main():
         except (OSError, ValueError) as e:
             raise HarnessError(f"{opts.json}: {e}")
         text = render(report, opts.json)
+        if opts.plot:
+            plot(report, opts.plot)
         if opts.write_doc:
             write_doc(opts.write_doc, opts.json, text)
         else:
