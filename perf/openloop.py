@@ -215,12 +215,14 @@ def load_average():
 
 def rate_schedule(rate):
     """(connections per period, period in ms) for h2load: its period is whole
-    milliseconds; the pair closest to `rate`, the shortest period on a tie,
-    so the arrivals are as even as h2load makes them."""
+    milliseconds. The shortest period within 1 % of `rate` (so arrivals are
+    as even as h2load makes them), else the closest pair up to 1 s."""
     best = None
-    for period in range(1, 11):
+    for period in range(1, 1001):
         k = max(1, round(rate * period / 1000))
         err = abs(k * 1000 / period - rate) / rate
+        if err <= 0.01:
+            return k, period
         if best is None or err < best[0] - 1e-9:
             best = (err, k, period)
     return best[1], best[2]
