@@ -15,6 +15,8 @@ packages=(
   adduser util-linux
   # the side-by-side comparison (perf/e2e.sh): load, throughput, plot
   wrk iperf3 gnuplot-nox
+  # open-loop load at fixed connection rates (perf/openloop.py): h2load
+  nghttp2-client
   # real PROXY protocol v2 receivers (e2e_ppv2) and a TLS client/cert tool
   haproxy nginx-light openssl
   # syntax checks of the traffic profiles (perf/tests/profiles_syntax.rs):

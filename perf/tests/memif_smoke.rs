@@ -1,7 +1,8 @@
-//! Smoke form of `border-perf memif`: a second per phase through border-dp
-//! and through dpdk-testpmd over memif. Asserts that packets went both ways
-//! through both, that every established flow completed its handshake, and
-//! that border-dp's own counters saw the connections.
+//! Smoke form of `border-perf memif`: a second per phase through border-dp,
+//! through dpdk-testpmd over memif, and with the generator's two ports
+//! joined (no device). Asserts that packets went both ways in all three,
+//! that every established flow completed its handshake, and that
+//! border-dp's own counters saw the connections.
 //!
 //! Needs root and border-dp built next to border-perf (`cargo test
 //! --workspace` builds it; alone: `cargo build --bin border-dp`). Run it
@@ -55,7 +56,8 @@ fn generator_through_border_and_testpmd() {
     let mut new_flows_done = 0.0;
     for p in phases {
         let name = p["phase"].as_str().unwrap();
-        for dut in ["border", "testpmd"] {
+        // "loopback": the generator's two ports joined, no device.
+        for dut in ["border", "testpmd", "loopback"] {
             let r = &p[dut][0];
             let what = format!("{name} through {dut}: {r}");
             assert!(num(r, "mpps") > 0.0, "{what}");
@@ -75,6 +77,8 @@ fn generator_through_border_and_testpmd() {
             }
         }
         assert!(num(p, "ratio") > 0.0, "{p}");
+        assert!(num(p, "loopback_mpps") > 0.0, "{p}");
+        assert!(num(p, "testpmd_of_loopback") > 0.0, "{p}");
     }
 
     // border-dp saw every connection: the established flows of three

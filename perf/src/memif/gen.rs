@@ -51,8 +51,8 @@ pub struct Args {
     #[arg(long)]
     pub client_socket: PathBuf,
     /// memif socket of the backend-side port.
-    #[arg(long)]
-    pub backend_socket: PathBuf,
+    #[arg(long, required_unless_present = "loopback")]
+    pub backend_socket: Option<PathBuf>,
     /// MAC of the device's client-side port (destination of client frames).
     #[arg(long, default_value = "02:00:00:00:00:fe", value_parser = parse_mac)]
     pub dut_client_mac: [u8; 6],
@@ -93,6 +93,12 @@ pub struct Args {
     /// device under test can be stopped first (the runner does).
     #[arg(long)]
     pub hold: bool,
+    /// No device: the backend port is the memif client of the client
+    /// port's own socket, so what the client side sends reaches the backend
+    /// side directly and back. Measures the generator's own ceiling (both
+    /// ends on its one lcore); --backend-socket is not used.
+    #[arg(long)]
+    pub loopback: bool,
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
@@ -267,7 +273,11 @@ pub fn run(a: &Args) -> anyhow::Result<Vec<PhaseResult>> {
         format!("--lcores=0@{}", a.cpu),
         "--log-level=lib.eal:error".into(),
         memif_vdev(0, "server", &a.client_socket),
-        memif_vdev(1, "server", &a.backend_socket),
+        match (&a.backend_socket, a.loopback) {
+            (_, true) => memif_vdev(1, "client", &a.client_socket),
+            (Some(backend), false) => memif_vdev(1, "server", backend),
+            (None, false) => bail!("--backend-socket is needed without --loopback"),
+        },
     ];
     let eal = Eal::init(&eal_args).context("EAL init")?;
     let pool = Mempool::pktmbuf("gen", 16383, 256, DEFAULT_DATA_ROOM, -1)?;
@@ -280,11 +290,15 @@ pub fn run(a: &Args) -> anyhow::Result<Vec<PhaseResult>> {
     let deadline = Instant::now() + Duration::from_secs_f64(a.link_timeout);
     while !(client_port.link()?.up && backend_port.link()?.up) {
         if Instant::now() > deadline {
+            let backend = match (&a.backend_socket, a.loopback) {
+                (_, true) => "its own client port (loopback)".to_string(),
+                (Some(b), false) => b.display().to_string(),
+                (None, false) => "-".to_string(),
+            };
             bail!(
-                "memif links not up after {} s (is the device under test connected to {} and {}?)",
+                "memif links not up after {} s (is the device under test connected to {} and {backend}?)",
                 a.link_timeout,
                 a.client_socket.display(),
-                a.backend_socket.display()
             );
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -1,6 +1,7 @@
 //! `border-perf memif`: the generator against border-dp, then against
-//! `dpdk-testpmd` (io forwarding) over the same kind of memif pair, in one
-//! run; a table with the ratios and a JSON file.
+//! `dpdk-testpmd` (io forwarding) over the same kind of memif pair, then
+//! against nothing (its two ports joined: the generator's own ceiling), in
+//! one run; a table with the ratios and a JSON file.
 //!
 //! Layout (2-core machine): the generator's lcore and the main lcores share
 //! `--gen-cpu`; border-dp's one busy worker and testpmd's one forwarding
@@ -239,9 +240,11 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
     let load_before = loadavg();
     let mut border = Vec::new();
     let mut testpmd = Vec::new();
+    let mut loopback = Vec::new();
     for round in 0..a.rounds {
         border.push(run_border(a, &scratch, &border_dp, round)?);
         testpmd.push(run_testpmd(a, &scratch, round)?);
+        loopback.push(run_loopback(a, &scratch, round)?);
     }
     let load_after = loadavg();
 
@@ -260,15 +263,20 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
             "border new conn/s",
             "border lost",
             "testpmd lost",
+            "gen loopback Mpps",
+            "testpmd / loopback",
         ],
     );
     let mut rows = Vec::new();
     for (i, phase) in a.phases.iter().enumerate() {
         let b: Vec<&Value> = border.iter().map(|r| &r.phases[i]).collect();
         let p: Vec<&Value> = testpmd.iter().map(|r| &r.phases[i]).collect();
+        let l: Vec<&Value> = loopback.iter().map(|r| &r.phases[i]).collect();
         let (bm, bmin, bmax) = median_range(&b, "mpps");
         let (pm, pmin, pmax) = median_range(&p, "mpps");
+        let (lm, _, _) = median_range(&l, "mpps");
         let ratio = if pm > 0.0 { bm / pm } else { 0.0 };
+        let of_loopback = if lm > 0.0 { pm / lm } else { 0.0 };
         let (conn, _, _) = median_range(&b, "new_flows_per_s");
         t.row(vec![
             phase.clone(),
@@ -284,14 +292,19 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
             },
             b.iter().map(|v| lost(v)).sum::<i64>().to_string(),
             p.iter().map(|v| lost(v)).sum::<i64>().to_string(),
+            format!("{lm:.3}"),
+            format!("{of_loopback:.2}"),
         ]);
         rows.push(json!({
             "phase": phase,
             "border_mpps": bm,
             "testpmd_mpps": pm,
             "ratio": ratio,
+            "loopback_mpps": lm,
+            "testpmd_of_loopback": of_loopback,
             "border": b,
             "testpmd": p,
+            "loopback": l,
         }));
     }
     t.note(format!(
@@ -302,6 +315,7 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
         "load average before/after: {load_before} / {load_after} (a shared machine: numbers are noisy)"
     ));
     t.note("lost: frames sent into the device that did not come out (both directions, incl. those in flight at the end)");
+    t.note("gen loopback: the generator's two ports joined, no device (its own ceiling on one core); testpmd near it means the generator, not testpmd, set testpmd's rate");
     let doc = json!({
         "seconds": a.seconds,
         "flows": a.flows,
@@ -391,13 +405,15 @@ fn wait_results(
     path: &Path,
     limit: Duration,
     gen: &mut Proc,
-    dut: &mut Proc,
+    mut dut: Option<&mut Proc>,
 ) -> anyhow::Result<()> {
     let start = Instant::now();
     while !path.exists() {
         stopped()?;
         gen.alive()?;
-        dut.alive()?;
+        if let Some(d) = dut.as_deref_mut() {
+            d.alive()?;
+        }
         if start.elapsed() > limit {
             bail!(
                 "no results from the generator after {limit:?}:\n{}",
@@ -523,7 +539,7 @@ fn run_border(a: &Args, s: &Scratch, border_dp: &Path, round: u32) -> anyhow::Re
     let mut dp = Proc::spawn("border-dp", dp_cmd, s.path("border-dp.log"), libc::SIGTERM)?;
     let state = state_path(&instance);
     let results = s.path(&format!("gen-{tag}.json"));
-    wait_results(&results, gen_limit(a), &mut gen, &mut dp)?;
+    wait_results(&results, gen_limit(a), &mut gen, Some(&mut dp))?;
     let mut counters = serde_json::Map::new();
     match StateRegion::open(&state) {
         Ok(r) if r.run_state() == RunState::Running && r.pid() == dp.pid() => {
@@ -576,8 +592,42 @@ fn run_testpmd(a: &Args, s: &Scratch, round: u32) -> anyhow::Result<DutRun> {
         ]);
     let mut tp = Proc::spawn("dpdk-testpmd", tp_cmd, s.path("testpmd.log"), libc::SIGINT)?;
     let results = s.path(&format!("gen-{tag}.json"));
-    wait_results(&results, gen_limit(a), &mut gen, &mut tp)?;
+    wait_results(&results, gen_limit(a), &mut gen, Some(&mut tp))?;
     tp.stop();
+    gen.stop();
+    Ok(DutRun {
+        phases: read_phases(&results)?,
+        counters: serde_json::Map::new(),
+    })
+}
+
+/// The generator with its two ports joined (`gen --loopback`): no device.
+fn run_loopback(a: &Args, s: &Scratch, round: u32) -> anyhow::Result<DutRun> {
+    let tag = format!("loopback{round}");
+    let client = s.path(&format!("{tag}-client.sock"));
+    let results = s.path(&format!("gen-{tag}.json"));
+    let mut cmd = niced(a, std::env::current_exe()?);
+    cmd.arg("gen")
+        .arg("--loopback")
+        // Held like the others: the results file is the only sign of the end.
+        .arg("--hold")
+        .arg("--client-socket")
+        .arg(&client)
+        .args(["--dut-client-mac", CLIENT_MAC])
+        .arg("--json")
+        .arg(&results)
+        .arg(format!("--seconds={}", a.seconds))
+        .arg(format!("--flows={}", a.flows))
+        .arg(format!("--window={}", a.window))
+        .arg(format!("--phases={}", a.phases.join(",")))
+        .arg(format!("--cpu={}", a.gen_cpu));
+    let mut gen = Proc::spawn(
+        "generator",
+        cmd,
+        s.path(&format!("gen-{tag}.log")),
+        libc::SIGTERM,
+    )?;
+    wait_results(&results, gen_limit(a), &mut gen, None)?;
     gen.stop();
     Ok(DutRun {
         phases: read_phases(&results)?,
