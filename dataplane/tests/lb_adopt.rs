@@ -184,13 +184,13 @@ fn drained(r: &RecordsRegion) -> Vec<ConnRecord> {
 struct Sent([u64; 2], [u64; 2]);
 
 impl Sent {
-    fn to_backend(&mut self, n: &mut Node, p: Pkt) -> Seen {
+    fn forward_out(&mut self, n: &mut Node, p: Pkt) -> Seen {
         self.0[0] += 1;
         self.1[0] += p.ip_bytes().len() as u64;
         decode(&n.forward(EXT, &p.build(), INT))
     }
 
-    fn to_client(&mut self, n: &mut Node, p: Pkt) {
+    fn forward_back(&mut self, n: &mut Node, p: Pkt) {
         self.0[1] += 1;
         self.1[1] += p.ip_bytes().len() as u64;
         n.forward(INT, &p.build(), EXT);
@@ -218,14 +218,14 @@ fn a_record_spanning_a_restart_counts_the_traffic_of_both_processes() {
     }
     .node();
     a.advance_ms(5_000);
-    let s = sent.to_backend(&mut a, seg(client, v, SYN, 1000, 0, b""));
+    let s = sent.forward_out(&mut a, seg(client, v, SYN, 1000, 0, b""));
     let (backend, local) = (s.dst, s.src);
     let back =
         |flags, seq, ack, data: &[u8]| seg(backend, local, flags, seq, ack, data).by_backend();
-    sent.to_client(&mut a, back(SYN | ACK, 7000, 1001, b""));
-    sent.to_backend(&mut a, seg(client, v, ACK, 1001, 7001, b""));
-    sent.to_backend(&mut a, seg(client, v, ACK | PSH, 1001, 7001, &[1; 100]));
-    sent.to_client(&mut a, back(ACK | PSH, 7001, 1101, &[2; 300]));
+    sent.forward_back(&mut a, back(SYN | ACK, 7000, 1001, b""));
+    sent.forward_out(&mut a, seg(client, v, ACK, 1001, 7001, b""));
+    sent.forward_out(&mut a, seg(client, v, ACK | PSH, 1001, 7001, &[1; 100]));
+    sent.forward_back(&mut a, back(ACK | PSH, 7001, 1101, &[2; 300]));
 
     // The next process, one second later: its clock has moved on.
     let prev = {
@@ -252,12 +252,12 @@ fn a_record_spanning_a_restart_counts_the_traffic_of_both_processes() {
     b.advance_ms(6_000);
     b.poll();
     assert_eq!(b.counter(Counter::FlowsAdopted), 1);
-    sent.to_backend(&mut b, seg(client, v, ACK | PSH, 1101, 7301, &[3; 50]));
-    sent.to_client(&mut b, back(ACK | PSH, 7301, 1151, &[4; 500]));
+    sent.forward_out(&mut b, seg(client, v, ACK | PSH, 1101, 7301, &[3; 50]));
+    sent.forward_back(&mut b, back(ACK | PSH, 7301, 1151, &[4; 500]));
     b.advance_ms(40);
-    sent.to_backend(&mut b, seg(client, v, ACK | FIN, 1151, 7801, b""));
-    sent.to_client(&mut b, back(ACK | FIN, 7801, 1152, b""));
-    sent.to_backend(&mut b, seg(client, v, ACK, 1152, 7802, b""));
+    sent.forward_out(&mut b, seg(client, v, ACK | FIN, 1151, 7801, b""));
+    sent.forward_back(&mut b, back(ACK | FIN, 7801, 1152, b""));
+    sent.forward_out(&mut b, seg(client, v, ACK, 1152, 7802, b""));
     b.advance_ms(10_001);
     for _ in 0..64 {
         b.poll();
