@@ -329,3 +329,30 @@ pub(super) fn bench_records_ring() -> anyhow::Result<conf::records::RecordWriter
         .writer(0)
         .ok_or_else(|| anyhow::anyhow!("records region without a ring"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// While frozen the worker's clock stands still however long the
+    /// setup takes, and thawed it goes on from where it stopped.
+    #[test]
+    fn a_frozen_clock_stands_still_and_thaws_where_it_stopped() {
+        let cfg = Config::from_toml_str(&config_text(2), "bench.toml").unwrap();
+        let hz = clock::tsc_hz(std::time::Duration::from_millis(20)).expect("TSC");
+        let mut rig = Rig::new(&cfg, 2, 64, hz).unwrap();
+        rig.advance(5_000);
+        rig.freeze();
+        let stopped = rig.clock.now_ms();
+        assert!(stopped >= 5_000, "{stopped}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        rig.w.poll_once();
+        assert_eq!(rig.clock.now_ms(), stopped);
+        rig.thaw();
+        let after = rig.clock.now_ms();
+        assert!(
+            (stopped..stopped + 40).contains(&after),
+            "{stopped} -> {after}"
+        );
+    }
+}
