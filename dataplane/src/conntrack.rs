@@ -449,6 +449,21 @@ impl<V> Entry<V> {
     }
 }
 
+/// The two keys of a new entry with their hashes, for
+/// [`Conntrack::insert_keys`].
+#[derive(Clone, Copy, Debug)]
+pub struct NewKeys {
+    pub orig: FlowKey,
+    /// [`Conntrack::hash_of`] `orig`, in this table.
+    pub orig_hash: KeyHash,
+    pub reply: FlowKey,
+    /// [`Conntrack::hash_of`] `reply`, in this table.
+    pub reply_hash: KeyHash,
+    /// The caller just found that no entry holds `reply` (or removed the
+    /// one that did), and the table has not changed since.
+    pub reply_unheld: bool,
+}
+
 /// Why an insert did not happen. An error never changes the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InsertError {
@@ -812,14 +827,45 @@ impl<V: Copy> Conntrack<V> {
         value: V,
         state: State,
         now: u64,
+        on_free: impl FnMut(EntryId, &Entry<V>),
+    ) -> Result<EntryId, InsertError> {
+        let keys = NewKeys {
+            orig_hash: self.hash_of(&orig),
+            reply_hash: self.hash_of(&reply),
+            orig,
+            reply,
+            reply_unheld: false,
+        };
+        self.insert_keys(&keys, value, state, now, on_free)
+    }
+
+    /// [`Conntrack::insert`] of keys whose hashes the caller has (from
+    /// the lookup that missed, from the check of a local tuple), and which
+    /// may know that no entry holds the reply key: then its probe is not
+    /// repeated.
+    #[inline]
+    pub fn insert_keys(
+        &mut self,
+        keys: &NewKeys,
+        value: V,
+        state: State,
+        now: u64,
         mut on_free: impl FnMut(EntryId, &Entry<V>),
     ) -> Result<EntryId, InsertError> {
+        let (orig, reply) = (&keys.orig, &keys.reply);
+        let (h_orig, h_reply) = (keys.orig_hash.0, keys.reply_hash.0);
+        debug_assert_eq!(h_orig, self.hash(orig), "hash of another key");
+        debug_assert_eq!(h_reply, self.hash(reply), "hash of another key");
         if orig == reply {
             return Err(InsertError::SameKeys);
         }
-        let (h_orig, h_reply) = (self.hash(&orig), self.hash(&reply));
-        let held_orig = self.find(h_orig, &orig).map(slot_of);
-        let held_reply = self.find(h_reply, &reply).map(slot_of);
+        let held_orig = self.find(h_orig, orig).map(slot_of);
+        let held_reply = if keys.reply_unheld {
+            debug_assert!(self.find(h_reply, reply).is_none(), "reply key held");
+            None
+        } else {
+            self.find(h_reply, reply).map(slot_of)
+        };
         if let Some(s) = held_orig {
             if !self.slots[s].is_expired(now) {
                 return Err(InsertError::OrigInUse(EntryId(s as u32)));
@@ -843,17 +889,21 @@ impl<V: Copy> Conntrack<V> {
             on_free(EntryId(s as u32), &self.slots[s]);
         }
 
-        let entry = Entry {
-            value,
-            keys: [orig, reply],
-            created_at: now,
-            expires_at: now.saturating_add(self.timeout_ms[state as usize]),
-            tcp: TcpTrack::NEW,
-            next_free: NIL,
-            state,
-            flags: 0,
+        let slot = if self.free != NIL {
+            self.place_free(orig, reply, value, state, now)
+        } else {
+            let entry = Entry {
+                value,
+                keys: [*orig, *reply],
+                created_at: now,
+                expires_at: now.saturating_add(self.timeout_ms[state as usize]),
+                tcp: TcpTrack::NEW,
+                next_free: NIL,
+                state,
+                flags: 0,
+            };
+            self.place(entry).ok_or(InsertError::Full)?
         };
-        let slot = self.place(entry).ok_or(InsertError::Full)?;
         if state.is_half_open() {
             self.half_open.push(slot, now);
         }
@@ -898,6 +948,43 @@ impl<V: Copy> Conntrack<V> {
         Some(slot)
     }
 
+    /// [`Conntrack::place`] of a new entry into the head of the free list
+    /// (there is one), written where it lies field by field instead of
+    /// built and copied in; in the same order: the whole entry, its seal,
+    /// then the live flag (a free slot's flags are clear).
+    #[inline(always)]
+    fn place_free(
+        &mut self,
+        orig: &FlowKey,
+        reply: &FlowKey,
+        value: V,
+        state: State,
+        now: u64,
+    ) -> usize {
+        let s = self.free as usize;
+        let expires_at = now.saturating_add(self.timeout_ms[state as usize]);
+        let e = &mut self.slots[s];
+        debug_assert!(!e.is_live(), "free slot {s} is live");
+        self.free = e.next_free;
+        e.flags = 0;
+        e.keys = [*orig, *reply];
+        e.state = state;
+        e.expires_at = expires_at;
+        e.value = value;
+        e.created_at = now;
+        e.tcp = TcpTrack::NEW;
+        e.next_free = seal(&e.keys);
+        self.hints[s] = coarse(expires_at);
+        // As in `place`: the flag's store comes after the entry's.
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+        self.slots[s].flags = LIVE;
+        self.len += 1;
+        if state.is_half_open() {
+            self.half_open_now += 1;
+        }
+        s
+    }
+
     /// Unindexes a live slot and puts it on the free list; its contents stay
     /// readable until the slot is reused.
     fn release(&mut self, slot: usize) {
@@ -925,8 +1012,14 @@ impl<V: Copy> Conntrack<V> {
     /// The entry holding `key`, expired or not: an expired entry stays
     /// until [`Conntrack::expire`] or [`Conntrack::insert`] reclaims it.
     pub fn holder(&self, key: &FlowKey) -> Option<EntryId> {
-        self.find(self.hash(key), key)
-            .map(|r| EntryId(slot_of(r) as u32))
+        self.holder_hashed(key, KeyHash(self.hash(key)))
+    }
+
+    /// [`Conntrack::holder`] with the key's [`Conntrack::hash_of`].
+    #[inline]
+    pub fn holder_hashed(&self, key: &FlowKey, hash: KeyHash) -> Option<EntryId> {
+        debug_assert_eq!(hash.0, self.hash(key), "hash of another key");
+        self.find(hash.0, key).map(|r| EntryId(slot_of(r) as u32))
     }
 
     /// Removes an entry (expired or not) and returns it so the caller can
@@ -1062,6 +1155,24 @@ impl<V: Copy> Conntrack<V> {
             self.set_deadline(slot, at);
         }
         Ok(state)
+    }
+
+    /// [`Conntrack::update_tcp`] for the first segment of the entry
+    /// [`Conntrack::insert`] just made at `now`, in `SynSent`: a client's
+    /// SYN (without ACK or RST) only has its sequence numbers taken in,
+    /// since the state stays and the deadline it would set is the one the
+    /// insert set. Anything else takes `update_tcp`.
+    #[inline]
+    pub fn open_tcp(&mut self, id: EntryId, seg: &TcpSeg, now: u64) -> Result<State, Refused> {
+        let syn_ms = self.timeout_ms[State::SynSent as usize];
+        let e = &mut self.slots[id.0 as usize];
+        let syn_only =
+            seg.flags & (TcpFlags::SYN.0 | TcpFlags::ACK.0 | TcpFlags::RST.0) == TcpFlags::SYN.0;
+        if syn_only && e.state == State::SynSent && e.expires_at == now.saturating_add(syn_ms) {
+            e.tcp.note(Dir::Original.idx(), seg);
+            return Ok(State::SynSent);
+        }
+        self.update_tcp(id, Dir::Original, seg, now)
     }
 
     /// Marks live entry `id` as one whose reply side never passes the

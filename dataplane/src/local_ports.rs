@@ -229,9 +229,11 @@ impl LocalPorts {
         for _ in 0..tries {
             let i = s.cursor;
             s.cursor = if i + 1 >= s.span { 0 } else { i + 1 };
-            let addr = s.members[(i % n) as usize];
+            // One local address is the common set: no division then.
+            let (m, k) = if n == 1 { (0, i) } else { (i % n, i / n) };
+            let addr = s.members[m as usize];
             let a = &self.addrs[usize::from(addr)];
-            let k = (i / n) as usize;
+            let k = k as usize;
             match a.ready_at.get(k) {
                 Some(&t) if t <= now => {
                     return Some(Tuple {

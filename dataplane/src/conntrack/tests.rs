@@ -1242,3 +1242,85 @@ fn hinted_lookups_are_lookups() {
     assert_eq!(same(&ct, &ra, hint_ra, 3), Some((id_c, Dir::Original)));
     ct.check();
 }
+
+proptest! {
+    /// `open_tcp` on a flow's first segment leaves the entry exactly as
+    /// `update_tcp` does, whatever the segment (a SYN takes the short way,
+    /// anything else `update_tcp` itself).
+    #[test]
+    fn open_tcp_is_update_tcp_on_a_new_entry(
+        flags in prop::sample::select(vec![SYN, SYN | ACK, SYN | FIN, ACK, FIN | ACK, PSH | ACK, RST, SYN | RST]),
+        seq in any::<u32>(),
+        ack in any::<u32>(),
+        win in any::<u16>(),
+        len in 0u32..2000,
+        wscale in prop::sample::select(vec![0u8, 7, 14, 15, 200, window::NO_WSCALE]),
+        state in prop::sample::select(vec![State::SynSent, State::Udp]),
+        now in 0u64..1_000_000,
+    ) {
+        let seg = TcpSeg { flags, seq, ack, win, len, wscale };
+        let mut a: Conntrack<u32> = seeded(4, T);
+        let mut b: Conntrack<u32> = seeded(4, T);
+        let ia = a.insert(client(1), fullnat_reply(1), 7, state, now, none).unwrap();
+        let ib = b.insert(client(1), fullnat_reply(1), 7, state, now, none).unwrap();
+        let ra = a.update_tcp(ia, Dir::Original, &seg, now);
+        let rb = b.open_tcp(ib, &seg, now);
+        prop_assert_eq!(ra, rb);
+        let (ea, eb) = (a.get(ia), b.get(ib));
+        prop_assert_eq!(ea.state(), eb.state());
+        prop_assert_eq!(ea.expires_at(), eb.expires_at());
+        prop_assert_eq!(ea.tcp(), eb.tcp());
+        prop_assert_eq!(ea.flags, eb.flags);
+        prop_assert_eq!(a.half_open_len(), b.half_open_len());
+    }
+}
+
+/// `insert_keys` with the caller's hashes finds and reclaims what
+/// `insert` does: an expired holder of the original key goes (and is
+/// passed to `on_free`), a live one refuses; a reply key the caller
+/// vouches for is not looked up again.
+#[test]
+fn insert_keys_reclaims_and_refuses_as_insert() {
+    let mut ct: Conntrack<u32> = seeded(4, T);
+    let old = ct
+        .insert(client(1), fullnat_reply(1), 1, State::SynSent, 0, none)
+        .unwrap();
+    let keys = |ct: &Conntrack<u32>, reply: FlowKey| NewKeys {
+        orig: client(1),
+        orig_hash: ct.hash_of(&client(1)),
+        reply,
+        reply_hash: ct.hash_of(&reply),
+        reply_unheld: true,
+    };
+    // Live holder of the original key.
+    let k = keys(&ct, fullnat_reply(2));
+    assert_eq!(
+        ct.insert_keys(&k, 2, State::SynSent, 1_000, none),
+        Err(InsertError::OrigInUse(old))
+    );
+    // Expired (tcp_syn is 30 s): reclaimed for the new entry.
+    let mut freed = Vec::new();
+    let id = ct
+        .insert_keys(&k, 3, State::SynSent, 31_000, |id, e| {
+            freed.push((id, e.value))
+        })
+        .unwrap();
+    assert_eq!(freed, vec![(old, 1)]);
+    assert_eq!(ct.len(), 1);
+    assert_eq!(ct.lookup(&client(1), 31_000), Some((id, Dir::Original)));
+    assert_eq!(ct.lookup(&fullnat_reply(2), 31_000), Some((id, Dir::Reply)));
+    assert_eq!(ct.lookup(&fullnat_reply(1), 31_000), None);
+    assert_eq!(
+        ct.holder_hashed(&fullnat_reply(2), ct.hash_of(&fullnat_reply(2))),
+        Some(id)
+    );
+    // The entry went into the freed slot, written in place: nothing of
+    // the old one shows through.
+    let e = ct.get(id);
+    assert_eq!(
+        (e.value, e.created_at(), e.state()),
+        (3, 31_000, State::SynSent)
+    );
+    assert_eq!(e.tcp(), &TcpTrack::NEW);
+    ct.check();
+}

@@ -159,6 +159,9 @@ pub struct Lb {
     previous: Option<Previous>,
     /// ICMP too-big answers this worker still sends this second.
     too_big_limit: crate::slowpath::EchoLimiter,
+    /// The record and reply key of the last new flow forwarded without
+    /// an entry (`select::Picked::Stateless`).
+    stateless: (FlowRec, crate::conntrack::FlowKey),
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
@@ -203,6 +206,7 @@ impl Lb {
             persist: Persist::new(crate::persist::entries_for(conntrack_capacity)),
             previous: None,
             too_big_limit: crate::slowpath::EchoLimiter::new(1000),
+            stateless: Default::default(),
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]

@@ -45,7 +45,8 @@ impl Lb {
         if key.proto != ip_proto::TCP || syn_only(flags_of(rx.p)) {
             self.forget(id, Ending::Reset);
             out.counters.inc(forgot_counter(why));
-            return self.client_miss(rx, vi, key, None, out);
+            let hash = self.conntrack.hash_of(key);
+            return self.client_miss(rx, vi, (key, hash), None, out);
         }
         let (buf, len, p, in_port) = rx.parts();
         let Out { ports, counters } = out;

@@ -21,7 +21,7 @@ use super::select::Picked;
 use super::track::seg_of;
 use super::Lb;
 use super::{Out, Rx};
-use crate::conntrack::{Dir, EntryId, FlowKey};
+use crate::conntrack::{Dir, EntryId, FlowKey, KeyHash};
 use crate::counters::Counters;
 use crate::nat;
 use crate::port::PortDesc;
@@ -52,7 +52,8 @@ impl Lb {
         let tcp = key.proto == ip_proto::TCP;
         let opening = tcp && syn_only(flags);
         let now = self.now_ms;
-        let id = match self.conntrack.lookup(key, now) {
+        let hash = self.conntrack.hash_of(key);
+        let id = match self.conntrack.lookup_hashed(key, hash, now) {
             Some((id, Dir::Original)) => {
                 if opening && self.conntrack.is_closing(id) {
                     // A new connection on the tuple of a closing one.
@@ -63,7 +64,8 @@ impl Lb {
                         p,
                         in_port,
                     };
-                    return self.client_miss(rx, vi, key, closing, Out { ports, counters });
+                    let out = Out { ports, counters };
+                    return self.client_miss(rx, vi, (key, hash), closing, out);
                 }
                 id
             }
@@ -74,7 +76,7 @@ impl Lb {
                     p,
                     in_port,
                 };
-                return self.client_miss(rx, vi, key, None, Out { ports, counters });
+                return self.client_miss(rx, vi, (key, hash), None, Out { ports, counters });
             }
         };
         let out = usize::from(self.conntrack.get(id).value.backend_port);
@@ -144,13 +146,14 @@ impl Lb {
     }
 
     /// A client's packet of no established flow: a new flow, or a SYN on
-    /// the `closing` entry of its tuple.
+    /// the `closing` entry of its tuple. `hash`: the key's
+    /// [`crate::conntrack::Conntrack::hash_of`].
     #[inline(never)]
     pub(super) fn client_miss(
         &mut self,
         rx: Rx<'_>,
         vi: u32,
-        key: &FlowKey,
+        (key, hash): (&FlowKey, KeyHash),
         closing: Option<EntryId>,
         out: Out<'_>,
     ) -> Verdict {
@@ -174,8 +177,16 @@ impl Lb {
             }
             self.forget(id, Ending::AsItsState);
         }
+        // What of the VIP a new flow needs here, looked up once.
+        let (syn_proxy, translate) = self
+            .tables
+            .as_ref()
+            .and_then(|t| t.vips.get(vi as usize))
+            .map_or((false, false), |v| {
+                (v.syn_proxy != conf::SynProxy::Off, v.translate_timestamps)
+            });
         // SYN proxy: a SYN answered with a cookie, a cookie ACK opening.
-        if tcp {
+        if tcp && syn_proxy {
             let rx = Rx {
                 buf: &mut *buf,
                 len,
@@ -215,7 +226,7 @@ impl Lb {
                 return count_drop(counters, Counter::DropNoConntrack);
             }
         }
-        let picked = match self.new_flow(vi, key, in_port, frame, counters) {
+        let picked = match self.new_flow(vi, (key, hash), in_port, frame, counters) {
             Ok(picked) => picked,
             Err(v) => return v,
         };
@@ -229,15 +240,8 @@ impl Lb {
                     // Its first segment: where its sequence space starts
                     // (no RST gets here: it starts nothing).
                     let seg = seg_of(frame, p);
-                    let _ = self
-                        .conntrack
-                        .update_tcp(*id, Dir::Original, &seg, self.now_ms);
+                    let _ = self.conntrack.open_tcp(*id, &seg, self.now_ms);
                 }
-                let translate = self
-                    .tables
-                    .as_ref()
-                    .and_then(|t| t.vips.get(vi as usize))
-                    .is_some_and(|v| v.translate_timestamps);
                 if translate {
                     self.start_timestamps(*id, frame, p);
                 }
@@ -248,12 +252,13 @@ impl Lb {
                 }
                 (e.value, Some(*id), e.reply().src)
             }
-            Picked::Stateless(rec, reply) => {
+            Picked::Stateless => {
+                let (rec, reply) = self.stateless;
                 let at = nat::Headers::Parsed(p);
-                if let Err(c) = to_backend(frame, at, rec, key, reply, Sums::Packet) {
+                if let Err(c) = to_backend(frame, at, &rec, key, &reply, Sums::Packet) {
                     return count_drop(counters, c);
                 }
-                (*rec, None, reply.src)
+                (rec, None, reply.src)
             }
         };
         if rec.mode.is_dsr() {

@@ -11,7 +11,7 @@ use super::flow::{flow_deltas, Ending, FlowRec, FLOW_PERSIST, FLOW_PP, FLOW_TS};
 use super::release::Release;
 use super::tables::{Adopted, VipRt};
 use super::Lb;
-use crate::conntrack::{EntryId, Eviction, FlowKey, InsertError, State};
+use crate::conntrack::{EntryId, Eviction, FlowKey, InsertError, KeyHash, NewKeys, State};
 use crate::counters::Counters;
 use crate::local_ports::SetId;
 use crate::nat;
@@ -171,8 +171,10 @@ fn pick_persistent(
 pub(super) enum Picked {
     /// Tracked under this entry.
     Tracked(EntryId),
-    /// Not tracked (table full, DNAT): forwarded by the pick alone.
-    Stateless(FlowRec, FlowKey),
+    /// Not tracked (table full, DNAT): forwarded by the pick alone, as
+    /// [`Lb::stateless`] says (kept there: a new flow's result stays
+    /// small and is not copied around).
+    Stateless,
 }
 
 /// Where a new flow goes: the backend's mode, address, port and local set.
@@ -196,10 +198,13 @@ impl Lb {
         (local_port & self.owner_mask) as usize
     }
 
+    /// A new flow of the client's key `orig` (`orig_hash`: its
+    /// [`crate::conntrack::Conntrack::hash_of`]) to VIP `vi`: its backend,
+    /// and its entry unless it goes stateless.
     pub(super) fn new_flow(
         &mut self,
         vi: u32,
-        orig: &FlowKey,
+        (orig, orig_hash): (&FlowKey, KeyHash),
         in_port: usize,
         frame: &[u8],
         counters: &mut Counters,
@@ -288,13 +293,14 @@ impl Lb {
             v6: b.addr.is_ipv6(),
             local_set: b.local_set,
         };
-        let placed = self.place(to, orig, &mut rec, (state, room), counters);
+        let placed = self.place(to, (orig, orig_hash), &mut rec, (state, room), counters);
         let picked = match placed {
-            Ok(Picked::Stateless(mut r, reply)) if held != 0 => {
+            Ok(Picked::Stateless) if held != 0 => {
                 // Nothing tracks it: nothing could give its places back later.
+                let r = &mut self.stateless.0;
                 self.admission.release(held, r.vip_slot, r.backend_slot);
                 r.bits &= !held;
-                Picked::Stateless(r, reply)
+                Picked::Stateless
             }
             Ok(p) => p,
             Err(c) => {
@@ -325,7 +331,7 @@ impl Lb {
     fn place(
         &mut self,
         to: Target,
-        orig: &FlowKey,
+        (orig, orig_hash): (&FlowKey, KeyHash),
         rec: &mut FlowRec,
         (state, room): (State, Eviction),
         counters: &mut Counters,
@@ -344,6 +350,13 @@ impl Lb {
                     v6: to.v6 || orig.v6,
                 };
                 (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
+                let keys = NewKeys {
+                    orig: *orig,
+                    orig_hash,
+                    reply,
+                    reply_hash: self.conntrack.hash_of(&reply),
+                    reply_unheld: false,
+                };
                 let mut release = Release::of(
                     self.vip_stats,
                     self.backend_stats,
@@ -355,7 +368,7 @@ impl Lb {
                 );
                 let inserted = self
                     .conntrack
-                    .insert(*orig, reply, *rec, state, now, |id, e| release.entry(id, e));
+                    .insert_keys(&keys, *rec, state, now, |id, e| release.entry(id, e));
                 match inserted {
                     Ok(id) => {
                         if to.mode.is_dsr() {
@@ -369,7 +382,8 @@ impl Lb {
                     }
                     Err(InsertError::Full) => {
                         counters.inc(Counter::ConntrackFullStateless);
-                        Picked::Stateless(*rec, reply)
+                        self.stateless = (*rec, reply);
+                        Picked::Stateless
                     }
                     Err(_) => {
                         return Err(Counter::DropReplyKeyInUse);
@@ -395,7 +409,14 @@ impl Lb {
                     proto: orig.proto,
                     v6: to.v6,
                 };
-                match self.take_local_tuple(set, orig, reply, rec, state, counters) {
+                let keys = NewKeys {
+                    orig: *orig,
+                    orig_hash,
+                    reply,
+                    reply_hash: KeyHash::default(),
+                    reply_unheld: false,
+                };
+                match self.take_local_tuple(set, keys, rec, state, counters) {
                     Ok(id) => Picked::Tracked(id),
                     Err(c) => return Err(c),
                 }
@@ -408,12 +429,13 @@ impl Lb {
     /// [`local_ports`]): the least recently used one that is not resting
     /// and not held by a live connection to the same backend. A tuple
     /// whose connection has ended (both FINs, a RST, or expired) is taken
-    /// over once it has rested, its old entry dropped.
+    /// over once it has rested, its old entry dropped. `keys`: the
+    /// original key and its hash, and the reply key but for its
+    /// destination (the local tuple).
     pub(super) fn take_local_tuple(
         &mut self,
         set: SetId,
-        orig: &FlowKey,
-        mut reply: FlowKey,
+        mut keys: NewKeys,
         rec: &mut FlowRec,
         state: State,
         counters: &mut Counters,
@@ -423,9 +445,15 @@ impl Lb {
             let Some(t) = self.local_ports.next(set, now, 1) else {
                 continue;
             };
-            reply.dst = t.addr16;
-            reply.dport = t.port;
-            if let Some(holder) = self.conntrack.holder(&reply) {
+            keys.reply.dst = t.addr16;
+            keys.reply.dport = t.port;
+            keys.reply_hash = self.conntrack.hash_of(&keys.reply);
+            // The reply key's bucket loads while the checksum changes of
+            // the translation are worked out.
+            self.conntrack.prefetch_bucket(keys.reply_hash);
+            (rec.fwd, rec.rev) = flow_deltas(rec.mode, &keys.orig, &keys.reply);
+            let reply = keys.reply;
+            if let Some(holder) = self.conntrack.holder_hashed(&reply, keys.reply_hash) {
                 let e = self.conntrack.get(holder);
                 let ended =
                     e.is_expired(now) || matches!(e.state(), State::TimeWait | State::Closed);
@@ -454,7 +482,8 @@ impl Lb {
                 };
                 self.forget(holder, ending);
             }
-            (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
+            // No entry holds the tuple now: the insert need not look again.
+            keys.reply_unheld = true;
             let mut release = Release::of(
                 self.vip_stats,
                 self.backend_stats,
@@ -466,7 +495,7 @@ impl Lb {
             );
             let inserted = self
                 .conntrack
-                .insert(*orig, reply, *rec, state, now, |id, e| release.entry(id, e));
+                .insert_keys(&keys, *rec, state, now, |id, e| release.entry(id, e));
             match inserted {
                 Ok(id) => {
                     self.local_ports.taken(&t);

@@ -237,9 +237,10 @@ impl Lb {
             return Some(count_drop(counters, Counter::DropSynProxyHoldFull));
         }
         let frame = buf.get(..len)?;
-        let id = match self.new_flow(vi, key, in_port, frame, counters) {
+        let hash = self.conntrack.hash_of(key);
+        let id = match self.new_flow(vi, (key, hash), in_port, frame, counters) {
             Ok(Picked::Tracked(id)) => id,
-            Ok(Picked::Stateless(..)) => {
+            Ok(Picked::Stateless) => {
                 return Some(count_drop(counters, Counter::DropConntrackFull));
             }
             Err(v) => return Some(v),

@@ -55,11 +55,15 @@ pub(super) fn established_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Re
                 continue;
             }
             let mut rig = Rig::new(cfg, args.backends, n + 1024, hz)?;
+            // The clock stands still while the flows are set up: however
+            // long that takes, none of their handshakes times out.
+            rig.freeze();
             let (fwd, rev) = match vip {
                 Vip::Proxy4 => establish_proxied(&mut rig, n)?,
                 _ if vip.is_dsr() => (establish_dsr(&mut rig, vip, n)?, Vec::new()),
                 _ => establish(&mut rig, vip, n)?,
             };
+            rig.thaw();
             let mut cases = vec![(fwd_name, EXT, fwd)];
             if do_rev {
                 cases.push((rev_name, INT, rev));

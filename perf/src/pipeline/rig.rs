@@ -154,19 +154,36 @@ listen = "unix:///run/border/bench.sock"
 }
 
 /// A clock on the TSC, like border-dp's, with an offset the benchmark can
-/// move forward (to expire entries).
+/// move forward (to expire entries), and which it can stop while it sets
+/// flows up (see [`Rig::freeze`]).
 #[derive(Clone)]
 pub(super) struct BenchClock {
     t0: u64,
     per_ms: u64,
+    /// Added to the TSC's milliseconds, wrapping (a thaw takes the time
+    /// spent frozen back off).
     offset_ms: Arc<AtomicU64>,
+    /// The time it shows while frozen; [`RUNNING`] otherwise.
+    frozen_ms: Arc<AtomicU64>,
+}
+
+/// `BenchClock::frozen_ms` of a running clock.
+const RUNNING: u64 = u64::MAX;
+
+impl BenchClock {
+    fn running_ms(&self) -> u64 {
+        let t = clock::cycles().unwrap_or(0);
+        (t.wrapping_sub(self.t0) / self.per_ms).wrapping_add(self.offset_ms.load(Ordering::Relaxed))
+    }
 }
 
 impl Clock for BenchClock {
     #[inline]
     fn now_ms(&self) -> u64 {
-        let t = clock::cycles().unwrap_or(0);
-        t.wrapping_sub(self.t0) / self.per_ms + self.offset_ms.load(Ordering::Relaxed)
+        match self.frozen_ms.load(Ordering::Relaxed) {
+            RUNNING => self.running_ms(),
+            frozen => frozen,
+        }
     }
 }
 
@@ -175,7 +192,7 @@ pub(super) type BenchWorker = Worker<BenchPorts, BenchClock, OneShot>;
 pub(super) struct Rig {
     pub(super) w: BenchWorker,
     pub(super) hz: f64,
-    offset_ms: Arc<AtomicU64>,
+    clock: BenchClock,
     backends: Vec<IpAddr>,
     /// The connections region the worker serves walks through, as
     /// border-dp's workers always do.
@@ -214,18 +231,18 @@ impl Rig {
                 .ok_or_else(|| anyhow::anyhow!("connections region without a ring"))?,
         );
         let pipeline = Pipeline::new(ports_from_config(cfg, &[EXT_MAC, INT_MAC], false), lb);
-        let offset_ms = Arc::new(AtomicU64::new(0));
         let clock = BenchClock {
             t0: clock::cycles().unwrap_or(0),
             per_ms: ((tsc_hz / 1e3) as u64).max(1),
-            offset_ms: offset_ms.clone(),
+            offset_ms: Arc::new(AtomicU64::new(0)),
+            frozen_ms: Arc::new(AtomicU64::new(RUNNING)),
         };
         let io = BenchPorts::new(2, 4 * dataplane::io::BURST * 3);
         let mut w = Worker::new(
             io,
             pipeline,
             Poll::Busy,
-            clock,
+            clock.clone(),
             OneShot(Some(tables)),
             Handoff::new(1),
         );
@@ -233,7 +250,7 @@ impl Rig {
         Ok(Rig {
             w,
             hz: tsc_hz,
-            offset_ms,
+            clock,
             backends: all,
             conns,
         })
@@ -255,9 +272,30 @@ impl Rig {
         self.w.io.capture.take().unwrap_or_default()
     }
 
+    /// Stops the worker's clock until [`Rig::thaw`]: the setup of many
+    /// flows on a busy machine can take longer than the SYN timeout, and
+    /// handshakes must not expire (nor give up their local tuples as stale
+    /// half-open entries) before their last segment comes.
+    pub(super) fn freeze(&mut self) {
+        let now = self.clock.running_ms();
+        self.clock.frozen_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Runs the clock again from where [`Rig::freeze`] stopped it: the
+    /// setup took no time as far as the flows can tell.
+    pub(super) fn thaw(&mut self) {
+        let frozen = self.clock.frozen_ms.load(Ordering::Relaxed);
+        if frozen == RUNNING {
+            return;
+        }
+        let spent = self.clock.running_ms().wrapping_sub(frozen);
+        self.clock.offset_ms.fetch_sub(spent, Ordering::Relaxed);
+        self.clock.frozen_ms.store(RUNNING, Ordering::Relaxed);
+    }
+
     /// Moves the clock by `ms` and keeps the neighbours fresh.
     pub(super) fn advance(&mut self, ms: u64) {
-        self.offset_ms.fetch_add(ms, Ordering::Relaxed);
+        self.clock.offset_ms.fetch_add(ms, Ordering::Relaxed);
         self.w.poll_once();
         for ip in self.backends.clone() {
             self.w.pipeline.learn(ip, backend_mac(ip));
@@ -299,4 +337,31 @@ pub(super) fn bench_records_ring() -> anyhow::Result<conf::records::RecordWriter
     region
         .writer(0)
         .ok_or_else(|| anyhow::anyhow!("records region without a ring"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// While frozen the worker's clock stands still however long the
+    /// setup takes, and thawed it goes on from where it stopped.
+    #[test]
+    fn a_frozen_clock_stands_still_and_thaws_where_it_stopped() {
+        let cfg = Config::from_toml_str(&config_text(2), "bench.toml").unwrap();
+        let hz = clock::tsc_hz(std::time::Duration::from_millis(20)).expect("TSC");
+        let mut rig = Rig::new(&cfg, 2, 64, hz).unwrap();
+        rig.advance(5_000);
+        rig.freeze();
+        let stopped = rig.clock.now_ms();
+        assert!(stopped >= 5_000, "{stopped}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        rig.w.poll_once();
+        assert_eq!(rig.clock.now_ms(), stopped);
+        rig.thaw();
+        let after = rig.clock.now_ms();
+        assert!(
+            (stopped..stopped + 40).contains(&after),
+            "{stopped} -> {after}"
+        );
+    }
 }
