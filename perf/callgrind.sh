@@ -5,7 +5,7 @@
 # over the 50000 extra packets is the cost of one.
 #   perf/callgrind.sh [BORDER_PERF_BINARY] [CASE ...]
 # Default cases: established full-NAT, DNAT and PROXY, both directions,
-# full-NAT IPv6 and DSR (MAC only and IPIP; client->backend, its one direction).
+# full-NAT IPv6 and DSR (MAC only, IPIP and GUE; client->backend, its one direction).
 # Prints one line per case: `<Ir per packet>  <case>`.
 set -euo pipefail
 bin=${1:-target/release/border-perf}
@@ -22,6 +22,7 @@ if [ ${#cases[@]} -eq 0 ]; then
     "established full-NAT IPv4 + PROXY v2, backend->client"
     "established DSR IPv4, client->backend"
     "established DSR IPIP IPv4, client->backend"
+    "established DSR GUE IPv4, client->backend"
   )
 fi
 command -v valgrind >/dev/null || { echo "callgrind.sh needs valgrind (apt-get install valgrind)" >&2; exit 1; }

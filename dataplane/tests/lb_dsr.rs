@@ -65,11 +65,15 @@ port = 53
 "#;
 
 fn dsr_node() -> Node {
-    let mut n = Setup {
+    dsr_node_on(Setup {
         edit: Some(("[mgmt]\n", DSR_VIPS)),
         ..Setup::default()
-    }
-    .node();
+    })
+}
+
+/// [`dsr_node`] on `setup`, whose edit adds [`DSR_VIPS`].
+fn dsr_node_on(setup: Setup) -> Node {
+    let mut n = setup.node();
     for ip in [
         IpAddr::from(MAC_BACKEND),
         TUN_BACKEND.into(),
@@ -269,4 +273,112 @@ fn encapsulation_over_the_mtu_tells_the_client_the_mtu_inside_the_tunnel() {
     assert_eq!(mtu, 1480, "the port's 1500 less the 20 of the outer header");
     assert_eq!(n.counter(Counter::DropDsrTooBig), 1);
     assert_eq!(n.counter(Counter::IcmpTooBigSent), 1);
+}
+
+/// An established IPIP flow keeps its tunnel's constants from its first
+/// packet: each later packet, whatever its DSCP/ECN and length, still gets
+/// an outer header with its own TOS and length and a checksum that
+/// verifies, from the flow's one outer source, on the express lane and
+/// the general path (a FIN) alike.
+#[test]
+fn kept_tunnel_follows_each_packets_tos_and_length() {
+    let mut n = dsr_node();
+    let client = sa(CLIENT4, 41000);
+    let vip = sa(IPIP_VIP, 80);
+    let (src, ..) = outer4(&n.forward(EXT, &Pkt::tcp(client, vip, SYN).build(), INT));
+    n.forward(EXT, &Pkt::tcp(client, vip, ACK).build(), INT);
+    let sizes = [
+        (0u8, 0usize),
+        (0x02, 1),
+        (0x03, 100),
+        (0xb8, 1000),
+        (0x2a, 7),
+    ];
+    for (i, (tos, size)) in sizes.into_iter().enumerate() {
+        let flags = if i == sizes.len() - 1 {
+            FIN | ACK
+        } else {
+            PSH | ACK
+        };
+        let mut data = Pkt::tcp(client, vip, flags).payload(&vec![9; size]).build();
+        data[15] = tos;
+        fix_ipv4_checksum(&mut data);
+        let out = n.forward(EXT, &data, INT);
+        assert_eq!(out[15], tos, "the packet's own TOS");
+        let got = outer4(&out);
+        assert_eq!((got.0, got.1, got.2, got.3), (src, TUN_BACKEND, 4, 64));
+        assert_eq!(got.4, data[14..].to_vec());
+    }
+    assert_eq!(n.counter(Counter::DsrForwarded), 2 + sizes.len() as u64);
+    assert_eq!(n.drops(), vec![]);
+}
+
+/// An edit of the support config: the `int` port's IPv4 subnet a
+/// /`prefix`, and the [`DSR_VIPS`] added.
+fn dsr_edit(prefix: u8) -> (&'static str, &'static str) {
+    const INT_PORT: &str = "addresses = [\"10.2.0.1/24\", \"fd00:2::1/64\"]\nlocal_addresses = [\"10.2.0.1\", \"fd00:2::1\"]\nlocal_port_range = [1024, 32767]\n\n";
+    let from = Box::leak(format!("{INT_PORT}[mgmt]\n").into_boxed_str());
+    let int = INT_PORT.replace("/24", &format!("/{prefix}"));
+    let to = Box::leak(format!("{int}{DSR_VIPS}").into_boxed_str());
+    (from, to)
+}
+
+/// A DSR flow adopted by the next border-dp works its tunnel's constants
+/// out again for that process's ports: the `int` port's subnet went from
+/// a /16 to a /24, and the adopted flows' outer sources, spread over the
+/// /16 before, are all in the /24 after.
+#[test]
+fn an_adopted_flow_folds_its_outer_source_into_the_new_subnet() {
+    use conf::os::files::Access;
+    use dataplane::conntrack::adopt::{layout_words, slot_bytes};
+    use dataplane::flows_region::PreviousFlows;
+    use dataplane::lb::FlowRec;
+    let dir = std::env::temp_dir().join(format!("lb-dsr-adopt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut old = dsr_node_on(Setup {
+        edit: Some(dsr_edit(16)),
+        flows: Some((dir.join("old"), None)),
+        ..Setup::default()
+    });
+    let ports = 42000..42016u16;
+    let mut before = Vec::new();
+    for port in ports.clone() {
+        let syn = Pkt::tcp(sa(CLIENT4, port), sa(IPIP_VIP, 80), SYN).build();
+        before.push(outer4(&old.forward(EXT, &syn, INT)).0);
+        let ack = Pkt::tcp(sa(CLIENT4, port), sa(IPIP_VIP, 80), ACK).build();
+        old.forward(EXT, &ack, INT);
+    }
+    assert!(
+        before.iter().any(|s| s.octets()[2] != 0),
+        "some sources outside 10.2.0.0/24 in the /16: {before:?}"
+    );
+    drop(old);
+    let words = layout_words::<FlowRec>();
+    let (prev, refused) = PreviousFlows::open_paths(
+        std::iter::once(dir.join("old-0")),
+        Access::PRIVATE,
+        slot_bytes::<FlowRec>(),
+        &words,
+    );
+    assert!(refused.is_empty(), "{refused:?}");
+    let mut new = dsr_node_on(Setup {
+        edit: Some(dsr_edit(24)),
+        flows: Some((dir.join("new"), Some(std::sync::Arc::new(prev)))),
+        ..Setup::default()
+    });
+    assert_eq!(new.counter(Counter::FlowsAdopted), 16);
+    for port in ports {
+        let ack = Pkt::tcp(sa(CLIENT4, port), sa(IPIP_VIP, 80), ACK).build();
+        let (src, dst, ..) = outer4(&new.forward(EXT, &ack, INT));
+        assert_eq!(dst, TUN_BACKEND);
+        assert_eq!(&src.octets()[..3], &[10, 2, 0], "{src} in the new /24");
+    }
+    assert_eq!(
+        new.counter(Counter::NewFlows),
+        0,
+        "the adopted flows went on"
+    );
+    assert_eq!(new.drops(), vec![]);
+    let _ = std::fs::remove_dir_all(&dir);
 }

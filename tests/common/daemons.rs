@@ -11,8 +11,24 @@ use conf::state::{state_path, RunState, StateRegion};
 
 use super::netns::{wait_until, Netns};
 
+/// The border-dp the tests run: `BORDER_DP_BIN` when set (a release build
+/// for throughput figures, `cargo build --release --bin border-dp` and
+/// `BORDER_DP_BIN=target/release/border-dp`), else the one cargo built
+/// with the tests.
 pub fn border_dp_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_border-dp")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("BORDER_DP_BIN")
+            .ok()
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                std::fs::canonicalize(&p)
+                    .unwrap_or_else(|e| panic!("BORDER_DP_BIN={p}: {e}"))
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_border-dp").to_string())
+    })
 }
 
 /// A scratch directory removed on drop.

@@ -232,3 +232,104 @@ fn outer_sources_stay_in_the_subnet() {
     assert_eq!(flow_entropy(&[1; 16], 5), flow_entropy(&[1; 16], 5));
     assert_ne!(flow_entropy(&[1; 16], 5), flow_entropy(&[1; 16], 6));
 }
+
+/// An outer IPv4 header worked out in full, field by field.
+fn full_v4_header(tos: u8, total: u16, proto: u8, src: [u8; 4], dst: [u8; 4]) -> [u8; 20] {
+    let t = total.to_be_bytes();
+    let mut h = [
+        0x45, tos, t[0], t[1], 0, 0, 0x40, 0, OUTER_TTL, proto, 0, 0, src[0], src[1], src[2],
+        src[3], dst[0], dst[1], dst[2], dst[3],
+    ];
+    let sum = checksum::checksum(&h);
+    h[10..12].copy_from_slice(&sum.to_be_bytes());
+    h
+}
+
+/// What a flow keeps ([`Tunnel::consts`]) gives, for each of its packets
+/// whatever their TOS and length, the header worked out in full; packets
+/// around the size moved without `memmove`, and a buffer with no byte to
+/// spare past the outer headers, arrive unchanged behind it.
+#[test]
+fn kept_constants_give_the_full_header_for_every_tos_and_length() {
+    for gue in [None, Some(6080)] {
+        let t = v4_tunnel(gue);
+        let c = t.consts();
+        let extra = t.overhead();
+        let proto = if gue.is_some() { 17 } else { 4 };
+        for tos in [0u8, 0x01, 0x03, 0x28, 0xb8, 0xfc, 0xff] {
+            for inner_len in (40..=70).chain([1400, 1480 - extra]) {
+                for room in [extra, 200] {
+                    let (mut f, _) = v4_frame(2000);
+                    f[15] = tos;
+                    let len = 14 + inner_len;
+                    f.truncate(len + room);
+                    for (i, b) in f[54..len].iter_mut().enumerate() {
+                        *b = i as u8;
+                    }
+                    let inner = f[14..len].to_vec();
+                    let outer = Outer::V4 {
+                        dst: [10, 144, 0, 11],
+                    };
+                    let n = encapsulate_flow(&mut f, len, 14, outer, &c, gue, 1500).unwrap();
+                    assert_eq!(n, len + extra);
+                    let total = (inner_len + extra) as u16;
+                    let want =
+                        full_v4_header(tos, total, proto, [10, 144, 0, 77], [10, 144, 0, 11]);
+                    assert_eq!(
+                        f[14..34],
+                        want,
+                        "tos {tos:#x}, {inner_len} bytes, gue {gue:?}"
+                    );
+                    assert_eq!(
+                        &f[14 + extra..n],
+                        &inner[..],
+                        "{inner_len} bytes, room {room}"
+                    );
+                    if gue.is_some() {
+                        let sport = u16::from_be_bytes([f[34], f[35]]);
+                        assert_eq!(sport, gue_source_port(t.entropy));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Over IPv6 a flow keeps the low 32 bits of its outer source: with the
+/// subnet's upper 96 they are the source [`outer_source_v6`] folds, for
+/// every prefix length; the flow label is the entropy's, as in full.
+#[test]
+fn kept_ipv6_source_bits_complete_the_folded_source() {
+    let backend: Ipv6Addr = "fd00:144::11".parse().unwrap();
+    for (net, prefix) in [
+        ("fd00:144::", 64),
+        ("fd00:144::", 96),
+        ("fd00:144::1:0", 112),
+        ("fd00:144::ab00", 120),
+        ("fd00:144::7", 127),
+        ("fd00:144::7", 128),
+    ] {
+        let net: Ipv6Addr = net.parse().unwrap();
+        for entropy in [0u32, 1, 0x11, 0xdead_beef, u32::MAX] {
+            let src = outer_source_v6(net, prefix, entropy, backend);
+            let t = Tunnel {
+                addrs: OuterAddrs::V6 { src, dst: backend },
+                entropy,
+                gue: None,
+            };
+            let c = t.consts();
+            let mut whole = [0u8; 16];
+            whole[..12].copy_from_slice(&v6_source_high(net, prefix));
+            whole[12..].copy_from_slice(&c.src.to_be_bytes());
+            assert_eq!(Ipv6Addr::from(whole), src, "{net}/{prefix}, {entropy:#x}");
+            let (mut f, len) = v6_frame(64);
+            let high = v6_source_high(net, prefix);
+            let dst = backend.octets();
+            let outer = Outer::V6 { high, dst: &dst };
+            encapsulate_flow(&mut f, len, 14, outer, &c, None, 1500).unwrap();
+            assert_eq!(&f[22..38], &src.octets());
+            let label = u32::from_be_bytes([0, f[15] & 0x0f, f[16], f[17]]);
+            assert_eq!(label, entropy & 0xf_ffff);
+        }
+    }
+}

@@ -33,7 +33,7 @@ use conf::counters::Counter;
 use conf::state::FlowStat;
 use conf::{Encap, Mode};
 
-use super::flow::{flow_deltas, FlowRec, FLOW_COUNTED, FLOW_PERSIST};
+use super::flow::{flow_deltas, FlowRec, FLOW_COUNTED, FLOW_PERSIST, FLOW_TUNNEL};
 use super::records::METER_BYTES;
 use super::Lb;
 use crate::conntrack::adopt::{byte_of, read_slot, Dropped, RawValue, ADOPT_BATCH};
@@ -262,7 +262,8 @@ impl Lb {
         (rec.vip_slot, rec.backend_slot) = (vip.stat_slot, b.stat_slot);
         rec.backend_port = b.out_port as u8;
         // This process has no pins yet: nothing for the flow to give back.
-        rec.bits &= !(FLOW_COUNTED | FLOW_PERSIST);
+        // Its tunnel's constants are worked out again for this process's ports.
+        rec.bits &= !(FLOW_COUNTED | FLOW_PERSIST | FLOW_TUNNEL);
         (rec.fwd, rec.rev) = flow_deltas(rec.mode, &orig, &reply);
         let (hop, next_hop) = (b.hop, b.next_hop);
         rec.hop = match hop {

@@ -6,6 +6,13 @@
 //! The backend answers the client itself: no reply passes the appliance,
 //! so a DSR flow's entry follows the client's packets alone
 //! (`Conntrack::mark_one_way`).
+//!
+//! What a flow's tunnel header takes from the flow and the port (the outer
+//! source folded from the client's address and port, the outer IPv4
+//! header's checksum sum, the entropy of the GUE source port and IPv6 flow
+//! label) is worked out once, at the flow's first packet, and kept in its
+//! record ([`dsr_entry`], [`FLOW_TUNNEL`]): an established packet moves up,
+//! gets a header assembled from those and its own length and TOS, and goes.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -13,11 +20,11 @@ use conf::counters::Counter;
 use conf::{Encap, Mode, GUE_PORT};
 
 use super::count_drop;
-use super::flow::{count_forwarded, FlowRec};
+use super::flow::{count_forwarded, FlowRec, FLOW_TUNNEL};
 use super::Lb;
 use super::Out;
-use crate::conntrack::{Dir, EntryId};
-use crate::encap::{self, EncapError, OuterAddrs, Tunnel};
+use crate::conntrack::{Dir, Entry, EntryId};
+use crate::encap::{self, EncapError, Outer, OuterAddrs, Tunnel};
 use crate::port::PortDesc;
 use crate::verdict::Verdict;
 
@@ -77,18 +84,40 @@ impl Lb {
         let len = if encap == Encap::None {
             len
         } else {
-            match tunnel_to(port, encap, &ends) {
-                Some(t) => match encap::encapsulate(buf, len, l3, &t, port.mtu) {
-                    Ok(n) => n,
-                    Err(EncapError::TooBig) => {
-                        let inner_mtu = usize::from(port.mtu).saturating_sub(t.overhead());
-                        let at = (rec.client_port as usize, inner_mtu as u16);
-                        return self.dsr_too_big(buf, len, l3, at, Out { ports, counters });
-                    }
-                    Err(EncapError::NoRoom) => return count_drop(counters, Counter::DropDsrNoRoom),
-                    Err(EncapError::NotIp) => return count_drop(counters, Counter::DropMalformed),
-                },
-                None => return count_drop(counters, Counter::DropDsrNoSource),
+            let gue = (encap == Encap::Gue).then_some(GUE_PORT);
+            let b = ends.backend;
+            let v6 = !is_v4_mapped(b);
+            // A flow without an entry (the table was full) works them out
+            // for each of its packets.
+            let consts = if rec.bits & FLOW_TUNNEL != 0 {
+                rec.tunnel()
+            } else {
+                match tunnel_to(port, encap, &ends) {
+                    Some(t) => t.consts(),
+                    None => return count_drop(counters, Counter::DropDsrNoSource),
+                }
+            };
+            let outer = if v6 {
+                let Some((net, prefix)) = port.subnet_v6 else {
+                    return count_drop(counters, Counter::DropDsrNoSource);
+                };
+                let high = encap::v6_source_high(net, prefix);
+                Outer::V6 { high, dst: b }
+            } else {
+                Outer::V4 {
+                    dst: [b[12], b[13], b[14], b[15]],
+                }
+            };
+            match encap::encapsulate_flow(buf, len, l3, outer, &consts, gue, port.mtu) {
+                Ok(n) => n,
+                Err(EncapError::TooBig) => {
+                    let overhead = encap::overhead(v6, gue.is_some());
+                    let inner_mtu = usize::from(port.mtu).saturating_sub(overhead);
+                    let at = (rec.client_port as usize, inner_mtu as u16);
+                    return self.dsr_too_big(buf, len, l3, at, Out { ports, counters });
+                }
+                Err(EncapError::NoRoom) => return count_drop(counters, Counter::DropDsrNoRoom),
+                Err(EncapError::NotIp) => return count_drop(counters, Counter::DropMalformed),
             }
         };
         let Some(frame) = buf.get_mut(..len) else {
@@ -99,21 +128,72 @@ impl Lb {
     }
 }
 
+/// The record of tracked DSR flow `e` and its backend's address (its
+/// reply key's source), the record's tunnel constants kept first if they
+/// are not yet (its first packet, or the first since it was adopted).
+#[inline(always)]
+pub(super) fn dsr_entry(e: &mut Entry<FlowRec>, ports: &[PortDesc]) -> (FlowRec, [u8; 16]) {
+    let backend = e.reply().src;
+    if e.value.bits & FLOW_TUNNEL == 0 {
+        let orig = e.orig();
+        let (client, sport) = (orig.src, orig.sport);
+        keep_tunnel(&mut e.value, &client, sport, &backend, ports);
+    }
+    (e.value, backend)
+}
+
+/// Keeps the constants of flow `rec`'s tunnel in it and sets
+/// [`FLOW_TUNNEL`] (`encap = "none"`: nothing to keep). Nothing when the
+/// backend's port has no subnet of the backend's family: each packet then
+/// tries again, and is dropped (`drop_dsr_no_source`).
+#[cold]
+#[inline(never)]
+fn keep_tunnel(
+    rec: &mut FlowRec,
+    client: &[u8; 16],
+    sport: u16,
+    backend: &[u8; 16],
+    ports: &[PortDesc],
+) {
+    let Mode::Dsr(encap) = rec.mode else {
+        return;
+    };
+    if encap != Encap::None {
+        let ends = DsrEnds {
+            client,
+            sport,
+            backend,
+        };
+        let Some(t) = ports
+            .get(usize::from(rec.backend_port))
+            .and_then(|port| tunnel_to(port, encap, &ends))
+        else {
+            return;
+        };
+        rec.set_tunnel(t.consts());
+    }
+    rec.bits |= FLOW_TUNNEL;
+}
+
+/// Whether `a` (as a flow key holds an address) is an IPv4 one.
+#[inline(always)]
+fn is_v4_mapped(a: &[u8; 16]) -> bool {
+    a[..10] == [0; 10] && a[10..12] == [0xff, 0xff]
+}
+
 /// The tunnel of a flow to `ends.backend` out of `port`: the outer
 /// source folded into the port's subnet of the backend's family (`None`:
 /// the port has none).
-#[inline(always)]
 fn tunnel_to(port: &PortDesc, encap: Encap, ends: &DsrEnds<'_>) -> Option<Tunnel> {
     let entropy = encap::flow_entropy(ends.client, ends.sport);
     let b = ends.backend;
-    let v4 = b[..10] == [0; 10] && b[10..12] == [0xff, 0xff];
-    let addrs = if v4 {
-        let dst = std::net::Ipv4Addr::new(b[12], b[13], b[14], b[15]);
+    let addrs = if is_v4_mapped(b) {
+        let dst = Ipv4Addr::new(b[12], b[13], b[14], b[15]);
         let (net, prefix) = port.subnet_v4?;
         let src = encap::outer_source_v4(net, prefix, entropy, dst);
         OuterAddrs::V4 { src, dst }
     } else {
-        let dst = std::net::Ipv6Addr::from(*b);
+        let dst = Ipv6Addr::from(*b);
         let (net, prefix) = port.subnet_v6?;
         let src = encap::outer_source_v6(net, prefix, entropy, dst);
         OuterAddrs::V6 { src, dst }

@@ -8,7 +8,7 @@ use conf::counters::Counter;
 use conf::Mode;
 
 use super::count_drop;
-use super::dsr::DsrEnds;
+use super::dsr::{dsr_entry, DsrEnds};
 use super::flow::{client_space, count_forwarded, FlowRec, FLOW_PP, FLOW_SP};
 use super::rewrite::{to_backend, to_client, FromBackend, Sums};
 use super::{Lb, Out};
@@ -359,7 +359,7 @@ impl Lb {
         }
         let e = self.conntrack.get_mut(id);
         if dir == Dir::Original && e.value.mode.is_dsr() {
-            let (rec, backend) = (e.value, e.reply().src);
+            let (rec, backend) = dsr_entry(e, ports);
             count_forwarded(self.vip_stats, self.backend_stats, &rec, len);
             if let Some(r) = self.records.as_mut() {
                 r.count(id, dir, len - at.l3, payload != 0);

@@ -9,6 +9,7 @@ use conf::state::{FlowStat, FlowStats};
 use conf::Mode;
 
 use crate::conntrack::{FlowKey, State};
+use crate::encap::TunnelConsts;
 use crate::nat;
 use crate::neigh::Slot;
 use crate::ppv2::PpFlow;
@@ -39,7 +40,8 @@ pub struct FlowRec {
     pub hop: Slot,
     /// Checksum changes of the client's packets' rewrite (to the reply key
     /// reversed) and of the backend's (to the original key reversed, for
-    /// full-NAT), fixed with the keys.
+    /// full-NAT), fixed with the keys. A DSR flow rewrites nothing: these
+    /// 8 bytes hold its tunnel's constants instead ([`FlowRec::tunnel`]).
     pub fwd: nat::Deltas,
     pub rev: nat::Deltas,
     pub client_mac: [u8; 6],
@@ -49,7 +51,7 @@ pub struct FlowRec {
     pub backend_port: u8,
     pub mode: Mode,
     /// [`FLOW_PP`], [`FLOW_TS`], [`FLOW_TS_ECHOED`], [`FLOW_SP`],
-    /// [`FLOW_PERSIST`], [`FLOW_COUNTED_VIP`], [`FLOW_COUNTED_BACKEND`].
+    /// [`FLOW_PERSIST`], [`FLOW_TUNNEL`], [`FLOW_COUNTED_VIP`], [`FLOW_COUNTED_BACKEND`].
     pub bits: u8,
     /// This connection's id: worker number in the top 16 bits, the
     /// worker's connection counter below (the PPv2 `UNIQUE_ID`).
@@ -76,6 +78,11 @@ pub const FLOW_SP: u8 = 8;
 /// see `persist.rs`) until its entry goes.
 pub const FLOW_PERSIST: u8 = 0x10;
 
+/// A DSR flow's record holds its tunnel's constants ([`FlowRec::tunnel`];
+/// or it has no tunnel, `encap = "none"`), worked out at its first packet
+/// by this process (adoption clears it: the ports may have changed).
+pub const FLOW_TUNNEL: u8 = 0x20;
+
 /// The flow holds one of its VIP's open-connection count (`[vip.limits]`,
 /// see `admit.rs`).
 pub const FLOW_COUNTED_VIP: u8 = 0x40;
@@ -95,6 +102,29 @@ impl FlowRec {
     #[inline(always)]
     pub fn ts_on(&self) -> bool {
         self.bits & FLOW_TS != 0
+    }
+
+    /// A DSR flow's tunnel constants, valid with [`FLOW_TUNNEL`]: kept in
+    /// `fwd` and `rev`, which only NAT flows use, so the entry keeps its
+    /// size and layout.
+    #[inline(always)]
+    pub fn tunnel(&self) -> TunnelConsts {
+        TunnelConsts {
+            src: (u32::from(self.fwd.ip) << 16) | u32::from(self.fwd.l4),
+            aux: (u32::from(self.rev.ip) << 16) | u32::from(self.rev.l4),
+        }
+    }
+
+    /// Keeps `c` as the flow's tunnel constants (see [`FlowRec::tunnel`]).
+    pub fn set_tunnel(&mut self, c: TunnelConsts) {
+        self.fwd = nat::Deltas {
+            ip: (c.src >> 16) as u16,
+            l4: c.src as u16,
+        };
+        self.rev = nat::Deltas {
+            ip: (c.aux >> 16) as u16,
+            l4: c.aux as u16,
+        };
     }
 
     /// Whether the local tuple of this connection (its `reply` key) may be

@@ -12,7 +12,7 @@ use conf::Mode;
 
 use super::classify::{flags_of, syn_only};
 use super::count_drop;
-use super::dsr::DsrEnds;
+use super::dsr::{dsr_entry, DsrEnds};
 use super::emit::over_mtu;
 use super::flow::{client_space, count_forwarded, Ending, FLOW_SP};
 use super::key::to16;
@@ -125,9 +125,8 @@ impl Lb {
         let Some(frame) = buf.get_mut(..len) else {
             return count_drop(counters, Counter::DropSlowpathUnhandled);
         };
-        let e = self.conntrack.get(id);
-        if e.value.mode.is_dsr() {
-            let (rec, backend) = (e.value, e.reply().src);
+        if self.conntrack.get(id).value.mode.is_dsr() {
+            let (rec, backend) = dsr_entry(self.conntrack.get_mut(id), ports);
             let ends = DsrEnds {
                 client: &key.src,
                 sport: key.sport,
@@ -137,6 +136,7 @@ impl Lb {
             let out = Out { ports, counters };
             return self.dsr_sent(buf, len, p.l3_offset, (Some(id), payload), &rec, ends, out);
         }
+        let e = self.conntrack.get(id);
         let at = nat::Headers::Parsed(p);
         if let Err(c) = to_backend(frame, at, &e.value, e.orig(), e.reply(), Sums::Packet) {
             return count_drop(counters, c);
@@ -245,12 +245,19 @@ impl Lb {
                 if translate {
                     self.start_timestamps(*id, frame, p);
                 }
-                let e = self.conntrack.get(*id);
-                let at = nat::Headers::Parsed(p);
-                if let Err(c) = to_backend(frame, at, &e.value, e.orig(), e.reply(), Sums::Packet) {
-                    return count_drop(counters, c);
+                let e = self.conntrack.get_mut(*id);
+                if e.value.mode.is_dsr() {
+                    let (rec, backend) = dsr_entry(e, ports);
+                    (rec, Some(*id), backend)
+                } else {
+                    let at = nat::Headers::Parsed(p);
+                    if let Err(c) =
+                        to_backend(frame, at, &e.value, e.orig(), e.reply(), Sums::Packet)
+                    {
+                        return count_drop(counters, c);
+                    }
+                    (e.value, Some(*id), e.reply().src)
                 }
-                (e.value, Some(*id), e.reply().src)
             }
             Picked::Stateless => {
                 let (rec, reply) = self.stateless;

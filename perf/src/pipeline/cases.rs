@@ -39,6 +39,7 @@ pub(super) fn established_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Re
             Vip::Proxy4,
             Vip::Dsr4,
             Vip::DsrIpip4,
+            Vip::DsrGue4,
         ] {
             let fwd_name = format!("established {}, client->backend", vip.name());
             let rev_name = format!("established {}, backend->client", vip.name());
@@ -114,6 +115,7 @@ pub(super) fn new_flow_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Resul
         Vip::FullNat6,
         Vip::Dsr4,
         Vip::DsrIpip4,
+        Vip::DsrGue4,
         // One client per sample: its first SYN pins it, the others hit.
         Vip::Persist4,
     ] {

@@ -163,10 +163,10 @@ mod tests {
             memlat_mib: 1,
         })
         .unwrap();
-        // 7 established rows (4 VIPs, 3 with their replies), 2 DSR VIPs
+        // 7 established rows (4 VIPs, 3 with their replies), 3 DSR VIPs
         // (no replies pass), full-NAT IPv4 again during walks, 2 rows per
-        // new-flow VIP (3, and the 2 DSR ones), the cookie SYN-ACKs.
-        assert_eq!(t.rows.len(), 7 + 2 + 1 + 6 + 4 + 1);
+        // new-flow VIP (3, and the 3 DSR ones), the cookie SYN-ACKs.
+        assert_eq!(t.rows.len(), 7 + 3 + 1 + 6 + 6 + 1);
         assert!(
             t.notes
                 .iter()

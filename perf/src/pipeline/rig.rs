@@ -56,6 +56,8 @@ pub(super) enum Vip {
     Dsr4,
     /// Direct server return, IPv4, IPIP (`encap = "ipip"`).
     DsrIpip4,
+    /// Direct server return, IPv4, GUE over IPv4 (`encap = "gue"`).
+    DsrGue4,
     /// Full-NAT IPv4 with `persistence_timeout`: a new flow looks its
     /// client's pin up first.
     Persist4,
@@ -72,6 +74,7 @@ impl Vip {
             Vip::Dsr4 => Ipv4Addr::new(10, 1, 0, 104).into(),
             Vip::DsrIpip4 => Ipv4Addr::new(10, 1, 0, 105).into(),
             Vip::Persist4 => Ipv4Addr::new(10, 1, 0, 106).into(),
+            Vip::DsrGue4 => Ipv4Addr::new(10, 1, 0, 107).into(),
         }
     }
     pub(super) fn name(self) -> &'static str {
@@ -83,13 +86,14 @@ impl Vip {
             Vip::SynProxy4 => "full-NAT IPv4 + SYN proxy",
             Vip::Dsr4 => "DSR IPv4",
             Vip::DsrIpip4 => "DSR IPIP IPv4",
+            Vip::DsrGue4 => "DSR GUE IPv4",
             Vip::Persist4 => "full-NAT IPv4 + persistence",
         }
     }
 
     /// Direct server return: the client's direction only.
     pub(super) fn is_dsr(self) -> bool {
-        matches!(self, Vip::Dsr4 | Vip::DsrIpip4)
+        matches!(self, Vip::Dsr4 | Vip::DsrIpip4 | Vip::DsrGue4)
     }
 }
 
@@ -126,14 +130,17 @@ listen = "unix:///run/border/bench.sock"
         ("sp4", Vip::SynProxy4, "fullnat", "none", "always"),
         ("dsr4", Vip::Dsr4, "dsr", "none", "off"),
         ("dsripip4", Vip::DsrIpip4, "dsr", "none", "off"),
+        ("dsrgue4", Vip::DsrGue4, "dsr", "none", "off"),
         ("persist4", Vip::Persist4, "fullnat", "none", "off"),
     ] {
         c.push_str(&format!(
             "\n[[vip]]\nname = \"{name}\"\naddress = \"{}\"\nport = 80\nprotocol = \"tcp\"\nmode = \"{mode}\"\nproxy_protocol = \"{proxy}\"\nsyn_proxy = \"{syn_proxy}\"\n",
             vip.addr()
         ));
-        if vip == Vip::DsrIpip4 {
-            c.push_str("encap = \"ipip\"\n");
+        match vip {
+            Vip::DsrIpip4 => c.push_str("encap = \"ipip\"\n"),
+            Vip::DsrGue4 => c.push_str("encap = \"gue\"\n"),
+            _ => {}
         }
         if vip == Vip::Persist4 {
             c.push_str("persistence_timeout = 300\n");

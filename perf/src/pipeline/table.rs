@@ -100,7 +100,7 @@ pub(super) fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
                 .find(|r| r.case == case && r.flows == flows)
                 .map(|r| r.pipeline.median)
         };
-        for dsr in [Vip::Dsr4, Vip::DsrIpip4] {
+        for dsr in [Vip::Dsr4, Vip::DsrIpip4, Vip::DsrGue4] {
             if let (Some(d), Some(x)) = (fwd(dsr), fwd(Vip::Dnat4)) {
                 t.note(format!(
                     "goal established {} client->backend <= DNAT IPv4's, {n} flows: {d:.1} vs {x:.1} ticks/pkt ({})",
