@@ -624,7 +624,7 @@ fn download_through_a_dsr_vip_moves_near_the_direct_rate() {
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         let m = v.len() / 2;
-        if v.len() % 2 == 0 {
+        if v.len().is_multiple_of(2) {
             (v[m - 1] + v[m]) / 2.0
         } else {
             v[m]

@@ -165,8 +165,9 @@ mod tests {
         .unwrap();
         // 7 established rows (4 VIPs, 3 with their replies), 3 DSR VIPs
         // (no replies pass), full-NAT IPv4 again during walks, 2 rows per
-        // new-flow VIP (3, and the 3 DSR ones), the cookie SYN-ACKs.
-        assert_eq!(t.rows.len(), 7 + 3 + 1 + 6 + 6 + 1);
+        // new-flow VIP (3, the 3 DSR ones and the persistent one), the
+        // cookie SYN-ACKs.
+        assert_eq!(t.rows.len(), 7 + 3 + 1 + 6 + 6 + 2 + 1);
         assert!(
             t.notes
                 .iter()
@@ -194,7 +195,7 @@ mod tests {
             memlat_mib: 1,
         })
         .unwrap();
-        assert_eq!(t.rows.len(), 7 + 2 + 1 + 6 + 4 + 1);
+        assert_eq!(t.rows.len(), 7 + 3 + 1 + 6 + 6 + 2 + 1);
         for r in &t.rows {
             assert_eq!(
                 (r[9].as_str(), r[10].as_str()),
