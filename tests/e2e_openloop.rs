@@ -7,10 +7,15 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use common::*;
 use serde_json::Value;
+
+/// The tests take turns: a failed run removes the ll-* namespaces, even
+/// those of a run beside it.
+static TURN: Mutex<()> = Mutex::new(());
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("perf/openloop.py")
@@ -48,6 +53,7 @@ fn nothing_left() {
 
 #[test]
 fn short_open_loop_run_measures_cpu_and_latency() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
     let dir = TempDir::new("ll-openloop");
     let json = dir.path("openloop.json");
     let start = Instant::now();
@@ -136,6 +142,7 @@ fn short_open_loop_run_measures_cpu_and_latency() {
 /// Bad input is one line naming what failed, before anything is set up.
 #[test]
 fn bad_input_is_one_line() {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
     for (args, want) in [
         (&["--peers", "lvs"][..], "unknown peer 'lvs'"),
         (&["--loads", "50,abc"][..], "--loads"),
