@@ -117,7 +117,7 @@ backend web
         self.spawn("haproxy", ["haproxy", "-db", "-f", cfg], ns=lb, pin=e2e.PIN["middle"])
         self.wait("HAProxy listening", lambda: f"{e2e.VIP}:80 " in self.sh(["ss", "-Htln"], ns=lb),
                   proc="haproxy")
-        self.backends(False)
+        self.backends()
         return e2e.VIP
 
     def testpmd_own(self, kind):
@@ -142,16 +142,15 @@ backend web
             self.take_tap(int_, e2e.BK, "testpmd")
         self.addr(e2e.CLI, ext, f"{e2e.CLIENT}/24")
         self.addr(e2e.BK, int_, f"{e2e.BACKEND_FLAT}/24")
-        self.backends(False)
+        self.backends()
         return e2e.BACKEND_FLAT
 
     def serve_peer(self, opts, peer):
         kind = PEERS[peer][0]
         if peer.startswith("border-"):
-            o = types.SimpleNamespace(**vars(opts))
-            o.border_poll = "busy" if "-busy" in peer else "adaptive"
+            poll = "busy" if "-busy" in peer else "adaptive"
             mode = "dnat" if peer.startswith("border-dnat") else "fullnat"
-            target = self.border(o, kind, mode, False)
+            target = self.border(opts, kind, mode, False, poll)
         elif peer == "nftables-dnat":
             target = self.nftables(opts)
         elif peer == "haproxy-tcp":
