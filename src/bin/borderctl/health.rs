@@ -55,7 +55,8 @@ pub struct CheckerView {
 pub struct BackendView {
     pub vip: String,
     pub backend: String,
-    /// `up`, `down`, `drained`, `fail-open` (down, but serving: every
+    /// `up`, `down`, `drained`, `killed` (drained and its connections
+    /// reset), `fail-open` (down, but serving: every
     /// backend of the VIP is down), or `unchecked` (no health check).
     pub verdict: String,
     /// No fresh credible vote decided it: the verdict was kept.
@@ -100,9 +101,12 @@ impl HealthView {
 
     /// Every health-checked backend is up or drained by the operator.
     pub fn all_up(&self) -> bool {
-        self.backends
-            .iter()
-            .all(|b| matches!(b.verdict.as_str(), "up" | "drained" | "unchecked"))
+        self.backends.iter().all(|b| {
+            matches!(
+                b.verdict.as_str(),
+                "up" | "drained" | "killed" | "unchecked"
+            )
+        })
     }
 }
 
@@ -113,7 +117,9 @@ fn backend(
     bh: Option<&pb::BackendHealth>,
 ) -> BackendView {
     let state = bh.map(|h| h.state());
-    let verdict = if b.drained {
+    let verdict = if b.killed {
+        "killed"
+    } else if b.drained {
         "drained"
     } else {
         match state {
@@ -218,6 +224,26 @@ impl Render for HealthView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_killed_backend_reads_killed_and_counts_as_the_operators_word() {
+        let b = pb::BackendStatus {
+            address: "10.0.0.9:80".into(),
+            drained: true,
+            killed: true,
+            ..Default::default()
+        };
+        let up = pb::BackendHealth {
+            state: pb::HealthState::Up as i32,
+            ..Default::default()
+        };
+        assert_eq!(backend("web", &b, None, Some(&up)).verdict, "killed");
+        let plain = pb::BackendStatus {
+            killed: false,
+            ..b.clone()
+        };
+        assert_eq!(backend("web", &plain, None, Some(&up)).verdict, "drained");
+    }
 
     fn status() -> pb::GetStatusResponse {
         let b = |addr: &str, drained: bool| pb::BackendStatus {
