@@ -13,9 +13,10 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::echo_lines::{line, tcp_stream, Shared, CADENCE, LINE};
 use common::*;
 use conf::counters::Counter;
 
@@ -23,10 +24,6 @@ const TAG: &str = "rs";
 const INSTANCE: &str = "e2ers";
 const VIP: &str = "10.140.0.100";
 const BACKEND: &str = "10.141.0.11";
-/// A line of a stream: what the client writes and reads back.
-const LINE: usize = 48;
-/// Between two lines of a stream.
-const CADENCE: Duration = Duration::from_millis(20);
 
 fn config() -> String {
     let mut c = two_port_config_on(
@@ -63,64 +60,6 @@ port = {to}
         );
     }
     c
-}
-
-/// What one flow saw: the times of its echoes, and its error if it ended.
-#[derive(Default)]
-struct Seen {
-    echoes: Vec<Instant>,
-    error: Option<String>,
-}
-
-type Shared = Arc<Mutex<Seen>>;
-
-fn line(flow: u8, seq: u64) -> [u8; LINE] {
-    let mut b = [0u8; LINE];
-    let text = format!("flow {flow} line {seq:>12} ");
-    b[..text.len()].copy_from_slice(text.as_bytes());
-    for (i, x) in b.iter_mut().enumerate().skip(text.len()) {
-        *x = (seq as u8).wrapping_mul(31).wrapping_add(i as u8) | 0x40;
-    }
-    b[LINE - 1] = b'\n';
-    b
-}
-
-/// A TCP stream through `port` of the VIP: a line every `CADENCE`, each
-/// read back whole and compared.
-fn tcp_stream(flow: u8, port: u16, stop: Arc<AtomicBool>) -> Shared {
-    let seen: Shared = Arc::default();
-    let out = seen.clone();
-    in_netns(&format!("{TAG}-cli"), move || {
-        let fail = |e: String| out.lock().unwrap().error = Some(e);
-        let addr: SocketAddr = format!("{VIP}:{port}").parse().unwrap();
-        let mut s = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
-            Ok(s) => s,
-            Err(e) => return fail(format!("connect: {e}")),
-        };
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        s.set_nodelay(true).unwrap();
-        let mut seq = 0u64;
-        while !stop.load(Ordering::Relaxed) {
-            let l = line(flow, seq);
-            if let Err(e) = s.write_all(&l) {
-                return fail(format!("write line {seq}: {e}"));
-            }
-            let mut back = [0u8; LINE];
-            if let Err(e) = s.read_exact(&mut back) {
-                return fail(format!("read line {seq}: {e}"));
-            }
-            if back != l {
-                return fail(format!(
-                    "line {seq} came back as {:?}",
-                    String::from_utf8_lossy(&back)
-                ));
-            }
-            out.lock().unwrap().echoes.push(Instant::now());
-            seq += 1;
-            std::thread::sleep(CADENCE);
-        }
-    });
-    seen
 }
 
 /// A UDP flow through port 82: a datagram every `CADENCE`; each answer
@@ -300,9 +239,18 @@ fn flows_survive_restarts_kills_and_an_upgrade() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let flows = [
-        ("fullnat tcp", tcp_stream(1, 80, stop.clone())),
-        ("dnat tcp", tcp_stream(2, 81, stop.clone())),
-        ("proxy v2 tcp", tcp_stream(3, 83, stop.clone())),
+        (
+            "fullnat tcp",
+            tcp_stream(&format!("{TAG}-cli"), VIP, 1, 80, stop.clone()),
+        ),
+        (
+            "dnat tcp",
+            tcp_stream(&format!("{TAG}-cli"), VIP, 2, 81, stop.clone()),
+        ),
+        (
+            "proxy v2 tcp",
+            tcp_stream(&format!("{TAG}-cli"), VIP, 3, 83, stop.clone()),
+        ),
         ("udp", udp_flow(stop.clone())),
     ];
     let progressed = |since: Instant| -> Vec<Option<Instant>> {

@@ -18,11 +18,12 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::echo_lines::{tcp_stream, Shared};
 use common::*;
 use conf::counters::Counter;
 
@@ -31,8 +32,6 @@ const INSTANCE: &str = "e2efr";
 const VIP: &str = "10.168.0.100";
 const CLIENT: &str = "10.168.0.2";
 const BACKEND: &str = "10.169.0.11";
-const LINE: usize = 48;
-const CADENCE: Duration = Duration::from_millis(20);
 /// Full-NAT streams (port 80), then DNAT streams (port 81).
 const FULLNAT: u8 = 6;
 const DNAT: u8 = 2;
@@ -77,61 +76,6 @@ port = {to}
         );
     }
     c
-}
-
-#[derive(Default)]
-struct Seen {
-    echoes: Vec<Instant>,
-    error: Option<String>,
-}
-
-type Shared = Arc<Mutex<Seen>>;
-
-fn line(flow: u8, seq: u64) -> [u8; LINE] {
-    let mut b = [0u8; LINE];
-    let text = format!("flow {flow} line {seq:>12} ");
-    b[..text.len()].copy_from_slice(text.as_bytes());
-    for (i, x) in b.iter_mut().enumerate().skip(text.len()) {
-        *x = (seq as u8).wrapping_mul(31).wrapping_add(i as u8) | 0x40;
-    }
-    b[LINE - 1] = b'\n';
-    b
-}
-
-fn tcp_stream(flow: u8, port: u16, stop: Arc<AtomicBool>) -> Shared {
-    let seen: Shared = Arc::default();
-    let out = seen.clone();
-    in_netns(&format!("{TAG}-cli"), move || {
-        let fail = |e: String| out.lock().unwrap().error = Some(e);
-        let addr: SocketAddr = format!("{VIP}:{port}").parse().unwrap();
-        let mut s = match TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
-            Ok(s) => s,
-            Err(e) => return fail(format!("connect: {e}")),
-        };
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        s.set_nodelay(true).unwrap();
-        let mut seq = 0u64;
-        while !stop.load(Ordering::Relaxed) {
-            let l = line(flow, seq);
-            if let Err(e) = s.write_all(&l) {
-                return fail(format!("write line {seq}: {e}"));
-            }
-            let mut back = [0u8; LINE];
-            if let Err(e) = s.read_exact(&mut back) {
-                return fail(format!("read line {seq}: {e}"));
-            }
-            if back != l {
-                return fail(format!(
-                    "line {seq} came back as {:?}",
-                    String::from_utf8_lossy(&back)
-                ));
-            }
-            out.lock().unwrap().echoes.push(Instant::now());
-            seq += 1;
-            std::thread::sleep(CADENCE);
-        }
-    });
-    seen
 }
 
 fn echo_servers() {
@@ -204,7 +148,7 @@ fn flows_survive_a_change_of_workers_and_a_crash_during_adoption() {
             let port = if f < FULLNAT { 80 } else { 81 };
             (
                 format!("flow {f} (port {port})"),
-                tcp_stream(f, port, stop.clone()),
+                tcp_stream(&format!("{TAG}-cli"), VIP, f, port, stop.clone()),
             )
         })
         .collect();

@@ -31,6 +31,8 @@ pub mod small_fs;
 mod config;
 /// border-dp, border-mgmt and borderctl as the tests run them.
 mod daemons;
+/// Echo streams through a VIP, watched across restarts.
+pub mod echo_lines;
 /// Namespaces, commands and processes in them, how data ports reach them.
 mod netns;
 /// Classic pcap files read and written.
