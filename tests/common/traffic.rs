@@ -465,3 +465,40 @@ impl Drop for NewConnections {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+/// A TCP connection from `src` (any port) to `to`.
+pub fn connect_from(
+    src: std::net::Ipv4Addr,
+    to: std::net::SocketAddr,
+) -> std::io::Result<std::net::TcpStream> {
+    let std::net::SocketAddr::V4(to) = to else {
+        panic!("IPv4 only")
+    };
+    let sockaddr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(ip.octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: plain socket calls on a descriptor this function owns; the
+    // addresses live on the stack for the duration of each call.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let stream = <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd);
+        let local = sockaddr(src, 0);
+        if libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let remote = sockaddr(*to.ip(), to.port());
+        if libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stream)
+    }
+}
