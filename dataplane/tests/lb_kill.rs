@@ -12,47 +12,19 @@ mod support;
 use std::net::{IpAddr, SocketAddr};
 
 use conf::counters::Counter;
-use conf::tables::{build_generation, BackendState};
+use conf::tables::BackendState;
 use conf::Config;
-use dataplane::lb::Adopted;
-use dataplane::routes::Routes;
-use dataplane::tables_source::{inputs_from_generation, resets_from_generation};
 use etherparse::{EtherType, Ethernet2Header, IpNumber, Ipv4Header, Ipv6Header, TcpHeader};
 use support::lb::flags::{ACK, PSH, SYN};
 use support::lb::*;
 
-/// Generation `g` of `cfg` where `state(vip, backend address)` overrides
-/// (weight, state) of a backend.
-fn generation(
-    cfg: &Config,
-    g: u64,
-    state: &dyn Fn(usize, IpAddr) -> Option<(u32, BackendState)>,
-) -> Adopted<'static> {
-    let ov = |vi: usize, bi: usize| state(vi, cfg.vips[vi].backends[bi].address);
-    let gen = build_generation(cfg, &ov).expect("generation");
-    Adopted::new(
-        g,
-        gen.flow_hash_key,
-        inputs_from_generation(&gen),
-        Routes::from_config(cfg),
-    )
-    .with_resets(resets_from_generation(&gen))
-}
-
-fn adopt(n: &mut Node, t: Adopted<'static>) {
-    let g = t.generation;
-    n.publish(t);
-    n.poll();
-    assert_eq!(n.w.pipeline.generation(), Some(g));
-}
-
 /// Generation `g` of `cfg` with `backend` of VIP `vip` killed.
 fn kill(n: &mut Node, cfg: &Config, g: u64, vip: u32, backend: IpAddr) {
-    let t = generation(cfg, g, &|vi, a| {
+    let t = generation_with_states(cfg, g, &|vi, a| {
         (vi == vip as usize && a == backend).then_some((1, BackendState::Killed))
     });
     assert!(t.reset_pending);
-    adopt(n, t);
+    adopt_generation(n, t);
 }
 
 /// Handshake of a full-NAT flow: (backend, local address the backend sees).
@@ -232,9 +204,9 @@ fn flows_to_a_killed_backend_are_reset_from_either_end_and_counted() {
 
         // Enabled again (a generation without the kill) before the third
         // flow sent anything: it is kept, byte for byte.
-        let up = generation(&cfg, 3, &|_, _| None);
+        let up = generation_with_states(&cfg, 3, &|_, _| None);
         assert!(!up.reset_pending, "{what}");
-        adopt(&mut n, up);
+        adopt_generation(&mut n, up);
         let (c, b, local) = victim[2];
         let fwd = decode(&n.forward(EXT, &client_data(c, vip), INT));
         assert_eq!(
@@ -260,14 +232,14 @@ fn a_kill_resets_on_a_failing_open_vip_too() {
     let mut n = node();
     let Flows { victim, other } = open_flows(&mut n, vip, 40000);
     let (c1, b1, _) = victim[0];
-    let t = generation(&cfg, 2, &|vi, a| {
+    let t = generation_with_states(&cfg, 2, &|vi, a| {
         (vi == VIP_TCP4 as usize).then_some(if a == b1.ip() {
             (1, BackendState::Killed)
         } else {
             (1, BackendState::Down)
         })
     });
-    adopt(&mut n, t);
+    adopt_generation(&mut n, t);
     let out = n.forward(EXT, &client_data(c1, vip), EXT);
     assert_eq!(out, rst(EXT_MAC, CLIENT_MAC, vip, c1, 1001));
     let (c2, b2, l2) = other;

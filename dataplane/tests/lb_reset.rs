@@ -10,11 +10,9 @@ mod support;
 use std::net::{IpAddr, SocketAddr};
 
 use conf::counters::Counter;
-use conf::tables::{build_generation, BackendState};
+use conf::tables::BackendState;
 use conf::Config;
-use dataplane::lb::{Adopted, Prepared};
-use dataplane::routes::Routes;
-use dataplane::tables_source::{inputs_from_generation, resets_from_generation};
+use dataplane::lb::Prepared;
 use support::lb::flags::{ACK, PSH, RST, SYN};
 use support::lb::*;
 
@@ -32,37 +30,12 @@ fn config_with(on_down: Option<&str>) -> Config {
     Config::from_toml_str(&text, "reset.toml").unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Generation `g` of `cfg` where `state(vip, backend address)` overrides
-/// (weight, state) of a backend.
-fn generation(
-    cfg: &Config,
-    g: u64,
-    state: &dyn Fn(usize, IpAddr) -> Option<(u32, BackendState)>,
-) -> Adopted<'static> {
-    let ov = |vi: usize, bi: usize| state(vi, cfg.vips[vi].backends[bi].address);
-    let gen = build_generation(cfg, &ov).expect("generation");
-    Adopted::new(
-        g,
-        gen.flow_hash_key,
-        inputs_from_generation(&gen),
-        Routes::from_config(cfg),
-    )
-    .with_resets(resets_from_generation(&gen))
-}
-
-fn adopt(n: &mut Node, t: Adopted<'static>) {
-    let g = t.generation;
-    n.publish(t);
-    n.poll();
-    assert_eq!(n.w.pipeline.generation(), Some(g));
-}
-
 /// Health takes `backend` of VIP `vip` down in generation 2 of `cfg`.
 fn down(n: &mut Node, cfg: &Config, vip: u32, backend: IpAddr) {
-    let t = generation(cfg, 2, &|vi, a| {
+    let t = generation_with_states(cfg, 2, &|vi, a| {
         (vi == vip as usize && a == backend).then_some((1, BackendState::Down))
     });
-    adopt(n, t);
+    adopt_generation(n, t);
 }
 
 /// Handshake of a flow (full-NAT or DNAT): (backend, where the backend's
@@ -320,9 +293,9 @@ fn drain_weight_zero_fail_open_and_keep_reset_nothing() {
         let mut n = node();
         let client = client_of(vip, 40000);
         let (backend, to) = handshake(&mut n, client, vip);
-        let t = generation(cfg, 2, &*state(backend.ip()));
+        let t = generation_with_states(cfg, 2, &*state(backend.ip()));
         assert!(!t.reset_pending, "{what}");
-        adopt(&mut n, t);
+        adopt_generation(&mut n, t);
         let data = client_data(client, vip);
         let out = decode(&n.forward(EXT, &data, INT));
         assert_eq!((out.src, out.dst), (to, backend), "{what}");
@@ -375,9 +348,9 @@ fn other_flows_are_untouched_and_an_up_backend_resets_nothing() {
     }
     assert_eq!(n.counter(Counter::ResetBackendDown), 0);
     // b1 back up before its connection sent anything: kept.
-    let up = generation(&cfg, 3, &|_, _| None);
+    let up = generation_with_states(&cfg, 3, &|_, _| None);
     assert!(!up.reset_pending);
-    adopt(&mut n, up);
+    adopt_generation(&mut n, up);
     assert!(lane(&n));
     assert_eq!(decode(&n.forward(EXT, &client_data(c1, vip), INT)).dst, b1);
     assert_eq!(n.counter(Counter::ResetBackendDown), 0);
@@ -397,7 +370,7 @@ fn proxy_protocol_flows_are_reset_in_each_end_s_own_sequence_space() {
     );
     let cfg = Config::from_toml_str(&text, "pp.toml").unwrap_or_else(|e| panic!("{e}"));
     let mut n = node();
-    adopt(&mut n, generation(&cfg, 2, &|_, _| None));
+    adopt_generation(&mut n, generation_with_states(&cfg, 2, &|_, _| None));
     let vip = sa(VIP4, 80);
     // Two connections, each with a first data segment (header inserted) and
     // the backend's acknowledgment of it.
@@ -427,11 +400,11 @@ fn proxy_protocol_flows_are_reset_in_each_end_s_own_sequence_space() {
         conns.push((client, backend, local, backend_ack));
     }
     let downs: Vec<IpAddr> = conns.iter().map(|c| c.1.ip()).collect();
-    let t = generation(&cfg, 3, &|vi, a| {
+    let t = generation_with_states(&cfg, 3, &|vi, a| {
         (vi == VIP_TCP4 as usize && downs.contains(&a)).then_some((1, BackendState::Down))
     });
     assert!(t.reset_pending);
-    adopt(&mut n, t);
+    adopt_generation(&mut n, t);
 
     // The backend's next segment: RST in the backend's space (header counted).
     let (_, backend, local, backend_ack) = conns[0];

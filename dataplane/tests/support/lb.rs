@@ -1138,3 +1138,28 @@ pub fn fuzz_rig() -> (Vec<Node>, &'static [(usize, Vec<u8>)]) {
     }
     (nodes, seeds)
 }
+
+/// Generation `g` of `cfg` where `state(vip, backend address)` overrides
+/// (weight, state) of a backend.
+pub fn generation_with_states(
+    cfg: &Config,
+    g: u64,
+    state: &dyn Fn(usize, IpAddr) -> Option<(u32, conf::tables::BackendState)>,
+) -> Adopted<'static> {
+    let ov = |vi: usize, bi: usize| state(vi, cfg.vips[vi].backends[bi].address);
+    let gen = conf::tables::build_generation(cfg, &ov).expect("generation");
+    Adopted::new(
+        g,
+        gen.flow_hash_key,
+        dataplane::tables_source::inputs_from_generation(&gen),
+        dataplane::routes::Routes::from_config(cfg),
+    )
+    .with_resets(dataplane::tables_source::resets_from_generation(&gen))
+}
+
+pub fn adopt_generation(n: &mut Node, t: Adopted<'static>) {
+    let g = t.generation;
+    n.publish(t);
+    n.poll();
+    assert_eq!(n.w.pipeline.generation(), Some(g));
+}
