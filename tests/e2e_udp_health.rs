@@ -199,6 +199,11 @@ fn udp_health_probes_end_to_end() {
     );
     cli.run(&["ip", "route", "add", "default", "via", "10.121.0.1"]);
     bk.run(&["ip", "route", "add", "default", "via", "10.122.0.1"]);
+    // The kernel rate-limits port-unreachable per destination (a burst of 6,
+    // then one a second). Every ICMP here goes to the one prober, at more
+    // than 3 a second across the test, so a limited backend would turn the
+    // "port unreachable" reasons into timeouts at random.
+    bk.run(&["sysctl", "-qw", "net.ipv4.icmp_ratelimit=0"]);
 
     let mut dns0 = dnsmasq(&bk, DNS_BACKENDS[0], "10.0.0.11");
     let _dns1 = dnsmasq(&bk, DNS_BACKENDS[1], "10.0.0.12");
