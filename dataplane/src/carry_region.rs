@@ -457,3 +457,120 @@ impl PreviousCarry {
             .count()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("carry-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// The header as written, byte for byte, and a region of another
+    /// version or geometry refused with its reason.
+    #[test]
+    fn the_header_is_as_documented_and_a_changed_one_is_refused() {
+        let dir = scratch("header");
+        let path = dir.join("border-t-carry-1");
+        let r = CarryRegion::create(&path, (1, 2), 1024, 7, Access::PRIVATE).unwrap();
+        r.clock().set(-5);
+        let parts = r.into_parts().unwrap();
+        assert_eq!(parts.neigh.len(), neigh::CAPACITY);
+        assert_eq!(parts.names.len(), VIP_NAMES);
+        assert_eq!(parts.pins.len(), 1024);
+        let bytes = std::fs::read(&path).unwrap();
+        let (neigh_at, names_at, pins_at, len) = sections(1024);
+        assert_eq!(
+            (neigh_at, names_at, pins_at, len),
+            (
+                4096,
+                4096 + 163_840,
+                4096 + 163_840 + 16_384,
+                184_320 + 1024 * 48
+            )
+        );
+        assert_eq!(bytes.len(), len);
+        let mut want = Vec::new();
+        want.extend_from_slice(b"BRDCARRY");
+        want.extend_from_slice(&1u32.to_le_bytes());
+        want.extend_from_slice(&1u32.to_le_bytes());
+        want.extend_from_slice(&2u32.to_le_bytes());
+        want.extend_from_slice(&40u32.to_le_bytes());
+        want.extend_from_slice(&4096u64.to_le_bytes());
+        want.extend_from_slice(&geometry_sum(1).to_le_bytes());
+        want.extend_from_slice(&(-5i64).to_le_bytes());
+        want.extend_from_slice(&48u32.to_le_bytes());
+        want.extend_from_slice(&4096u32.to_le_bytes());
+        want.extend_from_slice(&std::process::id().to_le_bytes());
+        want.extend_from_slice(&4096u32.to_le_bytes());
+        want.extend_from_slice(&7u64.to_le_bytes());
+        want.extend_from_slice(&1024u64.to_le_bytes());
+        for at in [neigh_at, names_at, pins_at] {
+            want.extend_from_slice(&(at as u64).to_le_bytes());
+        }
+        assert_eq!(bytes[..104], want[..]);
+        drop(parts);
+
+        let prev = PreviousCarryRegion::open(&path, Access::PRIVATE)
+            .unwrap()
+            .unwrap();
+        assert_eq!((prev.worker, prev.workers, prev.generation), (1, 2, 7));
+        assert_eq!(prev.clock_offset_ms, -5);
+        assert_eq!(prev.neigh_records().count(), neigh::CAPACITY);
+        assert_eq!(prev.pins().count(), 1024);
+        assert_eq!(prev.vip_name(3), 0);
+        assert_eq!(prev.vip_name(u32::MAX), 0);
+
+        let refused = |edit: &dyn Fn(&mut Vec<u8>), why: &str| {
+            let mut b = bytes.clone();
+            edit(&mut b);
+            let p = dir.join("edited");
+            std::fs::write(&p, &b).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let e = PreviousCarryRegion::open(&p, Access::PRIVATE)
+                .err()
+                .unwrap();
+            assert!(e.contains(why), "{e}");
+        };
+        refused(&|b| b[0] = b'X', "bad magic");
+        refused(&|b| b[8] = 9, "layout version 9");
+        refused(&|b| b[32] ^= 1, "geometry checksum");
+        refused(&|b| b[80] ^= 1, "sections");
+        refused(&|b| b.truncate(len - 48), "too short");
+        assert!(
+            PreviousCarryRegion::open(&dir.join("none"), Access::PRIVATE)
+                .unwrap()
+                .is_none()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A start takes the live set over under `.g<generation>` names and
+    /// reads the sets newest first.
+    #[test]
+    fn a_start_takes_the_previous_sets_over_newest_first() {
+        let dir = scratch("takeover");
+        for (name, generation) in [("border-t-carry-0", 3), ("border-t-carry-0.g2", 2)] {
+            let r = CarryRegion::create(&dir.join(name), (0, 1), 64, generation, Access::PRIVATE)
+                .unwrap();
+            drop(r);
+        }
+        std::fs::write(dir.join("border-t-carry-1"), b"junk").unwrap();
+        let (prev, refused) = PreviousCarry::take_over(&dir, "t", Access::PRIVATE);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            !dir.join("border-t-carry-1").exists(),
+            "a refused region is removed"
+        );
+        let gens: Vec<u64> = prev.regions.iter().map(|r| r.generation).collect();
+        assert_eq!(gens, [3, 2]);
+        assert_eq!(prev.regions[0].path, dir.join("border-t-carry-0.g3"));
+        assert_eq!(prev.remove_files(), 2);
+        assert!(carry_files(&dir, "t").is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
