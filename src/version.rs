@@ -44,12 +44,13 @@ pub fn long_with_loaded_dpdk() -> &'static str {
 
 fn lines(dpdk: &str) -> String {
     format!(
-        "{}\ncommit {COMMIT}\n{dpdk}\nshared memory layouts: state {}, tables {}, records {}, flows {}, conns {}",
+        "{}\ncommit {COMMIT}\n{dpdk}\nshared memory layouts: state {}, tables {}, records {}, flows {}, carry {}, conns {}",
         env!("CARGO_PKG_VERSION"),
         conf::state::STATE_LAYOUT_VERSION,
         conf::tables::TABLES_LAYOUT_VERSION,
         conf::records::RECORDS_LAYOUT_VERSION,
         dataplane::flows_region::FLOWS_LAYOUT_VERSION,
+        dataplane::carry_region::CARRY_LAYOUT_VERSION,
         conf::conns::CONNS_LAYOUT_VERSION,
     )
 }

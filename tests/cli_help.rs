@@ -320,11 +320,12 @@ fn flags_match_the_docs(program: &str, offered: &BTreeSet<String>, docs: &str) {
 #[test]
 fn every_version_names_commit_dpdk_and_layouts() {
     let layouts = format!(
-        "shared memory layouts: state {}, tables {}, records {}, flows {}, conns {}",
+        "shared memory layouts: state {}, tables {}, records {}, flows {}, carry {}, conns {}",
         conf::state::STATE_LAYOUT_VERSION,
         conf::tables::TABLES_LAYOUT_VERSION,
         conf::records::RECORDS_LAYOUT_VERSION,
         dataplane::flows_region::FLOWS_LAYOUT_VERSION,
+        dataplane::carry_region::CARRY_LAYOUT_VERSION,
         conf::conns::CONNS_LAYOUT_VERSION
     );
     for (name, bin) in [

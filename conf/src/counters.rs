@@ -263,6 +263,16 @@ counters! {
     AdoptDroppedNoBackend => "adopt_dropped_no_backend", "previous entries not adopted: their backend is not one of the VIP's any more";
     AdoptDroppedNotOwned => "adopt_dropped_not_owned", "previous entries not adopted: their full-NAT local tuple is not in this worker's pools";
     AdoptDroppedFull => "adopt_dropped_full", "previous entries not adopted: the connection table was full";
+    NeighAdopted => "neigh_adopted", "neighbour entries that started with a MAC carried from the previous border-dp's carry region (not asked for again)";
+    NeighAdoptDroppedTorn => "neigh_adopt_dropped_torn", "neighbour bindings of the previous border-dp not used: their record's seal did not match (a write cut short by a kill)";
+    NeighAdoptDroppedBadValue => "neigh_adopt_dropped_bad_value", "neighbour bindings of the previous border-dp not used: no valid family, an address no next hop has, or a multicast or zero MAC";
+    NeighAdoptDroppedExpired => "neigh_adopt_dropped_expired", "neighbour bindings of the previous border-dp not used: their reachable time ended more than 60 s before this start (asked for again)";
+    PersistenceAdopted => "persistence_adopted", "persistence pins taken over from the previous border-dp's carry region at start";
+    PersistenceAdoptDroppedNoVip => "persistence_adopt_dropped_no_vip", "previous persistence pins not adopted: their VIP is not configured, or not persistent, any more";
+    PersistenceAdoptDroppedNoBackend => "persistence_adopt_dropped_no_backend", "previous persistence pins not adopted: their backend is not one the VIP's ring can pick any more";
+    PersistenceAdoptDroppedExpired => "persistence_adopt_dropped_expired", "previous persistence pins not adopted: their deadline passed during the restart and no flow held them";
+    PersistenceAdoptDroppedBadValue => "persistence_adopt_dropped_bad_value", "previous persistence pins not adopted: a client address no client has (unspecified, multicast)";
+    PersistenceAdoptDroppedFull => "persistence_adopt_dropped_full", "previous persistence pins not adopted: their bucket of this worker's table had no free way";
     // Direct server return (docs/config.md): the client's packets of a DSR VIP, MAC-rewritten or encapsulated.
     DsrForwarded => "dsr_forwarded", "client packets of DSR VIPs sent to their backend (destination MAC rewritten, or encapsulated in IPIP/IP6IP6/GUE)";
     DropDsrTooBig => "drop_dsr_too_big", "client packets of encapsulating DSR VIPs that would exceed the backend port's MTU once encapsulated";

@@ -47,7 +47,7 @@ use crate::counters::Counter;
 use crate::os::files::{self, Access};
 
 /// Bumped whenever the byte layout or the counter list changes.
-pub const STATE_LAYOUT_VERSION: u32 = 12;
+pub const STATE_LAYOUT_VERSION: u32 = 13;
 /// Statistics slots for VIPs, per worker.
 pub const MAX_VIPS: usize = 4096;
 /// Statistics slots for backends, per worker.

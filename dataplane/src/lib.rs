@@ -7,6 +7,7 @@
 //! (DPDK's packet-capture server).
 
 pub(crate) mod capture;
+pub mod carry_region;
 pub mod conntrack;
 pub mod counters;
 pub(crate) mod doorbell;

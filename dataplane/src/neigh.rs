@@ -30,6 +30,18 @@
 //! index without hashing. A slot names one entry's life: once the entry
 //! is evicted, its slot resolves to [`Resolution::Gone`], never to the
 //! address that took its place.
+//!
+//! Across a restart ([`Neighbors::use_mirror`], [`Neighbors::carry`]):
+//! each worker keeps a [`NeighRecord`] of every entry that has a MAC in
+//! its carry region (`crate::carry_region`), written when the entry
+//! learns, changes or loses its MAC (never per packet). The next process
+//! checks every record ([`read_record`]), moves its reachable time by the
+//! wall-clock time the restart took, and an entry it makes for one of
+//! those addresses (the same policy as above: only for a next hop it
+//! sends to) starts with the MAC: trusted for what is left of its
+//! reachable time, or, past it, used while a probe confirms it, as any
+//! entry past its reachable time. A binding older than [`CARRY_MAX_AGE_MS`]
+//! is not used: the address is asked for as a new one.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -74,6 +86,127 @@ const ASKED: usize = 1024;
 
 /// `Entry::fresh_until` of a static entry.
 const STATIC: u64 = u64::MAX;
+
+/// A carried binding whose reachable time ended longer ago than this is
+/// not used (Linux's `gc_stale_time` is 60 s too): the address is asked
+/// for again.
+pub const CARRY_MAX_AGE_MS: u64 = 60_000;
+
+/// What a worker's carry region keeps of one entry of its table (40
+/// bytes; all zero: nothing). Written by [`Neighbors`] only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct NeighRecord {
+    /// The address (IPv4-mapped for IPv4).
+    pub ip: [u8; 16],
+    pub mac: [u8; 6],
+    /// 4 or 6; 0: no binding.
+    pub family: u8,
+    pub _pad: u8,
+    /// The MAC is trusted until then (the writer's worker milliseconds).
+    pub fresh_until: u64,
+    /// [`record_seal`] of the fields above, written last.
+    pub seal: u64,
+}
+
+/// The layout of [`NeighRecord`] (the carry region's geometry checksum).
+pub fn record_layout_words() -> Vec<u64> {
+    use core::mem::{offset_of, size_of};
+    [
+        size_of::<NeighRecord>(),
+        offset_of!(NeighRecord, ip),
+        offset_of!(NeighRecord, mac),
+        offset_of!(NeighRecord, family),
+        offset_of!(NeighRecord, fresh_until),
+        offset_of!(NeighRecord, seal),
+    ]
+    .iter()
+    .map(|&w| w as u64)
+    .collect()
+}
+
+/// A fixed hash of a record's fields (never 0): a record whose seal does
+/// not match was cut short by a kill, or written by something else.
+pub fn record_seal(ip: &[u8; 16], mac: &[u8; 6], family: u8, fresh_until: u64) -> u64 {
+    let mix = |x: u64| {
+        let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    };
+    let lo = u64::from_le_bytes(ip[..8].try_into().unwrap_or_default());
+    let hi = u64::from_le_bytes(ip[8..].try_into().unwrap_or_default());
+    let mut m = [0u8; 8];
+    m[..6].copy_from_slice(mac);
+    m[6] = family;
+    let h = mix(lo ^ mix(hi ^ mix(u64::from_le_bytes(m) ^ mix(fresh_until ^ 0x4e45_4947))));
+    h | 1
+}
+
+/// Why a carried record was not used. Each has its counter
+/// (`neigh_adopt_dropped_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CarryDropped {
+    /// Its seal does not match its fields.
+    Torn,
+    /// No valid family, an address no next hop has (unspecified,
+    /// multicast, broadcast, loopback; an IPv4 one not IPv4-mapped), or a
+    /// MAC no host has (zero, multicast).
+    BadValue,
+    /// Its reachable time ended more than [`CARRY_MAX_AGE_MS`] before
+    /// this process took over.
+    Expired,
+}
+
+/// Checks one record's raw bytes (exactly `size_of::<NeighRecord>()`):
+/// `Ok(None)` for an empty one, else its address, MAC and reachable time
+/// moved by `shift_ms` into this process's clock.
+pub fn read_record(
+    b: &[u8],
+    shift_ms: i64,
+) -> Result<Option<(IpAddr, [u8; 6], u64)>, CarryDropped> {
+    use core::mem::offset_of;
+    if b.len() != core::mem::size_of::<NeighRecord>() {
+        return Err(CarryDropped::BadValue);
+    }
+    let family = b[offset_of!(NeighRecord, family)];
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or_default());
+    let seal = u64_at(offset_of!(NeighRecord, seal));
+    if family == 0 {
+        return Ok(None);
+    }
+    let mut ip = [0u8; 16];
+    ip.copy_from_slice(&b[..16]);
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&b[offset_of!(NeighRecord, mac)..offset_of!(NeighRecord, mac) + 6]);
+    let fresh_until = u64_at(offset_of!(NeighRecord, fresh_until));
+    if family != 4 && family != 6 {
+        return Err(CarryDropped::BadValue);
+    }
+    if seal != record_seal(&ip, &mac, family, fresh_until) {
+        return Err(CarryDropped::Torn);
+    }
+    let v6 = Ipv6Addr::from(ip);
+    let addr = match (family, v6.to_ipv4_mapped()) {
+        (4, Some(a))
+            if !(a.is_unspecified() || a.is_multicast() || a.is_broadcast() || a.is_loopback()) =>
+        {
+            IpAddr::V4(a)
+        }
+        (6, None) if !(v6.is_unspecified() || v6.is_multicast() || v6.is_loopback()) => {
+            IpAddr::V6(v6)
+        }
+        _ => return Err(CarryDropped::BadValue),
+    };
+    if mac == [0; 6] || mac[0] & 1 == 1 {
+        return Err(CarryDropped::BadValue);
+    }
+    let fresh = if shift_ms >= 0 {
+        fresh_until.saturating_add(shift_ms as u64)
+    } else {
+        fresh_until.saturating_sub(shift_ms.unsigned_abs())
+    };
+    Ok(Some((addr, mac, fresh)))
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Entry {
@@ -200,6 +333,11 @@ pub struct NeighStats {
     pub failed: u64,
     /// Entries that moved to another MAC.
     pub changed: u64,
+    /// Entries that started with a binding carried from the previous
+    /// process.
+    pub adopted: u64,
+    /// Carried bindings found too old to use ([`CARRY_MAX_AGE_MS`]).
+    pub carried_expired: u64,
 }
 
 pub struct Neighbors {
@@ -217,6 +355,12 @@ pub struct Neighbors {
     /// Entries with a probe out, and the port it left by: probed again
     /// (or failed) on time even when no frame uses them meanwhile.
     probing: ArrayVec<(Slot, usize), PROBING>,
+    /// Where each entry's binding is kept for the next process (its
+    /// carry region), one record per entry.
+    mirror: Option<crate::conntrack::Slab<NeighRecord>>,
+    /// Bindings carried from the previous process, by address: MAC and
+    /// reachable time (this process's clock).
+    carried: HashMap<IpAddr, ([u8; 6], u64), ahash::RandomState>,
 }
 
 impl Default for Neighbors {
@@ -235,6 +379,79 @@ impl Neighbors {
             stats: NeighStats::default(),
             now_ms: 0,
             probing: ArrayVec::new(),
+            mirror: None,
+            carried: HashMap::default(),
+        }
+    }
+
+    /// Keeps a record of every entry's binding in `records` (one per
+    /// entry, [`CAPACITY`] of them, all empty) from now on, before any
+    /// entry is made.
+    pub fn use_mirror(&mut self, records: crate::conntrack::Slab<NeighRecord>) {
+        if records.len() == CAPACITY {
+            self.mirror = Some(records);
+        }
+    }
+
+    /// Bindings carried from the previous process (address, MAC,
+    /// reachable time in this process's clock; see the module docs): an
+    /// entry made for one of the addresses from now on starts with it.
+    /// The later of two bindings of an address is kept.
+    pub fn carry(&mut self, bindings: impl IntoIterator<Item = (IpAddr, [u8; 6], u64)>) {
+        for (ip, mac, fresh) in bindings {
+            match self.carried.get(&ip) {
+                Some(&(_, f)) if f >= fresh => {}
+                _ => {
+                    self.carried.insert(ip, (mac, fresh));
+                }
+            }
+        }
+    }
+
+    /// Forgets the carried bindings too old to use at `now_ms`, counting
+    /// them (the first tick with tables).
+    pub fn expire_carried(&mut self, now_ms: u64) {
+        let before = self.carried.len();
+        self.carried
+            .retain(|_, (_, fresh)| fresh.saturating_add(CARRY_MAX_AGE_MS) > now_ms);
+        self.stats.carried_expired += (before - self.carried.len()) as u64;
+    }
+
+    /// Carried bindings not used yet (tests, inspection).
+    pub fn carried(&self) -> usize {
+        self.carried.len()
+    }
+
+    /// Writes entry `i`'s binding to its record (or empties the record):
+    /// the seal is cleared first and written last, so a kill in between
+    /// leaves a record whose seal does not match.
+    #[cold]
+    fn mirror(&mut self, i: usize) {
+        let Some(records) = self.mirror.as_mut() else {
+            return;
+        };
+        let (Some(e), Some(r)) = (self.entries.get(i), records.get_mut(i)) else {
+            return;
+        };
+        let keep = e.live && e.known && e.fresh_until != STATIC;
+        if !keep && r.family == 0 {
+            return;
+        }
+        r.seal = 0;
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+        if keep {
+            let (ip, family) = match e.ip {
+                IpAddr::V4(a) => (a.to_ipv6_mapped().octets(), 4),
+                IpAddr::V6(a) => (a.octets(), 6),
+            };
+            r.ip = ip;
+            r.mac = e.mac;
+            r.family = family;
+            r.fresh_until = e.fresh_until;
+            core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+            r.seal = record_seal(&ip, &e.mac, family, e.fresh_until);
+        } else {
+            r.family = 0;
         }
     }
 
@@ -271,7 +488,30 @@ impl Neighbors {
             ..DEAD
         };
         self.index.insert(ip, i);
+        if !self.carried.is_empty() {
+            self.fill_carried(i as usize, now_ms);
+        }
         Some(i)
+    }
+
+    /// Gives the new entry at `i` its carried binding, if it has one
+    /// young enough: trusted for what is left of its reachable time, or
+    /// (past it) used while the next use sends a probe.
+    #[cold]
+    fn fill_carried(&mut self, i: usize, now_ms: u64) {
+        let ip = self.entries[i].ip;
+        let Some(&(mac, fresh)) = self.carried.get(&ip) else {
+            return;
+        };
+        if fresh.saturating_add(CARRY_MAX_AGE_MS) <= now_ms {
+            return;
+        }
+        let e = &mut self.entries[i];
+        e.mac = mac;
+        e.known = true;
+        e.fresh_until = fresh.min(now_ms.saturating_add(REACHABLE_MS));
+        self.stats.adopted += 1;
+        self.mirror(i);
     }
 
     /// Frees the least recently used evictable entry and returns its index.
@@ -290,6 +530,7 @@ impl Neighbors {
         e.fresh_until = 0;
         e.generation = (e.generation + 1) % GENERATIONS;
         self.stats.evicted += 1;
+        self.mirror(i);
         Some(i as u16)
     }
 
@@ -311,6 +552,7 @@ impl Neighbors {
         e.fresh_until = STATIC;
         e.asked_ms = None;
         e.probes = 0;
+        self.mirror(i as usize);
         changed
     }
 
@@ -347,6 +589,7 @@ impl Neighbors {
         if update == Update::Changed {
             self.stats.changed += 1;
         }
+        self.mirror(i as usize);
         update
     }
 
@@ -503,6 +746,7 @@ impl Neighbors {
             e.probes = 0;
             self.stats.failed += 1;
             e.asked_ms = Some(now_ms);
+            self.mirror(slot.index());
             return Resolution::Request;
         }
         if since_asked >= RETRY_MS {
@@ -726,6 +970,115 @@ mod tests {
 
     fn v4(n: u32) -> IpAddr {
         IpAddr::V4(Ipv4Addr::from(n))
+    }
+
+    fn mirrored() -> Neighbors {
+        let mut n = Neighbors::new();
+        let mut records = crate::conntrack::Slab::heap(CAPACITY);
+        while records.push(NeighRecord::default()).is_ok() {}
+        n.use_mirror(records);
+        n
+    }
+
+    fn record_bytes(n: &Neighbors, i: usize) -> Vec<u8> {
+        let r = &n.mirror.as_ref().unwrap()[i];
+        // SAFETY: a `repr(C)` struct of integers and byte arrays without
+        // padding (40 bytes), read as bytes.
+        unsafe { core::slice::from_raw_parts((r as *const NeighRecord).cast::<u8>(), 40).to_vec() }
+    }
+
+    /// The record a confirmed answer writes, byte for byte, and what the
+    /// next process reads back from it.
+    #[test]
+    fn an_answer_writes_its_record_and_the_next_process_reads_it() {
+        assert_eq!(core::mem::size_of::<NeighRecord>(), 40);
+        let mut n = mirrored();
+        let ip: IpAddr = "10.0.0.9".parse().unwrap();
+        let s = n.slot_for_at(ip, 0);
+        assert_eq!(record_bytes(&n, s.index()), [0u8; 40], "no MAC: empty");
+        n.heard(ip, MAC, Heard::Confirmed, 1_000);
+        let b = record_bytes(&n, s.index());
+        let mut want = vec![0u8; 10];
+        want.extend_from_slice(&[0xff, 0xff, 10, 0, 0, 9]);
+        want.extend_from_slice(&MAC);
+        want.extend_from_slice(&[4, 0]);
+        want.extend_from_slice(&6_000u64.to_le_bytes());
+        let ip16: [u8; 16] = want[..16].try_into().unwrap();
+        want.extend_from_slice(&record_seal(&ip16, &MAC, 4, 6_000).to_le_bytes());
+        assert_eq!(b, want);
+        // Read by a process whose clock is 250 ms behind this one's.
+        assert_eq!(read_record(&b, -250), Ok(Some((ip, MAC, 5_750))));
+        // A write cut short: the seal no longer matches.
+        let mut torn = b.clone();
+        torn[16] ^= 1;
+        assert_eq!(read_record(&torn, 0), Err(CarryDropped::Torn));
+        // Values no next hop has, even sealed.
+        let sealed = |ip: [u8; 16], mac: [u8; 6], family: u8| {
+            let mut r = Vec::new();
+            r.extend_from_slice(&ip);
+            r.extend_from_slice(&mac);
+            r.extend_from_slice(&[family, 0]);
+            r.extend_from_slice(&9u64.to_le_bytes());
+            r.extend_from_slice(&record_seal(&ip, &mac, family, 9).to_le_bytes());
+            r
+        };
+        for (ip, mac, family) in [
+            (ip16, [0x01, 0, 0, 0, 0, 1], 4),
+            (ip16, [0; 6], 4),
+            (ip16, MAC, 6),
+            (ip16, MAC, 5),
+            ([0; 16], MAC, 6),
+            (Ipv4Addr::BROADCAST.to_ipv6_mapped().octets(), MAC, 4),
+        ] {
+            assert_eq!(
+                read_record(&sealed(ip, mac, family), 0),
+                Err(CarryDropped::BadValue),
+                "{ip:?} {mac:?} {family}"
+            );
+        }
+        // A failed entry, an evicted one: their records are emptied.
+        assert_eq!(n.resolve_at(s, 6_000), Resolution::KnownRefresh(MAC));
+        n.resolve_at(s, 6_500);
+        n.resolve_at(s, 7_000);
+        assert_eq!(n.resolve_at(s, 7_500), Resolution::Request);
+        assert_eq!(read_record(&record_bytes(&n, s.index()), 0), Ok(None));
+    }
+
+    /// Carried bindings fill the entries made for their addresses:
+    /// trusted for what is left of their reachable time, probed past it,
+    /// asked for anew once too old; nothing else gets an entry from them.
+    #[test]
+    fn carried_bindings_fill_new_entries_by_their_age() {
+        let mut n = mirrored();
+        let fresh: IpAddr = "10.0.0.1".parse().unwrap();
+        let stale: IpAddr = "10.0.0.2".parse().unwrap();
+        let old: IpAddr = "fd00::3".parse().unwrap();
+        let now = 100_000;
+        n.carry([
+            (fresh, MAC, now + 2_000),
+            (stale, MAC2, now - 10_000),
+            (old, MAC, now - CARRY_MAX_AGE_MS),
+            // An older copy of the same address loses to the newer.
+            (fresh, MAC2, now + 1_000),
+        ]);
+        assert!(n.is_empty(), "carrying makes no entry");
+        n.expire_carried(now);
+        assert_eq!(n.stats().carried_expired, 1);
+        let s = n.slot_for_at(fresh, now);
+        assert_eq!(n.resolve_at(s, now), Resolution::Known(MAC));
+        assert_eq!(n.resolve_at(s, now + 1_999), Resolution::Known(MAC));
+        assert_eq!(n.resolve_at(s, now + 2_000), Resolution::KnownRefresh(MAC));
+        assert_eq!(
+            read_record(&record_bytes(&n, s.index()), 0),
+            Ok(Some((fresh, MAC, now + 2_000))),
+            "its record is kept for the next process"
+        );
+        let s = n.slot_for_at(stale, now);
+        assert_eq!(n.resolve_at(s, now), Resolution::KnownRefresh(MAC2));
+        assert_eq!(n.probe_mac(s), Some(MAC2), "a unicast probe, frames go");
+        let s = n.slot_for_at(old, now);
+        assert_eq!(n.resolve_at(s, now), Resolution::Request);
+        assert_eq!(n.stats().adopted, 2);
     }
 
     #[test]

@@ -16,6 +16,12 @@
 //! last new flow it placed or the last packet of the last flow that went.
 //! A bucket with no free way gives up its entry that ends first, an
 //! entry no flow holds before one that some flow holds.
+//!
+//! Across a restart: the table can live in the worker's carry region
+//! (`crate::carry_region`, [`Persist::use_region`]), with the statistics
+//! key of each VIP slot beside it ([`Persist::name_vip`]), so the next
+//! process reads the pins ([`read_pin`]) and re-inserts those that still
+//! fit its tables ([`Persist::adopt`], `lb/adopt.rs`).
 
 /// Entries per bucket.
 pub const WAYS: usize = 8;
@@ -36,10 +42,10 @@ pub fn entries_for(conntrack_capacity: usize) -> usize {
         .clamp(MIN_ENTRIES, MAX_ENTRIES)
 }
 
-/// One client's pin (48 bytes).
+/// One client's pin (48 bytes; all zero: a free way).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
-struct Pin {
+pub struct Pin {
     /// The client address as a flow key holds it (IPv4-mapped for IPv4).
     client: [u8; 16],
     /// The VIP's statistics slot on this worker (stable while the VIP is
@@ -57,6 +63,69 @@ struct Pin {
     timeout_ms: u32,
     /// When the pin ends if no flow holds it (worker milliseconds); 0: free.
     deadline: u64,
+}
+
+/// The layout of [`Pin`] (the carry region's geometry checksum).
+pub fn pin_layout_words() -> Vec<u64> {
+    use core::mem::{offset_of, size_of};
+    [
+        size_of::<Pin>(),
+        offset_of!(Pin, client),
+        offset_of!(Pin, vip),
+        offset_of!(Pin, backend_id),
+        offset_of!(Pin, backend_slot),
+        offset_of!(Pin, hint),
+        offset_of!(Pin, refs),
+        offset_of!(Pin, timeout_ms),
+        offset_of!(Pin, deadline),
+    ]
+    .iter()
+    .map(|&w| w as u64)
+    .collect()
+}
+
+/// A previous process's pin, as read from its carry region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PinView {
+    pub client: [u8; 16],
+    /// The VIP's statistics slot in the previous process.
+    pub vip: u32,
+    pub backend_id: u32,
+    pub hint: u32,
+    /// Flows that held it when the previous process stopped.
+    pub refs: u32,
+    pub timeout_ms: u32,
+    /// The previous process's clock.
+    pub deadline: u64,
+}
+
+/// Reads a pin's raw bytes (exactly `size_of::<Pin>()`; every bit pattern
+/// is one): `None` for a free way.
+pub fn read_pin(b: &[u8]) -> Option<PinView> {
+    use core::mem::offset_of;
+    if b.len() != core::mem::size_of::<Pin>() {
+        return None;
+    }
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or_default());
+    let deadline = u64::from_le_bytes(
+        b[offset_of!(Pin, deadline)..offset_of!(Pin, deadline) + 8]
+            .try_into()
+            .unwrap_or_default(),
+    );
+    if deadline == 0 {
+        return None;
+    }
+    let mut client = [0u8; 16];
+    client.copy_from_slice(&b[..16]);
+    Some(PinView {
+        client,
+        vip: u32_at(offset_of!(Pin, vip)),
+        backend_id: u32_at(offset_of!(Pin, backend_id)),
+        hint: u32_at(offset_of!(Pin, hint)),
+        refs: u32_at(offset_of!(Pin, refs)),
+        timeout_ms: u32_at(offset_of!(Pin, timeout_ms)),
+        deadline,
+    })
 }
 
 impl Pin {
@@ -111,7 +180,11 @@ pub struct PinTarget {
 
 /// One worker's persistence table.
 pub struct Persist {
-    pins: Box<[Pin]>,
+    pins: crate::conntrack::Slab<Pin>,
+    /// The table's memory in the carry region, until [`Persist::prepare`].
+    region: Option<crate::conntrack::Slab<Pin>>,
+    /// The statistics key of each VIP slot, in the carry region.
+    names: Option<crate::conntrack::Slab<u32>>,
     /// Buckets - 1 (0 before [`Persist::prepare`]).
     mask: usize,
     entries: usize,
@@ -123,7 +196,9 @@ impl Persist {
     /// of two), allocated by [`Persist::prepare`].
     pub fn new(entries: usize) -> Self {
         Persist {
-            pins: Box::default(),
+            pins: crate::conntrack::Slab::heap(0),
+            region: None,
+            names: None,
             mask: 0,
             entries: entries.next_power_of_two().max(WAYS),
             hasher: ahash::RandomState::new(),
@@ -134,9 +209,102 @@ impl Persist {
     /// the packet path).
     pub fn prepare(&mut self) {
         if self.pins.is_empty() {
-            self.pins = vec![Pin::default(); self.entries].into_boxed_slice();
+            self.pins = match self.region.take() {
+                Some(region) => region,
+                None => {
+                    let mut pins = crate::conntrack::Slab::heap(self.entries);
+                    while pins.push(Pin::default()).is_ok() {}
+                    pins
+                }
+            };
             self.mask = self.entries / WAYS - 1;
         }
+    }
+
+    /// Keeps the table in `pins` (a carry region's, all free, so the pins
+    /// outlive the process) and the VIP slots' keys in `names`, before
+    /// [`Persist::prepare`]. Pins of another size than this table's are
+    /// not used.
+    pub fn use_region(
+        &mut self,
+        pins: crate::conntrack::Slab<Pin>,
+        names: crate::conntrack::Slab<u32>,
+    ) {
+        if pins.len() == self.entries && self.pins.is_empty() {
+            self.region = Some(pins);
+        }
+        self.names = Some(names);
+    }
+
+    /// Records that VIP statistics slot `slot` is the VIP of statistics
+    /// key `key` (tables adoption), for the next process.
+    pub fn name_vip(&mut self, slot: u32, key: u32) {
+        if let Some(w) = self.names.as_mut().and_then(|n| n.get_mut(slot as usize)) {
+            *w = key;
+        }
+    }
+
+    /// Whether the pins live in a carry region (tests, inspection).
+    pub fn is_carried(&self) -> bool {
+        self.pins.is_mapped() || self.region.is_some()
+    }
+
+    /// Puts a previous process's pin of `client` at `vip` to `to` into
+    /// the table, ending at `deadline` unless flows hold it, without
+    /// displacing any live pin: `Ok(true)` when inserted, `Ok(false)` when
+    /// the client has a pin already (an older copy of it), `Err(())` when
+    /// its bucket has no free or expired way (or no table).
+    pub fn adopt(
+        &mut self,
+        vip: u32,
+        client: &[u8; 16],
+        to: PinTarget,
+        (deadline, timeout_ms): (u64, u32),
+        now: u64,
+    ) -> Result<bool, ()> {
+        if !self.ready() {
+            return Err(());
+        }
+        let b = self.bucket(vip, client);
+        let mut free = None;
+        for i in b..b + WAYS {
+            let p = &self.pins[i];
+            if p.is(vip, client) {
+                return Ok(false);
+            }
+            if free.is_none() && (p.deadline == 0 || p.expired(now)) {
+                free = Some(i);
+            }
+        }
+        let at = free.ok_or(())?;
+        self.pins[at] = Pin {
+            client: *client,
+            vip,
+            backend_id: to.backend_id,
+            backend_slot: to.backend_slot,
+            hint: to.index,
+            refs: 0,
+            timeout_ms,
+            deadline: deadline.max(1),
+        };
+        Ok(true)
+    }
+
+    /// The live pin of `client` at `vip` without touching it (adoption
+    /// of the flows that hold it).
+    pub fn find(&self, vip: u32, client: &[u8; 16], now: u64) -> Option<Pinned> {
+        if !self.ready() {
+            return None;
+        }
+        let b = self.bucket(vip, client);
+        (b..b + WAYS).find_map(|at| {
+            let p = &self.pins[at];
+            (p.is(vip, client) && !p.expired(now)).then_some(Pinned {
+                at,
+                backend_id: p.backend_id,
+                hint: p.hint,
+            })
+        })
     }
 
     /// Whether the table is allocated.

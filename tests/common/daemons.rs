@@ -249,15 +249,18 @@ pub fn clean_instance(instance: &str) {
     forget_intent(instance);
 }
 
-/// Removes the flows regions of `instance` (and those a start that died
-/// while adopting left): the next border-dp starts with empty connection
-/// tables.
+/// Removes the flows and carry regions of `instance` (and those a start
+/// that died while adopting left): the next border-dp starts with empty
+/// connection tables, neighbour tables and pins.
 pub fn forget_flows(instance: &str) {
     for w in 0..8 {
         let _ = std::fs::remove_file(dataplane::flows_region::flows_path(instance, w));
     }
     let dir = conf::os::region_dir();
     for (path, _, _) in dataplane::flows_region::flows_files(&dir, instance) {
+        let _ = std::fs::remove_file(path);
+    }
+    for (path, _, _) in dataplane::carry_region::carry_files(&dir, instance) {
         let _ = std::fs::remove_file(path);
     }
 }

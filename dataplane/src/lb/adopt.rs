@@ -18,6 +18,16 @@
 //! open is open), so new connections are refused until the count is back
 //! under the cap, as before the restart.
 //!
+//! Carried beside the flows (the carry regions, `crate::carry_region`):
+//! the neighbour bindings, given to the table before any traffic (an
+//! entry made for one of their addresses starts with its MAC, see
+//! `crate::neigh`), and the persistence pins, re-inserted before the
+//! flows (a pin of worker `w` goes to worker `w % workers`) when their
+//! VIP is still persistent and their backend still in its ring; an
+//! adopted flow that held its client's pin holds it again when the pin
+//! still names the flow's backend. A pin some flow held is kept for the
+//! VIP's timeout after the start at least (as if its flows went then).
+//!
 //! Several sets of regions (a start that crashed while adopting left its
 //! own and the ones it adopted from, see `crate::flows_region`) are read
 //! newest generation first: an entry an older set holds too is the same
@@ -36,10 +46,13 @@ use conf::{Encap, Mode};
 use super::flow::{flow_deltas, FlowRec, FLOW_COUNTED, FLOW_PERSIST, FLOW_TUNNEL};
 use super::records::METER_BYTES;
 use super::Lb;
+use crate::carry_region::PreviousCarry;
 use crate::conntrack::adopt::{byte_of, read_slot, Dropped, RawValue, ADOPT_BATCH};
 use crate::conntrack::{Entry, EntryId, State};
 use crate::counters::Counters;
 use crate::flows_region::PreviousFlows;
+use crate::neigh::CarryDropped;
+use crate::persist::PinTarget;
 use crate::ppv2::PpConfig;
 
 /// What a worker adopts from, set before it starts.
@@ -54,6 +67,8 @@ pub struct Previous {
     /// counting as done, and calls the function (a debug build's crash
     /// test kills the process there: [`HALT_ENV`]).
     pub halt_after: Option<(u64, fn())>,
+    /// The previous carry regions (neighbours, pins), if any.
+    pub carry: Option<Arc<PreviousCarry>>,
 }
 
 /// Debug builds: `BORDER_ADOPT_HALT_AFTER=N` kills border-dp (SIGKILL)
@@ -67,6 +82,7 @@ impl Previous {
             clock_offset_ms,
             done: None,
             halt_after: None,
+            carry: None,
         }
     }
 }
@@ -123,8 +139,120 @@ pub(super) fn dropped_counter(d: Dropped) -> Counter {
 impl Lb {
     /// Flows of the previous process to adopt at the first tick that has
     /// tables (see the module docs).
+    /// The neighbour bindings of the carry regions go to the table now,
+    /// before any traffic.
     pub fn adopt_from(&mut self, previous: Previous) {
+        if let Some(carry) = &previous.carry {
+            let mut bindings = Vec::new();
+            for region in &carry.regions {
+                let shift = region
+                    .clock_offset_ms
+                    .saturating_sub(previous.clock_offset_ms);
+                let counted = region.worker % self.workers == self.worker;
+                for raw in region.neigh_records() {
+                    match crate::neigh::read_record(raw, shift) {
+                        Ok(Some(b)) => bindings.push(b),
+                        Ok(None) => {}
+                        Err(CarryDropped::Torn) if counted => self.neigh_dropped[0] += 1,
+                        Err(CarryDropped::BadValue) if counted => self.neigh_dropped[1] += 1,
+                        Err(_) => {}
+                    }
+                }
+            }
+            self.neighbors.carry(bindings);
+        }
         self.previous = Some(previous);
+    }
+
+    /// Re-inserts the pins of the carry regions this worker takes (see
+    /// the module docs), counting what it drops; returns (kept, dropped).
+    fn adopt_pins(
+        &mut self,
+        carry: &PreviousCarry,
+        offset_ms: i64,
+        counters: &mut Counters,
+    ) -> (u64, u64) {
+        let (mut kept, mut dropped) = (0u64, 0u64);
+        if !self.persist.ready() {
+            return (0, 0);
+        }
+        let Some(tables) = self.tables.as_ref() else {
+            return (0, 0);
+        };
+        let now = self.now_ms;
+        for region in &carry.regions {
+            if region.worker % self.workers != self.worker {
+                continue;
+            }
+            let shift = region.clock_offset_ms.saturating_sub(offset_ms);
+            for raw in region.pins() {
+                let Some(p) = crate::persist::read_pin(raw) else {
+                    continue;
+                };
+                let key = region.vip_name(p.vip);
+                let vip = (key != 0)
+                    .then(|| {
+                        tables
+                            .vips
+                            .iter()
+                            .find(|v| v.stat_key == key && v.persist_ms != 0)
+                    })
+                    .flatten();
+                let outcome = match vip {
+                    None => Err(Counter::PersistenceAdoptDroppedNoVip),
+                    Some(_) if bad_client(&p.client) => {
+                        Err(Counter::PersistenceAdoptDroppedBadValue)
+                    }
+                    Some(vip) => match vip.pinned_backend(p.backend_id, p.hint) {
+                        None => Err(Counter::PersistenceAdoptDroppedNoBackend),
+                        Some(bi) => {
+                            let deadline = shifted(p.deadline, shift);
+                            let timeout = vip.persist_ms;
+                            // Held: its flows go (or come back) now.
+                            let deadline = if p.refs > 0 {
+                                deadline.max(now + u64::from(timeout))
+                            } else {
+                                deadline
+                            }
+                            .min(now + u64::from(timeout));
+                            if deadline <= now {
+                                Err(Counter::PersistenceAdoptDroppedExpired)
+                            } else {
+                                let b = &vip.backends[bi as usize];
+                                let to = PinTarget {
+                                    backend_id: b.id,
+                                    backend_slot: b.stat_slot,
+                                    index: bi,
+                                };
+                                match self.persist.adopt(
+                                    vip.stat_slot,
+                                    &p.client,
+                                    to,
+                                    (deadline, timeout),
+                                    now,
+                                ) {
+                                    Ok(true) => Ok(true),
+                                    Ok(false) => Ok(false),
+                                    Err(()) => Err(Counter::PersistenceAdoptDroppedFull),
+                                }
+                            }
+                        }
+                    },
+                };
+                match outcome {
+                    Ok(true) => {
+                        kept += 1;
+                        counters.inc(Counter::PersistenceAdopted);
+                    }
+                    Ok(false) => {}
+                    Err(c) => {
+                        dropped += 1;
+                        counters.inc(c);
+                    }
+                }
+            }
+        }
+        (kept, dropped)
     }
 
     /// Adopts the previous flows if they are waiting and tables are here.
@@ -138,6 +266,14 @@ impl Lb {
         };
         let started = std::time::Instant::now();
         let now = self.now_ms;
+        self.neighbors.expire_carried(now);
+        counters.add(Counter::NeighAdoptDroppedTorn, self.neigh_dropped[0]);
+        counters.add(Counter::NeighAdoptDroppedBadValue, self.neigh_dropped[1]);
+        self.publish_neighbor_stats(counters);
+        let pins = match prev.carry.as_deref() {
+            Some(carry) => self.adopt_pins(carry, prev.clock_offset_ms, counters),
+            None => (0, 0),
+        };
         let (mut kept, mut dropped, mut older) = (0u64, [0u64; Dropped::ALL.len()], 0u64);
         let newest = prev.flows.newest_generation().unwrap_or(0);
         for region in &prev.flows.regions {
@@ -224,6 +360,9 @@ impl Lb {
             adopted = kept,
             dropped = %reasons.join(", "),
             older_copies = older,
+            pins_adopted = pins.0,
+            pins_dropped = pins.1,
+            neighbours_carried = self.neighbors.carried(),
             took_ms = started.elapsed().as_millis() as u64,
             "flows of the previous border-dp adopted"
         );
@@ -261,9 +400,18 @@ impl Lb {
         };
         (rec.vip_slot, rec.backend_slot) = (vip.stat_slot, b.stat_slot);
         rec.backend_port = b.out_port as u8;
-        // This process has no pins yet: nothing for the flow to give back.
+        // The flow holds its client's adopted pin again if the pin still
+        // sends the client to this backend; else it holds none.
+        let held_pin = rec.bits & FLOW_PERSIST != 0 && vip.persist_ms != 0;
+        let pin = held_pin
+            .then(|| self.persist.find(vip.stat_slot, &orig.src, now))
+            .flatten()
+            .filter(|p| p.backend_id == b.id);
         // Its tunnel's constants are worked out again for this process's ports.
         rec.bits &= !(FLOW_COUNTED | FLOW_PERSIST | FLOW_TUNNEL);
+        if pin.is_some() {
+            rec.bits |= FLOW_PERSIST;
+        }
         (rec.fwd, rec.rev) = flow_deltas(rec.mode, &orig, &reply);
         let (hop, next_hop) = (b.hop, b.next_hop);
         rec.hop = match hop {
@@ -283,6 +431,9 @@ impl Lb {
                 self.conn_counter = self.conn_counter.max(counter);
                 self.vip_stats.add(vs, FlowStat::ActiveConnections, 1);
                 self.backend_stats.add(bs, FlowStat::ActiveConnections, 1);
+                if let Some(p) = pin {
+                    self.persist.hold(p.at);
+                }
                 if open && vip.admit.active {
                     let held = vip.admit.recount(bi as u32, &self.admission.counts);
                     self.conntrack.get_mut(id).value.bits |= held;
@@ -296,6 +447,24 @@ impl Lb {
                 Err(d)
             }
         }
+    }
+}
+
+/// A time of the previous process's clock in this one's.
+fn shifted(t: u64, shift: i64) -> u64 {
+    if shift >= 0 {
+        t.saturating_add(shift as u64)
+    } else {
+        t.saturating_sub(shift.unsigned_abs())
+    }
+}
+
+/// A client address no client has: unspecified or multicast.
+fn bad_client(c: &[u8; 16]) -> bool {
+    let a = std::net::Ipv6Addr::from(*c);
+    match a.to_ipv4_mapped() {
+        Some(v4) => v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast(),
+        None => a.is_unspecified() || a.is_multicast(),
     }
 }
 

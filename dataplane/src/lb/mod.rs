@@ -157,6 +157,9 @@ pub struct Lb {
     persist: Persist,
     /// The previous process's flows, until adopted (`adopt.rs`).
     previous: Option<Previous>,
+    /// Carried neighbour records dropped (torn, bad value) that this
+    /// worker counts at its first tick with tables.
+    neigh_dropped: [u64; 2],
     /// ICMP too-big answers this worker still sends this second.
     too_big_limit: crate::slowpath::EchoLimiter,
     /// The record and reply key of the last new flow forwarded without
@@ -205,6 +208,7 @@ impl Lb {
             syn_proxy: synproxy::SynProxyWorker::new(),
             persist: Persist::new(crate::persist::entries_for(conntrack_capacity)),
             previous: None,
+            neigh_dropped: [0; 2],
             too_big_limit: crate::slowpath::EchoLimiter::new(1000),
             stateless: Default::default(),
             #[cfg(test)]
@@ -249,6 +253,9 @@ impl Lb {
             let seed = admit::source_seed(&key, self.worker, v.id);
             v.build_admit(&mut self.admission, seed, self.now_ms);
             v.build_in_ring();
+        }
+        for v in &t.vips {
+            self.persist.name_vip(v.stat_slot, v.stat_key);
         }
         self.pin_next_hops(&mut t);
         t.finish_dnat(old.as_mut().filter(|_| in_place), &built);
@@ -300,6 +307,15 @@ impl Lb {
     pub fn use_slab(&mut self, slots: crate::conntrack::Slab<crate::conntrack::Entry<FlowRec>>) {
         let timeouts = self.conntrack.timeouts();
         self.conntrack = Conntrack::on_slab(slots, timeouts, ahash::RandomState::new());
+    }
+
+    /// Keeps what the next process adopts besides the flows in `parts` (a
+    /// carry region's, `crate::carry_region`): a record of each neighbour
+    /// binding, and the persistence pins with their VIPs' keys. Before
+    /// any traffic.
+    pub fn use_carry(&mut self, parts: crate::carry_region::CarryParts) {
+        self.neighbors.use_mirror(parts.neigh);
+        self.persist.use_region(parts.pins, parts.names);
     }
 
     /// Keeps the connection meters in `meters` (a flows region's, so
@@ -468,6 +484,8 @@ impl Lb {
         counters.set(Counter::NeighEvicted, neigh.evicted);
         counters.set(Counter::NeighFailed, neigh.failed);
         counters.set(Counter::NeighMacChanged, neigh.changed);
+        counters.set(Counter::NeighAdopted, neigh.adopted);
+        counters.set(Counter::NeighAdoptDroppedExpired, neigh.carried_expired);
     }
 
     /// Writes the last scan's figures per local address (once a second).

@@ -5,6 +5,10 @@
 //! adopted, the previous regions removed (`crate::flows_region`). Until
 //! then a crash leaves them for the next start, which adopts from them
 //! too: a crash during adoption loses no flow.
+//!
+//! The carry regions (`crate::carry_region`: neighbour bindings and
+//! persistence pins) go the same way, beside the flows regions: mapped,
+//! renamed, a new one per worker, removed once every worker adopted.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +17,7 @@ use conf::os::files::Access;
 use conf::Config;
 use tracing::{info, warn};
 
+use crate::carry_region::{carry_path, CarryClock, CarryParts, CarryRegion, PreviousCarry};
 use crate::conntrack::adopt::{layout_words, slot_bytes};
 use crate::conntrack::{Entry, Slab};
 use crate::flows_region::{flows_path, ClockWord, FlowsRegion, PreviousFlows, Spec};
@@ -34,6 +39,12 @@ pub(super) struct FlowsStart {
     halt_after: Option<u64>,
     /// Kept current by the main loop.
     pub(super) clocks: Arc<Vec<ClockWord>>,
+    /// Worker `w`'s new carry region, taken by the worker.
+    carry: Arc<Mutex<Vec<Option<CarryRegion>>>>,
+    /// The previous carry regions, until every worker has adopted.
+    carry_previous: Arc<Mutex<Option<Arc<PreviousCarry>>>>,
+    /// Kept current by the main loop.
+    carry_clocks: Arc<Vec<CarryClock>>,
 }
 
 /// What a worker takes at start ([`FlowsStart::take`]).
@@ -41,6 +52,7 @@ pub(super) struct WorkerFlows {
     pub(super) slab: Option<Slab<Entry<FlowRec>>>,
     pub(super) meters: Option<Slab<FlowMeter>>,
     pub(super) previous: Option<Previous>,
+    pub(super) carry: Option<CarryParts>,
 }
 
 /// Wall clock minus the workers' clock (TSC ms), now.
@@ -120,13 +132,42 @@ impl FlowsStart {
                 }
             }
         }
+        let (carry_prev, carry_refused) =
+            PreviousCarry::take_over(&conf::os::region_dir(), &cfg.instance, access);
+        for (path, why) in carry_refused {
+            warn!(region = %path.display(), "neighbours and pins of the previous border-dp not adopted: {why}");
+        }
+        let carry_generation = generation.max(carry_prev.newest_generation().map_or(1, |g| g + 1));
+        let pins = crate::persist::Persist::new(crate::persist::entries_for(capacity)).capacity();
+        let mut carry = Vec::with_capacity(workers);
+        let mut carry_clocks = Vec::new();
+        for w in 0..workers {
+            let path = carry_path(&cfg.instance, w);
+            match CarryRegion::create(&path, (w, workers), pins, carry_generation, access) {
+                Ok(r) => {
+                    let clock = r.clock();
+                    clock.set(offset);
+                    carry_clocks.push(clock);
+                    carry.push(Some(r));
+                }
+                Err(e) => {
+                    warn!(region = %path.display(), "carry region not created, worker {w}'s neighbours and pins will not outlive this process: {e}");
+                    carry.push(None);
+                }
+            }
+        }
         let halt_after = cfg!(debug_assertions)
             .then(|| std::env::var(HALT_ENV).ok()?.parse::<u64>().ok())
             .flatten();
-        let none = previous.is_empty();
+        let none = previous.is_empty() && carry_prev.is_empty();
         FlowsStart {
             regions: Arc::new(Mutex::new(regions)),
             previous: Arc::new(Mutex::new((!none).then(|| Arc::new(previous)))),
+            carry: Arc::new(Mutex::new(carry)),
+            carry_previous: Arc::new(Mutex::new(
+                (!carry_prev.is_empty()).then(|| Arc::new(carry_prev)),
+            )),
+            carry_clocks: Arc::new(carry_clocks),
             adopted: Arc::new(AtomicUsize::new(0)),
             workers,
             sealed: Arc::new(AtomicBool::new(none)),
@@ -146,11 +187,23 @@ impl FlowsStart {
             let p = self.previous.lock().unwrap_or_else(|e| e.into_inner());
             p.clone()
         };
+        let carry_previous = {
+            let p = self
+                .carry_previous
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            p.clone()
+        };
+        let carry = {
+            let mut regions = self.carry.lock().unwrap_or_else(|e| e.into_inner());
+            regions.get_mut(w).and_then(Option::take)
+        };
         let previous = previous.map(|flows| Previous {
             flows,
             clock_offset_ms: clock_offset_ms(per_ms),
             done: Some(self.adopted.clone()),
             halt_after: self.halt_after.map(|n| (n, kill_self as fn())),
+            carry: carry_previous,
         });
         let (slab, meters) = match region.map(FlowsRegion::into_parts::<Entry<FlowRec>, FlowMeter>)
         {
@@ -161,6 +214,7 @@ impl FlowsStart {
             slab,
             meters,
             previous,
+            carry: carry.and_then(CarryRegion::into_parts),
         }
     }
 
@@ -169,6 +223,7 @@ impl FlowsStart {
     pub(super) fn tick(&self, per_ms: u64) {
         let offset = clock_offset_ms(per_ms);
         self.clocks.iter().for_each(|c| c.set(offset));
+        self.carry_clocks.iter().for_each(|c| c.set(offset));
         if !self.sealed.load(Ordering::Relaxed)
             && self.adopted.load(Ordering::Acquire) >= self.workers
         {
@@ -182,6 +237,20 @@ impl FlowsStart {
                 info!(
                     removed,
                     "every worker adopted the previous flows: their regions removed"
+                );
+            }
+            let carried = {
+                let mut p = self
+                    .carry_previous
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                p.take()
+            };
+            if let Some(p) = carried {
+                let removed = p.remove_files();
+                info!(
+                    removed,
+                    "every worker adopted the previous neighbours and pins: their carry regions removed"
                 );
             }
         }

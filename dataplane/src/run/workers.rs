@@ -200,7 +200,11 @@ impl WorkerSetup {
             slab,
             meters,
             previous,
+            carry,
         } = crew.flows.take(w, crew.per_ms);
+        if let Some(carry) = carry {
+            lb.use_carry(carry);
+        }
         if let Some(slab) = slab {
             lb.use_slab(slab);
         }

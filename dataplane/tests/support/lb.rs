@@ -254,6 +254,12 @@ pub struct Setup {
     pub adopt_done: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
     /// Each worker stops adopting after this many entries (a crash).
     pub halt_after: Option<u64>,
+    /// Keep worker `w`'s neighbour records and pins in the carry region
+    /// `<prefix>-<w>`, and adopt these previous ones (with `flows`).
+    pub carry: Option<(
+        std::path::PathBuf,
+        Option<std::sync::Arc<dataplane::carry_region::PreviousCarry>>,
+    )>,
 }
 
 /// Statistics (VIP, backend) of worker `w` shared by every appliance built
@@ -288,6 +294,7 @@ impl Default for Setup {
             flows_layout: None,
             adopt_done: None,
             halt_after: None,
+            carry: None,
         }
     }
 }
@@ -402,8 +409,25 @@ impl Setup {
                         let mut prev = dataplane::lb::Previous::new(p.clone(), 0);
                         prev.done = self.adopt_done.clone();
                         prev.halt_after = self.halt_after.map(|n| (n, (|| {}) as fn()));
+                        prev.carry = self.carry.as_ref().and_then(|(_, c)| c.clone());
                         lb.adopt_from(prev);
                     }
+                }
+                if let Some((prefix, _)) = &self.carry {
+                    let path = std::path::PathBuf::from(format!("{}-{w}", prefix.display()));
+                    let pins = dataplane::persist::Persist::new(dataplane::persist::entries_for(
+                        self.conntrack,
+                    ))
+                    .capacity();
+                    let region = dataplane::carry_region::CarryRegion::create(
+                        &path,
+                        (w, self.workers),
+                        pins,
+                        self.flows_generation,
+                        conf::os::files::Access::PRIVATE,
+                    )
+                    .expect("carry region");
+                    lb.use_carry(region.into_parts().expect("carry parts"));
                 }
                 if let Some((region, log_empty)) = self.records {
                     lb.enable_records(region.writer(w).expect("a ring per worker"), log_empty);
