@@ -590,10 +590,7 @@ impl<V: Copy> Conntrack<V> {
             hints.as_ptr().cast(),
             capacity * core::mem::size_of::<i32>(),
         );
-        advise_huge_pages(
-            index.buckets.as_ptr().cast(),
-            index.bytes(),
-        );
+        advise_huge_pages(index.buckets.as_ptr().cast(), index.bytes());
         Conntrack {
             slots,
             hints,
@@ -1375,7 +1372,7 @@ impl Index {
 
     #[inline(always)]
     fn home(&self, hash: u32) -> usize {
-        (u64::from(hash) * self.buckets.len() as u64 >> 32) as usize
+        ((u64::from(hash) * self.buckets.len() as u64) >> 32) as usize
     }
 
     #[inline(always)]

@@ -1380,7 +1380,11 @@ fn index_full_buckets_overflow_and_deletes_undo_it() {
     assert_eq!(ix.buckets[home + 1].overflow, 10);
     assert_eq!(ix.buckets[home + 2].overflow, 0);
     assert_eq!(
-        ix.buckets[home + 2].words.iter().filter(|&&w| w != 0).count(),
+        ix.buckets[home + 2]
+            .words
+            .iter()
+            .filter(|&&w| w != 0)
+            .count(),
         10
     );
     for r in 0..40 {
@@ -1431,7 +1435,10 @@ fn index_overflow_wraps_past_the_last_bucket() {
         index_remove(&mut ix, h, r);
     }
     ix.check(|_| h);
-    assert_eq!(ix.buckets[last].overflow, 5, "the wrapped keys stay counted");
+    assert_eq!(
+        ix.buckets[last].overflow, 5,
+        "the wrapped keys stay counted"
+    );
     for r in 15..20 {
         assert_eq!(index_find(&ix, h, r).map(|(_, x)| x), Some(r));
         index_remove(&mut ix, h, r);
