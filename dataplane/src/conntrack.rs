@@ -708,7 +708,7 @@ impl<V: Copy> Conntrack<V> {
     }
 
     /// Starts loading the entry a lookup of `hash` will most likely compare
-    /// (the first one of that hash along the probe): the cache lines a
+    /// (the first in its home bucket whose tag matches): the cache lines a
     /// packet reads (keys, state, deadline and the hot part of the value;
     /// the TCP tracking).
     /// Reads the index (best done after [`Conntrack::prefetch_bucket`] had
