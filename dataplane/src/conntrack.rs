@@ -11,16 +11,19 @@
 //!   construction and filled by `push` up to that capacity (so it never
 //!   reallocates); freed slots are recycled through an intrusive free list.
 //!   The memory is reserved up front and faulted in by the kernel on first use.
-//! - An index mapping each of an entry's two keys to `slot << 1 | dir`: an
-//!   open-addressing table with linear probing and backward-shift deletion,
-//!   keys hashed with ahash (random keys, in-process only). A bucket is one
-//!   `u64`: 32 bits of the key's hash (which also give its home bucket) and
-//!   the reference. There are `next_power_of_two(4 x capacity)` buckets for
-//!   at most `2 x capacity` keys, so the load never exceeds 50 % (expected
-//!   probes: 1.5 for a hit, 2.5 for a miss) and there is always an empty
-//!   bucket to end a probe. Deletion shifts the rest of the cluster back
-//!   instead of leaving tombstones, so the table never degrades and never
-//!   needs a rehash.
+//! - An index mapping each of an entry's two keys to `slot << 1 | dir`:
+//!   buckets of one cache line, each with 15 slots for a key's word (its
+//!   reference and, in the bits the reference leaves, a tag of the key's
+//!   hash) and a count of the keys that overflowed it into the next bucket;
+//!   keys hashed under secret keys (folded multiplies, in-process only).
+//!   There are `ceil(2 x capacity / 8)` buckets, so a full table fills
+//!   them to 8 keys of 15 on average and about 0.4 % of them overflow. A
+//!   lookup reads its home bucket (one line), compares the tags of all its
+//!   slots at once and reads only the entries whose tag matches: the entry
+//!   it looks for and, rarely, one more. It reads the next bucket only if
+//!   the home bucket overflowed. A delete empties its slot and takes the key
+//!   off the overflow counts it added, so the table never degrades (no
+//!   tombstones) and never needs a rehash. See [`Index`].
 //!
 //!   Why not `hashbrown`: its deletions leave tombstones under churn, and once
 //!   they use up the spare room it rehashes the whole table in place inside
@@ -35,10 +38,10 @@
 //! rounded up to whole 64-byte cache lines: 192 bytes with a 40- to 64-byte
 //! `V`), a 4-byte expiry hint per entry, an 8-byte record in the ring of
 //! half-open entries (up to 16 when `capacity` is not a power of two; see
-//! [`half_open`]), plus the index: 8 bytes per bucket, 32 bytes per entry
-//! when `capacity` is a power of two (up to 64 otherwise).
+//! [`half_open`]), plus the index: 64 bytes per 4 entries, 16 bytes per
+//! entry (rounded up to whole buckets).
 //! [`Conntrack::memory_bytes`] gives the exact figure; 1 Mi entries of a
-//! 40-byte `V` take 236 MiB.
+//! 40-byte `V` take 220 MiB.
 //!
 //! # Expiry
 //!
@@ -577,7 +580,7 @@ impl<V: Copy> Conntrack<V> {
             "conntrack capacity {capacity} out of range 1..={MAX_CAPACITY}"
         );
         assert!(slots.is_empty(), "a new table starts on an empty slab");
-        let index = Index::new(4 * capacity);
+        let index = Index::new(capacity);
         let hints: Vec<i32> = Vec::with_capacity(capacity);
         advise_huge_pages(
             slots.as_ptr().cast(),
@@ -587,10 +590,7 @@ impl<V: Copy> Conntrack<V> {
             hints.as_ptr().cast(),
             capacity * core::mem::size_of::<i32>(),
         );
-        advise_huge_pages(
-            index.buckets.as_ptr().cast(),
-            index.buckets.len() * core::mem::size_of::<u64>(),
-        );
+        advise_huge_pages(index.buckets.as_ptr().cast(), index.bytes());
         Conntrack {
             slots,
             hints,
@@ -651,7 +651,7 @@ impl<V: Copy> Conntrack<V> {
     pub fn memory_bytes(&self) -> usize {
         self.slots.capacity() * core::mem::size_of::<Entry<V>>()
             + self.hints.capacity() * core::mem::size_of::<i32>()
-            + self.index.buckets.len() * core::mem::size_of::<u64>()
+            + self.index.bytes()
             + self.half_open.bytes()
     }
 
@@ -669,10 +669,15 @@ impl<V: Copy> Conntrack<V> {
     }
 
     /// The index reference (`slot << 1 | dir`) holding `key`, expired or not.
+    #[inline(always)]
     fn find(&self, hash: u32, key: &FlowKey) -> Option<u32> {
         let slots = &self.slots;
         self.index
-            .find(hash, |r| slots[slot_of(r)].keys[r as usize & 1] == *key)
+            .find(hash, |r| {
+                slots
+                    .get(slot_of(r))
+                    .is_some_and(|e| e.keys[r as usize & 1] == *key)
+            })
             .map(|(_, r)| r)
     }
 
@@ -703,7 +708,7 @@ impl<V: Copy> Conntrack<V> {
     }
 
     /// Starts loading the entry a lookup of `hash` will most likely compare
-    /// (the first one of that hash along the probe): the cache lines a
+    /// (the first in its home bucket whose tag matches): the cache lines a
     /// packet reads (keys, state, deadline and the hot part of the value;
     /// the TCP tracking).
     /// Reads the index (best done after [`Conntrack::prefetch_bucket`] had
@@ -712,29 +717,23 @@ impl<V: Copy> Conntrack<V> {
     /// Returns the entry it found as a hint for [`Conntrack::lookup_hinted`].
     #[inline(always)]
     pub fn prefetch_entry(&self, hash: KeyHash) -> Hint {
-        let buckets = &self.index.buckets;
-        let mut i = self.index.home(hash.0);
-        // A short look: a hit is in its home bucket or the next one almost
-        // always (load <= 50 %); a miss gets no prefetch.
-        for _ in 0..2 {
-            let Some(&b) = buckets.get(i) else {
-                break;
-            };
-            if b == 0 {
-                break;
-            }
-            if (b >> 32) as u32 == hash.0 {
-                let slot = slot_of((b as u32).wrapping_sub(1));
-                let e = self.slots.as_ptr().wrapping_add(slot).cast::<u8>();
-                prefetch(e);
-                prefetch(e.wrapping_add(64));
-                // The TCP tracking every segment reads and writes.
-                prefetch(e.wrapping_add(core::mem::offset_of!(Entry<V>, tcp)));
-                return Hint(b as u32);
-            }
-            i = (i + 1) & self.index.mask;
+        let index = &self.index;
+        let Some(b) = index.buckets.get(index.home(hash.0)) else {
+            return Hint(0);
+        };
+        // The home bucket only: a hit is there but for the few keys that
+        // overflowed; a miss gets no prefetch.
+        let m = index.matches(b, index.tag(hash.0));
+        if m == 0 {
+            return Hint(0);
         }
-        Hint(0)
+        let r = (b.words[m.trailing_zeros() as usize] & index.ref_mask).wrapping_sub(1);
+        let e = self.slots.as_ptr().wrapping_add(slot_of(r)).cast::<u8>();
+        prefetch(e);
+        prefetch(e.wrapping_add(64));
+        // The TCP tracking every segment reads and writes.
+        prefetch(e.wrapping_add(core::mem::offset_of!(Entry<V>, tcp)));
+        Hint(r.wrapping_add(1))
     }
 
     /// Starts loading the slot the next [`Conntrack::insert`] fills (the
@@ -790,27 +789,12 @@ impl<V: Copy> Conntrack<V> {
     /// [`Conntrack::hash_of`] of this table and this key).
     #[inline(always)]
     pub fn lookup_hashed(&self, key: &FlowKey, hash: KeyHash, now: u64) -> Option<(EntryId, Dir)> {
-        let hash = hash.0;
-        let buckets = &self.index.buckets;
-        let mut i = self.index.home(hash);
-        // The probe of `Index::find`, with the key comparison inline.
-        loop {
-            let b = *buckets.get(i)?;
-            if b == 0 {
-                return None;
-            }
-            if (b >> 32) as u32 == hash {
-                let r = (b as u32).wrapping_sub(1);
-                let e = self.slots.get(slot_of(r))?;
-                if e.keys[r as usize & 1] == *key {
-                    if e.is_expired(now) {
-                        return None;
-                    }
-                    return Some((EntryId(r >> 1), dir_of(r)));
-                }
-            }
-            i = (i + 1) & self.index.mask;
+        let r = self.find(hash.0, key)?;
+        let e = self.slots.get(slot_of(r))?;
+        if e.is_expired(now) {
+            return None;
         }
+        Some((EntryId(r >> 1), dir_of(r)))
     }
 
     /// Tracks a new flow under both keys, in `state` with that state's
@@ -994,8 +978,8 @@ impl<V: Copy> Conntrack<V> {
             let r = index_ref(slot, dir);
             let found = self.index.find(h, |x| x == r);
             debug_assert!(found.is_some(), "conntrack index lost slot {slot} {dir:?}");
-            if let Some((bucket, _)) = found {
-                self.index.remove_at(bucket);
+            if let Some((at, _)) = found {
+                self.index.remove_at(h, at);
             }
         }
         let e = &mut self.slots[slot];
@@ -1309,74 +1293,204 @@ fn coarse(ms: u64) -> i32 {
 /// The hint of a free slot: after every time.
 const FREE: i32 = i32::MAX;
 
-/// The key index: linear probing over `u64` buckets, `0` = empty, else
-/// `hash << 32 | (reference + 1)`. The home bucket of a hash is `hash & mask`.
+/// Reference slots per index bucket: 15 words and the overflow count fill
+/// one 64-byte cache line.
+const WAYS: usize = 15;
+
+/// Keys per bucket when the table is full: the index has
+/// `ceil(2 x capacity / FILL)` buckets, so at most 8 of a bucket's 15
+/// slots are in use on average and few buckets overflow (a bucket's keys
+/// are about Poisson-distributed with mean <= 8: P(> 15) ~ 0.4 %).
+const FILL: usize = 8;
+
+const _: () = assert!(core::mem::size_of::<Bucket>() == 64 && WAYS == 15);
+
+/// One cache line of the index: up to [`WAYS`] keys' words, each
+/// `tag | (reference + 1)` (0: empty; see [`Index`]), and how many keys
+/// were stored past it.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Bucket {
+    words: [u32; WAYS],
+    /// Keys whose probe passed this bucket, full when they were inserted,
+    /// and which are stored in a later bucket: while it is 0, a lookup
+    /// that does not find its key here stops here.
+    overflow: u32,
+}
+
+/// The bits of an index word that `reference + 1` takes in a table of
+/// `capacity` entries: up to `2 x capacity`.
+const fn ref_bits(capacity: usize) -> u32 {
+    let bits = u64::BITS - (2 * capacity as u64).leading_zeros();
+    if bits < u32::BITS {
+        bits
+    } else {
+        u32::BITS
+    }
+}
+
+/// Where a key's word is in the index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct At {
+    bucket: usize,
+    way: usize,
+}
+
+/// The key index: buckets of one cache line ([`Bucket`]), a key's home
+/// bucket picked by the high bits of its hash (`hash * n >> 32`, so `n`
+/// need not be a power of two); a full bucket sends further keys to the
+/// next one (wrapping), counting them in its `overflow`, which a delete
+/// decrements again: no tombstones, nothing to rebuild.
+///
+/// A word holds the reference (`slot << 1 | dir`) plus one in its low
+/// `ref_bits`, enough for `2 x capacity`, and in the bits above it a tag:
+/// as many low bits of the key's hash as fit (11 at a million entries, 14
+/// at 100k). A lookup compares its tag with all of a bucket's words at
+/// once and reads only the entries whose tag matches: almost always the
+/// one it looks for, so a probe reads one line of the index and one entry.
 struct Index {
-    buckets: Box<[u64]>,
-    mask: usize,
+    buckets: Box<[Bucket]>,
+    /// The bits of a word that hold `reference + 1`; the tag is above.
+    ref_mask: u32,
+    ref_bits: u32,
 }
 
 impl Index {
-    /// At least `min_buckets` buckets (a power of two, at least 4).
-    fn new(min_buckets: usize) -> Index {
-        let n = min_buckets.max(4).next_power_of_two();
+    /// An index for the keys of `capacity` entries (two each).
+    fn new(capacity: usize) -> Index {
+        let n = (2 * capacity).div_ceil(FILL).max(1);
+        Index::with_buckets(n, ref_bits(capacity))
+    }
+
+    fn with_buckets(n: usize, ref_bits: u32) -> Index {
         Index {
-            buckets: vec![0; n].into_boxed_slice(),
-            mask: n - 1,
+            buckets: vec![Bucket::default(); n].into_boxed_slice(),
+            ref_mask: ((1u64 << ref_bits) - 1) as u32,
+            ref_bits,
         }
     }
 
-    const fn home(&self, hash: u32) -> usize {
-        hash as usize & self.mask
+    #[inline(always)]
+    fn home(&self, hash: u32) -> usize {
+        ((u64::from(hash) * self.buckets.len() as u64) >> 32) as usize
     }
 
-    /// The first bucket, along the probe sequence of `hash`, holding a
-    /// reference of that hash for which `eq` holds.
-    fn find(&self, hash: u32, mut eq: impl FnMut(u32) -> bool) -> Option<(usize, u32)> {
-        let mut i = self.home(hash);
-        loop {
-            let b = self.buckets[i];
-            if b == 0 {
-                return None;
+    #[inline(always)]
+    fn next(&self, b: usize) -> usize {
+        if b + 1 == self.buckets.len() {
+            0
+        } else {
+            b + 1
+        }
+    }
+
+    /// The tag bits of a word for `hash`: its low bits, above the reference.
+    #[inline(always)]
+    fn tag(&self, hash: u32) -> u32 {
+        (u64::from(hash) << self.ref_bits) as u32
+    }
+
+    /// The ways of bucket `b` whose word carries `tag`, as a bit mask.
+    #[inline(always)]
+    fn matches(&self, b: &Bucket, tag: u32) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::arch::x86_64::*;
+            // SAFETY: SSE2 is part of the x86_64 baseline. A `Bucket` is
+            // 64 bytes aligned to 64, so the four aligned 16-byte loads
+            // read exactly its words and its overflow count, inside `*b`.
+            unsafe {
+                let p = (b as *const Bucket).cast::<__m128i>();
+                let not_ref = _mm_set1_epi32(!self.ref_mask as i32);
+                let tag = _mm_set1_epi32(tag as i32);
+                let zero = _mm_setzero_si128();
+                let hit = |k: usize| {
+                    let w = _mm_load_si128(p.add(k));
+                    let same = _mm_cmpeq_epi32(_mm_and_si128(w, not_ref), tag);
+                    _mm_andnot_si128(_mm_cmpeq_epi32(w, zero), same)
+                };
+                let lo = _mm_packs_epi32(hit(0), hit(1));
+                let hi = _mm_packs_epi32(hit(2), hit(3));
+                let bits = _mm_movemask_epi8(_mm_packs_epi16(lo, hi)) as u32;
+                // The 16th word is the overflow count.
+                bits & ((1 << WAYS) - 1)
             }
-            // Ends: the load stays at or below 50 %, so an empty bucket exists.
-            if (b >> 32) as u32 == hash {
-                let r = (b as u32).wrapping_sub(1);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let mut m = 0u32;
+            for (i, &w) in b.words.iter().enumerate() {
+                m |= u32::from((w & !self.ref_mask) == tag && w != 0) << i;
+            }
+            m
+        }
+    }
+
+    /// The first key word, along the probe of `hash`, with `hash`'s tag
+    /// and a reference for which `eq` holds.
+    #[inline(always)]
+    fn find(&self, hash: u32, mut eq: impl FnMut(u32) -> bool) -> Option<(At, u32)> {
+        let tag = self.tag(hash);
+        let mut i = self.home(hash);
+        // Ends at a bucket whose overflow is 0, which comes before the
+        // probe wraps (at most `2 x capacity` keys, fewer than the slots).
+        for _ in 0..self.buckets.len() {
+            let b = self.buckets.get(i)?;
+            let mut m = self.matches(b, tag);
+            while m != 0 {
+                let way = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let r = (b.words[way] & self.ref_mask).wrapping_sub(1);
                 if eq(r) {
-                    return Some((i, r));
+                    return Some((At { bucket: i, way }, r));
                 }
             }
-            i = (i + 1) & self.mask;
+            if b.overflow == 0 {
+                return None;
+            }
+            i = self.next(i);
         }
+        None
     }
 
     /// Adds a reference whose key is known to be absent.
     fn insert(&mut self, hash: u32, r: u32) {
+        let word = self.tag(hash) | ((r + 1) & self.ref_mask);
         let mut i = self.home(hash);
-        while self.buckets[i] != 0 {
-            i = (i + 1) & self.mask;
+        for _ in 0..self.buckets.len() {
+            let Some(b) = self.buckets.get_mut(i) else {
+                break;
+            };
+            if let Some(w) = b.words.iter_mut().find(|w| **w == 0) {
+                *w = word;
+                return;
+            }
+            b.overflow += 1;
+            i = self.next(i);
         }
-        self.buckets[i] = u64::from(hash) << 32 | u64::from(r + 1);
+        // Unreachable: the slots outnumber the keys (`FILL < WAYS`).
+        debug_assert!(false, "conntrack index full");
     }
 
-    /// Empties bucket `hole`, then moves later members of its cluster back
-    /// so every entry stays reachable from its home bucket (no tombstones).
-    fn remove_at(&mut self, mut hole: usize) {
-        let mut j = hole;
-        loop {
-            j = (j + 1) & self.mask;
-            let b = self.buckets[j];
-            if b == 0 {
-                break;
-            }
-            let home = self.home((b >> 32) as u32);
-            // `b` may fill the hole unless its home lies cyclically in (hole, j].
-            if j.wrapping_sub(home) & self.mask >= j.wrapping_sub(hole) & self.mask {
-                self.buckets[hole] = b;
-                hole = j;
-            }
+    /// Empties the word at `at`, of a key of `hash`, and takes the key off
+    /// the overflow counts of the buckets its probe passed.
+    fn remove_at(&mut self, hash: u32, at: At) {
+        if let Some(b) = self.buckets.get_mut(at.bucket) {
+            b.words[at.way] = 0;
         }
-        self.buckets[hole] = 0;
+        let mut i = self.home(hash);
+        while i != at.bucket {
+            if let Some(b) = self.buckets.get_mut(i) {
+                debug_assert!(b.overflow > 0, "overflow count of bucket {i} below 0");
+                b.overflow = b.overflow.saturating_sub(1);
+            }
+            i = self.next(i);
+        }
+    }
+
+    /// Bytes of the buckets.
+    fn bytes(&self) -> usize {
+        core::mem::size_of_val(&*self.buckets)
     }
 }
 

@@ -57,10 +57,50 @@ fn exact_seg<V: Copy>(ct: &Conntrack<V>, id: EntryId, dir: Dir, flags: u8) -> Tc
     seg
 }
 
+impl Index {
+    /// Structural invariants, given the hash of each reference's key;
+    /// panics with a description on violation: every word's tag is its
+    /// key's, each bucket's overflow counts the keys stored past it (from
+    /// a home before it), and every key is found by its probe.
+    pub(super) fn check(&self, mut hash_of: impl FnMut(u32) -> u32) {
+        let n = self.buckets.len();
+        let mut overflow = vec![0u32; n];
+        for (j, b) in self.buckets.iter().enumerate() {
+            for (way, &w) in b.words.iter().enumerate().filter(|(_, &w)| w != 0) {
+                let r = (w & self.ref_mask) - 1;
+                let h = hash_of(r);
+                assert_eq!(w & !self.ref_mask, self.tag(h), "tag of {r} in bucket {j}");
+                let mut i = self.home(h);
+                // (A bucket passed may have room again since: deletes
+                // do not move keys back.)
+                while i != j {
+                    overflow[i] += 1;
+                    i = self.next(i);
+                }
+                let at = At { bucket: j, way };
+                assert_eq!(self.find(h, |x| x == r), Some((at, r)), "{r} found");
+            }
+        }
+        for (j, b) in self.buckets.iter().enumerate() {
+            assert_eq!(b.overflow, overflow[j], "overflow count of bucket {j}");
+        }
+    }
+}
+
 impl<V: Copy> Conntrack<V> {
     /// Structural invariants; panics with a description on violation.
     pub(super) fn check(&self) {
-        let used = self.index.buckets.iter().filter(|&&b| b != 0).count();
+        self.index.check(|r| {
+            let e = &self.slots[slot_of(r)];
+            assert!(e.is_live(), "index names free slot {}", slot_of(r));
+            self.hash(e.key(dir_of(r)))
+        });
+        let used: usize = self
+            .index
+            .buckets
+            .iter()
+            .map(|b| b.words.iter().filter(|&&w| w != 0).count())
+            .sum();
         assert_eq!(used, 2 * self.len, "two index keys per entry");
         let half_open = self
             .slots
@@ -69,8 +109,8 @@ impl<V: Copy> Conntrack<V> {
             .count();
         assert_eq!(half_open, self.half_open_now, "the half-open count");
         assert!(
-            self.index.buckets.len() >= 4 * self.capacity,
-            "load stays <= 50 %"
+            self.index.buckets.len() * FILL >= 2 * self.capacity,
+            "at most {FILL} keys per bucket"
         );
         assert!(self.slots.len() <= self.capacity);
         assert_eq!(
@@ -78,24 +118,6 @@ impl<V: Copy> Conntrack<V> {
             self.capacity,
             "slab never reallocates"
         );
-        // Linear probing: every bucket between a key's home and its bucket is occupied.
-        let mask = self.index.mask;
-        for (j, &b) in self
-            .index
-            .buckets
-            .iter()
-            .enumerate()
-            .filter(|(_, &b)| b != 0)
-        {
-            let mut i = self.index.home((b >> 32) as u32);
-            while i != j {
-                assert_ne!(
-                    self.index.buckets[i], 0,
-                    "hole between home {i} and bucket {j}"
-                );
-                i = (i + 1) & mask;
-            }
-        }
         let live = self.slots.iter().filter(|e| e.is_live()).count();
         assert_eq!(live, self.len);
         let mut on_free_list = vec![false; self.slots.len()];
@@ -777,7 +799,7 @@ fn million_entries_construct_fast() {
     assert_eq!(core::mem::size_of::<Entry<[u8; 40]>>(), 192);
     assert_eq!(core::mem::align_of::<Entry<[u8; 40]>>(), 64);
     let per_entry = ct.memory_bytes() / ct.capacity();
-    assert_eq!(per_entry, 192 + 4 + 8 + 32, "{} bytes", ct.memory_bytes());
+    assert_eq!(per_entry, 192 + 4 + 8 + 16, "{} bytes", ct.memory_bytes());
 }
 
 #[test]
@@ -1323,4 +1345,252 @@ fn insert_keys_reclaims_and_refuses_as_insert() {
     );
     assert_eq!(e.tcp(), &TcpTrack::NEW);
     ct.check();
+}
+
+// ---------------------------------------------------------------------------
+// The index on its own, with chosen hashes: tags that collide, buckets
+// that fill and overflow (also past the last bucket), deletes.
+
+/// The position and reference `find` gives for `r` under `h`.
+fn index_find(ix: &Index, h: u32, r: u32) -> Option<(At, u32)> {
+    ix.find(h, |x| x == r)
+}
+
+fn index_remove(ix: &mut Index, h: u32, r: u32) {
+    let (at, _) = index_find(ix, h, r).expect("present");
+    ix.remove_at(h, at);
+}
+
+/// Forty keys of one hash (one home, one tag: every compare a tag
+/// collision) fill their home bucket and the next, and overflow into a
+/// third; each is found, a missing key of the hash is compared with all
+/// forty and then missed; deleting them brings every count back to 0,
+/// and the freed room of the home bucket is used again first.
+#[test]
+fn index_full_buckets_overflow_and_deletes_undo_it() {
+    let mut ix = Index::new(64);
+    assert_eq!(ix.buckets.len(), 16);
+    let h = 0x8000_0000;
+    let home = ix.home(h);
+    for r in 0..40 {
+        ix.insert(h, r);
+    }
+    ix.check(|_| h);
+    assert_eq!(ix.buckets[home].overflow, 25);
+    assert_eq!(ix.buckets[home + 1].overflow, 10);
+    assert_eq!(ix.buckets[home + 2].overflow, 0);
+    assert_eq!(
+        ix.buckets[home + 2]
+            .words
+            .iter()
+            .filter(|&&w| w != 0)
+            .count(),
+        10
+    );
+    for r in 0..40 {
+        assert_eq!(index_find(&ix, h, r).map(|(_, x)| x), Some(r));
+    }
+    let mut compared = 0;
+    assert_eq!(
+        ix.find(h, |_| {
+            compared += 1;
+            false
+        }),
+        None
+    );
+    assert_eq!(compared, 40, "every key of the tag, in three buckets");
+    // Deleting a home-bucket key leaves the others' counts alone; its
+    // room takes the next key of the hash.
+    index_remove(&mut ix, h, 3);
+    ix.check(|_| h);
+    assert_eq!(ix.buckets[home].overflow, 25);
+    ix.insert(h, 40);
+    assert_eq!(index_find(&ix, h, 40).map(|(at, _)| at.bucket), Some(home));
+    ix.check(|_| h);
+    for r in (0..41).filter(|&r| r != 3) {
+        index_remove(&mut ix, h, r);
+        ix.check(|_| h);
+        assert_eq!(index_find(&ix, h, r), None);
+    }
+    assert!(ix
+        .buckets
+        .iter()
+        .all(|b| b.overflow == 0 && b.words.iter().all(|&w| w == 0)));
+}
+
+/// A full last bucket overflows into the first.
+#[test]
+fn index_overflow_wraps_past_the_last_bucket() {
+    let mut ix = Index::new(16);
+    let last = ix.buckets.len() - 1;
+    let h = u32::MAX;
+    assert_eq!(ix.home(h), last);
+    for r in 0..20 {
+        ix.insert(h, r);
+    }
+    ix.check(|_| h);
+    assert_eq!(ix.buckets[last].overflow, 5);
+    assert_eq!(index_find(&ix, h, 19).map(|(at, _)| at.bucket), Some(0));
+    for r in 0..15 {
+        index_remove(&mut ix, h, r);
+    }
+    ix.check(|_| h);
+    assert_eq!(
+        ix.buckets[last].overflow, 5,
+        "the wrapped keys stay counted"
+    );
+    for r in 15..20 {
+        assert_eq!(index_find(&ix, h, r).map(|(_, x)| x), Some(r));
+        index_remove(&mut ix, h, r);
+    }
+    assert_eq!(ix.buckets[last].overflow, 0);
+}
+
+/// Keys of one home bucket but different tags are never compared with
+/// each other's entries.
+#[test]
+fn index_tags_keep_other_keys_of_a_bucket_out() {
+    let mut ix = Index::new(64);
+    let (a, b) = (0x8000_0000, 0x8000_0001);
+    assert_eq!(ix.home(a), ix.home(b));
+    assert_ne!(ix.tag(a), ix.tag(b));
+    for r in 0..7 {
+        ix.insert(if r % 2 == 0 { a } else { b }, r);
+    }
+    let mut seen = Vec::new();
+    assert_eq!(
+        ix.find(a, |x| {
+            seen.push(x);
+            false
+        }),
+        None
+    );
+    assert_eq!(seen, vec![0, 2, 4, 6]);
+    assert_eq!(index_find(&ix, b, 5).map(|(_, x)| x), Some(5));
+    assert_eq!(index_find(&ix, b, 4), None, "a's key under b's tag");
+}
+
+/// Tags take the bits the references leave: 14 at 100k entries, 11 at
+/// a million, none at the largest capacity, where every word of a bucket
+/// is a candidate (slower, still right).
+#[test]
+fn index_tags_take_the_bits_references_leave() {
+    assert_eq!(ref_bits(1), 2);
+    assert_eq!(ref_bits(100_000), 18);
+    assert_eq!(ref_bits(1_000_000), 21);
+    assert_eq!(ref_bits(MAX_CAPACITY), 32);
+    let max_ref = index_ref(MAX_CAPACITY - 1, Dir::Reply);
+    assert_eq!(u64::from(max_ref) + 1, 2 * MAX_CAPACITY as u64);
+    let mut ix = Index::with_buckets(2, 32);
+    let (a, b) = (0x1234_5678, 0x1234_5679);
+    assert_eq!(ix.tag(a), ix.tag(b));
+    ix.insert(a, max_ref);
+    ix.insert(b, 7);
+    assert_eq!(index_find(&ix, a, max_ref).map(|(_, x)| x), Some(max_ref));
+    assert_eq!(index_find(&ix, b, 7).map(|(_, x)| x), Some(7));
+    let mut seen = Vec::new();
+    let _ = ix.find(a, |x| {
+        seen.push(x);
+        false
+    });
+    assert_eq!(seen, vec![max_ref, 7], "no tag: both are candidates");
+    ix.check(|r| if r == 7 { b } else { a });
+}
+
+#[derive(Clone, Debug)]
+enum IxOp {
+    Insert(u32),
+    Remove(usize),
+}
+
+fn ix_op() -> impl Strategy<Value = IxOp> {
+    // A few hashes (tag collisions, shared and neighbouring homes, the
+    // last bucket) and any.
+    let hash = prop_oneof![
+        Just(0u32),
+        Just(1u32),
+        Just(0x8000_0000u32),
+        Just(0x8000_0001u32),
+        Just(u32::MAX),
+        any::<u32>(),
+    ];
+    prop_oneof![
+        3 => hash.prop_map(IxOp::Insert),
+        2 => any::<usize>().prop_map(IxOp::Remove),
+    ]
+}
+
+proptest! {
+    /// The index against a map of reference -> hash, with inserts up to
+    /// its full load and deletes in any order.
+    #[test]
+    fn index_is_a_map(capacity in 1usize..40, ops in proptest::collection::vec(ix_op(), 1..300)) {
+        let mut ix = Index::new(capacity);
+        let mut model: Vec<(u32, u32)> = Vec::new();
+        let mut next = 0u32;
+        for op in ops {
+            match op {
+                IxOp::Insert(h) if model.len() < 2 * capacity => {
+                    let r = next % (2 * capacity as u32);
+                    if model.iter().any(|&(x, _)| x == r) {
+                        next += 1;
+                        continue;
+                    }
+                    ix.insert(h, r);
+                    model.push((r, h));
+                    next += 1;
+                }
+                IxOp::Insert(_) => {}
+                IxOp::Remove(i) if !model.is_empty() => {
+                    let (r, h) = model.swap_remove(i % model.len());
+                    index_remove(&mut ix, h, r);
+                    prop_assert_eq!(index_find(&ix, h, r), None);
+                }
+                IxOp::Remove(_) => {}
+            }
+            let hashes: HashMap<u32, u32> = model.iter().copied().collect();
+            ix.check(|r| hashes[&r]);
+            for &(r, h) in &model {
+                prop_assert_eq!(index_find(&ix, h, r).map(|(_, x)| x), Some(r));
+            }
+        }
+    }
+}
+
+/// The tag comparison over a whole bucket at once finds exactly the
+/// words a comparison word by word finds: their tag, not empty, never the
+/// overflow count.
+#[test]
+fn index_matches_word_by_word() {
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng as u32
+    };
+    for capacity in [1, 5, 100_000, 1_000_000, MAX_CAPACITY] {
+        let ix = Index::with_buckets(1, ref_bits(capacity));
+        for _ in 0..2000 {
+            let hash = next();
+            let tag = ix.tag(hash);
+            let mut b = Bucket::default();
+            for w in b.words.iter_mut() {
+                *w = match next() % 4 {
+                    0 => 0,
+                    1 => tag | (next() & ix.ref_mask),
+                    2 => tag,
+                    _ => next(),
+                };
+            }
+            b.overflow = tag | 1;
+            let want = b
+                .words
+                .iter()
+                .enumerate()
+                .filter(|(_, &w)| w != 0 && w & !ix.ref_mask == tag)
+                .fold(0u32, |m, (i, _)| m | 1 << i);
+            assert_eq!(ix.matches(&b, tag), want, "{capacity} {:x?}", b.words);
+        }
+    }
 }

@@ -29,8 +29,9 @@
 //! (`--memlat-mib`) of randomly linked cache lines, one chase (one random
 //! access at a time) and 4 to 32 interleaved (the time per access when
 //! that many misses overlap, as the worker's burst prefetching makes them).
-//! An established packet of a table larger than the caches reads three
-//! random lines (index bucket, then the entry's two), so that is its floor.
+//! An established packet of a table larger than the caches reads four
+//! random lines (its index bucket, then the entry's three: keys and hot
+//! record, the rest of the record, the TCP tracking), so that is its floor.
 //!
 //! Instruction counts, which a busy machine does not disturb:
 //! `valgrind --tool=callgrind --toggle-collect='dataplane::worker::Worker*::poll_once'
