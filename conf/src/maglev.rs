@@ -58,10 +58,62 @@ const K_OFFSET: [u8; 16] = *b"border-maglev-of";
 const K_SKIP: [u8; 16] = *b"border-maglev-sk";
 
 /// The slot a flow hash selects in a ring of size `m`:
-/// `(flow_hash % m) as usize`.
+/// `(flow_hash % m) as usize`. The definition; a packet path that picks
+/// often reduces with [`Modulus::slot`], which gives the same slot without
+/// a division.
 #[inline(always)]
 pub fn slot(flow_hash: u64, m: u32) -> usize {
     (flow_hash % u64::from(m)) as usize
+}
+
+/// A ring size with its reciprocal, for [`slot`] without a division: a
+/// 64-bit divide costs tens of cycles, the multiply-high, multiply and
+/// compare here a few.
+///
+/// Barrett reduction with `r = floor((2^64 - 1) / m)`: since
+/// `2^64 / m - 1 <= r <= 2^64 / m`, the estimate `q = floor(x·r / 2^64)`
+/// of `floor(x / m)` is short by at most one for every `x < 2^64`, so
+/// `x - q·m` lies in `[0, 2m)` and one conditional subtraction makes it
+/// exactly `x mod m`, for every `m >= 1` (prime or not).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Modulus {
+    m: u32,
+    reciprocal: u64,
+}
+
+impl Modulus {
+    /// For rings of `m` slots. `m = 0` (an empty ring, where nothing is
+    /// picked) gives a modulus whose [`Modulus::slot`] returns its input.
+    pub const fn new(m: u32) -> Self {
+        let reciprocal = if m == 0 { 0 } else { u64::MAX / m as u64 };
+        Modulus { m, reciprocal }
+    }
+
+    /// The ring size.
+    #[inline(always)]
+    pub const fn m(&self) -> u32 {
+        self.m
+    }
+
+    /// `x mod m` ([`slot`] of `x` for this ring size).
+    #[inline(always)]
+    pub fn reduce(&self, x: u64) -> u64 {
+        let m = u64::from(self.m);
+        let q = ((u128::from(x) * u128::from(self.reciprocal)) >> 64) as u64;
+        // q <= x / m: no underflow; r < 2m <= 2^33: no overflow.
+        let r = x - q * m;
+        if r >= m {
+            r - m
+        } else {
+            r
+        }
+    }
+
+    /// [`slot`]`(flow_hash, m)`, bit for bit.
+    #[inline(always)]
+    pub fn slot(&self, flow_hash: u64) -> usize {
+        self.reduce(flow_hash) as usize
+    }
 }
 
 /// Stable identity of a backend: its address and port as 18 bytes, the
@@ -392,7 +444,7 @@ fn build_impl(
         endgame,
         free: &mut s.free,
         inverse: &mut s.inverse,
-        reciprocal: u64::MAX / u64::from(m),
+        modulus: Modulus::new(m),
     };
     if m <= endgame {
         fill.enter_endgame();
@@ -545,8 +597,8 @@ struct Fill<'a> {
     /// The free slots, in the endgame (empty before).
     free: &'a mut Vec<u32>,
     inverse: &'a mut [u32],
-    /// floor((2^64 - 1) / m), for reductions modulo m.
-    reciprocal: u64,
+    /// For reductions modulo m.
+    modulus: Modulus,
 }
 
 impl Fill<'_> {
@@ -595,18 +647,6 @@ impl Fill<'_> {
         }
     }
 
-    /// `x mod m` for `x < 2^64` (Barrett: the estimate is short by at most one m).
-    #[inline(always)]
-    fn reduce(&self, x: u64) -> u64 {
-        let q = ((u128::from(x) * u128::from(self.reciprocal)) >> 64) as u64;
-        let r = x - q * u64::from(self.m);
-        if r >= u64::from(self.m) {
-            r - u64::from(self.m)
-        } else {
-            r
-        }
-    }
-
     /// The claim [`Cursor::claim`] would make, found from the free slots:
     /// slot `f` comes `(f - pos) / skip (mod m)` steps after `pos` on the
     /// walk, and every slot the walk passed is taken, so the walk stops at
@@ -624,7 +664,7 @@ impl Fill<'_> {
         for (i, &f) in self.free.iter().enumerate() {
             let f = u64::from(f);
             let ahead = if f >= pos { f - pos } else { f + m - pos };
-            let steps = self.reduce(ahead * inverse);
+            let steps = self.modulus.reduce(ahead * inverse);
             if steps < best_steps {
                 (best, best_steps) = (i, steps);
             }
@@ -731,6 +771,69 @@ mod tests {
         for (n, &want) in p.iter().enumerate() {
             assert_eq!(is_prime(n as u32), want, "{n}");
         }
+    }
+
+    /// Hashes that stress a reduction: around multiples of `m`, the
+    /// extremes of a `u64`, and a spread of xorshift values.
+    fn hard_hashes(m: u32, x: &mut u64, spread: usize) -> Vec<u64> {
+        let m = u64::from(m);
+        let mut v = vec![
+            0,
+            1,
+            m - 1,
+            m,
+            m + 1,
+            2 * m - 1,
+            2 * m,
+            u64::MAX,
+            u64::MAX - 1,
+        ];
+        let top = u64::MAX / m;
+        for q in [1, 2, 3, top / 2, top - 1, top] {
+            for d in [0, 1, m - 1] {
+                v.push((q * m).saturating_add(d));
+                v.push((q * m).saturating_sub(1 + d));
+            }
+        }
+        for _ in 0..spread {
+            *x ^= *x << 13;
+            *x ^= *x >> 7;
+            *x ^= *x << 17;
+            v.push(*x);
+            v.push(*x >> (*x % 64)); // small hashes too
+        }
+        v
+    }
+
+    /// The multiply-shift pick is the modulo pick, bit for bit, for every
+    /// ring size a config can set (primes, the default, the largest) and
+    /// sizes that are not prime: every appliance must pick alike.
+    #[test]
+    fn modulus_slot_is_the_modulo_slot() {
+        let max = crate::config::MAX_MAGLEV_TABLE_SIZE;
+        let mut sizes: Vec<u32> = (1..=2_000).collect();
+        sizes.extend([DEFAULT_M, 65_519, 131_071, 655_373, 1_000_003, 16_777_213]);
+        sizes.extend([max, max - 1, max + 1, 1 << 31, u32::MAX, u32::MAX - 4]);
+        // Every prime between 2,000 and 200,000, and around the maximum.
+        let p = sieve(200_000);
+        sizes.extend((2_000..200_000u32).filter(|&n| p[n as usize]));
+        sizes.extend((max - 2_000..max + 2_000).filter(|&n| is_prime(n)));
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for &m in &sizes {
+            let md = Modulus::new(m);
+            assert_eq!(md.m(), m);
+            let spread = if m == DEFAULT_M { 1_000_000 } else { 40 };
+            for h in hard_hashes(m, &mut x, spread) {
+                assert_eq!(md.slot(h), slot(h, m), "hash {h:#x}, m {m}");
+            }
+        }
+    }
+
+    #[test]
+    fn modulus_of_an_empty_ring_does_not_panic() {
+        let md = Modulus::new(0);
+        assert_eq!(md.slot(7), 7);
+        assert_eq!(md.slot(u64::MAX), u64::MAX as usize);
     }
 
     #[test]

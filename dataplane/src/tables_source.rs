@@ -387,7 +387,7 @@ local_addresses = ["10.0.0.1"]
         let t = lb.tables().unwrap();
         assert_eq!((t.carried, t.built), (0, n as usize), "first adoption");
         let before: Vec<Vec<BackendRt>> = t.vips.iter().map(|v| v.backends.clone()).collect();
-        let rings: Vec<*const u32> = t.vips.iter().map(|v| v.ring.as_ptr()).collect();
+        let rings: Vec<*const u32> = t.vips.iter().map(|v| v.ring.slots().as_ptr()).collect();
 
         // Backend 2 of VIP k goes down.
         let down = |vi: usize, bi: usize| (vi == k && bi == 2).then_some((1, BackendState::Down));
@@ -400,11 +400,15 @@ local_addresses = ["10.0.0.1"]
         assert_eq!((t.carried, t.built, t.refused), (n as usize - 1, 1, 0));
         for (i, v) in t.vips.iter().enumerate() {
             assert_eq!(v.backends, before[i], "vip {i}: same backends and slots");
-            assert_eq!(v.ring.as_ptr() == rings[i], i != k, "vip {i}: ring");
-            assert!(v.ring.iter().all(|&e| (e as usize) < v.backends.len()));
+            assert_eq!(v.ring.slots().as_ptr() == rings[i], i != k, "vip {i}: ring");
+            assert!(v
+                .ring
+                .slots()
+                .iter()
+                .all(|&e| (e as usize) < v.backends.len()));
         }
         assert!(
-            t.vips[k].ring.iter().all(|&e| e != 2),
+            t.vips[k].ring.slots().iter().all(|&e| e != 2),
             "down: out of the ring"
         );
 
@@ -422,7 +426,7 @@ local_addresses = ["10.0.0.1"]
         let f = fresh.tables().unwrap();
         assert_eq!((f.carried, f.built), (0, n as usize));
         for (a, b) in t.vips.iter().zip(&f.vips) {
-            assert_eq!(a.ring, b.ring);
+            assert_eq!(a.ring.slots(), b.ring.slots());
             let (x, y): (Vec<_>, Vec<_>) = (
                 a.backends.iter().map(shape).collect(),
                 b.backends.iter().map(shape).collect(),

@@ -77,9 +77,7 @@ impl<'t> Adopted<'t> {
             self.hasher
                 .hash_v4(v4(&k.src), v4(&k.dst), sport, k.dport, k.proto)
         };
-        vip.ring
-            .get(conf::maglev::slot(h, vip.ring.len() as u32))
-            .copied()
+        vip.ring.pick(h)
     }
 
     /// The backend Maglev picks for this flow, if the VIP has any.
@@ -107,9 +105,7 @@ impl<'t> Adopted<'t> {
                 .hasher
                 .hash_v6(*src, *dst, hashed_sport(vip, *sport), *dport, *proto),
         };
-        vip.ring
-            .get(conf::maglev::slot(h, vip.ring.len() as u32))
-            .copied()
+        vip.ring.pick(h)
     }
 }
 

@@ -6,6 +6,7 @@
 use std::net::IpAddr;
 
 use conf::flowhash::FlowHasher;
+use conf::maglev::Modulus;
 use conf::tables::{BackendRecord, BlockId, LimitsRecord, PrefixRecord};
 use conf::{Mode, SynProxy};
 use hashbrown::HashMap;
@@ -60,7 +61,7 @@ pub struct VipRt<'t> {
     pub proto: u8,
     pub mode: Mode,
     /// Maglev ring: indices into `backends`.
-    pub ring: &'t [u32],
+    pub ring: Ring<'t>,
     pub backends: Vec<BackendRt>,
     /// PROXY protocol v2 settings (off by default).
     pub proxy_protocol: PpConfig,
@@ -112,7 +113,7 @@ impl VipRt<'_> {
             return;
         }
         self.in_ring.resize(self.backends.len(), false);
-        for &i in self.ring {
+        for &i in self.ring.slots() {
             if let Some(e) = self.in_ring.get_mut(i as usize) {
                 *e = true;
             }
@@ -245,16 +246,67 @@ pub(super) fn note_dnat(
     }
 }
 
+/// A VIP's Maglev ring (indices into its backends) with its size's
+/// reciprocal, so that a new flow's pick reduces its hash by a multiply
+/// instead of a 64-bit divide ([`conf::maglev::Modulus`]: the same slot).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ring<'t> {
+    slots: &'t [u32],
+    modulus: Modulus,
+}
+
+impl<'t> Ring<'t> {
+    pub fn new(slots: &'t [u32]) -> Self {
+        // A ring is at most `MAX_MAGLEV_TABLE_SIZE` slots; a longer slice
+        // (none is built) would pick among its first 2^32 - 1 only.
+        let m = u32::try_from(slots.len()).unwrap_or(u32::MAX);
+        Ring {
+            slots,
+            modulus: Modulus::new(m),
+        }
+    }
+
+    /// The ring, slot by slot.
+    #[inline(always)]
+    pub fn slots(&self) -> &'t [u32] {
+        self.slots
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The slot of flow hash `h`: `conf::maglev::slot(h, len)`.
+    #[inline(always)]
+    pub fn slot(&self, h: u64) -> usize {
+        self.modulus.slot(h)
+    }
+
+    /// The backend (index into the VIP's backends) flow hash `h` picks,
+    /// `None` for an empty ring.
+    #[inline(always)]
+    pub fn pick(&self, h: u64) -> Option<u32> {
+        self.slots.get(self.slot(h)).copied()
+    }
+
+    /// Starts loading the slot flow hash `h` picks. A hint only.
+    #[inline(always)]
+    pub fn prefetch(&self, h: u64) {
+        crate::conntrack::prefetch(self.slots.as_ptr().wrapping_add(self.slot(h)));
+    }
+}
+
 /// `ring` if every entry indexes one of `n` backends, else empty (the VIP
 /// then takes no new flows) and `refused` counts it.
-pub(super) fn checked_ring<'t>(ring: &'t [u32], n: usize, refused: &mut usize) -> &'t [u32] {
+pub(super) fn checked_ring<'t>(ring: &'t [u32], n: usize, refused: &mut usize) -> Ring<'t> {
     // One branch-free pass (vectorises).
     let max = ring.iter().fold(0u32, |m, &e| m.max(e));
     if ring.is_empty() || (max as usize) < n {
-        ring
+        Ring::new(ring)
     } else {
         *refused += 1;
-        &[]
+        Ring::default()
     }
 }
 
@@ -317,7 +369,7 @@ impl<'t> Adopted<'t> {
             let index = vips.len() as u32;
             let (backends, ring, records) = match v.block {
                 // Checked and built on adoption, only if not carried over.
-                Some((_, records)) => (Vec::new(), v.ring, records),
+                Some((_, records)) => (Vec::new(), Ring::new(v.ring), records),
                 None => {
                     let backends: Vec<BackendRt> = v
                         .backends
@@ -448,7 +500,7 @@ impl<'t> Adopted<'t> {
                     v.records = &[];
                     if ov.ring.is_empty() && !v.ring.is_empty() {
                         // Refused before: the same bytes still are.
-                        v.ring = &[];
+                        v.ring = Ring::default();
                         self.refused += 1;
                     }
                     self.carried += 1;
@@ -463,7 +515,7 @@ impl<'t> Adopted<'t> {
             .map(|r| backend_rt(routes, mode, r.id, r.ip(), r.port))
             .collect();
         v.records = &[];
-        v.ring = checked_ring(v.ring, v.backends.len(), &mut self.refused);
+        v.ring = checked_ring(v.ring.slots(), v.backends.len(), &mut self.refused);
         self.built += 1;
         None
     }

@@ -37,29 +37,53 @@ pub fn sum(data: &[u8]) -> u16 {
     fold(raw_sum(data))
 }
 
-/// Unfolded sum; 2^16 = 1 (mod 2^16 - 1), so 32-bit big-endian words may be
-/// added as they are and folded at the end.
+/// Unfolded sum; 2^16 = 1 (mod 2^16 - 1), so big-endian words of any
+/// width may be added as they are and folded at the end.
 #[inline]
 fn raw_sum(data: &[u8]) -> u64 {
-    let mut acc: u64 = 0;
-    // Eight bytes at a time as two 32-bit words (no carry can be lost: each
-    // addend is below 2^33, and 2^31 of them fit in 64 bits).
+    accumulate(0, data)
+}
+
+/// `acc` plus the 16-bit big-endian words of `data` (an odd trailing byte
+/// padded with a zero on the right), unfolded: what [`fold`] turns into
+/// the one's-complement sum of both.
+///
+/// Eight bytes at a time as one 64-bit word with an end-around carry:
+/// 2^64 - 1 is a multiple of 2^16 - 1, so the carry keeps the value
+/// congruent to the sum, and an accumulator that is not 0 never becomes 0
+/// (the fold's "0 only for all-zero data" holds).
+#[inline]
+pub fn accumulate(mut acc: u64, data: &[u8]) -> u64 {
     let mut wide = data.chunks_exact(8);
     for c in &mut wide {
         let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        acc += (w >> 32) + (w & 0xFFFF_FFFF);
+        let (s, carry) = acc.overflowing_add(w);
+        acc = s + u64::from(carry);
     }
-    let mut chunks = wide.remainder().chunks_exact(4);
-    for c in &mut chunks {
-        acc += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
-    }
-    match *chunks.remainder() {
-        [a] => acc += u64::from(a) << 8,
-        [a, b] => acc += u64::from(u16::from_be_bytes([a, b])),
-        [a, b, c] => acc += u64::from(u16::from_be_bytes([a, b])) + (u64::from(c) << 8),
+    // At most seven bytes: below 2^33 together.
+    let rest = wide.remainder();
+    let mut tail = 0u64;
+    let (four, rest) = match rest {
+        [a, b, c, d, r @ ..] => (u32::from_be_bytes([*a, *b, *c, *d]), r),
+        r => (0, r),
+    };
+    tail += u64::from(four);
+    match *rest {
+        [a] => tail += u64::from(a) << 8,
+        [a, b] => tail += u64::from(u16::from_be_bytes([a, b])),
+        [a, b, c] => tail += u64::from(u16::from_be_bytes([a, b])) + (u64::from(c) << 8),
         _ => {}
     }
-    acc
+    let (s, carry) = acc.overflowing_add(tail);
+    s + u64::from(carry)
+}
+
+/// Whether `data` (which includes its checksum field) and the unfolded
+/// sum `pseudo` of its pseudo-header sum to `0xFFFF`: the check of a
+/// received segment, folded once.
+#[inline]
+pub fn verify_with(pseudo: u64, data: &[u8]) -> bool {
+    fold(accumulate(pseudo, data)) == 0xFFFF
 }
 
 /// The Internet checksum of `data`: `!sum(data)`.
@@ -246,6 +270,68 @@ mod tests {
         })) {
             assert_eq!(fold(v), slow(v), "{v:#x}");
         }
+    }
+
+    /// RFC 1071's definition, one 16-bit word at a time.
+    fn slow_sum(acc: u64, data: &[u8]) -> u16 {
+        let mut a = u128::from(acc);
+        for w in data.chunks(2) {
+            a += u128::from(u16::from_be_bytes([w[0], w.get(1).copied().unwrap_or(0)]));
+        }
+        while a > 0xFFFF {
+            a = (a & 0xFFFF) + (a >> 16);
+        }
+        a as u16
+    }
+
+    /// The 64-bit accumulation with its end-around carry folds to the
+    /// word-by-word sum: every length (odd ones padded), data that carries
+    /// on every add (all 0xFF), all zero, and accumulators that overflow.
+    #[test]
+    fn accumulate_folds_to_the_word_sum() {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let starts = [0, 1, 6, 0xFFFF, 0x1_0000, u64::MAX - 8, u64::MAX];
+        for len in 0..=80usize {
+            let random: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            for data in [vec![0xFF; len], vec![0; len], random] {
+                for &acc in &starts {
+                    assert_eq!(
+                        fold(accumulate(acc, &data)),
+                        slow_sum(acc, &data),
+                        "len {len}, acc {acc:#x}, {data:02x?}"
+                    );
+                }
+                assert_eq!(sum(&data), slow_sum(0, &data), "{data:02x?}");
+            }
+        }
+        // Zero stays zero; anything else never folds to zero.
+        assert_eq!(accumulate(0, &[0; 13]), 0);
+        assert_ne!(accumulate(u64::MAX, &[0xFF; 8]), 0);
+        assert_eq!(fold(accumulate(u64::MAX, &[0xFF; 8])), 0xFFFF);
+    }
+
+    #[test]
+    fn verify_with_takes_the_pseudo_header_sum() {
+        // RFC 1071 §3's data, completed to 0xFFFF by its checksum.
+        let d = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        let mut with = d.to_vec();
+        with.extend_from_slice(&checksum(&d).to_be_bytes());
+        assert!(verify_with(0, &with));
+        assert!(!verify_with(1, &with));
+        // A pseudo-header sum moved into the data's checksum.
+        let mut with = d.to_vec();
+        with.extend_from_slice(&(!add(0x1234, sum(&d))).to_be_bytes());
+        assert!(verify_with(0x1234, &with));
+        assert!(verify_with(0x1234 + 0xFFFF, &with), "congruent pseudo sums");
+        assert!(!verify_with(0, &with));
+        // All-zero data and pseudo-header: the sum is 0, not 0xFFFF.
+        assert!(!verify_with(0, &[0; 20]));
     }
 
     #[test]

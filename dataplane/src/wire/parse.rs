@@ -2,7 +2,6 @@
 //! reason why the frame is malformed.
 
 use core::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
 
 use conf::counters::Counter;
 
@@ -240,7 +239,13 @@ impl Parsed {
             return false;
         };
         let l3 = self.l3_offset;
-        let pseudo = match self.l3 {
+        // The pseudo-header unfolded (RFC 793/768, RFC 8200 §8.1): the
+        // addresses' words, the protocol and the length, which as one
+        // number is congruent to its 16-bit words (2^16 = 1 mod 2^16 - 1);
+        // then one fold over it and the segment.
+        let len = l4.len() as u64;
+        let pseudo = u64::from(self.l4_proto) + len;
+        let addrs = match self.l3 {
             L3Kind::Ipv4 => {
                 let Some(a) = frame.get(l3 + 12..l3 + 20) else {
                     return false;
@@ -248,34 +253,23 @@ impl Parsed {
                 if udp && l4.get(6..8) == Some(&[0, 0]) {
                     return true;
                 }
-                let src = Ipv4Addr::new(a[0], a[1], a[2], a[3]);
-                let dst = Ipv4Addr::new(a[4], a[5], a[6], a[7]);
-                let Ok(len) = u16::try_from(l4.len()) else {
+                if len > u64::from(u16::MAX) {
                     return false;
-                };
-                checksum::pseudo_header_v4(src, dst, self.l4_proto, len)
+                }
+                a
             }
             L3Kind::Ipv6 => {
                 let Some(a) = frame.get(l3 + 8..l3 + 40) else {
                     return false;
                 };
-                let mut s = [0u8; 16];
-                let mut d = [0u8; 16];
-                s.copy_from_slice(&a[..16]);
-                d.copy_from_slice(&a[16..]);
-                let Ok(len) = u32::try_from(l4.len()) else {
+                if len > u64::from(u32::MAX) {
                     return false;
-                };
-                checksum::pseudo_header_v6(
-                    &Ipv6Addr::from(s),
-                    &Ipv6Addr::from(d),
-                    self.l4_proto,
-                    len,
-                )
+                }
+                a
             }
             _ => return false,
         };
-        checksum::add(pseudo, checksum::sum(l4)) == 0xFFFF
+        checksum::verify_with(checksum::accumulate(pseudo, addrs), l4)
     }
 
     /// The L4 bytes within `frame` (empty if `frame` is not the parsed one).
@@ -722,6 +716,171 @@ mod tests {
                 .ipv6([1; 16], [2; 16], 64)),
         }
         out
+    }
+
+    /// The check as RFC 793/768/8200 word it, from the pseudo-header's and
+    /// the segment's folded sums (the formula before the one-fold check).
+    fn l4_ok_reference(p: &Parsed, f: &[u8]) -> bool {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        let tcp_or_udp = p.l4_proto == ip_proto::TCP || p.l4_proto == ip_proto::UDP;
+        if !tcp_or_udp || p.fragment != Fragment::None {
+            return false;
+        }
+        let Some(l4) = f.get(p.l4_offset..p.l4_offset + p.l4_len) else {
+            return false;
+        };
+        let a = &f[p.l3_offset..];
+        let pseudo = match p.l3 {
+            L3Kind::Ipv4 => {
+                if p.l4_proto == ip_proto::UDP && l4[6..8] == [0, 0] {
+                    return true;
+                }
+                let s = Ipv4Addr::new(a[12], a[13], a[14], a[15]);
+                let d = Ipv4Addr::new(a[16], a[17], a[18], a[19]);
+                checksum::pseudo_header_v4(s, d, p.l4_proto, l4.len() as u16)
+            }
+            L3Kind::Ipv6 => {
+                let s = Ipv6Addr::from(<[u8; 16]>::try_from(&a[8..24]).unwrap());
+                let d = Ipv6Addr::from(<[u8; 16]>::try_from(&a[24..40]).unwrap());
+                checksum::pseudo_header_v6(&s, &d, p.l4_proto, l4.len() as u32)
+            }
+            _ => return false,
+        };
+        checksum::add(pseudo, checksum::sum(l4)) == 0xFFFF
+    }
+
+    /// Where the TCP or UDP checksum field of a parsed frame is.
+    fn l4_csum_at(p: &Parsed) -> usize {
+        p.l4_offset + if p.l4_proto == ip_proto::TCP { 16 } else { 6 }
+    }
+
+    /// Byte fixtures: segments of every length parity, payloads that carry
+    /// on every add, good and corrupted, over both families.
+    #[test]
+    fn l4_checksum_fixtures() {
+        for v6 in [false, true] {
+            for tcp in [false, true] {
+                for len in [0usize, 1, 2, 3, 7, 8, 9, 31, 64, 65] {
+                    for fill in [0x00u8, 0xFF, 0x5A] {
+                        let f = frame(v6, tcp, None, &vec![fill; len]);
+                        let p = parse_frame(&f).unwrap();
+                        assert!(
+                            p.l4_checksum_ok(&f),
+                            "v6 {v6} tcp {tcp} len {len} {fill:#x}"
+                        );
+                        // One bit off anywhere in the segment or the
+                        // addresses: refused (the UDP v4 field aside, where
+                        // 0 would mean "no checksum").
+                        let addrs = if v6 { 8..40 } else { 12..20 };
+                        let l3 = p.l3_offset;
+                        let spots = (p.l4_offset..p.l3_end).chain(addrs.map(|i| l3 + i));
+                        for at in spots {
+                            let mut g = f.clone();
+                            g[at] ^= 0x01;
+                            // The IPv4 header's own checksum is not the
+                            // point: an address flip must reach this check.
+                            let opts = ParseOptions {
+                                verify_ipv4_checksum: false,
+                            };
+                            let Ok(q) = parse_frame_with(&g, &opts) else {
+                                continue; // a header field the parse refuses
+                            };
+                            let unsummed = !v6 && !tcp && g[l4_csum_at(&q)..][..2] == [0, 0];
+                            if !unsummed {
+                                assert!(!q.l4_checksum_ok(&g), "flip at {at}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// 0x0000 and 0xFFFF are the two zeros of one's complement: a segment
+    /// whose checksum is 0x0000 verifies with either in its field.
+    #[test]
+    fn l4_checksum_both_zeros() {
+        for v6 in [false, true] {
+            let mut f = frame(v6, true, None, &[0, 0]);
+            let p = parse_frame(&f).unwrap();
+            let at = l4_csum_at(&p);
+            // Make the payload word complete the sum to 0xFFFF with the
+            // field at 0: then the checksum is 0x0000.
+            f[at..at + 2].copy_from_slice(&[0, 0]);
+            let l4 = p.l4_offset..p.l3_end;
+            let a = &f[p.l3_offset..];
+            let addrs = if v6 { &a[8..40] } else { &a[12..20] };
+            let pseudo = checksum::sum(addrs) as u64 + 6 + p.l4_len as u64;
+            let s = checksum::fold(pseudo + u64::from(checksum::sum(&f[l4.clone()])));
+            let w = 0xFFFF - s;
+            let end = p.l3_end;
+            f[end - 2..end].copy_from_slice(&w.to_be_bytes());
+            assert!(p.l4_checksum_ok(&f), "0x0000, v6 {v6}");
+            assert!(l4_ok_reference(&p, &f));
+            f[at..at + 2].copy_from_slice(&[0xFF, 0xFF]);
+            assert!(p.l4_checksum_ok(&f), "0xFFFF, v6 {v6}");
+            assert!(l4_ok_reference(&p, &f));
+            f[at..at + 2].copy_from_slice(&[0xFF, 0xFE]);
+            assert!(!p.l4_checksum_ok(&f));
+        }
+    }
+
+    /// The NIC's word decides when it gave one; fragments and other
+    /// protocols never pass.
+    #[test]
+    fn l4_checksum_nic_word_and_refusals() {
+        let f = frame(false, true, None, b"abc");
+        let mut p = parse_frame(&f).unwrap();
+        let mut bad = f.clone();
+        bad[p.l3_end - 1] ^= 1;
+        p.nic_l4_checksum = NicChecksum::Good;
+        assert!(p.l4_checksum_ok(&bad));
+        p.nic_l4_checksum = NicChecksum::Bad;
+        assert!(!p.l4_checksum_ok(&f));
+        p.nic_l4_checksum = NicChecksum::Unknown;
+        assert!(p.l4_checksum_ok(&f));
+        assert!(
+            !p.l4_checksum_ok(&f[..f.len() - 1]),
+            "a frame shorter than its parse"
+        );
+        let mut q = p;
+        q.fragment = Fragment::First;
+        assert!(!q.l4_checksum_ok(&f));
+        let mut q = p;
+        q.l4_proto = ip_proto::ICMP;
+        assert!(!q.l4_checksum_ok(&f));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+
+        /// The one-fold check answers as the pseudo-header formula for any
+        /// frame: edited, with either zero or any value in its checksum.
+        #[test]
+        fn l4_checksum_is_the_reference(
+            v6 in any::<bool>(),
+            tcp in any::<bool>(),
+            vlan in prop::option::of(0u16..4096),
+            payload in prop::collection::vec(any::<u8>(), 0..70),
+            edits in prop::collection::vec((0usize..140, any::<u8>()), 0..3),
+            field in prop::option::of(prop_oneof![Just(0u16), Just(0xFFFF), any::<u16>()]),
+        ) {
+            let mut f = frame(v6, tcp, vlan, &payload);
+            let p0 = parse_frame(&f).unwrap();
+            prop_assert!(p0.l4_checksum_ok(&f));
+            if let Some(v) = field {
+                let at = l4_csum_at(&p0);
+                f[at..at + 2].copy_from_slice(&v.to_be_bytes());
+            }
+            for (at, v) in edits {
+                if let Some(b) = f.get_mut(at) {
+                    *b = v;
+                }
+            }
+            if let Ok(p) = parse_frame(&f) {
+                prop_assert_eq!(p.l4_checksum_ok(&f), l4_ok_reference(&p, &f));
+            }
+        }
     }
 
     proptest! {
