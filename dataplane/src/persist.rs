@@ -170,6 +170,17 @@ pub enum Displaced {
     Evicted,
 }
 
+/// What [`Persist::adopt`] did with a previous process's pin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Adopted {
+    /// It is in the table.
+    Inserted,
+    /// The client has a pin already (an older copy of this one).
+    Present,
+    /// Its bucket has no free or expired way (or there is no table).
+    Full,
+}
+
 /// A backend a pin names: stable id, statistics slot, position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PinTarget {
@@ -251,9 +262,7 @@ impl Persist {
 
     /// Puts a previous process's pin of `client` at `vip` to `to` into
     /// the table, ending at `deadline` unless flows hold it, without
-    /// displacing any live pin: `Ok(true)` when inserted, `Ok(false)` when
-    /// the client has a pin already (an older copy of it), `Err(())` when
-    /// its bucket has no free or expired way (or no table).
+    /// displacing any live pin.
     pub fn adopt(
         &mut self,
         vip: u32,
@@ -261,22 +270,24 @@ impl Persist {
         to: PinTarget,
         (deadline, timeout_ms): (u64, u32),
         now: u64,
-    ) -> Result<bool, ()> {
+    ) -> Adopted {
         if !self.ready() {
-            return Err(());
+            return Adopted::Full;
         }
         let b = self.bucket(vip, client);
         let mut free = None;
         for i in b..b + WAYS {
             let p = &self.pins[i];
             if p.is(vip, client) {
-                return Ok(false);
+                return Adopted::Present;
             }
             if free.is_none() && (p.deadline == 0 || p.expired(now)) {
                 free = Some(i);
             }
         }
-        let at = free.ok_or(())?;
+        let Some(at) = free else {
+            return Adopted::Full;
+        };
         self.pins[at] = Pin {
             client: *client,
             vip,
@@ -287,7 +298,7 @@ impl Persist {
             timeout_ms,
             deadline: deadline.max(1),
         };
-        Ok(true)
+        Adopted::Inserted
     }
 
     /// The live pin of `client` at `vip` without touching it (adoption

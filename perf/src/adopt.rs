@@ -155,6 +155,94 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
         format!("{:.0}", cpu_ms * 1e6 / a.entries.max(1) as f64),
         format!("{fill_ms:.0}"),
     ]);
+    let (pins, kept, pin_cpu, pin_ms, pin_fill) = pins(a)?;
+    table.row(vec![
+        format!("{pins} pins"),
+        kept.to_string(),
+        format!("{pin_cpu:.1}"),
+        format!("{pin_ms:.1}"),
+        format!("{:.0}", pin_cpu * 1e6 / pins.max(1) as f64),
+        format!("{pin_fill:.0}"),
+    ]);
     table.note("medians; on-CPU: the thread's CPU time (the box is shared); goal: 1 Mi entries in <= 200 ms");
+    table.note("pins: the persistence pins of a worker with that connection table (a quarter as many, three quarters used), read from a carry region and re-inserted as `lb/adopt.rs` does, after the entries");
     Ok(table)
+}
+
+/// The pins part: a carry region's pin table three quarters full, read
+/// and re-inserted into a new table. (pins, adopted, on-CPU ms, wall ms,
+/// fill ms).
+fn pins(a: &Args) -> anyhow::Result<(usize, usize, f64, f64, f64)> {
+    use dataplane::carry_region::{CarryRegion, PreviousCarryRegion};
+    use dataplane::persist::{entries_for, read_pin, Persist, PinTarget};
+    let path = a
+        .dir
+        .join(format!("border-perf-adopt-carry-{}", std::process::id()));
+    let entries = entries_for(a.entries);
+    let region = CarryRegion::create(&path, (0, 1), entries, 1, Access::PRIVATE)?;
+    let parts = region
+        .into_parts()
+        .ok_or_else(|| anyhow::anyhow!("carry region not mapped"))?;
+    let mut old = Persist::new(entries);
+    old.use_region(parts.pins, parts.names);
+    old.prepare();
+    old.name_vip(3, 0xfeed);
+    let fill = Instant::now();
+    let client = |i: usize| {
+        let mut c = [0u8; 16];
+        c[10] = 0xff;
+        c[11] = 0xff;
+        c[12..].copy_from_slice(&(0x6400_0000u32 + i as u32).to_be_bytes());
+        c
+    };
+    let to = |i: usize| PinTarget {
+        backend_id: (i % 8) as u32,
+        backend_slot: (i % 8) as u32,
+        index: (i % 8) as u32,
+    };
+    for i in 0..entries * 3 / 4 {
+        old.record(3, &client(i), to(i), 1_000, 300_000);
+    }
+    let fill_ms = fill.elapsed().as_secs_f64() * 1e3;
+    drop(old);
+    let prev = PreviousCarryRegion::open(&path, Access::PRIVATE)
+        .map_err(anyhow::Error::msg)?
+        .ok_or_else(|| anyhow::anyhow!("carry region vanished"))?;
+    let _ = std::fs::remove_file(&path);
+    let (mut times, mut cpu, mut kept) = (Vec::new(), Vec::new(), 0);
+    for _ in 0..a.samples.max(1) {
+        let mut new = Persist::new(entries);
+        new.prepare();
+        let t = Instant::now();
+        let c = crate::pipeline::thread_cpu_ns();
+        kept = 0;
+        for raw in prev.pins() {
+            let Some(p) = read_pin(raw) else { continue };
+            if prev.vip_name(p.vip) != 0xfeed {
+                continue;
+            }
+            let target = PinTarget {
+                backend_id: p.backend_id,
+                backend_slot: p.backend_id,
+                index: p.hint,
+            };
+            if new.adopt(7, &p.client, target, (p.deadline, p.timeout_ms), 2_000)
+                == dataplane::persist::Adopted::Inserted
+            {
+                kept += 1;
+            }
+        }
+        cpu.push((crate::pipeline::thread_cpu_ns() - c) as f64 / 1e6);
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+        std::hint::black_box(&new);
+    }
+    times.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
+    Ok((
+        entries,
+        kept,
+        cpu[cpu.len() / 2],
+        times[times.len() / 2],
+        fill_ms,
+    ))
 }

@@ -52,7 +52,7 @@ use crate::conntrack::{Entry, EntryId, State};
 use crate::counters::Counters;
 use crate::flows_region::PreviousFlows;
 use crate::neigh::CarryDropped;
-use crate::persist::PinTarget;
+use crate::persist::{Adopted as PinAdopted, PinTarget};
 use crate::ppv2::PpConfig;
 
 /// What a worker adopts from, set before it starts.
@@ -231,9 +231,9 @@ impl Lb {
                                     (deadline, timeout),
                                     now,
                                 ) {
-                                    Ok(true) => Ok(true),
-                                    Ok(false) => Ok(false),
-                                    Err(()) => Err(Counter::PersistenceAdoptDroppedFull),
+                                    PinAdopted::Inserted => Ok(true),
+                                    PinAdopted::Present => Ok(false),
+                                    PinAdopted::Full => Err(Counter::PersistenceAdoptDroppedFull),
                                 }
                             }
                         }
