@@ -235,10 +235,10 @@ fn idle_connections_by_the_thousand_hold_few_descriptors_and_lock_nobody_out() {
         "border-gw peaked at {peak_fds} fds, bound {bound}"
     );
     assert!(held * 10 >= n * 9, "only {held} of {n} connected");
-    // Twice idle, or idle plus 25 ms of scheduling noise on a loaded
+    // Twice idle plus 250 ms of scheduling noise on a loaded
     // 2-core machine: the failure this guards against is seconds.
     assert!(
-        p99_during <= (p99_idle * 2).max(p99_idle + Duration::from_millis(25)),
+        p99_during <= p99_idle * 2 + Duration::from_millis(250),
         "GetStatus p99 {p99_during:?} while held, {p99_idle:?} idle"
     );
     // ams-1 stayed connected: no tunnel of it closed.
@@ -569,7 +569,7 @@ fn a_blackholed_registry_entry_costs_only_its_own_appliances_calls() {
     );
     // As above: a stall behind the hole would cost a second or more.
     assert!(
-        p99_loaded <= (p99_base * 2).max(p99_base + Duration::from_millis(25)),
+        p99_loaded <= p99_base * 2 + Duration::from_millis(250),
         "ams-1's p99 {p99_loaded:?} with the blackholed entry called, {p99_base:?} without"
     );
     // gw2 did dial the hole as a peer: not ignored as an unknown address.
