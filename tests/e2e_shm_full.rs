@@ -216,6 +216,7 @@ fn a_full_region_filesystem_is_an_error_never_a_sigbus_and_forwarding_goes_on() 
     assert_eq!(
         fs.names(),
         [
+            format!("border-{INSTANCE}-carry-0"),
             format!("border-{INSTANCE}-conns"),
             format!("border-{INSTANCE}-flows-0"),
             format!("border-{INSTANCE}-state"),
