@@ -85,37 +85,19 @@ fn page_up(n: usize) -> usize {
 
 /// The path of worker `w`'s region.
 pub fn carry_path(instance: &str, w: usize) -> PathBuf {
-    conf::os::region_dir().join(format!("border-{instance}-carry-{w}"))
+    crate::region_names::live_path(instance, "carry", w)
 }
 
 /// The name of worker `w`'s region of `generation` while a start adopts
 /// from it.
 pub fn pending_path(dir: &Path, instance: &str, w: usize, generation: u64) -> PathBuf {
-    dir.join(format!("border-{instance}-carry-{w}.g{generation}"))
+    crate::region_names::pending_path(dir, instance, "carry", w, generation)
 }
 
-/// Every carry region file of `instance` in `dir`: path, worker, and the
-/// generation of its name (`None`: the live name).
+/// Every carry region file of `instance` in `dir`:
+/// path, worker, and the generation of its name (`None`: the live name).
 pub fn carry_files(dir: &Path, instance: &str) -> Vec<(PathBuf, usize, Option<u64>)> {
-    let prefix = format!("border-{instance}-carry-");
-    let Ok(dir) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<_> = dir
-        .filter_map(Result::ok)
-        .filter_map(|d| {
-            let name = d.file_name().into_string().ok()?;
-            let rest = name.strip_prefix(&prefix)?;
-            let (w, g) = match rest.split_once(".g") {
-                Some((w, g)) => (w, Some(g.parse::<u64>().ok()?)),
-                None => (rest, None),
-            };
-            let w = w.parse::<usize>().ok()?;
-            Some((d.path(), w, g))
-        })
-        .collect();
-    out.sort_by_key(|(_, w, g)| (*g, *w));
-    out
+    crate::region_names::region_files(dir, instance, "carry")
 }
 
 /// The geometry checksum of layout `version`: the header length and the

@@ -122,37 +122,19 @@ pub fn readable_layouts() -> Vec<Layout> {
 
 /// The path of worker `w`'s region.
 pub fn flows_path(instance: &str, w: usize) -> PathBuf {
-    conf::os::region_dir().join(format!("border-{instance}-flows-{w}"))
+    crate::region_names::live_path(instance, "flows", w)
 }
 
 /// The name of worker `w`'s region of `generation` while a start adopts
 /// from it.
 pub fn pending_path(dir: &Path, instance: &str, w: usize, generation: u64) -> PathBuf {
-    dir.join(format!("border-{instance}-flows-{w}.g{generation}"))
+    crate::region_names::pending_path(dir, instance, "flows", w, generation)
 }
 
 /// Every flows region file of `instance` in `dir` (the region directory):
 /// path, worker, and the generation of its name (`None`: the live name).
 pub fn flows_files(dir: &Path, instance: &str) -> Vec<(PathBuf, usize, Option<u64>)> {
-    let prefix = format!("border-{instance}-flows-");
-    let Ok(dir) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<_> = dir
-        .filter_map(Result::ok)
-        .filter_map(|d| {
-            let name = d.file_name().into_string().ok()?;
-            let rest = name.strip_prefix(&prefix)?;
-            let (w, g) = match rest.split_once(".g") {
-                Some((w, g)) => (w, Some(g.parse::<u64>().ok()?)),
-                None => (rest, None),
-            };
-            let w = w.parse::<usize>().ok()?;
-            Some((d.path(), w, g))
-        })
-        .collect();
-    out.sort_by_key(|(_, w, g)| (*g, *w));
-    out
+    crate::region_names::region_files(dir, instance, "flows")
 }
 
 /// The geometry checksum of `layout` with entries described by `words`

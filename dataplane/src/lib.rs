@@ -28,6 +28,7 @@ pub(crate) mod plan;
 pub mod port;
 pub(crate) mod port_stats;
 pub mod ppv2;
+pub mod region_names;
 pub(crate) mod reset;
 pub mod routes;
 pub mod run;
