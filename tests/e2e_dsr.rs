@@ -151,9 +151,22 @@ fn start() -> Topo {
     start_with(&config(&[]), false)
 }
 
+/// The data ports of the download test: `DSR_PORTS=tap` or `af_xdp`.
+fn download_ports() -> PortKind {
+    match std::env::var("DSR_PORTS").as_deref() {
+        Ok("tap") => PortKind::Tap,
+        _ => PortKind::AfXdp,
+    }
+}
+
 /// The namespaces and border-dp on `config`, standalone or `following`
 /// border-mgmt's tables.
 fn start_with(config: &str, following: bool) -> Topo {
+    start_on(PortKind::Tap, config, following)
+}
+
+/// [`start_with`] with the data ports on `kind`.
+fn start_on(kind: PortKind, config: &str, following: bool) -> Topo {
     let lb = Netns::new("ds-lb");
     let cli = Netns::new("ds-cli");
     let sw = Netns::new("ds-sw");
@@ -168,6 +181,16 @@ fn start_with(config: &str, following: bool) -> Topo {
         sysctl(ns, "net.ipv4.conf.all.rp_filter=0");
         sysctl(ns, "net.ipv4.conf.default.rp_filter=0");
     }
+    kind.prepare(&lb, &cli, "ds-ext");
+    kind.prepare(&lb, &sw, "ds-int");
+    let config = &config.replace(
+        &PortKind::Tap.devargs(0, "ds-ext"),
+        &kind.devargs(0, "ds-ext"),
+    );
+    let config = &config.replace(
+        &PortKind::Tap.devargs(1, "ds-int"),
+        &kind.devargs(1, "ds-int"),
+    );
     let dp = if following {
         // Nothing left over from an earlier run of this instance.
         let _ = std::fs::remove_file(conf::tables::tables_path("e2eds"));
@@ -176,22 +199,22 @@ fn start_with(config: &str, following: bool) -> Topo {
     } else {
         BorderDp::start(&lb, &dir, "e2eds", config)
     };
-    wait_iface(&lb, "ds-ext");
-    cli.adopt(&lb, "ds-ext", &["10.142.0.2/24", "fd00:142::2/64"]);
-    wait_iface(&lb, "ds-int");
-    sw.adopt(&lb, "ds-int", &[]);
-    // The TAP device carries border's MAC: in the bridge that MAC would be
-    // the bridge's own, and frames to border would stop there.
-    sw.run(&["ip", "link", "set", "ds-int", "down"]);
-    sw.run(&[
-        "ip",
-        "link",
-        "set",
-        "ds-int",
-        "address",
-        "02:00:00:14:30:01",
-    ]);
-    sw.run(&["ip", "link", "set", "ds-int", "up"]);
+    kind.connect(&lb, &cli, "ds-ext", &["10.142.0.2/24", "fd00:142::2/64"]);
+    kind.connect(&lb, &sw, "ds-int", &[]);
+    if kind == PortKind::Tap {
+        // The TAP device carries border's MAC: in the bridge that MAC would
+        // be the bridge's own, and frames to border would stop there.
+        sw.run(&["ip", "link", "set", "ds-int", "down"]);
+        sw.run(&[
+            "ip",
+            "link",
+            "set",
+            "ds-int",
+            "address",
+            "02:00:00:14:30:01",
+        ]);
+        sw.run(&["ip", "link", "set", "ds-int", "up"]);
+    }
     sw.run(&["ip", "link", "add", "ds-br", "type", "bridge"]);
     sw.run(&["ip", "link", "set", "ds-int", "master", "ds-br"]);
     sw.run(&["ip", "link", "set", "ds-br", "up"]);
@@ -332,6 +355,22 @@ impl Topo {
             || (0..state.n_workers()).all(|w| state.worker(w).unwrap().applied_generation() >= g),
         );
     }
+}
+
+/// Seconds of CPU the whole machine has spent busy (every core, all but
+/// idle and iowait), from `/proc/stat` in ticks of 10 ms.
+fn machine_busy() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let idle = ticks.get(3).copied().unwrap_or(0.0) + ticks.get(4).copied().unwrap_or(0.0);
+    (ticks.iter().sum::<f64>() - idle) / 100.0
 }
 
 fn vip(addr: &str, port: u16) -> SocketAddr {
@@ -551,11 +590,23 @@ fn health_probes_reach_dsr_backends_at_their_own_address() {
 /// bytes (iperf3's `-n`, default 100M here), DSR_ROUNDS rounds (default
 /// 3) of one of each, alternated; the medians are compared. The figures in
 /// docs/performance.md are for 1G with a release border-dp
-/// (`BORDER_DP_BIN`, see `common::border_dp_bin`).
+/// (`BORDER_DP_BIN`, see `common::border_dp_bin`). The data ports are
+/// af_xdp (`DSR_PORTS=tap` for TAP ones); `DSR_BUSY=1` runs border-dp's
+/// worker with `poll = "busy"`. The report adds the whole machine's busy
+/// cores over each kind of transfer: on a 2-core VM the appliance shares
+/// the CPU with both ends of the transfer.
 #[test]
 fn download_through_a_dsr_vip_moves_near_the_direct_rate() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let t = start();
+    let ports = download_ports();
+    let mut c = config(&[]);
+    if std::env::var("DSR_BUSY").is_ok() {
+        c = c.replace(
+            "worker_lcores = [1]",
+            "worker_lcores = [1]\npoll = \"busy\"",
+        );
+    }
+    let t = start_on(ports, &c, false);
     let size = std::env::var("DSR_DOWNLOAD").unwrap_or_else(|_| "100M".into());
     let _server = t.bks[0].spawn(&["iperf3", "-s", "-p", &IPERF_PORT.to_string()]);
     let rate = |to: &str| -> f64 {
@@ -605,6 +656,8 @@ fn download_through_a_dsr_vip_moves_near_the_direct_rate() {
             .zip(f.get(12))
             .map_or(0.0, |(u, s)| (u + s) / 100.0)
     };
+    let mut busy_direct = Vec::new();
+    let mut busy_dsr = Vec::new();
     let (mut direct, mut dsr) = (Vec::new(), Vec::new());
     let (mut cpu_direct, mut cpu_dsr) = (0.0, 0.0);
     let timed = |to: &str, v: &mut Vec<f64>, c: &mut f64| {
@@ -613,9 +666,14 @@ fn download_through_a_dsr_vip_moves_near_the_direct_rate() {
         *c += (cpu() - c0) / t0.elapsed().as_secs_f64();
     };
     for _ in 0..rounds {
+        let (b0, w0) = (machine_busy(), Instant::now());
         timed("10.144.0.2", &mut direct, &mut cpu_direct);
+        let (b1, w1) = (machine_busy(), Instant::now());
+        busy_direct.push((b1 - b0) / w1.duration_since(w0).as_secs_f64());
         timed(DOWNLOAD_VIP, &mut dsr, &mut cpu_dsr);
+        busy_dsr.push((machine_busy() - b1) / w1.elapsed().as_secs_f64());
     }
+    eprintln!("machine busy cores: direct {busy_direct:.2?}, DSR {busy_dsr:.2?}");
     eprintln!(
         "border-dp busy {:.0} % of a core during the direct transfers, {:.0} % during the DSR ones",
         100.0 * cpu_direct / rounds as f64,
@@ -639,7 +697,7 @@ fn download_through_a_dsr_vip_moves_near_the_direct_rate() {
     let (d, x) = (gbit(&direct), gbit(&dsr));
     let (direct_m, dsr_m) = (median(&mut direct), median(&mut dsr));
     eprintln!(
-        "download of {size} ({rounds} rounds, border-dp {}): direct [{d}] median {:.2} Gbit/s, through the DSR VIP [{x}] median {:.2} Gbit/s ({:.2} x)",
+        "download of {size} ({rounds} rounds, {ports:?} ports, border-dp {}): direct [{d}] median {:.2} Gbit/s, through the DSR VIP [{x}] median {:.2} Gbit/s ({:.2} x)",
         border_dp_bin(),
         direct_m / 1e9,
         dsr_m / 1e9,
