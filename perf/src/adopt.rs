@@ -102,7 +102,7 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
         .dir
         .join(format!("border-perf-adopt-new-{}", std::process::id()));
     let (mut region_runs, mut heap_runs) = (Vec::new(), Vec::new());
-    let mut adopted = 0;
+    let (mut adopted, mut table_bytes) = (0, 0);
     for _ in 0..a.samples.max(1) {
         // As border-dp: the new table and its meters in a flows region
         // made (allocated, zero-filled) before the adoption starts.
@@ -122,6 +122,7 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
         drop((new, meters));
         // Private memory, zero-filled at its first touch, inside the time.
         let mut new = Conntrack::<FlowRec>::new(a.entries, TIMEOUTS);
+        table_bytes = new.memory_bytes();
         let mut meters = vec![FlowMeter::default(); a.entries];
         let (cpu_ms, ms, _) = timed(|| adopt_all(&prev, &mut new, &mut meters));
         heap_runs.push((cpu_ms, ms));
@@ -183,6 +184,11 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
     ]);
     table.note("medians; on-CPU: the thread's CPU time (the box is shared); goal: 1 Mi entries in <= 200 ms");
     table.note("first row: into a new table and meters in a flows region, as border-dp (made before, at its start: the `region made` row); `on heap`: into private memory, whose pages the kernel zero-fills at their first touch, inside the time");
+    table.note(format!(
+        "memory of the table: {:.0} MiB (slab, sweep hints, index, half-open ring), its meters {:.0} MiB",
+        table_bytes as f64 / (1 << 20) as f64,
+        (a.entries * METER_BYTES) as f64 / (1 << 20) as f64
+    ));
     table.note("pins: the persistence pins of a worker with that connection table (a quarter as many, three quarters used), read from a carry region and re-inserted as `lb/adopt.rs` does, after the entries");
     Ok(table)
 }
