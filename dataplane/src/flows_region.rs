@@ -261,7 +261,10 @@ impl FlowsRegion {
         let file = files::create_new(&tmp, access).map_err(file_error)?;
         let made = (|| {
             files::allocate(&file, len as u64)?;
-            let map = MmapOptions::new().len(len).map_raw(&file)?;
+            // Mapped whole now (the pages exist since the allocation): the
+            // adoption and the first packets of each slot then take no
+            // page fault, a few tens of thousands at a million entries.
+            let map = MmapOptions::new().len(len).populate().map_raw(&file)?;
             write_header(&map, layout, spec, meters_at, meter_bytes);
             std::fs::rename(&tmp, path)?;
             Ok(map)

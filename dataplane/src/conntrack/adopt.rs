@@ -20,7 +20,7 @@
 
 use core::mem::{offset_of, size_of, MaybeUninit};
 
-use super::{seal, Conntrack, Dir, Entry, EntryId, FlowKey, State, LIVE};
+use super::{seal, Conntrack, Dir, Entry, EntryId, FlowKey, KeyHash, State, LIVE};
 
 /// A value type whose raw bytes can be checked before they are read as
 /// one (the connection table's `V`).
@@ -201,28 +201,57 @@ const STATES: [State; 7] = [
 /// index far bigger than the cache are most of an adoption's cost).
 pub const ADOPT_BATCH: usize = 16;
 
+/// The index hashes of an entry's two keys in one table, worked out once
+/// per adopted entry by [`Conntrack::prefetch_for_adopt`] and used again
+/// by the duplicate check and the insert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdoptHashes([u32; 2]);
+
 impl<V: Copy> Conntrack<V> {
-    /// Starts loading the index buckets [`Conntrack::adopt_entry`] of `e`
-    /// will probe; a hint, nothing changes.
+    /// Starts loading the index buckets [`Conntrack::adopt_hashed`] of `e`
+    /// will probe (a hint, nothing changes), and returns the keys' hashes
+    /// for it.
     #[inline]
-    pub fn prefetch_for_adopt(&self, e: &Entry<V>) {
-        for k in &e.keys {
-            self.prefetch_bucket(self.hash_of(k));
+    pub fn prefetch_for_adopt(&self, e: &Entry<V>) -> AdoptHashes {
+        let h = [self.hash(&e.keys[0]), self.hash(&e.keys[1])];
+        for k in h {
+            self.prefetch_bucket(KeyHash(k));
         }
+        AdoptHashes(h)
     }
 
-    /// Whether either key of `e` is tracked already.
-    pub fn tracks(&self, e: &Entry<V>) -> bool {
-        e.keys.iter().any(|k| self.find(self.hash(k), k).is_some())
+    /// Whether either key of `e` is tracked already; `h` from
+    /// [`Conntrack::prefetch_for_adopt`] of `e` in this table.
+    #[inline]
+    pub fn tracks(&self, e: &Entry<V>, h: AdoptHashes) -> bool {
+        debug_assert_eq!(h, self.hashes(e), "hashes of another entry or table");
+        self.find(h.0[0], &e.keys[0]).is_some() || self.find(h.0[1], &e.keys[1]).is_some()
+    }
+
+    fn hashes(&self, e: &Entry<V>) -> AdoptHashes {
+        AdoptHashes([self.hash(&e.keys[0]), self.hash(&e.keys[1])])
     }
 
     /// Inserts an entry read from a previous table ([`read_slot`]) as it
     /// is: its state, deadline, TCP tracking and value. The deadline is
     /// capped at `now` plus the state's timeout (a previous process may
     /// have had longer timeouts).
-    pub fn adopt_entry(&mut self, mut e: Entry<V>, now: u64) -> Result<EntryId, Dropped> {
-        let (h_orig, h_reply) = (self.hash(&e.keys[0]), self.hash(&e.keys[1]));
-        if self.find(h_orig, &e.keys[0]).is_some() || self.find(h_reply, &e.keys[1]).is_some() {
+    pub fn adopt_entry(&mut self, e: Entry<V>, now: u64) -> Result<EntryId, Dropped> {
+        let h = self.hashes(&e);
+        self.adopt_hashed(e, h, now)
+    }
+
+    /// [`Conntrack::adopt_entry`] with the hashes
+    /// [`Conntrack::prefetch_for_adopt`] returned for `e` (its keys
+    /// unchanged since).
+    #[inline]
+    pub fn adopt_hashed(
+        &mut self,
+        mut e: Entry<V>,
+        h: AdoptHashes,
+        now: u64,
+    ) -> Result<EntryId, Dropped> {
+        if self.tracks(&e, h) {
             return Err(Dropped::Duplicate);
         }
         if self.len == self.capacity {
@@ -235,6 +264,7 @@ impl<V: Copy> Conntrack<V> {
         if half_open {
             self.half_open.push(slot, created);
         }
+        let [h_orig, h_reply] = h.0;
         self.index
             .insert(h_orig, super::index_ref(slot, Dir::Original));
         self.index
@@ -478,6 +508,27 @@ mod tests {
         new.adopt_entry(ea, 1).unwrap();
         assert_eq!(new.adopt_entry(ea, 1).map(|_| ()), Err(Dropped::Duplicate));
         assert_eq!(new.adopt_entry(eb, 1).map(|_| ()), Err(Dropped::Full));
+        new.check();
+    }
+
+    #[test]
+    fn the_prefetch_s_hashes_index_the_entry_and_catch_duplicates() {
+        let mut old = table(16);
+        let id = established(&mut old, 1000, 0);
+        let e = read_slot::<u32>(&raw(&old, id), 0, 1).unwrap().unwrap();
+        let mut new = table(16);
+        let h = new.prefetch_for_adopt(&e);
+        assert!(!new.tracks(&e, h));
+        let nid = new.adopt_hashed(e, h, 1).unwrap();
+        let (o, r) = key(1000, 6);
+        assert_eq!(new.lookup(&o, 1), Some((nid, Dir::Original)));
+        assert_eq!(new.lookup(&r, 1), Some((nid, Dir::Reply)));
+        assert!(new.tracks(&e, h));
+        assert_eq!(
+            new.adopt_hashed(e, h, 1).map(|_| ()),
+            Err(Dropped::Duplicate)
+        );
+        assert_eq!(new.len(), 1);
         new.check();
     }
 

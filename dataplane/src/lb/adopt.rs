@@ -47,7 +47,7 @@ use super::flow::{flow_deltas, FlowRec, FLOW_COUNTED, FLOW_PERSIST, FLOW_TUNNEL}
 use super::records::METER_BYTES;
 use super::Lb;
 use crate::carry_region::PreviousCarry;
-use crate::conntrack::adopt::{byte_of, read_slot, Dropped, RawValue, ADOPT_BATCH};
+use crate::conntrack::adopt::{byte_of, read_slot, AdoptHashes, Dropped, RawValue, ADOPT_BATCH};
 use crate::conntrack::{Entry, EntryId, State};
 use crate::counters::Counters;
 use crate::flows_region::PreviousFlows;
@@ -281,7 +281,8 @@ impl Lb {
             let dnat_here = region.worker % self.workers == self.worker;
             let is_older = region.generation < newest;
             let meters = self.records.is_some() && region.has_meters(METER_BYTES);
-            let mut batch: ArrayVec<(Entry<FlowRec>, usize), ADOPT_BATCH> = ArrayVec::new();
+            let mut batch: ArrayVec<(Entry<FlowRec>, usize, AdoptHashes), ADOPT_BATCH> =
+                ArrayVec::new();
             let mut next = 0;
             while next < region.slots() {
                 // A batch of this worker's entries, their buckets prefetched.
@@ -306,17 +307,17 @@ impl Lb {
                         Mode::Dnat | Mode::Dsr(_) => dnat_here,
                     };
                     if mine {
-                        self.conntrack.prefetch_for_adopt(&e);
-                        batch.push((e, at));
+                        let h = self.conntrack.prefetch_for_adopt(&e);
+                        batch.push((e, at, h));
                     }
                 }
-                for (e, at) in batch.drain(..) {
+                for (e, at, h) in batch.drain(..) {
                     // A flow a newer set held too was adopted from there.
-                    if is_older && self.conntrack.tracks(&e) {
+                    if is_older && self.conntrack.tracks(&e, h) {
                         older += 1;
                         continue;
                     }
-                    match self.adopt_one(e, now) {
+                    match self.adopt_one(e, h, now) {
                         Ok(id) => {
                             kept += 1;
                             counters.inc(Counter::FlowsAdopted);
@@ -369,7 +370,12 @@ impl Lb {
     }
 
     /// Fits one checked entry to this process's tables and inserts it.
-    fn adopt_one(&mut self, mut e: Entry<FlowRec>, now: u64) -> Result<EntryId, Dropped> {
+    fn adopt_one(
+        &mut self,
+        mut e: Entry<FlowRec>,
+        h: AdoptHashes,
+        now: u64,
+    ) -> Result<EntryId, Dropped> {
         let (orig, reply) = (*e.orig(), *e.reply());
         let Some(tables) = self.tables.as_ref() else {
             return Err(Dropped::NoVip);
@@ -424,7 +430,7 @@ impl Lb {
         let (vs, bs) = (rec.vip_slot, rec.backend_slot);
         let counter = (rec.conn_id & 0xFFFF_FFFF_FFFF) + 1;
         let open = !matches!(e.state(), State::TimeWait | State::Closed);
-        match self.conntrack.adopt_entry(e, now) {
+        match self.conntrack.adopt_hashed(e, h, now) {
             Ok(id) => {
                 // New connections' ids (the PPv2 UNIQUE_ID) go on after the
                 // adopted ones'.

@@ -43,7 +43,7 @@ unsafe impl RawValue for FlowMeter {
 impl FlowMeter {
     /// The meter in `raw` (a previous process's, same machine: native
     /// byte order); `None` if it is not one meter long.
-    fn from_raw(raw: &[u8]) -> Option<FlowMeter> {
+    pub fn from_raw(raw: &[u8]) -> Option<FlowMeter> {
         if raw.len() != core::mem::size_of::<FlowMeter>() {
             return None;
         }
