@@ -38,8 +38,11 @@
 //! Instruction counts, which a busy machine does not disturb:
 //! `valgrind --tool=callgrind --toggle-collect='dataplane::worker::Worker*::poll_once'
 //! border-perf pipeline --only "<case>" --samples 1 --packets N --flows 1000`
-//! for N = 20000 and 60000; a sample replays 1.25 N packets (a quarter
-//! to warm up), so the difference over 50000 is per packet.
+//! for N = 20000 and 60000; a sample replays 1.25 N packets and one pass
+//! over the 1000 flows (a quarter and the pass to warm up), so the
+//! difference over 50000 is per packet. The count includes the port's
+//! write of each frame (template and per-flow windows): compare counts
+//! only between builds with the same port.
 //!
 //! Files: `cases.rs` runs each case, through the appliance of `rig.rs`
 //! over the port of `ports.rs`, with frames from `frames.rs` and flows
