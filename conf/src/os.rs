@@ -178,6 +178,100 @@ pub fn advise_huge_pages(ptr: *const u8, bytes: usize) -> usize {
     end - start
 }
 
+/// Whether files in a shared-memory directory (the flows regions) get
+/// transparent huge pages when they ask for them, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShmemHugePages {
+    /// The slab's `MADV_HUGEPAGE` can be granted there.
+    pub huge: bool,
+    /// The setting that decides it, and what to change when it says no.
+    pub why: String,
+}
+
+/// [`ShmemHugePages`] of `dir`, for files allocated whole when they are
+/// made (`files::allocate`) and advised only then. A tmpfs mount has its
+/// own policy, its `huge=` mount option (default `never`: `/dev/shm` as
+/// distributions mount it); `/sys/kernel/mm/transparent_hugepage/shmem_enabled`
+/// is the policy of the kernel's internal shmem mount only, except that
+/// `deny` and `force` override every mount.
+pub fn shmem_huge_pages(dir: &Path) -> ShmemHugePages {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    shmem_huge_pages_of(
+        &read("/proc/self/mountinfo"),
+        &read("/sys/kernel/mm/transparent_hugepage/shmem_enabled"),
+        &dir,
+    )
+}
+
+fn shmem_huge_pages_of(mountinfo: &str, shmem_enabled: &str, dir: &Path) -> ShmemHugePages {
+    let answer = |huge: bool, why: String| ShmemHugePages { huge, why };
+    let selected = shmem_enabled
+        .find('[')
+        .and_then(|a| Some(&shmem_enabled[a + 1..a + shmem_enabled[a..].find(']')?]));
+    let Some(selected) = selected else {
+        return answer(
+            false,
+            "this kernel has no transparent huge pages for shared memory".into(),
+        );
+    };
+    if selected == "deny" {
+        return answer(
+            false,
+            "shmem_enabled=deny turns them off on every tmpfs".into(),
+        );
+    }
+    // The deepest mount holding `dir`; of several on one point, the last.
+    let mut best: Option<(PathBuf, &str, &str)> = None;
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let Some(point) = left.split(' ').nth(4) else {
+            continue;
+        };
+        let point = PathBuf::from(point.replace("\\040", " "));
+        let mut fields = right.split(' ');
+        let (fstype, options) = (fields.next().unwrap_or(""), fields.nth(1).unwrap_or(""));
+        let deeper = best
+            .as_ref()
+            .is_none_or(|(b, _, _)| point.components().count() >= b.components().count());
+        if dir.starts_with(&point) && deeper {
+            best = Some((point, fstype, options));
+        }
+    }
+    let Some((point, fstype, options)) = best else {
+        return answer(false, format!("no mount holds {}", dir.display()));
+    };
+    let at = point.display();
+    match fstype {
+        "hugetlbfs" => return answer(true, format!("{at} is hugetlbfs")),
+        "tmpfs" => {}
+        other => return answer(false, format!("{at} is {other}, not tmpfs")),
+    }
+    if selected == "force" {
+        return answer(true, "shmem_enabled=force".into());
+    }
+    let huge = options
+        .split(',')
+        .find_map(|o| o.strip_prefix("huge="))
+        .unwrap_or("never");
+    match huge {
+        "always" | "within_size" => answer(true, format!("tmpfs {at} mounted with huge={huge}")),
+        // A region's memory is allocated when it is made (fallocate),
+        // before the slab's MADV_HUGEPAGE: under `advise` it is allocated
+        // in 4 KiB pages, which only khugepaged may merge later, slowly.
+        "advise" => answer(
+            false,
+            format!("tmpfs {at} mounted with huge=advise, but the regions are allocated before the slab asks: remount it with huge=within_size (docs/operations.md)"),
+        ),
+        _ => answer(
+            false,
+            format!("tmpfs {at} mounted with huge={huge}: remount it with huge=within_size (docs/operations.md)"),
+        ),
+    }
+}
+
 /// The supplementary groups of the process at the other end of a unix
 /// stream socket, as the kernel recorded them when it connected
 /// (`SO_PEERGROUPS`, Linux 4.13). Unlike `/proc/<pid>/status` of the pid
@@ -323,6 +417,41 @@ mod tests {
         let pid = child.id();
         child.wait().unwrap();
         assert!(!process_alive(pid), "reaped child {pid} still alive");
+    }
+
+    #[test]
+    fn shared_memory_gets_huge_pages_by_its_tmpfs_mount_option() {
+        let mounts = "\
+22 1 0:21 / / rw - ext4 /dev/vda1 rw
+25 22 0:23 / /dev/shm rw,nosuid - tmpfs tmpfs rw,size=24683664k
+40 22 0:30 / /srv/border rw - tmpfs tmpfs rw,size=4g,huge=within_size
+43 22 0:33 / /srv/advised rw - tmpfs tmpfs rw,huge=advise
+41 22 0:31 / /srv/big rw - tmpfs tmpfs rw,huge=always
+42 22 0:32 / /mnt/huge rw - hugetlbfs nodev rw,pagesize=2M
+";
+        let off = "always within_size advise [never] deny force\n";
+        let of = |enabled: &str, dir: &str| shmem_huge_pages_of(mounts, enabled, Path::new(dir));
+        // /dev/shm as mounted by default: huge=never, whatever
+        // shmem_enabled (the internal mount's policy) says.
+        let shm = of(off, "/dev/shm");
+        assert!(!shm.huge && shm.why.contains("huge=never"), "{shm:?}");
+        assert!(!of("always within_size [advise] never deny force", "/dev/shm").huge);
+        let own = of(off, "/srv/border/x");
+        assert!(own.huge && own.why.contains("/srv/border"), "{own:?}");
+        assert!(of(off, "/srv/big").huge);
+        let late = of(off, "/srv/advised");
+        assert!(!late.huge && late.why.contains("within_size"), "{late:?}");
+        assert!(of(off, "/mnt/huge").huge);
+        assert!(!of(off, "/srv/bordering").huge, "a prefix is not a parent");
+        assert!(!of(off, "/var/tmp").huge, "ext4");
+        assert!(of("always within_size advise never deny [force]", "/dev/shm").huge);
+        assert!(!of("always within_size advise never [deny] force", "/srv/big").huge);
+        assert!(!of("", "/srv/big").huge, "no THP in the kernel");
+        // The last mount on a point is the one seen.
+        let over = format!("{mounts}50 25 0:40 / /dev/shm rw - tmpfs tmpfs rw,huge=within_size\n");
+        assert!(shmem_huge_pages_of(&over, off, Path::new("/dev/shm")).huge);
+        // This machine's answer names a setting, whichever it is.
+        assert!(!shmem_huge_pages(Path::new("/dev/shm")).why.is_empty());
     }
 
     #[test]

@@ -41,9 +41,33 @@ impl Summary {
     }
 }
 
+/// The first and third quartiles of `samples` (any order), interpolated
+/// between the nearest ranks; `None` when empty or with a NaN.
+pub fn quartiles(samples: &[f64]) -> Option<(f64, f64)> {
+    if samples.is_empty() || samples.iter().any(|x| x.is_nan()) {
+        return None;
+    }
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        let pos = p * (s.len() - 1) as f64;
+        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+        s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+    };
+    Some((at(0.25), at(0.75)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quartiles_interpolate_between_ranks() {
+        assert_eq!(quartiles(&[]), None);
+        assert_eq!(quartiles(&[2.0]), Some((2.0, 2.0)));
+        assert_eq!(quartiles(&[5.0, 1.0, 3.0, 2.0, 4.0]), Some((2.0, 4.0)));
+        assert_eq!(quartiles(&[4.0, 1.0, 3.0, 2.0]), Some((1.75, 3.25)));
+    }
 
     #[test]
     fn odd_even_and_edges() {

@@ -132,6 +132,13 @@ impl FlowsStart {
                 }
             }
         }
+        let huge = conf::os::shmem_huge_pages(&conf::os::region_dir());
+        info!(
+            huge_pages = huge.huge,
+            "flows regions on transparent huge pages: {} ({})",
+            if huge.huge { "yes" } else { "no" },
+            huge.why
+        );
         let (carry_prev, carry_refused) =
             PreviousCarry::take_over(&conf::os::region_dir(), &cfg.instance, access);
         for (path, why) in carry_refused {

@@ -163,3 +163,119 @@ pub(super) fn establish_proxied(rig: &mut Rig, n: usize) -> anyhow::Result<(Fram
     shuffle(&mut rev);
     Ok((fwd, rev))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use conf::Config;
+    use dataplane::io::{Burst, Frame, PortIo};
+
+    use super::super::frames::{client, syns, tcp_frame};
+    use super::super::ports::{BenchPorts, Replay};
+    use super::super::rig::config_text;
+    use super::*;
+
+    /// The ones' complement sum of `words`, folded.
+    fn sum(bytes: &[u8], mut acc: u32) -> u16 {
+        for c in bytes.chunks(2) {
+            acc += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        }
+        while acc > 0xffff {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    /// Whether the IPv4 header's and the TCP segment's checksums hold.
+    fn checksums_hold(f: &[u8]) -> bool {
+        let (pseudo, tcp) = if f[12..14] == [0x08, 0x00] {
+            let ihl = usize::from(f[14] & 0x0f) * 4;
+            if sum(&f[14..14 + ihl], 0) != 0xffff {
+                return false;
+            }
+            let tcp = &f[14 + ihl..];
+            let mut p = f[26..34].to_vec();
+            p.extend([0, 6]);
+            p.extend((tcp.len() as u16).to_be_bytes());
+            (p, tcp)
+        } else {
+            let tcp = &f[54..];
+            let mut p = f[22..54].to_vec();
+            p.extend((tcp.len() as u32).to_be_bytes());
+            p.extend([0, 0, 0, 6]);
+            (p, tcp)
+        };
+        sum(tcp, u32::from(sum(&pseudo, 0))) == 0xffff
+    }
+
+    /// Twice over `frames` through the port, as the pipeline receives them.
+    fn replayed(port: usize, frames: &[Vec<u8>]) -> (usize, Vec<Vec<u8>>) {
+        let replay = Arc::new(Replay::new(frames));
+        let mut io = BenchPorts::new(2, 64);
+        io.replay(port, &replay, 2 * frames.len() as u64);
+        let mut got = Vec::new();
+        let mut b = Burst::new();
+        while io.remaining() > 0 {
+            io.rx_burst(port, &mut b);
+            got.extend(b.iter().map(|f| f.data().to_vec()));
+            io.tx_burst(1 - port, &mut b);
+        }
+        (replay.stride(), got)
+    }
+
+    fn assert_replayed(what: &str, port: usize, frames: &[Vec<u8>]) {
+        let (stride, got) = replayed(port, frames);
+        assert_eq!(got.len(), 2 * frames.len(), "{what}");
+        for (i, g) in got.iter().enumerate() {
+            let want = &frames[i % frames.len()];
+            assert_eq!(g, want, "{what}: frame {i}");
+            assert!(checksums_hold(g), "{what}: checksums of frame {i}");
+        }
+        // Only the fields that vary per flow are kept per flow (addresses,
+        // ports, MACs and the checksums over them), not whole frames.
+        assert!(stride <= 48, "{what}: {stride} bytes per flow");
+    }
+
+    /// Every flow of each case's set (both directions), and clients
+    /// spread over addresses as well as ports, come out of the port byte
+    /// for byte as they were built, checksums included.
+    #[test]
+    fn the_port_hands_out_the_frames_it_was_given() {
+        let cfg = Config::from_toml_str(&config_text(4), "bench.toml").unwrap();
+        let hz = crate::clock::tsc_hz(std::time::Duration::from_millis(20)).expect("TSC");
+        for vip in [
+            Vip::FullNat4,
+            Vip::Dnat4,
+            Vip::FullNat6,
+            Vip::Proxy4,
+            Vip::Dsr4,
+        ] {
+            let mut rig = Rig::new(&cfg, 4, 2048, hz).unwrap();
+            rig.freeze();
+            let (fwd, rev) = match vip {
+                Vip::Proxy4 => establish_proxied(&mut rig, 300).unwrap(),
+                Vip::Dsr4 => (establish_dsr(&mut rig, vip, 300).unwrap(), Vec::new()),
+                _ => establish(&mut rig, vip, 300).unwrap(),
+            };
+            assert_replayed(&format!("{vip:?} client->backend"), EXT, &fwd);
+            if !rev.is_empty() {
+                assert_replayed(&format!("{vip:?} backend->client"), INT, &rev);
+            }
+            assert_replayed(&format!("{vip:?} SYNs"), EXT, &syns(vip, 1, 300));
+        }
+        for vip in [Vip::FullNat4, Vip::FullNat6] {
+            let spread: Vec<Vec<u8>> = (0..500u32)
+                .map(|k| {
+                    let c = client(vip, k % 3, k * 977);
+                    tcp_frame(CLIENT_MAC, EXT_MAC, c, (vip.addr(), 80), false, Some(2))
+                })
+                .collect();
+            assert_replayed(&format!("{vip:?} spread clients"), EXT, &spread);
+        }
+        // Frames of different lengths keep their own.
+        let mixed = vec![vec![1u8; 60], vec![2; 90], vec![3; 64]];
+        let (_, got) = replayed(EXT, &mixed);
+        assert_eq!(got[..3], mixed[..]);
+    }
+}

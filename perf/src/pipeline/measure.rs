@@ -1,7 +1,9 @@
 //! One timed replay: on-CPU and wall-clock TSC ticks per packet and the
 //! allocations it made, for the pipeline and for the bare loop.
 
-use super::ports::{bare_loop, BenchPorts};
+use std::sync::Arc;
+
+use super::ports::{bare_loop, BenchPorts, Replay};
 use super::rig::Rig;
 use crate::alloc_count::allocations;
 use crate::clock;
@@ -48,10 +50,10 @@ pub(super) fn timed(hz: f64, body: impl FnOnce() -> u64) -> Sample {
 pub(super) fn pipeline_sample(
     rig: &mut Rig,
     port: usize,
-    frames: &[Vec<u8>],
+    frames: &Arc<Replay>,
     packets: u64,
 ) -> Sample {
-    rig.w.io.load(port, frames, packets);
+    rig.w.io.replay(port, frames, packets);
     timed(rig.hz, || {
         while rig.w.io.remaining() > 0 {
             rig.w.poll_once();
@@ -60,11 +62,11 @@ pub(super) fn pipeline_sample(
     })
 }
 
-pub(super) fn bare_sample(hz: f64, frames: &[Vec<u8>], port: usize, packets: u64) -> Sample {
+pub(super) fn bare_sample(hz: f64, frames: &Arc<Replay>, port: usize, packets: u64) -> Sample {
     let mut io = BenchPorts::new(2, 4 * dataplane::io::BURST * 3);
-    io.load(port, frames, packets);
+    io.replay(port, frames, packets);
     bare_loop(&mut io, port, 1 - port); // warm
-    io.load(port, frames, packets);
+    io.replay(port, frames, packets);
     timed(hz, || bare_loop(&mut io, port, 1 - port))
 }
 

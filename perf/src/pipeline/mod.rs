@@ -3,9 +3,11 @@
 //! Prebuilt frames for N flows are replayed through `Worker::poll_once`
 //! over [`BenchPorts`], an in-memory port that hands out preallocated
 //! buffers and takes them back on TX (zero allocations in the loop; a
-//! counting global allocator checks it). The same port and frames also run
-//! through a bare rx -> tx loop in the same run; the pipeline's cost is
-//! reported on top of that loop and as a ratio to it.
+//! counting global allocator checks it). It writes each frame from one
+//! template and the few bytes that vary per flow, so that producing a
+//! frame costs the same at any flow count, as a NIC's Rx does. The same
+//! port and frames also run through a bare rx -> tx loop in the same run;
+//! the pipeline's cost is reported on top of that loop and as a ratio to it.
 //!
 //! Cases:
 //! - established flows (N = `--flows`, default 1k and 100k; 1M when asked for), client -> VIP
@@ -36,19 +38,24 @@
 //! Instruction counts, which a busy machine does not disturb:
 //! `valgrind --tool=callgrind --toggle-collect='dataplane::worker::Worker*::poll_once'
 //! border-perf pipeline --only "<case>" --samples 1 --packets N --flows 1000`
-//! for N = 20000 and 60000; a sample replays 1.25 N packets (a quarter
-//! to warm up), so the difference over 50000 is per packet.
+//! for N = 20000 and 60000; a sample replays 1.25 N packets and one pass
+//! over the 1000 flows (a quarter and the pass to warm up), so the
+//! difference over 50000 is per packet. The count includes the port's
+//! write of each frame (template and per-flow windows): compare counts
+//! only between builds with the same port.
 //!
 //! Files: `cases.rs` runs each case, through the appliance of `rig.rs`
 //! over the port of `ports.rs`, with frames from `frames.rs` and flows
 //! established by `flows.rs`; `measure.rs` times a replay, `table.rs`
-//! writes the report and `memlat.rs` measures the memory's latency for it.
+//! writes the report, `memlat.rs` measures the memory's latency for it and
+//! `hugepages.rs` reads whether the tables got transparent huge pages.
 //! Allocations are counted by `crate::alloc_count`, installed as the global
 //! allocator by `main.rs` (and by this crate's own tests).
 
 mod cases;
 mod flows;
 mod frames;
+mod hugepages;
 mod measure;
 mod memlat;
 mod ports;
@@ -99,6 +106,10 @@ pub struct Args {
     /// records region in the temporary directory.
     #[arg(long)]
     pub records: bool,
+    /// Keep the process off transparent huge pages (`PR_SET_THP_DISABLE`),
+    /// whatever its tables ask for: their cost on 4 KiB pages.
+    #[arg(long)]
+    pub no_huge_pages: bool,
 }
 
 /// `Args::timestamps` of this run (read by the frame builders).
@@ -123,6 +134,9 @@ pub fn run(args: &Args) -> anyhow::Result<Table> {
         (1..=1000).contains(&args.backends),
         "--backends must be 1..=1000"
     );
+    if args.no_huge_pages {
+        hugepages::disable().map_err(|e| anyhow::anyhow!("PR_SET_THP_DISABLE: {e}"))?;
+    }
     let hz = clock::tsc_hz(std::time::Duration::from_millis(100))
         .ok_or_else(|| anyhow::anyhow!("no TSC on this architecture"))?;
     let cfg = Config::from_toml_str(&rig::config_text(args.backends), "bench.toml")
@@ -162,6 +176,7 @@ mod tests {
             timestamps: false,
             records: false,
             memlat_mib: 1,
+            no_huge_pages: false,
         })
         .unwrap();
         // 7 established rows (4 VIPs, 3 with their replies), 3 DSR VIPs
@@ -194,6 +209,7 @@ mod tests {
             timestamps: false,
             records: true,
             memlat_mib: 1,
+            no_huge_pages: false,
         })
         .unwrap();
         assert_eq!(t.rows.len(), 7 + 3 + 1 + 6 + 6 + 2 + 1);
