@@ -270,16 +270,16 @@ pub fn encapsulate_flow(
 
 /// Moves `buf[from..end]` up by `by` bytes (the caller checked that
 /// `end + by` fits). A packet of at most [`SMALL_MOVE`] bytes (a pure ACK,
-/// most of a download's client packets) moves as one fixed-size
-/// overlapping copy, which the compiler turns into a few vector loads
-/// then stores, without a call to `memmove` (a copy through a local
-/// buffer took twice the instructions); the bytes it moves past `end` are
-/// the buffer's spare ones, past the new frame.
+/// most of a download's client packets) moves as one fixed-size copy
+/// through a local buffer, without a call to `memmove`; the bytes it moves
+/// past `end` are the buffer's spare ones, past the new frame.
 #[inline(always)]
 fn move_up(buf: &mut [u8], from: usize, end: usize, by: usize) {
     if end - from <= SMALL_MOVE {
         if let Some(w) = buf.get_mut(from..from + SMALL_MOVE + by) {
-            w.copy_within(..SMALL_MOVE, by);
+            let mut t = [0u8; SMALL_MOVE];
+            t.copy_from_slice(&w[..SMALL_MOVE]);
+            w[by..].copy_from_slice(&t);
             return;
         }
     }

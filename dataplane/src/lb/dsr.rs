@@ -131,11 +131,13 @@ impl Lb {
                 }
             };
             let outer = if v6 {
-                let Some((net, prefix)) = port.subnet_v6 else {
+                if port.subnet_v6.is_none() {
                     return count_drop(counters, Counter::DropDsrNoSource);
-                };
-                let high = encap::v6_source_high(net, prefix);
-                Outer::V6 { high, dst: b }
+                }
+                Outer::V6 {
+                    high: port.source_high_v6,
+                    dst: b,
+                }
             } else {
                 Outer::V4 {
                     dst: [b[12], b[13], b[14], b[15]],
