@@ -5,7 +5,8 @@
 # over the 50000 extra packets is the cost of one.
 #   perf/callgrind.sh [BORDER_PERF_BINARY] [CASE ...]
 # Default cases: established full-NAT, DNAT and PROXY, both directions,
-# full-NAT IPv6 and DSR (MAC only, IPIP and GUE; client->backend, its one direction).
+# full-NAT IPv6, DNAT IPv6 and DSR IPv4 and IPv6 (MAC only, IPIP or IP6IP6,
+# and GUE; client->backend, its one direction).
 # Prints one line per case: `<Ir per packet>  <case>`.
 set -euo pipefail
 bin=${1:-target/release/border-perf}
@@ -23,6 +24,10 @@ if [ ${#cases[@]} -eq 0 ]; then
     "established DSR IPv4, client->backend"
     "established DSR IPIP IPv4, client->backend"
     "established DSR GUE IPv4, client->backend"
+    "established DNAT IPv6, client->backend"
+    "established DSR IPv6, client->backend"
+    "established DSR IP6IP6 IPv6, client->backend"
+    "established DSR GUE IPv6, client->backend"
   )
 fi
 command -v valgrind >/dev/null || { echo "callgrind.sh needs valgrind (apt-get install valgrind)" >&2; exit 1; }

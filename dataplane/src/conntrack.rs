@@ -1092,6 +1092,18 @@ impl<V: Copy> Conntrack<V> {
             self.set_deadline(slot, at);
             return Ok(State::Established);
         }
+        // A one-way (DSR) flow is never steady both ways: its common
+        // segment, as short (what `update_tcp_step` does with it).
+        if e.state == State::Established
+            && seg.flags & (TcpFlags::SYN.0 | TcpFlags::FIN.0 | TcpFlags::RST.0) == 0
+            && e.tcp.one_way_steady(dir.idx())
+        {
+            e.flags |= SEEN_ORIG << dir.idx();
+            e.tcp.note_one_way(dir.idx(), seg);
+            let at = now.saturating_add(self.timeout_ms[State::Established as usize]);
+            self.set_deadline(slot, at);
+            return Ok(State::Established);
+        }
         self.update_tcp_step(slot, dir, seg, now)
     }
 

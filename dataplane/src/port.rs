@@ -40,6 +40,10 @@ pub struct PortDesc {
     /// length): where the outer sources of DSR tunnels are folded into.
     pub subnet_v4: Option<(Ipv4Addr, u8)>,
     pub subnet_v6: Option<(Ipv6Addr, u8)>,
+    /// The upper 96 bits every outer IPv6 source folded into `subnet_v6`
+    /// shares (`encap::v6_source_high`), worked out once here rather than
+    /// for each packet.
+    pub source_high_v6: [u8; 12],
     /// The port's subnets (`addresses`), which say which VIPs it answers
     /// for; empty for a twin.
     pub nets: Vec<conf::IpNet>,
@@ -135,6 +139,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
             mtu: p.mtu,
             subnet_v4: None,
             subnet_v6: None,
+            source_high_v6: [0; 12],
             nets: p.addresses.clone(),
         };
         for net in &p.addresses {
@@ -150,6 +155,9 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
                     }
                 }
             }
+        }
+        if let Some((net, prefix)) = info.subnet_v6 {
+            info.source_high_v6 = crate::encap::v6_source_high(net, prefix);
         }
         if with_twins {
             // The twin's link-local address: NDP for it is answered here like
@@ -172,6 +180,7 @@ pub fn ports_from_config(cfg: &Config, macs: &[[u8; 6]], with_twins: bool) -> Ve
                 mtu: p.mtu,
                 subnet_v4: None,
                 subnet_v6: None,
+                source_high_v6: [0; 12],
                 nets: Vec::new(),
             });
         }

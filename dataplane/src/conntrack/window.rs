@@ -276,6 +276,35 @@ impl TcpTrack {
         }
     }
 
+    /// Whether side `d`'s `nxt` and `ack` are known and nothing of the
+    /// other side is: a one-way (DSR) flow, whose backend's packets never
+    /// pass, once its client has acknowledged something.
+    /// [`TcpTrack::note_one_way`] is [`TcpTrack::note`] for it.
+    #[inline(always)]
+    pub fn one_way_steady(&self, d: usize) -> bool {
+        let d = d & 1;
+        const SIDE: u8 = NXT_KNOWN | ACK_KNOWN;
+        self.known & (SIDE | SIDE << 1) == SIDE << d
+    }
+
+    /// [`TcpTrack::note`] for the common segment of a one-way flow (no
+    /// SYN, FIN or RST; [`TcpTrack::one_way_steady`]): with nothing known
+    /// of the other side, any window allows the data and nothing bounds
+    /// the acknowledgement but the last one.
+    #[inline(always)]
+    pub fn note_one_way(&mut self, d: usize, s: &TcpSeg) {
+        debug_assert!(self.one_way_steady(d) && s.flags & (TcpFlags::SYN.0 | TcpFlags::FIN.0) == 0);
+        let d = d & 1;
+        let end = s.seq.wrapping_add(s.len);
+        if after(end, self.nxt[d]) {
+            self.nxt[d] = end;
+        }
+        if s.flags & TcpFlags::ACK.0 != 0 && !after(self.ack[d], s.ack) {
+            self.ack[d] = s.ack;
+            self.win[d] = s.win;
+        }
+    }
+
     /// A SYN from side `d` announced window scale `ws` ([`NO_WSCALE`]).
     #[cold]
     fn syn(&mut self, d: usize, ws: u8) {
@@ -578,6 +607,47 @@ mod tests {
                 a.note(d, s);
                 b.note_steady(d, s);
                 assert_eq!(a, b, "{d} {s:?}");
+            }
+        }
+    }
+
+    /// A one-way flow (DSR: the backend's packets never pass): the
+    /// client's SYN, its handshake ACK and 1000 bytes, client ISN 1000.
+    fn one_way() -> TcpTrack {
+        let mut t = TcpTrack::default();
+        t.note(0, &syn(SYN, 1000, 0, 64_240, 7));
+        t.note(0, &seg(ACK, 1001, 5001, 502, 0));
+        t.note(0, &seg(ACK, 1001, 5001, 502, 1000));
+        t
+    }
+
+    #[test]
+    fn note_one_way_is_note() {
+        let base = one_way();
+        assert!(base.one_way_steady(0) && !base.one_way_steady(1) && !base.steady());
+        assert!(!established().one_way_steady(0) && !established().one_way_steady(1));
+        assert!(!TcpTrack::default().one_way_steady(0));
+        let segs = [
+            seg(ACK, 2001, 6001, 502, 100),
+            seg(ACK, 2001, 5001, 502, 0),
+            seg(ACK, 1500, 6001, 7, 10),
+            seg(ACK, 2001, 5000, 9, 0),
+            seg(PSH, 2001, 9, 9, 10),
+            seg(ACK, 0x4000_0000, 6001, 502, 100),
+            seg(ACK, 0x9000_0000, 0x9000_0000, 502, 100),
+            seg(0, 1900, 6001, 502, 50),
+        ];
+        for s in &segs {
+            let (mut a, mut b) = (base, base);
+            a.note(0, s);
+            b.note_one_way(0, s);
+            assert_eq!(a, b, "{s:?}");
+            // And again from where that left it.
+            for t in &segs {
+                let (mut a2, mut b2) = (a, a);
+                a2.note(0, t);
+                b2.note_one_way(0, t);
+                assert_eq!(a2, b2, "{s:?} then {t:?}");
             }
         }
     }

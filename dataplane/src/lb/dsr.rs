@@ -24,7 +24,8 @@ use super::flow::{count_forwarded, FlowRec, FLOW_TUNNEL};
 use super::Lb;
 use super::Out;
 use crate::conntrack::{Dir, Entry, EntryId};
-use crate::encap::{self, EncapError, Outer, OuterAddrs, Tunnel};
+use crate::encap::{self, EncapError, Outer, OuterAddrs, Tunnel, TunnelConsts};
+use crate::neigh::Slot;
 use crate::port::PortDesc;
 use crate::verdict::Verdict;
 
@@ -35,6 +36,37 @@ pub(super) struct DsrEnds<'k> {
     pub client: &'k [u8; 16],
     pub sport: u16,
     pub backend: &'k [u8; 16],
+}
+
+/// What sending a DSR flow's client packet takes from its record: a
+/// copy of these few bytes, not of the whole record, per packet.
+#[derive(Clone, Copy)]
+pub(super) struct DsrFlow {
+    encap: Encap,
+    /// The record holds its tunnel's constants ([`FLOW_TUNNEL`]).
+    kept: bool,
+    tunnel: TunnelConsts,
+    hop: Slot,
+    backend_port: u8,
+    client_port: u8,
+}
+
+impl DsrFlow {
+    /// `None`: `rec` is no DSR flow's.
+    #[inline(always)]
+    pub(super) fn of(rec: &FlowRec) -> Option<DsrFlow> {
+        let Mode::Dsr(encap) = rec.mode else {
+            return None;
+        };
+        Some(DsrFlow {
+            encap,
+            kept: rec.bits & FLOW_TUNNEL != 0,
+            tunnel: rec.tunnel(),
+            hop: rec.hop,
+            backend_port: rec.backend_port,
+            client_port: rec.client_port,
+        })
+    }
 }
 
 impl Lb {
@@ -57,7 +89,10 @@ impl Lb {
         if let (Some(r), Some(id)) = (self.records.as_mut(), id) {
             r.count(id, Dir::Original, len.saturating_sub(l3), payload);
         }
-        self.dsr_forward(buf, len, l3, rec, ends, out)
+        let Some(flow) = DsrFlow::of(rec) else {
+            return count_drop(out.counters, Counter::DropSlowpathUnhandled);
+        };
+        self.dsr_forward(buf, len, l3, &flow, ends, out)
     }
 
     /// Sends a client packet of DSR flow `rec` to its backend, its MAC
@@ -69,14 +104,12 @@ impl Lb {
         buf: &mut [u8],
         len: usize,
         l3: usize,
-        rec: &FlowRec,
+        rec: &DsrFlow,
         ends: DsrEnds<'_>,
         out: Out<'_>,
     ) -> Verdict {
         let Out { ports, counters } = out;
-        let Mode::Dsr(encap) = rec.mode else {
-            return count_drop(counters, Counter::DropSlowpathUnhandled);
-        };
+        let encap = rec.encap;
         let egress = rec.backend_port as usize;
         let Some(port) = ports.get(egress) else {
             return count_drop(counters, Counter::DropNoRoute);
@@ -89,8 +122,8 @@ impl Lb {
             let v6 = !is_v4_mapped(b);
             // A flow without an entry (the table was full) works them out
             // for each of its packets.
-            let consts = if rec.bits & FLOW_TUNNEL != 0 {
-                rec.tunnel()
+            let consts = if rec.kept {
+                rec.tunnel
             } else {
                 match tunnel_to(port, encap, &ends) {
                     Some(t) => t.consts(),
@@ -98,11 +131,13 @@ impl Lb {
                 }
             };
             let outer = if v6 {
-                let Some((net, prefix)) = port.subnet_v6 else {
+                if port.subnet_v6.is_none() {
                     return count_drop(counters, Counter::DropDsrNoSource);
-                };
-                let high = encap::v6_source_high(net, prefix);
-                Outer::V6 { high, dst: b }
+                }
+                Outer::V6 {
+                    high: port.source_high_v6,
+                    dst: b,
+                }
             } else {
                 Outer::V4 {
                     dst: [b[12], b[13], b[14], b[15]],
@@ -140,6 +175,22 @@ pub(super) fn dsr_entry(e: &mut Entry<FlowRec>, ports: &[PortDesc]) -> (FlowRec,
         keep_tunnel(&mut e.value, &client, sport, &backend, ports);
     }
     (e.value, backend)
+}
+
+/// [`dsr_entry`] for the express lane: what sending takes of the record
+/// (`None`: no DSR flow's), not the whole record.
+#[inline(always)]
+pub(super) fn dsr_entry_flow(
+    e: &mut Entry<FlowRec>,
+    ports: &[PortDesc],
+) -> (Option<DsrFlow>, [u8; 16]) {
+    let backend = e.reply().src;
+    if e.value.bits & FLOW_TUNNEL == 0 {
+        let orig = e.orig();
+        let (client, sport) = (orig.src, orig.sport);
+        keep_tunnel(&mut e.value, &client, sport, &backend, ports);
+    }
+    (DsrFlow::of(&e.value), backend)
 }
 
 /// Keeps the constants of flow `rec`'s tunnel in it and sets

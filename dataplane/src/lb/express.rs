@@ -8,7 +8,7 @@ use conf::counters::Counter;
 use conf::Mode;
 
 use super::count_drop;
-use super::dsr::{dsr_entry, DsrEnds};
+use super::dsr::{dsr_entry_flow, DsrEnds};
 use super::flow::{client_space, count_forwarded, FlowRec, FLOW_PP, FLOW_SP};
 use super::rewrite::{to_backend, to_client, FromBackend, Sums};
 use super::{Lb, Out};
@@ -359,11 +359,14 @@ impl Lb {
         }
         let e = self.conntrack.get_mut(id);
         if dir == Dir::Original && e.value.mode.is_dsr() {
-            let (rec, backend) = dsr_entry(e, ports);
-            count_forwarded(self.vip_stats, self.backend_stats, &rec, len);
+            let (flow, backend) = dsr_entry_flow(e, ports);
+            count_forwarded(self.vip_stats, self.backend_stats, &e.value, len);
             if let Some(r) = self.records.as_mut() {
                 r.count(id, dir, len - at.l3, payload != 0);
             }
+            let Some(rec) = flow else {
+                return Some(count_drop(counters, Counter::DropSlowpathUnhandled));
+            };
             let ends = DsrEnds {
                 client: &key.src,
                 sport: key.sport,

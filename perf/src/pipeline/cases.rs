@@ -62,6 +62,10 @@ pub(super) fn established_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Re
         Vip::Dsr4,
         Vip::DsrIpip4,
         Vip::DsrGue4,
+        Vip::Dnat6,
+        Vip::Dsr6,
+        Vip::DsrIpip6,
+        Vip::DsrGue6,
     ] {
         let fwd_name = format!("established {}, client->backend", vip.name());
         let rev_name = format!("established {}, backend->client", vip.name());
@@ -181,6 +185,10 @@ pub(super) fn new_flow_rows(args: &Args, cfg: &Config, hz: f64) -> anyhow::Resul
         Vip::Dsr4,
         Vip::DsrIpip4,
         Vip::DsrGue4,
+        Vip::Dnat6,
+        Vip::Dsr6,
+        Vip::DsrIpip6,
+        Vip::DsrGue6,
         // One client per sample: its first SYN pins it, the others hit.
         Vip::Persist4,
     ] {

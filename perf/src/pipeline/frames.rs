@@ -15,7 +15,7 @@ pub(super) fn client(vip: Vip, set: u32, i: u32) -> (IpAddr, u16) {
     let hi = set * 64 + i / 50_000;
     let port = 10_000 + (i % 50_000) as u16;
     match vip {
-        Vip::FullNat6 => (
+        _ if vip.is_v6() => (
             Ipv6Addr::new(0xfd00, 0x100, 0, 0, 0, 0, (hi >> 16) as u16, hi as u16).into(),
             port,
         ),

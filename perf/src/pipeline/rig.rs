@@ -58,6 +58,14 @@ pub(super) enum Vip {
     DsrIpip4,
     /// Direct server return, IPv4, GUE over IPv4 (`encap = "gue"`).
     DsrGue4,
+    /// DNAT IPv6 (what the IPv6 DSR rows compare with).
+    Dnat6,
+    /// Direct server return, IPv6, only the MAC written.
+    Dsr6,
+    /// Direct server return, IPv6, IP6IP6 (`encap = "ipip"`).
+    DsrIpip6,
+    /// Direct server return, IPv6, GUE over IPv6 (`encap = "gue"`).
+    DsrGue6,
     /// Full-NAT IPv4 with `persistence_timeout`: a new flow looks its
     /// client's pin up first.
     Persist4,
@@ -75,6 +83,10 @@ impl Vip {
             Vip::DsrIpip4 => Ipv4Addr::new(10, 1, 0, 105).into(),
             Vip::Persist4 => Ipv4Addr::new(10, 1, 0, 106).into(),
             Vip::DsrGue4 => Ipv4Addr::new(10, 1, 0, 107).into(),
+            Vip::Dnat6 => Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x101).into(),
+            Vip::Dsr6 => Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x104).into(),
+            Vip::DsrIpip6 => Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x105).into(),
+            Vip::DsrGue6 => Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0x107).into(),
         }
     }
     pub(super) fn name(self) -> &'static str {
@@ -87,13 +99,28 @@ impl Vip {
             Vip::Dsr4 => "DSR IPv4",
             Vip::DsrIpip4 => "DSR IPIP IPv4",
             Vip::DsrGue4 => "DSR GUE IPv4",
+            Vip::Dnat6 => "DNAT IPv6",
+            Vip::Dsr6 => "DSR IPv6",
+            Vip::DsrIpip6 => "DSR IP6IP6 IPv6",
+            Vip::DsrGue6 => "DSR GUE IPv6",
             Vip::Persist4 => "full-NAT IPv4 + persistence",
         }
     }
 
     /// Direct server return: the client's direction only.
     pub(super) fn is_dsr(self) -> bool {
-        matches!(self, Vip::Dsr4 | Vip::DsrIpip4 | Vip::DsrGue4)
+        matches!(
+            self,
+            Vip::Dsr4 | Vip::DsrIpip4 | Vip::DsrGue4 | Vip::Dsr6 | Vip::DsrIpip6 | Vip::DsrGue6
+        )
+    }
+
+    /// IPv6 clients and backends.
+    pub(super) fn is_v6(self) -> bool {
+        matches!(
+            self,
+            Vip::FullNat6 | Vip::Dnat6 | Vip::Dsr6 | Vip::DsrIpip6 | Vip::DsrGue6
+        )
     }
 }
 
@@ -132,14 +159,18 @@ listen = "unix:///run/border/bench.sock"
         ("dsripip4", Vip::DsrIpip4, "dsr", "none", "off"),
         ("dsrgue4", Vip::DsrGue4, "dsr", "none", "off"),
         ("persist4", Vip::Persist4, "fullnat", "none", "off"),
+        ("dnat6", Vip::Dnat6, "dnat", "none", "off"),
+        ("dsr6", Vip::Dsr6, "dsr", "none", "off"),
+        ("dsripip6", Vip::DsrIpip6, "dsr", "none", "off"),
+        ("dsrgue6", Vip::DsrGue6, "dsr", "none", "off"),
     ] {
         c.push_str(&format!(
             "\n[[vip]]\nname = \"{name}\"\naddress = \"{}\"\nport = 80\nprotocol = \"tcp\"\nmode = \"{mode}\"\nproxy_protocol = \"{proxy}\"\nsyn_proxy = \"{syn_proxy}\"\n",
             vip.addr()
         ));
         match vip {
-            Vip::DsrIpip4 => c.push_str("encap = \"ipip\"\n"),
-            Vip::DsrGue4 => c.push_str("encap = \"gue\"\n"),
+            Vip::DsrIpip4 | Vip::DsrIpip6 => c.push_str("encap = \"ipip\"\n"),
+            Vip::DsrGue4 | Vip::DsrGue6 => c.push_str("encap = \"gue\"\n"),
             _ => {}
         }
         if vip == Vip::Persist4 {
@@ -148,9 +179,10 @@ listen = "unix:///run/border/bench.sock"
         // A DSR backend listens on the VIP's port.
         let port = if vip.is_dsr() { 80 } else { 8080 };
         for k in 0..backends {
-            let b: IpAddr = match vip {
-                Vip::FullNat6 => backend_v6(k).into(),
-                _ => backend_v4(k).into(),
+            let b: IpAddr = if vip.is_v6() {
+                backend_v6(k).into()
+            } else {
+                backend_v4(k).into()
             };
             c.push_str(&format!(
                 "[[vip.backend]]\naddress = \"{b}\"\nport = {port}\n"

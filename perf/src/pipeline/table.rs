@@ -118,11 +118,19 @@ pub(super) fn report(args: &Args, hz: f64, rows: &[Row]) -> Table {
                 .find(|r| r.case == case && r.flows == flows)
                 .map(|r| r.pipeline.median)
         };
-        for dsr in [Vip::Dsr4, Vip::DsrIpip4, Vip::DsrGue4] {
-            if let (Some(d), Some(x)) = (fwd(dsr), fwd(Vip::Dnat4)) {
+        for (dsr, dnat) in [
+            (Vip::Dsr4, Vip::Dnat4),
+            (Vip::DsrIpip4, Vip::Dnat4),
+            (Vip::DsrGue4, Vip::Dnat4),
+            (Vip::Dsr6, Vip::Dnat6),
+            (Vip::DsrIpip6, Vip::Dnat6),
+            (Vip::DsrGue6, Vip::Dnat6),
+        ] {
+            if let (Some(d), Some(x)) = (fwd(dsr), fwd(dnat)) {
                 t.note(format!(
-                    "goal established {} client->backend <= DNAT IPv4's, {n} flows: {d:.1} vs {x:.1} ticks/pkt ({})",
+                    "goal established {} client->backend <= {}'s, {n} flows: {d:.1} vs {x:.1} ticks/pkt ({})",
                     dsr.name(),
+                    dnat.name(),
                     if d <= x { "met" } else { "MISSED" }
                 ));
             }
