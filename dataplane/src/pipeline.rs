@@ -12,7 +12,7 @@ use conf::counters::Counter;
 
 use crate::counters::Counters;
 use crate::io::Frame;
-use crate::lb::{Adopted, Lb, Prepared};
+use crate::lb::{Adopted, Early, EarlyOut, Lb, Prepared};
 use crate::neigh::Slot;
 use crate::neigh_queue::Fate;
 use crate::port::{PortDesc, PortRole};
@@ -32,6 +32,10 @@ pub enum Lane<'p> {
     /// Declined in this poll iteration (frame unchanged since): the
     /// general path, without asking the lane again.
     Declined,
+    /// A SYN whose new flow's pick the lane's passes started in this poll
+    /// iteration (same tables, frame unchanged since): the general path,
+    /// with what they found.
+    NewFlow(&'p Early),
 }
 
 /// One worker's packet path: the ports, the counters, and the
@@ -216,6 +220,12 @@ impl Pipeline {
             Lane::Unasked => self.process_with(in_port, buf, len, true, nic),
             Lane::Declined => self.process_with(in_port, buf, len, false, nic),
             Lane::Prepared(prep) => self.process_prepared(in_port, buf, len, prep, nic),
+            Lane::NewFlow(early) => {
+                self.lb.early_carry(early);
+                let v = self.process_with(in_port, buf, len, false, nic);
+                self.lb.early_done(early);
+                v
+            }
         }
     }
 
@@ -266,10 +276,24 @@ impl Pipeline {
 
     /// The express lane's first pass over a frame addressed to the MAC of
     /// [`Pipeline::express_port`]; changes nothing. False: the lane
-    /// declines it. See [`Lb::express`].
+    /// declines it. See [`Lb::express`]. With `early`, a declined SYN to a
+    /// VIP may get its new flow's pick started (noted there): its second
+    /// pass is [`Pipeline::early_prefetch`], its run [`Lane::NewFlow`].
     #[inline(always)]
-    pub fn express_prepare(&self, frame: &[u8], out: &mut Prepared) -> bool {
-        self.lb.express_prepare(frame, out)
+    pub fn express_prepare(
+        &self,
+        frame: &[u8],
+        out: &mut Prepared,
+        early: Option<EarlyOut<'_>>,
+    ) -> bool {
+        self.lb.express_prepare(frame, out, early)
+    }
+
+    /// The second pass over a SYN whose new flow's pick the first pass
+    /// started: starts loading its reply key's index bucket.
+    #[inline(always)]
+    pub fn early_prefetch(&self, early: &mut Early) {
+        self.lb.early_reply(early);
     }
 
     /// The express lane's second pass over a prepared frame: starts
@@ -383,7 +407,7 @@ impl Pipeline {
         }
         if express {
             let mut prep = Prepared::default();
-            if self.lb.express_prepare(frame, &mut prep) {
+            if self.lb.express_prepare(frame, &mut prep, None) {
                 if let Some(v) =
                     self.lb
                         .express(buf, len, &prep, in_port, &self.ports, &mut self.counters)

@@ -13,7 +13,11 @@
 //! (see [`Pipeline::express_prepare`]): parse and hash every
 //! frame and prefetch its connection-table index bucket; prefetch the
 //! entries those buckets point to; then run each frame in order, prepared
-//! ones through the lane (the general path when the lane declines). A
+//! ones through the lane (the general path when the lane declines). A SYN
+//! to a VIP gets its new flow's loads started the same way, in an array of
+//! its own beside the preparations: its Maglev ring slot in the first
+//! pass, the bucket of the reply key it will most likely get in the second
+//! (see `lb/early.rs`). A
 //! packet costs two dependent cache misses (bucket, then entry) when the
 //! table is larger than the caches; this way the misses of a whole burst
 //! are in flight together instead of one after the other. While a port
@@ -35,7 +39,7 @@ use crossbeam_queue::ArrayQueue;
 
 use crate::doorbell::Doorbell;
 use crate::io::{Burst, Frame, PortIo, BURST};
-use crate::lb::{Adopted, Prepared, IDLE_EXPIRE_BUDGET, IDLE_EXPORT_BUDGET};
+use crate::lb::{Adopted, EarlyOut, NewFlows, Prepared, IDLE_EXPIRE_BUDGET, IDLE_EXPORT_BUDGET};
 use crate::neigh_queue::{Fate, NeighQueue};
 use crate::pipeline::{Lane, Pipeline};
 use crate::verdict::Verdict;
@@ -177,6 +181,10 @@ pub struct Worker<P: PortIo, C: Clock, T: TableSource> {
     /// The express lane's preparation of each frame of `rx[i]`; only those
     /// marked ready mean anything.
     prep: [[Prepared; BURST]; 2],
+    /// New flows' picks started in the passes over `rx[i]` (`lb/early.rs`),
+    /// apart from `prep` so that established packets' preparations stay
+    /// small.
+    early: [NewFlows; 2],
     tx: Vec<TxQueue<P::Frame>>,
     /// Frames waiting for their next hop's MAC.
     parked: NeighQueue<P::Frame>,
@@ -205,6 +213,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             me,
             rx: [Burst::new(), Burst::new()],
             prep: [[Prepared::default(); BURST]; 2],
+            early: [NewFlows::default(); 2],
             tx: (0..ports).map(|_| TxQueue::new()).collect(),
             parked: NeighQueue::default(),
             poll,
@@ -237,6 +246,7 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             rx,
             tx,
             prep,
+            early,
             parked,
             ..
         } = self;
@@ -265,13 +275,14 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
             let mut cur = 0;
             io.rx_burst(port, &mut rx[cur]);
             let mut more = rx[cur].is_full();
-            let mut marks = prepare_burst(pipeline, express, &rx[cur], &mut prep[cur]);
+            let to = (&mut prep[cur], &mut early[cur]);
+            let mut marks = prepare_burst(pipeline, express, &rx[cur], to);
             for burst in 1.. {
                 if rx[cur].is_empty() {
                     break;
                 }
                 received += rx[cur].len();
-                prefetch_entries(pipeline, &mut prep[cur], marks);
+                prefetch_entries(pipeline, (&mut prep[cur], &mut early[cur]), marks);
                 let next = cur ^ 1;
                 let mut next_marks = Marks::default();
                 // The generation is checked before every burst; a new one
@@ -282,12 +293,14 @@ impl<P: PortIo, C: Clock, T: TableSource> Worker<P, C, T> {
                 if another && !changed {
                     io.rx_burst(port, &mut rx[next]);
                     more = rx[next].is_full();
-                    next_marks = prepare_burst(pipeline, express, &rx[next], &mut prep[next]);
+                    let to = (&mut prep[next], &mut early[next]);
+                    next_marks = prepare_burst(pipeline, express, &rx[next], to);
                 }
                 let burst = Prepped {
                     port,
                     frames: &mut rx[cur],
                     prep: &prep[cur],
+                    early: &early[cur],
                     marks,
                 };
                 run_burst(io, pipeline, tx, (handoff, parked), burst);
@@ -389,7 +402,8 @@ fn check_tables<T: TableSource>(tables: &mut T, pipeline: &mut Pipeline) {
 
 /// Which frames of a burst pass 1 prepared (bit i: frame i, in `ready`)
 /// and which are addressed to the port but were declined by the lane (in
-/// `declined`).
+/// `declined`; a SYN whose new flow's pick it started is marked in its
+/// `NewFlows` too).
 #[derive(Clone, Copy, Default)]
 struct Marks {
     ready: u32,
@@ -402,6 +416,8 @@ struct Prepped<'a, F> {
     frames: &'a mut Burst<F>,
     /// The lane's preparation of each frame marked ready in `marks`.
     prep: &'a [Prepared; BURST],
+    /// The new flows' picks the passes started.
+    early: &'a NewFlows,
     marks: Marks,
 }
 
@@ -412,19 +428,25 @@ fn prepare_burst<F: Frame>(
     pipeline: &Pipeline,
     express: Option<[u8; 6]>,
     rx: &Burst<F>,
-    prep: &mut [Prepared; BURST],
+    (prep, early): (&mut [Prepared; BURST], &mut NewFlows),
 ) -> Marks {
     let mut marks = Marks::default();
+    early.clear();
     let Some(mac) = express else {
         return marks;
     };
     for (i, (frame, p)) in rx.iter().zip(prep.iter_mut()).enumerate() {
         let d = frame.data();
         let ours = frame.is_contiguous() && d.get(..6) == Some(&mac[..]);
+        let e = EarlyOut {
+            flows: &mut *early,
+            at: i,
+        };
         // The lane trusts a steady segment's checksum unless the NIC
         // found it bad: then the general path judges it.
-        let ok =
-            ours && frame.nic_l4_checksum() != NicChecksum::Bad && pipeline.express_prepare(d, p);
+        let ok = ours
+            && frame.nic_l4_checksum() != NicChecksum::Bad
+            && pipeline.express_prepare(d, p, Some(e));
         marks.ready |= u32::from(ok) << i;
         marks.declined |= u32::from(ours && !ok) << i;
     }
@@ -432,15 +454,29 @@ fn prepare_burst<F: Frame>(
 }
 
 /// Pass 2: with the index buckets (mostly) in, starts the loads of the
-/// entries they point to. Changes nothing but the hints in `prep`.
+/// entries they point to, and for new flows the loads of their reply
+/// keys' buckets. Changes nothing but the hints in `prep`, the picks in
+/// `early` (and the count of local tuples guessed ahead).
 #[inline(always)]
-fn prefetch_entries(pipeline: &Pipeline, prep: &mut [Prepared; BURST], marks: Marks) {
+fn prefetch_entries(
+    pipeline: &Pipeline,
+    (prep, early): (&mut [Prepared; BURST], &mut NewFlows),
+    marks: Marks,
+) {
     let mut left = marks.ready;
     while left != 0 {
         let i = left.trailing_zeros() as usize;
         left &= left - 1;
         if let Some(p) = prep.get_mut(i) {
             pipeline.express_prefetch(p);
+        }
+    }
+    let mut left = early.marks();
+    while left != 0 {
+        let i = left.trailing_zeros() as usize;
+        left &= left - 1;
+        if let Some(e) = early.get_mut(i) {
+            pipeline.early_prefetch(e);
         }
     }
 }
@@ -460,6 +496,7 @@ fn run_burst<P: PortIo>(
         port,
         frames: rx,
         prep,
+        early,
         marks,
     } = burst;
     for (i, mut frame) in rx.drain(..).enumerate() {
@@ -476,7 +513,11 @@ fn run_burst<P: PortIo>(
             }
             _ if marks.declined >> i & 1 != 0 => {
                 let nic = frame.nic_l4_checksum();
-                pipeline.process_in_lane(port, frame.buf_mut(), len, Lane::Declined, nic)
+                let lane = match early.get(i) {
+                    Some(e) => Lane::NewFlow(e),
+                    None => Lane::Declined,
+                };
+                pipeline.process_in_lane(port, frame.buf_mut(), len, lane, nic)
             }
             _ if frame.is_contiguous() => {
                 let nic = frame.nic_l4_checksum();

@@ -336,7 +336,7 @@ fn other_flows_are_untouched_and_an_up_backend_resets_nothing() {
     // may have to be reset.
     let lane = |n: &Node| {
         n.w.pipeline
-            .express_prepare(&client_data(c2, vip), &mut Prepared::default())
+            .express_prepare(&client_data(c2, vip), &mut Prepared::default(), None)
     };
     assert!(lane(&n));
     down(&mut n, &cfg, VIP_TCP4, b1.ip());

@@ -16,7 +16,7 @@ const ORDER: &[&str] = &[
     // The stages, in the order a packet meets them.
     "classify", "track", "select", "rewrite", "emit", "dsr",
     // Policies and the paths that put the stages together.
-    "on_down", "synproxy", "path", "express",
+    "on_down", "synproxy", "early", "path", "express",
     // Start-up only: the previous process's flows fitted to the tables.
     "adopt",
 ];

@@ -9,6 +9,7 @@ use conf::Mode;
 
 use super::count_drop;
 use super::dsr::{dsr_entry_flow, DsrEnds};
+use super::early::EarlyOut;
 use super::flow::{client_space, count_forwarded, FlowRec, FLOW_PP, FLOW_SP};
 use super::rewrite::{to_backend, to_client, FromBackend, Sums};
 use super::{Lb, Out};
@@ -168,13 +169,26 @@ impl Lb {
     /// array for the burst). False: not a frame for the lane (the general
     /// path takes it); `out` may have changed, but means nothing. See
     /// [`Lb::express`].
+    ///
+    /// With `early`, a SYN to a VIP also gets its new flow's pick started
+    /// (`early.rs`), noted in `early`; `out` then means nothing.
     #[inline(always)]
-    pub(crate) fn express_prepare(&self, frame: &[u8], out: &mut Prepared) -> bool {
-        self.express_prepare_opt(frame, out).is_some()
+    pub(crate) fn express_prepare(
+        &self,
+        frame: &[u8],
+        out: &mut Prepared,
+        early: Option<EarlyOut<'_>>,
+    ) -> bool {
+        self.express_prepare_opt(frame, out, early).is_some()
     }
 
     #[inline(always)]
-    fn express_prepare_opt(&self, frame: &[u8], out: &mut Prepared) -> Option<()> {
+    fn express_prepare_opt(
+        &self,
+        frame: &[u8],
+        out: &mut Prepared,
+        early: Option<EarlyOut<'_>>,
+    ) -> Option<()> {
         #[cfg(test)]
         if self.express_off {
             return None;
@@ -214,6 +228,17 @@ impl Lb {
         // finds the bucket loaded: a new flow's first miss overlaps with
         // the rest of the burst's like an established packet's.
         if flags & NOT_STEADY != 0 {
+            if let (Some(mut e), Dir::Original) = (early, dir) {
+                // The key goes where the established path puts it anyway:
+                // taking the address of a local of its own would make every
+                // frame's parse copy it there first.
+                out.key = key;
+                if let Some(slot) = e.slot() {
+                    if self.early_pick(tables, (&out.key, hash), flags, slot) {
+                        e.started();
+                    }
+                }
+            }
             return None;
         }
         out.key = key;

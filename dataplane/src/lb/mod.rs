@@ -50,6 +50,7 @@ mod adopt;
 mod classify;
 mod conns;
 mod dsr;
+mod early;
 mod emit;
 mod express;
 mod flood;
@@ -68,6 +69,7 @@ mod track;
 pub use admit::{Admission, ConnCounts, VipAdmit};
 pub use adopt::{Previous, HALT_ENV};
 pub use conns::{EXPORT_BUDGET, IDLE_EXPORT_BUDGET};
+pub use early::{Early, EarlyOut, NewFlows};
 pub(crate) use emit::NeighRequest;
 pub use express::Prepared;
 pub use flood::HALF_OPEN_MIN_AGE_MS;
@@ -165,12 +167,22 @@ pub struct Lb {
     /// The record and reply key of the last new flow forwarded without
     /// an entry (`select::Picked::Stateless`).
     stateless: (FlowRec, crate::conntrack::FlowKey),
+    /// What the lane's passes found of the frame the general path runs
+    /// now, if they took it as a new flow (`early.rs`).
+    carry: Option<early::Early>,
+    /// Local tuples the lane's passes guessed and the general path has
+    /// not yet taken, by tuple set (`early.rs`).
+    early_ahead: early::Ahead,
     /// Tests compare the express lane with the general path.
     #[cfg(test)]
     express_off: bool,
     /// Frames the express lane took (tests).
     #[cfg(test)]
     express_taken: u64,
+    /// New flows that took their pick and their reply key's hash from the
+    /// lane's passes (tests).
+    #[cfg(test)]
+    early_used: std::cell::Cell<(u64, u64)>,
 }
 
 impl Lb {
@@ -211,10 +223,14 @@ impl Lb {
             neigh_dropped: [0; 2],
             too_big_limit: crate::slowpath::EchoLimiter::new(1000),
             stateless: Default::default(),
+            carry: None,
+            early_ahead: Default::default(),
             #[cfg(test)]
             express_off: false,
             #[cfg(test)]
             express_taken: 0,
+            #[cfg(test)]
+            early_used: Default::default(),
         }
     }
 

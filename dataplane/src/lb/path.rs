@@ -52,7 +52,11 @@ impl Lb {
         let tcp = key.proto == ip_proto::TCP;
         let opening = tcp && syn_only(flags);
         let now = self.now_ms;
-        let hash = self.conntrack.hash_of(key);
+        // Hashed in the lane's first pass if it took the frame as a new flow.
+        let hash = match self.carry.as_ref().and_then(|c| c.hash_of(key)) {
+            Some(h) => h,
+            None => self.conntrack.hash_of(key),
+        };
         let id = match self.conntrack.lookup_hashed(key, hash, now) {
             Some((id, Dir::Original)) => {
                 if opening && self.conntrack.is_closing(id) {

@@ -69,15 +69,20 @@ impl<'t> Adopted<'t> {
         if vip.ring.is_empty() {
             return None;
         }
+        vip.ring.pick(self.flow_hash(vip, k))
+    }
+
+    /// The Maglev flow hash of a client's key `k` to `vip`.
+    #[inline(always)]
+    pub(super) fn flow_hash(&self, vip: &VipRt<'_>, k: &FlowKey) -> u64 {
         let sport = hashed_sport(vip, k.sport);
-        let h = if k.v6 {
+        if k.v6 {
             self.hasher.hash_v6(k.src, k.dst, sport, k.dport, k.proto)
         } else {
             let v4 = |a: &[u8; 16]| [a[12], a[13], a[14], a[15]];
             self.hasher
                 .hash_v4(v4(&k.src), v4(&k.dst), sport, k.dport, k.proto)
-        };
-        vip.ring.pick(h)
+        }
     }
 
     /// The backend Maglev picks for this flow, if the VIP has any.
@@ -230,7 +235,14 @@ impl Lb {
             return Err(count_drop(counters, Counter::DropNotLocal));
         };
         let (pick, pin) = if vip.persist_ms == 0 {
-            (tables.pick_key(vip, orig), None)
+            // Picked in the lane's passes (`early.rs`) if they took it.
+            let early = self.carry.as_ref().and_then(|c| c.picked(vi, orig));
+            #[cfg(test)]
+            if early.is_some() {
+                let (p, r) = self.early_used.get();
+                self.early_used.set((p + 1, r));
+            }
+            (early.or_else(|| tables.pick_key(vip, orig)), None)
         } else {
             pick_persistent(&mut self.persist, tables, vip, orig, self.now_ms, counters)
         };
@@ -346,11 +358,12 @@ impl Lb {
                     v6: to.v6 || orig.v6,
                 };
                 (rec.fwd, rec.rev) = flow_deltas(rec.mode, orig, &reply);
+                let reply_hash = self.reply_hash_of(&reply);
                 let keys = NewKeys {
                     orig: *orig,
                     orig_hash,
                     reply,
-                    reply_hash: self.conntrack.hash_of(&reply),
+                    reply_hash,
                     reply_unheld: false,
                 };
                 let mut release = Release::of(
@@ -443,7 +456,8 @@ impl Lb {
             };
             keys.reply.dst = t.addr16;
             keys.reply.dport = t.port;
-            keys.reply_hash = self.conntrack.hash_of(&keys.reply);
+            // Hashed in the lane's passes if they guessed this tuple.
+            keys.reply_hash = self.reply_hash_of(&keys.reply);
             // The reply key's bucket loads while the checksum changes of
             // the translation are worked out.
             self.conntrack.prefetch_bucket(keys.reply_hash);

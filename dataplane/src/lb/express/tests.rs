@@ -935,3 +935,91 @@ fn new_flows_in_one_burst_are_the_general_path() {
         .collect();
     same_state(pa, pb, &conns, 1_000);
 }
+
+/// New flows picked in the burst passes (`early.rs`): the first pass
+/// takes each SYN's Maglev hash, the second its backend and the reply key
+/// it will most likely get (a guessed local tuple), and the general path
+/// takes both when they hold. Full bursts of SYNs to full-NAT, DNAT and
+/// PROXY VIPs of both families (the worker prepares a burst before the
+/// previous one has run), then a burst where one SYN's checksum is bad and
+/// one client sends its SYN twice (the guesses behind them are off by
+/// one): same frames, counters and entries as the general path alone,
+/// and every pick and every reply key but the mis-guessed ones from the
+/// passes.
+#[test]
+fn new_flows_picked_in_the_passes_are_the_general_path() {
+    use std::sync::atomic::Ordering;
+    let clock = TestClock(Default::default());
+    clock.0.store(1_000, Ordering::Relaxed);
+    let (mut a, mut b) = (worker(true, &clock), worker(false, &clock));
+    let v4 = |x: [u8; 4]| IpAddr::V4(Ipv4Addr::from(x));
+    let v6 = |s: &str| IpAddr::V6(s.parse::<Ipv6Addr>().unwrap());
+    let vips = [
+        (v4([10, 1, 0, 100]), 80),
+        (v4([10, 1, 0, 101]), 80),
+        (v6("fd00:1::100"), 80),
+        (v6("fd00:1::101"), 80),
+        (v4([10, 1, 0, 102]), 80),
+    ];
+    let mut conns = Vec::new();
+    let mut syn = |i: u16| {
+        let vip = vips[usize::from(i) % vips.len()];
+        let client = match vip.0 {
+            IpAddr::V4(_) => v4([10, 1, 0, 50 + (i % 3) as u8]),
+            IpAddr::V6(_) => v6("fd00:1::50"),
+        };
+        let c = Conn {
+            client: (client, 20_000 + i),
+            vip,
+            udp: false,
+            seen: None,
+        };
+        let f = frame(CLIENT_MAC, EXT_MAC, c.client, vip, false, 0x02, 64, &[]);
+        conns.push(c);
+        f
+    };
+    let clean: Vec<Vec<u8>> = (0..96).map(&mut syn).collect();
+    let mut rough: Vec<Vec<u8>> = (96..128).map(&mut syn).collect();
+    rough[3][50] ^= 0x40; // the TCP checksum of a full-NAT IPv4 SYN
+    rough[9] = rough[8].clone(); // a SYN twice
+    let news = |w: &TestWorker| w.pipeline.counters().get(Counter::NewFlows);
+    for (round, frames) in [clean, rough].iter().enumerate() {
+        let (picks0, hits0) = a.pipeline.lb().early_used.get();
+        let new0 = news(&a);
+        for w in [&mut a, &mut b] {
+            for f in frames {
+                w.io.inject(EXT, f);
+            }
+            while w.io.rx.iter().any(|q| !q.is_empty()) {
+                w.poll_once();
+            }
+        }
+        let (ta, tb) = (a.io.take_tx(INT), b.io.take_tx(INT));
+        assert_eq!(ta, tb, "round {round}: frames sent to the backends");
+        let (pa, pb) = (&a.pipeline, &b.pipeline);
+        assert_eq!(
+            pa.counters().nonzero(),
+            pb.counters().nonzero(),
+            "round {round}"
+        );
+        same_state(pa, pb, &conns, 1_000);
+        let (picks, hits) = pa.lb().early_used.get();
+        let new = news(&a) - new0;
+        let (picks, hits) = (picks - picks0, hits - hits0);
+        assert_eq!(pb.lb().early_used.get(), (0, 0), "the general path alone");
+        if round == 0 {
+            assert_eq!(new, 96);
+            assert_eq!((picks, hits), (96, 96), "round {round}");
+        } else {
+            assert_eq!(new, 30, "a bad checksum, a SYN retransmitted");
+            assert_eq!(pa.counters().get(Counter::DropBadL4Checksum), 1);
+            // The bad SYN's guess and the repeated SYN's second one were
+            // taken by no flow: the full-NAT IPv4 guesses after them miss.
+            assert_eq!(picks, 30, "round {round}");
+            assert!(
+                (20..30).contains(&hits),
+                "round {round}: {hits} reply hashes"
+            );
+        }
+    }
+}
