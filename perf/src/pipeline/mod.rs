@@ -179,11 +179,11 @@ mod tests {
             no_huge_pages: false,
         })
         .unwrap();
-        // 7 established rows (4 VIPs, 3 with their replies), 3 DSR VIPs
-        // (no replies pass), full-NAT IPv4 again during walks, 2 rows per
-        // new-flow VIP (3, the 3 DSR ones and the persistent one), the
-        // cookie SYN-ACKs.
-        assert_eq!(t.rows.len(), 7 + 3 + 1 + 6 + 6 + 2 + 1);
+        // 7 established rows (4 VIPs, 3 with their replies), DNAT IPv6
+        // and its replies, 6 DSR VIPs (no replies pass), full-NAT IPv4
+        // again during walks, 2 rows per new-flow VIP (3, DNAT IPv6, the 6
+        // DSR ones and the persistent one), the cookie SYN-ACKs.
+        assert_eq!(t.rows.len(), 7 + 2 + 6 + 1 + 6 + 2 + 12 + 2 + 1);
         assert!(
             t.notes
                 .iter()
@@ -212,7 +212,7 @@ mod tests {
             no_huge_pages: false,
         })
         .unwrap();
-        assert_eq!(t.rows.len(), 7 + 3 + 1 + 6 + 6 + 2 + 1);
+        assert_eq!(t.rows.len(), 7 + 2 + 6 + 1 + 6 + 2 + 12 + 2 + 1);
         for r in &t.rows {
             assert_eq!(
                 (r[9].as_str(), r[10].as_str()),
