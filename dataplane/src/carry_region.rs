@@ -24,6 +24,7 @@
 //! | 80     | neighbour records offset (u64)                             |
 //! | 88     | VIP names offset (u64)                                     |
 //! | 96     | pins offset (u64)                                          |
+//! | 104    | the pins' hash key (4 x u64; all zero: none recorded)      |
 //!
 //! - Neighbour records ([`crate::neigh::NeighRecord`]): one per entry of
 //!   the worker's table, written by the worker whenever an entry learns,
@@ -34,7 +35,12 @@
 //!   slot, and slots are this process's: the next one finds the VIP by key.
 //! - Pins: the worker's persistence table itself
 //!   ([`crate::persist::Persist`] works in this memory, so keeping the
-//!   pins costs no store beyond the ones it makes anyway).
+//!   pins costs no store beyond the ones it makes anyway), and its hash
+//!   key in the header: the next process hashes with the same key, so
+//!   every pin finds room in the bucket it had (a region of version 1
+//!   written before the key was recorded has zeros there: its pins are
+//!   placed under a new key, and those a full bucket cannot take are
+//!   dropped and counted).
 //!
 //! Generations, as for the flows regions (`crate::flows_region`): a start
 //! renames the regions it adopts from `….g<generation>` and removes them
@@ -148,7 +154,12 @@ pub struct CarryParts {
     pub neigh: Slab<NeighRecord>,
     pub names: Slab<u32>,
     pub pins: Slab<Pin>,
+    /// The pins' hash key (four words of the header).
+    pub pin_key: Slab<u64>,
 }
+
+/// Where the header keeps the pins' hash key.
+const PIN_KEY_AT: usize = 104;
 
 /// A worker's new region, before its sections go to the worker.
 pub struct CarryRegion {
@@ -241,13 +252,16 @@ impl CarryRegion {
         // zero-filled at create, and zero bytes are a valid value of each
         // type (an empty record, name 0, a free pin), so every slot holds
         // a valid value. The high-water words (offsets 2048, 2056, 2064)
-        // lie in the header's unused tail. Only the worker that takes the
-        // parts writes them; the main thread writes only the clock word.
+        // lie in the header's unused tail, and so does the pin key (offset
+        // 104, 8-aligned, four words, zero until written). Only the worker
+        // that takes the parts writes them; the main thread writes only
+        // the clock word.
         unsafe {
             Some(CarryParts {
                 neigh: Slab::mapped(neigh, neigh::CAPACITY, neigh::CAPACITY, mapped(word(2048)?)),
                 names: Slab::mapped(names, VIP_NAMES, VIP_NAMES, mapped(word(2056)?)),
                 pins: Slab::mapped(pins, self.pins, self.pins, mapped(word(2064)?)),
+                pin_key: Slab::mapped(word(PIN_KEY_AT)?, 4, 4, mapped(word(2072)?)),
             })
         }
     }
@@ -261,6 +275,8 @@ pub struct PreviousCarryRegion {
     pub workers: usize,
     pub clock_offset_ms: i64,
     pub generation: u64,
+    /// The hash key its pins were placed with (`None`: not recorded).
+    pub pin_key: Option<[u64; 4]>,
     neigh_at: usize,
     names_at: usize,
     pins_at: usize,
@@ -324,6 +340,8 @@ impl PreviousCarryRegion {
             workers: u32_at(16) as usize,
             clock_offset_ms: u64_at(40) as i64,
             generation: u64_at(64),
+            pin_key: Some([0, 1, 2, 3].map(|i| u64_at(PIN_KEY_AT + 8 * i)))
+                .filter(|k| k.iter().any(|&w| w != 0)),
             neigh_at,
             names_at,
             pins_at,
@@ -345,6 +363,11 @@ impl PreviousCarryRegion {
             Some(b) if (slot as usize) < VIP_NAMES => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
             _ => 0,
         }
+    }
+
+    /// Pins the region holds room for.
+    pub fn pin_count(&self) -> usize {
+        self.pins
     }
 
     /// The raw bytes of every pin.

@@ -4,8 +4,10 @@
 //! would move it.
 //!
 //! A fixed table of [`WAYS`]-way buckets keyed by (the VIP's statistics
-//! slot, the client address), hashed with a random per-process key (a
-//! client cannot aim at one bucket). It is allocated when the first
+//! slot, the client address), hashed with a random key (a client cannot
+//! aim at one bucket) that the next process of the instance takes over
+//! with the pins ([`Persist::take_key`]), so each pin goes back to the
+//! bucket it was in and none is lost to a bucket the new key filled. It is allocated when the first
 //! persistent VIP is adopted, off the packet path, and never grows:
 //! lookups and inserts touch one bucket (six cache lines), no allocation,
 //! no lock, no clock read (the caller passes `now` in milliseconds).
@@ -199,20 +201,63 @@ pub struct Persist {
     /// Buckets - 1 (0 before [`Persist::prepare`]).
     mask: usize,
     entries: usize,
+    /// The hash key, and where the carry region keeps it for the next
+    /// process.
+    key: [u64; 4],
+    key_words: Option<crate::conntrack::Slab<u64>>,
     hasher: ahash::RandomState,
+}
+
+/// A new random hash key: the hashes of a few integers under ahash's own
+/// random per-process state.
+fn random_key() -> [u64; 4] {
+    let state = ahash::RandomState::new();
+    [0u64, 1, 2, 3].map(|i| state.hash_one(i))
 }
 
 impl Persist {
     /// A table of `entries` pins (rounded up to whole buckets of a power
     /// of two), allocated by [`Persist::prepare`].
     pub fn new(entries: usize) -> Self {
+        let key = random_key();
         Persist {
             pins: crate::conntrack::Slab::heap(0),
             region: None,
             names: None,
             mask: 0,
             entries: entries.next_power_of_two().max(WAYS),
-            hasher: ahash::RandomState::new(),
+            key,
+            key_words: None,
+            hasher: ahash::RandomState::with_seeds(key[0], key[1], key[2], key[3]),
+        }
+    }
+
+    /// The hash key (what [`Persist::take_key`] of the next process takes).
+    pub fn key(&self) -> [u64; 4] {
+        self.key
+    }
+
+    /// Hashes with `key` from now on: a previous process's, whose pins
+    /// then land in the buckets they held there. Only before any pin is
+    /// recorded or adopted (the buckets of pins already in the table
+    /// would move); returns whether the key was taken.
+    pub fn take_key(&mut self, key: [u64; 4]) -> bool {
+        if self.pins.iter().any(|p| p.deadline != 0) {
+            return false;
+        }
+        self.key = key;
+        self.hasher = ahash::RandomState::with_seeds(key[0], key[1], key[2], key[3]);
+        self.record_key();
+        true
+    }
+
+    fn record_key(&mut self) {
+        if let Some(words) = self.key_words.as_mut() {
+            for (i, k) in self.key.iter().enumerate() {
+                if let Some(w) = words.get_mut(i) {
+                    *w = *k;
+                }
+            }
         }
     }
 
@@ -233,18 +278,21 @@ impl Persist {
     }
 
     /// Keeps the table in `pins` (a carry region's, all free, so the pins
-    /// outlive the process) and the VIP slots' keys in `names`, before
-    /// [`Persist::prepare`]. Pins of another size than this table's are
-    /// not used.
+    /// outlive the process), the VIP slots' keys in `names` and the hash
+    /// key in `key_words` (four words), before [`Persist::prepare`]. Pins
+    /// of another size than this table's are not used.
     pub fn use_region(
         &mut self,
         pins: crate::conntrack::Slab<Pin>,
         names: crate::conntrack::Slab<u32>,
+        key_words: crate::conntrack::Slab<u64>,
     ) {
         if pins.len() == self.entries && self.pins.is_empty() {
             self.region = Some(pins);
         }
         self.names = Some(names);
+        self.key_words = Some(key_words);
+        self.record_key();
     }
 
     /// Records that VIP statistics slot `slot` is the VIP of statistics

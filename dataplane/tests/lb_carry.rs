@@ -253,3 +253,33 @@ fn pins_whose_backend_left_the_ring_are_dropped_and_counted() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_table_of_nearly_full_buckets_is_adopted_whole() {
+    let dir = scratch("pins-full");
+    // 900 clients in a table of 1024 pins (128 buckets of 8): under a new
+    // hash key some buckets would get more than 8 of them.
+    let clients: Vec<Ipv4Addr> = (0..900u32)
+        .map(|i| Ipv4Addr::from(0x0A02_0000 + i))
+        .collect();
+    let mut a = old(&dir, persistent(3));
+    assert_eq!(a.w.pipeline.lb().persistence().capacity(), 1024);
+    for &c in &clients {
+        backend_of(&mut a, sa(c, 44_000));
+    }
+    let pinned = a.counter(Counter::PersistenceMisses) - a.counter(Counter::PersistenceEvictions);
+    assert!(pinned > 800, "{pinned}");
+    let key = a.w.pipeline.lb().persistence().key();
+    drop(a);
+
+    let b = new(&dir, persistent(3));
+    assert_eq!(b.w.pipeline.lb().persistence().key(), key);
+    assert_eq!(b.counter(Counter::PersistenceAdoptDroppedFull), 0);
+    assert_eq!(
+        b.counter(Counter::PersistenceAdopted),
+        pinned,
+        "{:?}",
+        b.drops()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

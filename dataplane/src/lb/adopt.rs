@@ -180,6 +180,16 @@ impl Lb {
             return (0, 0);
         };
         let now = self.now_ms;
+        // The previous key, when the previous table had this one's place
+        // and size: each pin then goes back to the bucket it was in.
+        let same_table = carry.regions.iter().find(|r| {
+            r.worker == self.worker
+                && r.workers == self.workers
+                && r.pin_count() == self.persist.capacity()
+        });
+        if let Some(key) = same_table.and_then(|r| r.pin_key) {
+            self.persist.take_key(key);
+        }
         for region in &carry.regions {
             if region.worker % self.workers != self.worker {
                 continue;

@@ -331,7 +331,8 @@ impl Lb {
     /// any traffic.
     pub fn use_carry(&mut self, parts: crate::carry_region::CarryParts) {
         self.neighbors.use_mirror(parts.neigh);
-        self.persist.use_region(parts.pins, parts.names);
+        self.persist
+            .use_region(parts.pins, parts.names, parts.pin_key);
     }
 
     /// Keeps the connection meters in `meters` (a flows region's, so
