@@ -208,7 +208,7 @@ fn pins(a: &Args) -> anyhow::Result<(usize, usize, f64, f64, f64)> {
         .into_parts()
         .ok_or_else(|| anyhow::anyhow!("carry region not mapped"))?;
     let mut old = Persist::new(entries);
-    old.use_region(parts.pins, parts.names);
+    old.use_region(parts.pins, parts.names, parts.pin_key);
     old.prepare();
     old.name_vip(3, 0xfeed);
     let fill = Instant::now();
@@ -237,6 +237,11 @@ fn pins(a: &Args) -> anyhow::Result<(usize, usize, f64, f64, f64)> {
     for _ in 0..a.samples.max(1) {
         let mut new = Persist::new(entries);
         new.prepare();
+        // As a worker of the same table does: the previous key, so each
+        // pin goes back to its bucket.
+        if let Some(key) = prev.pin_key {
+            new.take_key(key);
+        }
         let t = Instant::now();
         let c = crate::pipeline::thread_cpu_ns();
         kept = 0;
@@ -250,7 +255,7 @@ fn pins(a: &Args) -> anyhow::Result<(usize, usize, f64, f64, f64)> {
                 backend_slot: p.backend_id,
                 index: p.hint,
             };
-            if new.adopt(7, &p.client, target, (p.deadline, p.timeout_ms), 2_000)
+            if new.adopt(3, &p.client, target, (p.deadline, p.timeout_ms), 2_000)
                 == dataplane::persist::Adopted::Inserted
             {
                 kept += 1;
