@@ -40,7 +40,7 @@ pub struct Args {
     #[arg(long)]
     pub remap: bool,
     /// Entries checked ahead of the one inserted (4, 8, 16, 32 or 64;
-    /// border-dp uses 16).
+    /// border-dp's, the default, is 8).
     #[arg(long, default_value_t = ADOPT_AHEAD)]
     pub ahead: usize,
     /// Leaves out the prefetches of the previous slots and the new slab's
@@ -317,7 +317,7 @@ fn adopt_all(
 ) -> usize {
     match a.ahead {
         4 => adopt_window::<4>(a, prev, new, meters),
-        8 => adopt_window::<8>(a, prev, new, meters),
+        16 => adopt_window::<16>(a, prev, new, meters),
         32 => adopt_window::<32>(a, prev, new, meters),
         64 => adopt_window::<64>(a, prev, new, meters),
         _ => adopt_window::<ADOPT_AHEAD>(a, prev, new, meters),

@@ -166,7 +166,10 @@ impl Moved {
     /// If `raw` is shorter than an entry (`check_slot` refuses those).
     #[inline(always)]
     pub fn entry<V: RawValue>(self, raw: &[u8]) -> Entry<V> {
-        assert!(raw.len() >= size_of::<Entry<V>>(), "slot shorter than an entry");
+        assert!(
+            raw.len() >= size_of::<Entry<V>>(),
+            "slot shorter than an entry"
+        );
         let mut e = MaybeUninit::<Entry<V>>::uninit();
         // SAFETY: `raw` holds at least one `Entry<V>` (asserted), and
         // `check_slot` found every byte with invalid patterns (the keys'
@@ -273,10 +276,12 @@ const STATES: [State; 7] = [
 
 /// Entries adoption checks ahead of the one it inserts: each entry's
 /// index buckets are prefetched when it is checked and probed this many
-/// entries later, so about as many bucket misses are always in flight
-/// (random buckets of an index far bigger than the cache are most of an
-/// adoption's cost). A power of two (the window is a ring).
-pub const ADOPT_AHEAD: usize = 16;
+/// entries later, so the bucket misses overlap without waiting in bursts
+/// (random buckets of an index far bigger than the cache are a large part
+/// of an adoption's cost). With the prefetches of the slots ahead, 8 did
+/// best (`border-perf adopt --ahead`): 32 or more keep more misses in
+/// flight than a core has fill buffers for, and the prefetches stall.
+pub const ADOPT_AHEAD: usize = 8;
 
 /// The window of entries checked and not yet inserted, oldest first, `N`
 /// of them (see [`ADOPT_AHEAD`]).
@@ -700,6 +705,58 @@ mod tests {
             Err(Dropped::Duplicate)
         );
         assert_eq!(new.len(), 1);
+        new.check();
+    }
+
+    #[test]
+    fn the_window_gives_back_each_entry_once_in_order() {
+        let mut w = Ahead::<usize, 4>::default();
+        let mut out = Vec::new();
+        for i in 0..10 {
+            match w.push(i) {
+                Some(due) => out.push(due),
+                None => assert!(i < 4, "entry {i} held back"),
+            }
+        }
+        assert_eq!(out, (0..6).collect::<Vec<_>>());
+        while let Some(due) = w.pop() {
+            out.push(due);
+        }
+        assert_eq!(out, (0..10).collect::<Vec<_>>());
+        assert_eq!(w.pop(), None);
+    }
+
+    #[test]
+    fn a_checked_slot_gives_its_keys_and_the_entry_read_slot_gives() {
+        let mut old = table(16);
+        let id = established(&mut old, 1000, 10_000);
+        let bytes = raw(&old, id);
+        let c = check_slot::<u32>(&bytes, -8_000, 20_000).unwrap().unwrap();
+        assert_eq!(c.keys, [key(1000, 6).0, key(1000, 6).1]);
+        let e = read_slot::<u32>(&bytes, -8_000, 20_000).unwrap().unwrap();
+        let from_check = c.moved.entry::<u32>(&bytes);
+        assert_eq!(
+            (
+                from_check.keys,
+                from_check.value,
+                from_check.expires_at(),
+                from_check.created_at()
+            ),
+            (e.keys, e.value, e.expires_at(), e.created_at())
+        );
+        assert_eq!(from_check.expires_at(), 2_000 + 900_000);
+        // Adopted by reference: the entry lands sealed, live and indexed.
+        let mut new = table(16);
+        let mut e = from_check;
+        let h = new.prefetch_keys(&c.keys);
+        let nid = new.adopt_hashed(&mut e, h, 20_000).unwrap();
+        assert_eq!(new.lookup(&key(1000, 6).1, 20_000), Some((nid, Dir::Reply)));
+        assert_eq!(
+            read_slot::<u32>(&raw(&new, nid), 0, 20_000)
+                .unwrap()
+                .map(|e| e.value),
+            Some(7)
+        );
         new.check();
     }
 
