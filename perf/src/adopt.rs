@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use ahash::RandomState;
 use conf::os::files::Access;
-use dataplane::conntrack::adopt::{layout_words, read_slot, slot_bytes, ADOPT_BATCH};
+use dataplane::conntrack::adopt::{
+    check_slot, layout_words, prefetch_slot, slot_bytes, AdoptHashes, Ahead, Moved, ADOPT_AHEAD,
+};
 use dataplane::conntrack::{Conntrack, FlowKey, State, Timeouts};
 use dataplane::flows_region::{FlowsRegion, PreviousRegion, Spec};
 use dataplane::lb::{FlowMeter, FlowRec, METER_BYTES};
@@ -31,6 +33,20 @@ pub struct Args {
     /// Samples (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub samples: usize,
+    /// Maps the previous region anew for each sample, so that the faults
+    /// that map its pages are inside the time, as in border-dp (which
+    /// adopts from a region once); without it the region is mapped once
+    /// and only the first sample takes them.
+    #[arg(long)]
+    pub remap: bool,
+    /// Entries checked ahead of the one inserted (4, 8, 16, 32 or 64;
+    /// border-dp's, the default, is 8).
+    #[arg(long, default_value_t = ADOPT_AHEAD)]
+    pub ahead: usize,
+    /// Leaves out the prefetches of the previous slots and the new slab's
+    /// (the index buckets' stay).
+    #[arg(long)]
+    pub no_slot_prefetch: bool,
 }
 
 const TIMEOUTS: Timeouts = Timeouts {
@@ -94,16 +110,21 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
     }
     let fill_ms = fill.elapsed().as_secs_f64() * 1e3;
     drop(old);
-    let prev = PreviousRegion::open(&path, Access::PRIVATE, bytes, &words)
-        .map_err(anyhow::Error::msg)?
-        .ok_or_else(|| anyhow::anyhow!("region vanished"))?;
-    let _ = std::fs::remove_file(&path);
+    let open = || -> anyhow::Result<PreviousRegion> {
+        PreviousRegion::open(&path, Access::PRIVATE, bytes, &words)
+            .map_err(anyhow::Error::msg)?
+            .ok_or_else(|| anyhow::anyhow!("region vanished"))
+    };
+    let mut prev = open()?;
     let new_path = a
         .dir
         .join(format!("border-perf-adopt-new-{}", std::process::id()));
     let (mut region_runs, mut heap_runs) = (Vec::new(), Vec::new());
     let (mut adopted, mut table_bytes) = (0, 0);
     for _ in 0..a.samples.max(1) {
+        if a.remap {
+            prev = open()?;
+        }
         // As border-dp: the new table and its meters in a flows region
         // made (allocated, zero-filled) before the adoption starts.
         let (t, c) = (Instant::now(), crate::pipeline::thread_cpu_ns());
@@ -116,7 +137,7 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
             (crate::pipeline::thread_cpu_ns() - c) as f64 / 1e6,
             t.elapsed().as_secs_f64() * 1e3,
         );
-        let (cpu_ms, ms, n) = timed(|| adopt_all(&prev, &mut new, &mut meters));
+        let (cpu_ms, ms, n) = timed(|| adopt_all(a, &prev, &mut new, &mut meters));
         region_runs.push((cpu_ms, ms, made));
         adopted = n;
         drop((new, meters));
@@ -124,9 +145,13 @@ pub fn run(a: &Args) -> anyhow::Result<Table> {
         let mut new = Conntrack::<FlowRec>::new(a.entries, TIMEOUTS);
         table_bytes = new.memory_bytes();
         let mut meters = vec![FlowMeter::default(); a.entries];
-        let (cpu_ms, ms, _) = timed(|| adopt_all(&prev, &mut new, &mut meters));
+        if a.remap {
+            prev = open()?;
+        }
+        let (cpu_ms, ms, _) = timed(|| adopt_all(a, &prev, &mut new, &mut meters));
         heap_runs.push((cpu_ms, ms));
     }
+    let _ = std::fs::remove_file(&path);
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
@@ -287,36 +312,67 @@ fn timed<R>(f: impl FnOnce() -> R) -> (f64, f64, R) {
     )
 }
 
-/// The connection-table part of `lb/adopt.rs`: batches of entries whose
-/// index buckets are prefetched together, each re-inserted and its meter
-/// copied to its new slot. Returns the entries adopted.
+/// The connection-table part of `lb/adopt.rs` ([`adopt_window`] with
+/// `--ahead` entries between an entry's check and its insert).
 fn adopt_all(
+    a: &Args,
+    prev: &PreviousRegion,
+    new: &mut Conntrack<FlowRec>,
+    meters: &mut [FlowMeter],
+) -> usize {
+    match a.ahead {
+        4 => adopt_window::<4>(a, prev, new, meters),
+        16 => adopt_window::<16>(a, prev, new, meters),
+        32 => adopt_window::<32>(a, prev, new, meters),
+        64 => adopt_window::<64>(a, prev, new, meters),
+        _ => adopt_window::<ADOPT_AHEAD>(a, prev, new, meters),
+    }
+}
+
+/// As `lb/adopt.rs`: each slot checked where it lies, its index buckets
+/// prefetched, and the entry checked `N` before it copied out and
+/// re-inserted, its meter copied to its new slot. Returns the entries
+/// adopted.
+fn adopt_window<const N: usize>(
+    a: &Args,
     prev: &PreviousRegion,
     new: &mut Conntrack<FlowRec>,
     meters: &mut [FlowMeter],
 ) -> usize {
     let mut adopted = 0;
-    let mut batch = Vec::with_capacity(ADOPT_BATCH);
-    let mut next = 0;
-    while next < prev.slots() {
-        batch.clear();
-        while next < prev.slots() && batch.len() < ADOPT_BATCH {
-            let at = next;
-            next += 1;
-            if let Ok(Some(e)) = read_slot::<FlowRec>(prev.slot(at), 0, 2_000) {
-                let h = new.prefetch_for_adopt(&e);
-                batch.push((e, at, h));
+    let mut ahead = Ahead::<(usize, Moved, AdoptHashes), N>::default();
+    let mut at = 0;
+    loop {
+        let (slot, c, h) = if at < prev.slots() {
+            if !a.no_slot_prefetch {
+                prefetch_slot(prev.slot(at + N / 2));
             }
+            at += 1;
+            let Ok(Some(c)) = check_slot::<FlowRec>(prev.slot(at - 1), 0, 2_000) else {
+                continue;
+            };
+            let h = new.prefetch_keys(&c.keys);
+            match ahead.push((at - 1, c.moved, h)) {
+                Some(due) => due,
+                None => continue,
+            }
+        } else {
+            match ahead.pop() {
+                Some(due) => due,
+                None => break,
+            }
+        };
+        let mut e = c.entry::<FlowRec>(prev.slot(slot));
+        if !a.no_slot_prefetch {
+            new.prefetch_slot_ahead(N / 2);
         }
-        for (e, at, h) in batch.drain(..) {
-            if let Ok(id) = new.adopt_hashed(e, h, 2_000) {
-                adopted += 1;
-                if let (Some(m), Some(to)) = (
-                    prev.meter(at, METER_BYTES).and_then(FlowMeter::from_raw),
-                    meters.get_mut(id.index() as usize),
-                ) {
-                    *to = m;
-                }
+        if let Ok(id) = new.adopt_hashed(&mut e, h, 2_000) {
+            adopted += 1;
+            if let (Some(m), Some(to)) = (
+                prev.meter(slot, METER_BYTES).and_then(FlowMeter::from_raw),
+                meters.get_mut(id.index() as usize),
+            ) {
+                *to = m;
             }
         }
     }

@@ -20,7 +20,7 @@
 
 use core::mem::{offset_of, size_of, MaybeUninit};
 
-use super::{seal, Conntrack, Dir, Entry, EntryId, FlowKey, KeyHash, State, LIVE};
+use super::{coarse, seal, Conntrack, Dir, Entry, EntryId, FlowKey, KeyHash, State, LIVE};
 
 /// A value type whose raw bytes can be checked before they are read as
 /// one (the connection table's `V`).
@@ -124,21 +124,96 @@ pub fn read_slot<V: RawValue>(
     shift_ms: i64,
     now: u64,
 ) -> Result<Option<Entry<V>>, Dropped> {
+    let Some(times) = check_slot::<V>(raw, shift_ms, now)? else {
+        return Ok(None);
+    };
+    Ok(Some(times.moved.entry(raw)))
+}
+
+/// What [`check_slot`] found in an adoptable slot: its keys, and its
+/// times in this process's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checked {
+    pub keys: [FlowKey; 2],
+    pub moved: Moved,
+}
+
+/// An adoptable slot's times in this process's clock, for
+/// [`Moved::entry`] to write over the copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moved {
+    expires_at: u64,
+    created_at: u64,
+}
+
+/// Starts loading the cache lines of `raw` (a slot adoption will check
+/// soon: the previous region's pages are 4 KiB, at whose edges the
+/// hardware's own prefetch stops). A hint, nothing is read.
+#[inline(always)]
+pub fn prefetch_slot(raw: &[u8]) {
+    let mut line = 0;
+    while line < raw.len() {
+        super::prefetch(raw.as_ptr().wrapping_add(line));
+        line += 64;
+    }
+}
+
+impl Moved {
+    /// The entry of `raw`, the slot [`check_slot`] accepted (and nothing
+    /// wrote since), with its times moved.
+    ///
+    /// # Panics
+    /// If `raw` is shorter than an entry (`check_slot` refuses those).
+    #[inline(always)]
+    pub fn entry<V: RawValue>(self, raw: &[u8]) -> Entry<V> {
+        assert!(
+            raw.len() >= size_of::<Entry<V>>(),
+            "slot shorter than an entry"
+        );
+        let mut e = MaybeUninit::<Entry<V>>::uninit();
+        // SAFETY: `raw` holds at least one `Entry<V>` (asserted), and
+        // `check_slot` found every byte with invalid patterns (the keys'
+        // `v6`, the state, the value's, per `RawValue`) holding a valid
+        // one; the other fields are integers and arrays of them, for which
+        // any bytes are valid. A byte copy because a byte slice has no
+        // alignment.
+        let mut e: Entry<V> = unsafe {
+            core::ptr::copy_nonoverlapping(
+                raw.as_ptr(),
+                e.as_mut_ptr().cast::<u8>(),
+                size_of::<Entry<V>>(),
+            );
+            e.assume_init()
+        };
+        e.expires_at = self.expires_at;
+        e.created_at = self.created_at;
+        e
+    }
+}
+
+/// [`read_slot`]'s checks on the slot's bytes where they lie, without
+/// copying the entry out: its times in this process's clock when it is
+/// adoptable, `Ok(None)` when it holds no live entry.
+#[inline]
+pub fn check_slot<V: RawValue>(
+    raw: &[u8],
+    shift_ms: i64,
+    now: u64,
+) -> Result<Option<Checked>, Dropped> {
     if raw.len() < size_of::<Entry<V>>() {
         return Err(Dropped::BadValue);
     }
-    let at = |o: usize| raw[o];
-    if at(offset_of!(Entry<V>, flags)) & LIVE == 0 {
+    let raw = &raw[..size_of::<Entry<V>>()];
+    if raw[offset_of!(Entry<V>, flags)] & LIVE == 0 {
         return Ok(None);
     }
-    let keys = offset_of!(Entry<V>, keys);
+    let keys_at = offset_of!(Entry<V>, keys);
     for k in 0..2 {
-        let v6 = at(keys + k * size_of::<FlowKey>() + offset_of!(FlowKey, v6));
-        if v6 > 1 {
+        if raw[keys_at + k * size_of::<FlowKey>() + offset_of!(FlowKey, v6)] > 1 {
             return Err(Dropped::BadKeys);
         }
     }
-    let state_byte = at(offset_of!(Entry<V>, state));
+    let state_byte = raw[offset_of!(Entry<V>, state)];
     let Some(state) = STATES.iter().copied().find(|&s| byte_of(s) == state_byte) else {
         return Err(Dropped::BadState);
     };
@@ -146,22 +221,19 @@ pub fn read_slot<V: RawValue>(
     if !V::bytes_valid(&raw[value..value + size_of::<V>()]) {
         return Err(Dropped::BadValue);
     }
-    let mut e = MaybeUninit::<Entry<V>>::uninit();
-    // SAFETY: `raw` holds at least one `Entry<V>` (checked above), and
-    // every byte with invalid patterns (the keys' `v6`, the state, the
-    // value's, per `RawValue`) holds a valid one; the other fields are
-    // integers and arrays of them, for which any bytes are valid.
-    // `read_unaligned` because a byte slice has no alignment.
-    let mut e: Entry<V> = unsafe {
-        core::ptr::copy_nonoverlapping(
-            raw.as_ptr(),
-            e.as_mut_ptr().cast::<u8>(),
-            size_of::<Entry<V>>(),
-        );
-        e.assume_init()
+    // SAFETY: the keys lie inside `raw` (one whole entry, checked above),
+    // both `v6` bytes are `bool`s (checked above) and every other field of
+    // a `FlowKey` is an integer or an array of them. Unaligned: a byte
+    // slice has no alignment.
+    let keys: [FlowKey; 2] =
+        unsafe { core::ptr::read_unaligned(raw.as_ptr().add(keys_at).cast::<[FlowKey; 2]>()) };
+    let word = |o: usize, n: usize| {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&raw[o..o + n]);
+        u64::from_ne_bytes(b)
     };
-    debug_assert_eq!(e.state, state);
-    if e.next_free != seal(&e.keys) {
+    let next_free = word(offset_of!(Entry<V>, next_free), size_of::<u32>()) as u32;
+    if next_free != seal(&keys) {
         return Err(Dropped::Torn);
     }
     let mapped = |k: &FlowKey| {
@@ -169,20 +241,26 @@ pub fn read_slot<V: RawValue>(
             && u128::from_be_bytes(k.dst) >> 32 == 0xFFFF;
         k.v6 || prefix
     };
-    if e.keys[0] == e.keys[1] || !e.keys.iter().all(mapped) {
+    if keys[0] == keys[1] || !keys.iter().all(mapped) {
         return Err(Dropped::BadKeys);
     }
-    let tcp = e.keys[0].proto == crate::wire::ip_proto::TCP;
-    if tcp == (e.state == State::Udp) || e.keys[0].proto != e.keys[1].proto {
+    let tcp = keys[0].proto == crate::wire::ip_proto::TCP;
+    if tcp == (state == State::Udp) || keys[0].proto != keys[1].proto {
         return Err(Dropped::BadState);
     }
     let moved = |t: u64| (t as i64).saturating_add(shift_ms).max(0) as u64;
-    e.expires_at = moved(e.expires_at);
-    e.created_at = moved(e.created_at).min(now);
-    if e.expires_at <= now {
+    let expires_at = moved(word(offset_of!(Entry<V>, expires_at), 8));
+    let created_at = moved(word(offset_of!(Entry<V>, created_at), 8)).min(now);
+    if expires_at <= now {
         return Err(Dropped::Expired);
     }
-    Ok(Some(e))
+    Ok(Some(Checked {
+        keys,
+        moved: Moved {
+            expires_at,
+            created_at,
+        },
+    }))
 }
 
 /// Every [`State`], to match a raw state byte against.
@@ -196,10 +274,46 @@ const STATES: [State; 7] = [
     State::Udp,
 ];
 
-/// Entries adoption reads ahead: their index buckets are prefetched
-/// together, so the cache misses of a batch overlap (random buckets of an
-/// index far bigger than the cache are most of an adoption's cost).
-pub const ADOPT_BATCH: usize = 16;
+/// Entries adoption checks ahead of the one it inserts: each entry's
+/// index buckets are prefetched when it is checked and probed this many
+/// entries later, so the bucket misses overlap without waiting in bursts
+/// (random buckets of an index far bigger than the cache are a large part
+/// of an adoption's cost). With the prefetches of the slots ahead, 8 did
+/// best (`border-perf adopt --ahead`): 32 or more keep more misses in
+/// flight than a core has fill buffers for, and the prefetches stall.
+pub const ADOPT_AHEAD: usize = 8;
+
+/// The window of entries checked and not yet inserted, oldest first, `N`
+/// of them (see [`ADOPT_AHEAD`]).
+pub struct Ahead<P: Copy, const N: usize = ADOPT_AHEAD> {
+    ring: [Option<P>; N],
+    next: usize,
+}
+
+impl<P: Copy, const N: usize> Default for Ahead<P, N> {
+    fn default() -> Self {
+        Ahead {
+            ring: [None; N],
+            next: 0,
+        }
+    }
+}
+
+impl<P: Copy, const N: usize> Ahead<P, N> {
+    /// Queues `p`; returns the entry queued `N` pushes before, if any:
+    /// the one to insert now.
+    #[inline(always)]
+    pub fn push(&mut self, p: P) -> Option<P> {
+        let old = self.ring[self.next].replace(p);
+        self.next = (self.next + 1) % N;
+        old
+    }
+
+    /// Takes the oldest queued entry (at the end, to empty the window).
+    pub fn pop(&mut self) -> Option<P> {
+        (0..N).find_map(|i| self.ring[(self.next + i) % N].take())
+    }
+}
 
 /// The index hashes of an entry's two keys in one table, worked out once
 /// per adopted entry by [`Conntrack::prefetch_for_adopt`] and used again
@@ -213,11 +327,40 @@ impl<V: Copy> Conntrack<V> {
     /// for it.
     #[inline]
     pub fn prefetch_for_adopt(&self, e: &Entry<V>) -> AdoptHashes {
-        let h = [self.hash(&e.keys[0]), self.hash(&e.keys[1])];
+        self.prefetch_keys(&e.keys)
+    }
+
+    /// [`Conntrack::prefetch_for_adopt`] of the entry whose keys are
+    /// `keys` (from [`check_slot`], before the entry is copied out).
+    #[inline]
+    pub fn prefetch_keys(&self, keys: &[FlowKey; 2]) -> AdoptHashes {
+        let h = [self.hash(&keys[0]), self.hash(&keys[1])];
         for k in h {
             self.prefetch_bucket(KeyHash(k));
         }
         AdoptHashes(h)
+    }
+
+    /// Starts loading the slab slot the insert `ahead` inserts from now
+    /// will most likely take (and its sweep hint): the slab is written in
+    /// order while adopting into an empty table, and its 4 KiB pages stop
+    /// the hardware's prefetch. A hint, nothing changes.
+    #[inline(always)]
+    pub fn prefetch_slot_ahead(&self, ahead: usize) {
+        if self.free != super::NIL {
+            return;
+        }
+        let slot = self.slots.len() + ahead;
+        if slot >= self.capacity {
+            return;
+        }
+        let e = self.slots.as_ptr().wrapping_add(slot).cast::<u8>();
+        let mut line = 0;
+        while line < size_of::<Entry<V>>() {
+            super::prefetch(e.wrapping_add(line));
+            line += 64;
+        }
+        super::prefetch(self.hints.as_ptr().wrapping_add(slot));
     }
 
     /// Whether either key of `e` is tracked already; `h` from
@@ -236,22 +379,23 @@ impl<V: Copy> Conntrack<V> {
     /// is: its state, deadline, TCP tracking and value. The deadline is
     /// capped at `now` plus the state's timeout (a previous process may
     /// have had longer timeouts).
-    pub fn adopt_entry(&mut self, e: Entry<V>, now: u64) -> Result<EntryId, Dropped> {
+    pub fn adopt_entry(&mut self, mut e: Entry<V>, now: u64) -> Result<EntryId, Dropped> {
         let h = self.hashes(&e);
-        self.adopt_hashed(e, h, now)
+        self.adopt_hashed(&mut e, h, now)
     }
 
     /// [`Conntrack::adopt_entry`] with the hashes
     /// [`Conntrack::prefetch_for_adopt`] returned for `e` (its keys
-    /// unchanged since).
+    /// unchanged since). Taken by reference, so that the entry is copied
+    /// once, into its slot; `e` is left as it was written there.
     #[inline]
     pub fn adopt_hashed(
         &mut self,
-        mut e: Entry<V>,
+        e: &mut Entry<V>,
         h: AdoptHashes,
         now: u64,
     ) -> Result<EntryId, Dropped> {
-        if self.tracks(&e, h) {
+        if self.tracks(e, h) {
             return Err(Dropped::Duplicate);
         }
         if self.len == self.capacity {
@@ -259,10 +403,9 @@ impl<V: Copy> Conntrack<V> {
         }
         let cap = now.saturating_add(self.timeout_ms[e.state as usize]);
         e.expires_at = e.expires_at.min(cap);
-        let (half_open, created) = (e.state.is_half_open(), e.created_at);
-        let slot = self.place(e).ok_or(Dropped::Full)?;
-        if half_open {
-            self.half_open.push(slot, created);
+        let slot = self.place_adopted(e).ok_or(Dropped::Full)?;
+        if e.state.is_half_open() {
+            self.half_open.push(slot, e.created_at);
         }
         let [h_orig, h_reply] = h.0;
         self.index
@@ -270,6 +413,39 @@ impl<V: Copy> Conntrack<V> {
         self.index
             .insert(h_reply, super::index_ref(slot, Dir::Reply));
         Ok(EntryId(slot as u32))
+    }
+
+    /// `Conntrack::place` of an adopted entry, copied from where it lies
+    /// (a 192-byte entry moved by value costs a copy per move). Its seal
+    /// is the one [`check_slot`] verified (its keys are unchanged since):
+    /// not worked out again. The same order as `place`: the whole entry
+    /// with its flags clear, then the live flag.
+    #[inline(always)]
+    fn place_adopted(&mut self, e: &mut Entry<V>) -> Option<usize> {
+        debug_assert_eq!(e.next_free, seal(&e.keys), "adopting an unsealed entry");
+        e.flags = 0;
+        let hint = coarse(e.expires_at);
+        let slot = if self.free != super::NIL {
+            let s = self.free as usize;
+            self.free = self.slots[s].next_free;
+            self.slots[s] = *e;
+            self.hints[s] = hint;
+            s
+        } else {
+            // As in `place`: below the capacity (checked by the caller),
+            // so these pushes stay within the reserved memory.
+            self.slots.push(*e).ok()?;
+            self.hints.push(hint);
+            self.slots.len() - 1
+        };
+        // As in `place`: the flag's store comes after the entry's.
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
+        self.slots[slot].flags = LIVE;
+        self.len += 1;
+        if e.state.is_half_open() {
+            self.half_open_now += 1;
+        }
+        Some(slot)
     }
 }
 
@@ -515,20 +691,72 @@ mod tests {
     fn the_prefetch_s_hashes_index_the_entry_and_catch_duplicates() {
         let mut old = table(16);
         let id = established(&mut old, 1000, 0);
-        let e = read_slot::<u32>(&raw(&old, id), 0, 1).unwrap().unwrap();
+        let mut e = read_slot::<u32>(&raw(&old, id), 0, 1).unwrap().unwrap();
         let mut new = table(16);
         let h = new.prefetch_for_adopt(&e);
         assert!(!new.tracks(&e, h));
-        let nid = new.adopt_hashed(e, h, 1).unwrap();
+        let nid = new.adopt_hashed(&mut e, h, 1).unwrap();
         let (o, r) = key(1000, 6);
         assert_eq!(new.lookup(&o, 1), Some((nid, Dir::Original)));
         assert_eq!(new.lookup(&r, 1), Some((nid, Dir::Reply)));
         assert!(new.tracks(&e, h));
         assert_eq!(
-            new.adopt_hashed(e, h, 1).map(|_| ()),
+            new.adopt_hashed(&mut e, h, 1).map(|_| ()),
             Err(Dropped::Duplicate)
         );
         assert_eq!(new.len(), 1);
+        new.check();
+    }
+
+    #[test]
+    fn the_window_gives_back_each_entry_once_in_order() {
+        let mut w = Ahead::<usize, 4>::default();
+        let mut out = Vec::new();
+        for i in 0..10 {
+            match w.push(i) {
+                Some(due) => out.push(due),
+                None => assert!(i < 4, "entry {i} held back"),
+            }
+        }
+        assert_eq!(out, (0..6).collect::<Vec<_>>());
+        while let Some(due) = w.pop() {
+            out.push(due);
+        }
+        assert_eq!(out, (0..10).collect::<Vec<_>>());
+        assert_eq!(w.pop(), None);
+    }
+
+    #[test]
+    fn a_checked_slot_gives_its_keys_and_the_entry_read_slot_gives() {
+        let mut old = table(16);
+        let id = established(&mut old, 1000, 10_000);
+        let bytes = raw(&old, id);
+        let c = check_slot::<u32>(&bytes, -8_000, 20_000).unwrap().unwrap();
+        assert_eq!(c.keys, [key(1000, 6).0, key(1000, 6).1]);
+        let e = read_slot::<u32>(&bytes, -8_000, 20_000).unwrap().unwrap();
+        let from_check = c.moved.entry::<u32>(&bytes);
+        assert_eq!(
+            (
+                from_check.keys,
+                from_check.value,
+                from_check.expires_at(),
+                from_check.created_at()
+            ),
+            (e.keys, e.value, e.expires_at(), e.created_at())
+        );
+        assert_eq!(from_check.expires_at(), 2_000 + 900_000);
+        // Adopted by reference: the entry lands sealed, live and indexed.
+        let mut new = table(16);
+        let mut e = from_check;
+        let h = new.prefetch_keys(&c.keys);
+        let nid = new.adopt_hashed(&mut e, h, 20_000).unwrap();
+        assert_eq!(new.lookup(&key(1000, 6).1, 20_000), Some((nid, Dir::Reply)));
+        assert_eq!(
+            read_slot::<u32>(&raw(&new, nid), 0, 20_000)
+                .unwrap()
+                .map(|e| e.value),
+            Some(7)
+        );
         new.check();
     }
 

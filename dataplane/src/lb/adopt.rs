@@ -37,8 +37,6 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use arrayvec::ArrayVec;
-
 use conf::counters::Counter;
 use conf::state::FlowStat;
 use conf::{Encap, Mode};
@@ -47,7 +45,9 @@ use super::flow::{flow_deltas, FlowRec, FLOW_COUNTED, FLOW_PERSIST, FLOW_TUNNEL}
 use super::records::METER_BYTES;
 use super::Lb;
 use crate::carry_region::PreviousCarry;
-use crate::conntrack::adopt::{byte_of, read_slot, AdoptHashes, Dropped, RawValue, ADOPT_BATCH};
+use crate::conntrack::adopt::{
+    byte_of, check_slot, prefetch_slot, AdoptHashes, Ahead, Dropped, Moved, RawValue, ADOPT_AHEAD,
+};
 use crate::conntrack::{Entry, EntryId, State};
 use crate::counters::Counters;
 use crate::flows_region::PreviousFlows;
@@ -119,6 +119,10 @@ unsafe impl RawValue for FlowRec {
         .all(|&o| b[cfg + o] <= 1)
     }
 }
+
+/// Where a slot's bytes hold its flow's mode.
+const MODE_AT: usize =
+    core::mem::offset_of!(Entry<FlowRec>, value) + core::mem::offset_of!(FlowRec, mode);
 
 /// The counter of each reason.
 pub(super) fn dropped_counter(d: Dropped) -> Counter {
@@ -291,17 +295,19 @@ impl Lb {
             let dnat_here = region.worker % self.workers == self.worker;
             let is_older = region.generation < newest;
             let meters = self.records.is_some() && region.has_meters(METER_BYTES);
-            let mut batch: ArrayVec<(Entry<FlowRec>, usize, AdoptHashes), ADOPT_BATCH> =
-                ArrayVec::new();
-            let mut next = 0;
-            while next < region.slots() {
-                // A batch of this worker's entries, their buckets prefetched.
-                batch.clear();
-                while next < region.slots() && !batch.is_full() {
-                    let at = next;
-                    next += 1;
-                    let e = match read_slot::<FlowRec>(region.slot(at), shift, now) {
-                        Ok(Some(e)) => e,
+            let full_nat = byte_of(Mode::FullNat);
+            let mut ahead = Ahead::<(usize, Moved, AdoptHashes)>::default();
+            let mut at = 0;
+            loop {
+                // Checks slot `at` where it lies and, if this worker takes
+                // it, prefetches its buckets and inserts the entry checked
+                // `ADOPT_AHEAD` before it (then the rest, at the end).
+                let due = if at < region.slots() {
+                    let raw = region.slot(at);
+                    prefetch_slot(region.slot(at + ADOPT_AHEAD / 2));
+                    at += 1;
+                    let c = match check_slot::<FlowRec>(raw, shift, now) {
+                        Ok(Some(c)) => c,
                         Ok(None) => continue,
                         // Counted by the worker that had it, once.
                         Err(d) => {
@@ -312,48 +318,59 @@ impl Lb {
                             continue;
                         }
                     };
-                    let mine = match e.value.mode {
-                        Mode::FullNat => self.owner(e.reply().dport) == self.worker,
-                        Mode::Dnat | Mode::Dsr(_) => dnat_here,
+                    let mine = if raw[MODE_AT] == full_nat {
+                        self.owner(c.keys[1].dport) == self.worker
+                    } else {
+                        dnat_here
                     };
-                    if mine {
-                        let h = self.conntrack.prefetch_for_adopt(&e);
-                        batch.push((e, at, h));
-                    }
-                }
-                for (e, at, h) in batch.drain(..) {
-                    // A flow a newer set held too was adopted from there.
-                    if is_older && self.conntrack.tracks(&e, h) {
-                        older += 1;
+                    if !mine {
                         continue;
                     }
-                    match self.adopt_one(e, h, now) {
-                        Ok(id) => {
-                            kept += 1;
-                            counters.inc(Counter::FlowsAdopted);
-                            if meters {
-                                if let (Some(r), Some(m)) =
-                                    (self.records.as_mut(), region.meter(at, METER_BYTES))
-                                {
-                                    r.adopt_meter(id, m);
-                                }
-                            }
-                            if let Some((n, halt)) = prev.halt_after {
-                                if kept >= n {
-                                    tracing::warn!(
-                                        worker = self.worker,
-                                        adopted = kept,
-                                        "adoption halted ({HALT_ENV})"
-                                    );
-                                    halt();
-                                    return;
-                                }
+                    let h = self.conntrack.prefetch_keys(&c.keys);
+                    match ahead.push((at - 1, c.moved, h)) {
+                        Some(due) => due,
+                        None => continue,
+                    }
+                } else {
+                    match ahead.pop() {
+                        Some(due) => due,
+                        None => break,
+                    }
+                };
+                let (slot, moved, h) = due;
+                let e = moved.entry::<FlowRec>(region.slot(slot));
+                self.conntrack.prefetch_slot_ahead(ADOPT_AHEAD / 2);
+                // A flow a newer set held too was adopted from there.
+                if is_older && self.conntrack.tracks(&e, h) {
+                    older += 1;
+                    continue;
+                }
+                match self.adopt_one(e, h, now) {
+                    Ok(id) => {
+                        kept += 1;
+                        counters.inc(Counter::FlowsAdopted);
+                        if meters {
+                            if let (Some(r), Some(m)) =
+                                (self.records.as_mut(), region.meter(slot, METER_BYTES))
+                            {
+                                r.adopt_meter(id, m);
                             }
                         }
-                        Err(d) => {
-                            counters.inc(dropped_counter(d));
-                            dropped[d as usize] += 1;
+                        if let Some((n, halt)) = prev.halt_after {
+                            if kept >= n {
+                                tracing::warn!(
+                                    worker = self.worker,
+                                    adopted = kept,
+                                    "adoption halted ({HALT_ENV})"
+                                );
+                                halt();
+                                return;
+                            }
                         }
+                    }
+                    Err(d) => {
+                        counters.inc(dropped_counter(d));
+                        dropped[d as usize] += 1;
                     }
                 }
             }
@@ -440,7 +457,7 @@ impl Lb {
         let (vs, bs) = (rec.vip_slot, rec.backend_slot);
         let counter = (rec.conn_id & 0xFFFF_FFFF_FFFF) + 1;
         let open = !matches!(e.state(), State::TimeWait | State::Closed);
-        match self.conntrack.adopt_hashed(e, h, now) {
+        match self.conntrack.adopt_hashed(&mut e, h, now) {
             Ok(id) => {
                 // New connections' ids (the PPv2 UNIQUE_ID) go on after the
                 // adopted ones'.
