@@ -183,9 +183,8 @@ pub fn encapsulate(
 
 /// [`encapsulate`] for an established flow, from what its tunnel keeps
 /// (`c`), to `outer`'s destination, GUE to port `gue` or bare IP in IP:
-/// the outer header is assembled whole and copied in front at once, and
-/// its IPv4 checksum is the kept sum plus the packet's TOS, length and
-/// protocol.
+/// the inner packet's family is read from its version
+/// ([`encapsulate_known`] when the caller knows it).
 #[inline(always)]
 pub fn encapsulate_flow(
     buf: &mut [u8],
@@ -196,109 +195,228 @@ pub fn encapsulate_flow(
     gue: Option<u16>,
     mtu: u16,
 ) -> Result<usize, EncapError> {
-    let ethertype_at = l3.checked_sub(2).ok_or(EncapError::NotIp)?;
-    let inner_len = len.checked_sub(l3).ok_or(EncapError::NotIp)?;
-    let (inner_v4, tos) = match buf.get(l3..len).and_then(|ip| Some((ip.first()? >> 4, ip))) {
-        Some((4, ip)) if ip.len() >= IPV4_HEADER => (true, ip[1]),
-        Some((6, ip)) if ip.len() >= IPV6_HEADER => (false, (ip[0] << 4) | (ip[1] >> 4)),
+    let inner_v4 = match buf.get(l3).map(|b| b >> 4) {
+        Some(4) if l3 < len => true,
+        Some(6) if l3 < len => false,
         _ => return Err(EncapError::NotIp),
     };
-    let v6 = matches!(outer, Outer::V6 { .. });
-    let extra = overhead(v6, gue.is_some());
+    encapsulate_known(buf, len, l3, inner_v4, outer, c, gue, mtu)
+}
+
+/// [`encapsulate_flow`] of a packet whose family the caller knows
+/// (`inner_v4`: IPv4, else IPv6; the express lane parsed it). Each of the
+/// four outer shapes is its own copy of [`put`], so the per-packet work
+/// has no test of the tunnel's kind past this one match, and its sizes and
+/// offsets are constants.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn encapsulate_known(
+    buf: &mut [u8],
+    len: usize,
+    l3: usize,
+    inner_v4: bool,
+    outer: Outer<'_>,
+    c: &TunnelConsts,
+    gue: Option<u16>,
+    mtu: u16,
+) -> Result<usize, EncapError> {
+    let p = Packet { len, l3, mtu };
+    match (outer, gue, inner_v4) {
+        (Outer::V4 { dst }, None, true) => put::<false, false, true>(buf, p, &V4Dst(dst), c, 0),
+        (Outer::V4 { dst }, None, false) => put::<false, false, false>(buf, p, &V4Dst(dst), c, 0),
+        (Outer::V4 { dst }, Some(port), true) => {
+            put::<false, true, true>(buf, p, &V4Dst(dst), c, port)
+        }
+        (Outer::V4 { dst }, Some(port), false) => {
+            put::<false, true, false>(buf, p, &V4Dst(dst), c, port)
+        }
+        (Outer::V6 { high, dst }, None, true) => {
+            put::<true, false, true>(buf, p, &V6Dst(high, dst), c, 0)
+        }
+        (Outer::V6 { high, dst }, None, false) => {
+            put::<true, false, false>(buf, p, &V6Dst(high, dst), c, 0)
+        }
+        (Outer::V6 { high, dst }, Some(port), true) => {
+            put::<true, true, true>(buf, p, &V6Dst(high, dst), c, port)
+        }
+        (Outer::V6 { high, dst }, Some(port), false) => {
+            put::<true, true, false>(buf, p, &V6Dst(high, dst), c, port)
+        }
+    }
+}
+
+/// The packet [`put`] encapsulates: the frame's length, where its IP
+/// packet starts and the egress MTU.
+#[derive(Clone, Copy)]
+struct Packet {
+    len: usize,
+    l3: usize,
+    mtu: u16,
+}
+
+/// The outer destination of one family, written by [`put`].
+trait OuterDst {
+    /// Writes the outer IP header's addresses (and, over IPv6, nothing
+    /// else) into `h`, the outer header.
+    fn write_addrs(&self, h: &mut [u8], src: u32);
+}
+
+struct V4Dst([u8; 4]);
+
+impl OuterDst for V4Dst {
+    #[inline(always)]
+    fn write_addrs(&self, h: &mut [u8], src: u32) {
+        put_u64(
+            h,
+            12,
+            (u64::from(src) << 32) | u64::from(u32::from_be_bytes(self.0)),
+        );
+    }
+}
+
+struct V6Dst<'a>([u8; 12], &'a [u8; 16]);
+
+impl OuterDst for V6Dst<'_> {
+    #[inline(always)]
+    fn write_addrs(&self, h: &mut [u8], src: u32) {
+        h[8..20].copy_from_slice(&self.0);
+        h[20..24].copy_from_slice(&src.to_be_bytes());
+        h[24..40].copy_from_slice(self.1);
+    }
+}
+
+/// Writes `v` big-endian at `h[at..at + 8]`.
+#[inline(always)]
+fn put_u64(h: &mut [u8], at: usize, v: u64) {
+    h[at..at + 8].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Encapsulates `p`, an IPv4 packet (`INNER_V4`) or an IPv6 one, over
+/// IPv6 (`V6`) or IPv4, in GUE to `port` (`GUE`) or bare: one copy for
+/// each of the eight shapes, so that no test of the shape is left past the
+/// caller's match and every size and offset is a constant. The outer
+/// headers are written as a few words assembled from the kept constants
+/// and the packet's TOS and length. A packet of at most [`SMALL_MOVE`]
+/// bytes (a pure ACK) moves up as one fixed-size copy, without a call to
+/// `memmove`, under one bounds check with the ethertype and the headers.
+#[inline(always)]
+fn put<const V6: bool, const GUE: bool, const INNER_V4: bool>(
+    buf: &mut [u8],
+    p: Packet,
+    dst: &impl OuterDst,
+    c: &TunnelConsts,
+    port: u16,
+) -> Result<usize, EncapError> {
+    let extra = overhead(V6, GUE);
+    let Packet { len, l3, mtu } = p;
+    let ethertype_at = l3.checked_sub(2).ok_or(EncapError::NotIp)?;
+    let inner_len = len.checked_sub(l3).ok_or(EncapError::NotIp)?;
+    if inner_len < if INNER_V4 { IPV4_HEADER } else { IPV6_HEADER } {
+        return Err(EncapError::NotIp);
+    }
     if inner_len + extra > usize::from(mtu) {
         return Err(EncapError::TooBig);
     }
     let new_len = len + extra;
+    let ethertype = if V6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IPV4 }.to_be_bytes();
+    let tos_of = |a: u8, b: u8| if INNER_V4 { b } else { (a << 4) | (b >> 4) };
+    let head = Head {
+        outer_len: (inner_len + extra) as u16,
+        inner_proto: if INNER_V4 { PROTO_IPIP } else { PROTO_IPV6 },
+        port,
+    };
+    if inner_len <= SMALL_MOVE {
+        // The bytes past the frame that the fixed copy takes along are the
+        // buffer's spare ones.
+        if let Some(w) = buf.get_mut(ethertype_at..l3 + extra + SMALL_MOVE) {
+            let tos = tos_of(w[2], w[3]);
+            let mut t = [0u8; SMALL_MOVE];
+            t.copy_from_slice(&w[2..2 + SMALL_MOVE]);
+            w[2 + extra..].copy_from_slice(&t);
+            w[..2].copy_from_slice(&ethertype);
+            write_outer::<V6, GUE>(&mut w[2..2 + extra], tos, head, dst, c);
+            return Ok(new_len);
+        }
+    }
     if buf.len() < new_len {
         return Err(EncapError::NoRoom);
     }
-    move_up(buf, l3, len, extra);
-    let inner_proto = if inner_v4 { PROTO_IPIP } else { PROTO_IPV6 };
-    let next = if gue.is_some() {
-        PROTO_UDP
-    } else {
-        inner_proto
-    };
-    let src = c.src.to_be_bytes();
-    let (ethertype, ip_len) = match outer {
-        Outer::V4 { dst } => {
-            let total = (inner_len + extra) as u16;
-            let sum = checksum::fold(
-                u64::from(c.v4_sum()) + u64::from(tos) + u64::from(total) + u64::from(next),
-            );
-            let (t, k) = (total.to_be_bytes(), (!sum).to_be_bytes());
-            #[rustfmt::skip]
-            let h = [
-                0x45, tos, t[0], t[1],
-                0, 0, 0x40, 0,
-                OUTER_TTL, next, k[0], k[1],
-                src[0], src[1], src[2], src[3],
-                dst[0], dst[1], dst[2], dst[3],
-            ];
-            buf[l3..l3 + IPV4_HEADER].copy_from_slice(&h);
-            (ETHERTYPE_IPV4, IPV4_HEADER)
-        }
-        Outer::V6 { high, dst } => {
-            let payload = ((inner_len + extra - IPV6_HEADER) as u16).to_be_bytes();
-            let word = (6u32 << 28) | (u32::from(tos) << 20) | (c.aux & 0x000f_ffff);
-            let w = word.to_be_bytes();
-            let mut h = [0u8; IPV6_HEADER];
-            h[..8].copy_from_slice(&[
-                w[0], w[1], w[2], w[3], payload[0], payload[1], next, OUTER_TTL,
-            ]);
-            h[8..20].copy_from_slice(&high);
-            h[20..24].copy_from_slice(&src);
-            h[24..40].copy_from_slice(dst);
-            buf[l3..l3 + IPV6_HEADER].copy_from_slice(&h);
-            (ETHERTYPE_IPV6, IPV6_HEADER)
-        }
-    };
-    buf[ethertype_at..l3].copy_from_slice(&ethertype.to_be_bytes());
-    if let Some(port) = gue {
-        let at = l3 + ip_len;
-        let udp_len = (inner_len + GUE_HEADERS) as u16;
-        write_gue(
-            &mut buf[at..at + GUE_HEADERS],
-            c.aux,
-            port,
-            udp_len,
-            inner_proto,
-        );
-    }
+    let tos = tos_of(buf[l3], buf[l3 + 1]);
+    buf.copy_within(l3..len, l3 + extra);
+    buf[ethertype_at..l3].copy_from_slice(&ethertype);
+    write_outer::<V6, GUE>(&mut buf[l3..l3 + extra], tos, head, dst, c);
     Ok(new_len)
 }
 
-/// Moves `buf[from..end]` up by `by` bytes (the caller checked that
-/// `end + by` fits). A packet of at most [`SMALL_MOVE`] bytes (a pure ACK,
-/// most of a download's client packets) moves as one fixed-size copy
-/// through a local buffer, without a call to `memmove`; the bytes it moves
-/// past `end` are the buffer's spare ones, past the new frame.
+/// What [`write_outer`] takes of the packet besides its TOS: the outer
+/// packet's length, the inner protocol, the GUE port.
+#[derive(Clone, Copy)]
+struct Head {
+    outer_len: u16,
+    inner_proto: u8,
+    port: u16,
+}
+
+/// Writes the outer headers of [`put`] into `h` (exactly their length).
 #[inline(always)]
-fn move_up(buf: &mut [u8], from: usize, end: usize, by: usize) {
-    if end - from <= SMALL_MOVE {
-        if let Some(w) = buf.get_mut(from..from + SMALL_MOVE + by) {
-            let mut t = [0u8; SMALL_MOVE];
-            t.copy_from_slice(&w[..SMALL_MOVE]);
-            w[by..].copy_from_slice(&t);
-            return;
-        }
+fn write_outer<const V6: bool, const GUE: bool>(
+    h: &mut [u8],
+    tos: u8,
+    head: Head,
+    dst: &impl OuterDst,
+    c: &TunnelConsts,
+) {
+    let Head {
+        outer_len,
+        inner_proto,
+        port,
+    } = head;
+    let ip_len = if V6 { IPV6_HEADER } else { IPV4_HEADER };
+    let next = if GUE { PROTO_UDP } else { inner_proto };
+    if V6 {
+        let word = (6u32 << 28) | (u32::from(tos) << 20) | (c.aux & 0x000f_ffff);
+        let payload = outer_len - IPV6_HEADER as u16;
+        put_u64(
+            h,
+            0,
+            (u64::from(word) << 32)
+                | (u64::from(payload) << 16)
+                | (u64::from(next) << 8)
+                | u64::from(OUTER_TTL),
+        );
+    } else {
+        // The kept sum has the fixed words; the TOS, length and protocol
+        // are below 2^16 each: two folds finish it.
+        let s = u32::from(c.v4_sum()) + u32::from(tos) + u32::from(outer_len) + u32::from(next);
+        let s = (s & 0xffff) + (s >> 16);
+        let s = (s & 0xffff) + (s >> 16);
+        let sum = !(s as u16);
+        put_u64(
+            h,
+            0,
+            0x4500_0000_0000_4000 | (u64::from(tos) << 48) | (u64::from(outer_len) << 32),
+        );
+        h[8..12].copy_from_slice(
+            &((u32::from(OUTER_TTL) << 24) | (u32::from(next) << 16) | u32::from(sum))
+                .to_be_bytes(),
+        );
     }
-    buf.copy_within(from..end, from + by);
+    dst.write_addrs(h, c.src);
+    if GUE {
+        let udp_len = outer_len - ip_len as u16;
+        put_u64(
+            h,
+            ip_len,
+            (u64::from(gue_source_port(c.aux)) << 48)
+                | (u64::from(port) << 32)
+                | (u64::from(udp_len) << 16),
+        );
+        h[ip_len + 8..ip_len + 12].copy_from_slice(&[0, inner_proto, 0, 0]);
+    }
 }
 
-/// The largest packet [`move_up`] moves without `memmove`.
+/// The largest packet [`put`] moves without `memmove`.
 const SMALL_MOVE: usize = 64;
-
-/// UDP and a GUE variant 0 header (version 0, no flags, no options, the
-/// inner protocol). The UDP checksum is zero, over IPv6 too: RFC 6935 and
-/// RFC 6936 allow it for tunnels, and the inner packet carries its own.
-fn write_gue(h: &mut [u8], entropy: u32, port: u16, udp_len: u16, inner_proto: u8) {
-    h[0..2].copy_from_slice(&gue_source_port(entropy).to_be_bytes());
-    h[2..4].copy_from_slice(&port.to_be_bytes());
-    h[4..6].copy_from_slice(&udp_len.to_be_bytes());
-    h[6..8].copy_from_slice(&[0, 0]);
-    h[8..12].copy_from_slice(&[0, inner_proto, 0, 0]);
-}
 
 /// The GUE source port of a flow: in the dynamic range 49152..=65535.
 #[inline(always)]

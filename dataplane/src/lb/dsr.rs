@@ -92,18 +92,20 @@ impl Lb {
         let Some(flow) = DsrFlow::of(rec) else {
             return count_drop(out.counters, Counter::DropSlowpathUnhandled);
         };
-        self.dsr_forward(buf, len, l3, &flow, ends, out)
+        self.dsr_forward(buf, len, (l3, None), &flow, ends, out)
     }
 
     /// Sends a client packet of DSR flow `rec` to its backend, its MAC
     /// written or the packet encapsulated (counted and statistics already
-    /// taken: the express lane calls this directly).
+    /// taken: the express lane calls this directly). `inner_v4`: whether
+    /// the packet at `l3` is IPv4, when the caller knows (else its version
+    /// is read).
     #[inline(always)]
     pub(super) fn dsr_forward(
         &mut self,
         buf: &mut [u8],
         len: usize,
-        l3: usize,
+        (l3, inner_v4): (usize, Option<bool>),
         rec: &DsrFlow,
         ends: DsrEnds<'_>,
         out: Out<'_>,
@@ -143,7 +145,13 @@ impl Lb {
                     dst: [b[12], b[13], b[14], b[15]],
                 }
             };
-            match encap::encapsulate_flow(buf, len, l3, outer, &consts, gue, port.mtu) {
+            let put = match inner_v4 {
+                Some(v4) => {
+                    encap::encapsulate_known(buf, len, l3, v4, outer, &consts, gue, port.mtu)
+                }
+                None => encap::encapsulate_flow(buf, len, l3, outer, &consts, gue, port.mtu),
+            };
+            match put {
                 Ok(n) => n,
                 Err(EncapError::TooBig) => {
                     let overhead = encap::overhead(v6, gue.is_some());
@@ -229,7 +237,10 @@ fn keep_tunnel(
 /// Whether `a` (as a flow key holds an address) is an IPv4 one.
 #[inline(always)]
 fn is_v4_mapped(a: &[u8; 16]) -> bool {
-    a[..10] == [0; 10] && a[10..12] == [0xff, 0xff]
+    // Two word compares, not a byte-slice compare: this runs per packet.
+    let head = u64::from_ne_bytes([a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]]);
+    let mid = u32::from_ne_bytes([a[8], a[9], a[10], a[11]]);
+    head == 0 && mid == u32::from_ne_bytes([0, 0, 0xff, 0xff])
 }
 
 /// The tunnel of a flow to `ends.backend` out of `port`: the outer

@@ -398,7 +398,7 @@ impl Lb {
                 backend: &backend,
             };
             let out = Out { ports, counters };
-            return Some(self.dsr_forward(buf, len, at.l3, &rec, ends, out));
+            return Some(self.dsr_forward(buf, len, (at.l3, Some(at.v4)), &rec, ends, out));
         }
         let headers = nat::Headers::Layout(at);
         let translated = match dir {
