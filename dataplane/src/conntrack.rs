@@ -904,20 +904,28 @@ impl<V: Copy> Conntrack<V> {
     /// leaves a slot that adoption ignores (not live) or rejects (the seal
     /// does not match the keys), never a half-written live entry.
     fn place(&mut self, mut entry: Entry<V>) -> Option<usize> {
-        let deadline = entry.expires_at;
         entry.flags = 0;
         entry.next_free = seal(&entry.keys);
+        self.place_sealed(&entry)
+    }
+
+    /// The rest of [`Conntrack::place`] (and of an adoption's), for an
+    /// entry already sealed with its flags clear: the whole entry into a
+    /// free slot, then the live flag.
+    #[inline(always)]
+    fn place_sealed(&mut self, entry: &Entry<V>) -> Option<usize> {
+        let hint = coarse(entry.expires_at);
         let slot = if self.free != NIL {
             let s = self.free as usize;
             self.free = self.slots[s].next_free;
-            self.slots[s] = entry;
-            self.hints[s] = coarse(deadline);
+            self.slots[s] = *entry;
+            self.hints[s] = hint;
             s
         } else {
             // len < capacity and every slot below slots.len() is live, so
             // these pushes stay within the reserved capacity.
-            self.slots.push(entry).ok()?;
-            self.hints.push(coarse(deadline));
+            self.slots.push(*entry).ok()?;
+            self.hints.push(hint);
             self.slots.len() - 1
         };
         // Program order is store order on x86-64 (and the only reader is a

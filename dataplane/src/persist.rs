@@ -208,6 +208,12 @@ pub struct Persist {
     hasher: ahash::RandomState,
 }
 
+/// The table's hasher under `key`: the same key places a pin in the same
+/// bucket in any process of this build.
+fn hasher_of(key: [u64; 4]) -> ahash::RandomState {
+    ahash::RandomState::with_seeds(key[0], key[1], key[2], key[3])
+}
+
 /// A new random hash key: the hashes of a few integers under ahash's own
 /// random per-process state.
 fn random_key() -> [u64; 4] {
@@ -228,7 +234,7 @@ impl Persist {
             entries: entries.next_power_of_two().max(WAYS),
             key,
             key_words: None,
-            hasher: ahash::RandomState::with_seeds(key[0], key[1], key[2], key[3]),
+            hasher: hasher_of(key),
         }
     }
 
@@ -246,7 +252,7 @@ impl Persist {
             return false;
         }
         self.key = key;
-        self.hasher = ahash::RandomState::with_seeds(key[0], key[1], key[2], key[3]);
+        self.hasher = hasher_of(key);
         self.record_key();
         true
     }

@@ -20,7 +20,7 @@
 
 use core::mem::{offset_of, size_of, MaybeUninit};
 
-use super::{coarse, seal, Conntrack, Dir, Entry, EntryId, FlowKey, KeyHash, State, LIVE};
+use super::{seal, Conntrack, Dir, Entry, EntryId, FlowKey, KeyHash, State, LIVE};
 
 /// A value type whose raw bytes can be checked before they are read as
 /// one (the connection table's `V`).
@@ -424,28 +424,7 @@ impl<V: Copy> Conntrack<V> {
     fn place_adopted(&mut self, e: &mut Entry<V>) -> Option<usize> {
         debug_assert_eq!(e.next_free, seal(&e.keys), "adopting an unsealed entry");
         e.flags = 0;
-        let hint = coarse(e.expires_at);
-        let slot = if self.free != super::NIL {
-            let s = self.free as usize;
-            self.free = self.slots[s].next_free;
-            self.slots[s] = *e;
-            self.hints[s] = hint;
-            s
-        } else {
-            // As in `place`: below the capacity (checked by the caller),
-            // so these pushes stay within the reserved memory.
-            self.slots.push(*e).ok()?;
-            self.hints.push(hint);
-            self.slots.len() - 1
-        };
-        // As in `place`: the flag's store comes after the entry's.
-        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::Release);
-        self.slots[slot].flags = LIVE;
-        self.len += 1;
-        if e.state.is_half_open() {
-            self.half_open_now += 1;
-        }
-        Some(slot)
+        self.place_sealed(e)
     }
 }
 
